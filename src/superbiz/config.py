@@ -1,0 +1,215 @@
+"""Settings: one model, read from ``superbiz.yaml`` and ``SUPERBIZ_*`` environment variables.
+
+YAML keys may be written with hyphens as in the original design
+(``retrieval.normalization.highly-relevant-threshold``) or with underscores.
+Environment variables use ``__`` between levels, e.g.
+``SUPERBIZ_RETRIEVAL__NORMALIZATION__REFERENCE_THRESHOLD=0.3``.
+Precedence: explicit arguments > environment > YAML file > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from superbiz.exceptions import ConfigError
+
+CONFIG_ENV = "SUPERBIZ_CONFIG"
+DEFAULT_CONFIG_FILE = "superbiz.yaml"
+
+
+def _hyphenate(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Section(BaseModel):
+    """A settings section: accepts ``some-key`` and ``some_key`` alike, rejects unknown keys."""
+
+    model_config = ConfigDict(
+        alias_generator=_hyphenate, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class NormalizationSettings(_Section):
+    """The seed's ``retrieval.normalization.*`` keys.
+
+    ``max_l2_distance`` is the upper bound of the Euclidean distance between two unit
+    vectors (2.0); distances are clamped to it before being turned into a cosine.
+    Thresholds left empty take the measured defaults of the active embedder
+    (see ``superbiz.retrieval.relevance.DEFAULT_THRESHOLDS``).
+    """
+
+    max_l2_distance: float = Field(2.0, gt=0)
+    highly_relevant_threshold: float | None = Field(None, ge=-1, le=1)
+    reference_threshold: float | None = Field(None, ge=-1, le=1)
+
+
+class RetrievalSettings(_Section):
+    normalization: NormalizationSettings = NormalizationSettings()
+    fusion: Literal["minmax", "rrf"] = "minmax"
+    dense_weight: float = Field(0.5, ge=0, le=1)
+    rrf_k: int = Field(60, ge=1)
+    candidates: int = Field(50, ge=1, le=1000)
+    max_supplements: int = Field(2, ge=0, le=10)
+    excerpt_chars: int = Field(1200, ge=100)
+
+
+class EmbeddingSettings(_Section):
+    """``provider: use`` is the embedded USE-multilingual-v3 model (offline).
+
+    ``provider: openai`` is any OpenAI-compatible ``/v1/embeddings`` endpoint.
+    """
+
+    provider: Literal["use", "openai"] = "use"
+    model: str = "use-multilingual-v3"
+    base_url: str | None = None
+    api_key: str | None = None
+    dimensions: int | None = Field(None, ge=1)
+    batch_size: int = Field(64, ge=1)
+    timeout_s: float = Field(30.0, gt=0)
+    threads: int = Field(1, ge=1)
+
+
+class VectorSettings(_Section):
+    """Milvus: empty ``uri`` means Milvus Lite at ``<data_dir>/milvus.db``."""
+
+    uri: str | None = None
+    token: str | None = None
+    collection: str = "superbiz_chunks"
+
+
+class IngestSettings(_Section):
+    max_file_bytes: int = Field(5_000_000, ge=1)
+    chunk_size: int = Field(800, ge=100)
+    chunk_overlap: int = Field(100, ge=0)
+    extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+
+    @model_validator(mode="after")
+    def _overlap_smaller_than_chunk(self) -> IngestSettings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("ingest.chunk-overlap must be smaller than ingest.chunk-size")
+        return self
+
+
+class SessionSettings(_Section):
+    """Where action memory lives: ``sql`` (default, survives between CLI commands)
+    or ``memory`` (one process)."""
+
+    backend: Literal["sql", "memory"] = "sql"
+
+
+class LLMSettings(_Section):
+    """An OpenAI-compatible chat-completions endpoint; no ``model`` means extractive mode."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    temperature: float = Field(0.2, ge=0, le=2)
+    action_mode: Literal["tools", "json"] = "tools"
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.model)
+
+
+class GovernanceSettings(_Section):
+    """The quality × water-level decision matrix (seed 002).
+
+    ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
+    domain, no supplements). The water level is read from ``indicator``.
+    """
+
+    enabled: bool = True
+    mode: Literal["matrix", "domain-limit"] = "matrix"
+    indicator: Literal["calls", "tokens", "domains"] = "calls"
+    low_max_calls: int = Field(3, ge=0)
+    high_min_calls: int = Field(8, ge=1)
+    low_max_tokens: int = Field(4000, ge=0)
+    high_min_tokens: int = Field(12000, ge=1)
+    low_max_domains: int = Field(2, ge=0)
+    high_min_domains: int = Field(4, ge=1)
+    withhold_after_blocked: int = Field(2, ge=1)
+    max_steps: int = Field(10, ge=1)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SUPERBIZ_",
+        env_nested_delimiter="__",
+        alias_generator=_hyphenate,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Path(".superbiz")
+    database_url: str | None = None
+    retrieval: RetrievalSettings = RetrievalSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    vector: VectorSettings = VectorSettings()
+    ingest: IngestSettings = IngestSettings()
+    session: SessionSettings = SessionSettings()
+    llm: LLMSettings = LLMSettings()
+    governance: GovernanceSettings = GovernanceSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'superbiz.db'}"
+
+    @property
+    def resolved_vector_uri(self) -> str:
+        return self.vector.uri or str(self.data_dir / "milvus.db")
+
+    @property
+    def uses_milvus_lite(self) -> bool:
+        return "://" not in self.resolved_vector_uri
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Reads ``$SUPERBIZ_CONFIG`` or ``./superbiz.yaml`` when present."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole mapping
+
+    def __call__(self) -> dict[str, Any]:
+        path = Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG_FILE))
+        if not path.is_file():
+            if CONFIG_ENV in os.environ:
+                raise ConfigError(f"{CONFIG_ENV} names {path}, which is not a file")
+            return {}
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        return data
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings; ``overrides`` (e.g. ``data_dir``) win over env and file."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from exc

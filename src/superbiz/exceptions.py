@@ -1,0 +1,58 @@
+"""Errors for the caller.
+
+Signals meant for the model (a blocked or deduplicated lookup) are not exceptions:
+they are ordinary results with a level and a reason, see ``superbiz.governance``.
+"""
+
+from __future__ import annotations
+
+
+class SuperbizError(Exception):
+    """Base of every error superbiz raises on purpose."""
+
+
+class ConfigError(SuperbizError):
+    """Settings are missing, malformed or contradictory."""
+
+
+class DocumentError(SuperbizError):
+    """A file cannot become a knowledge document; the reason says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class EmbeddingError(SuperbizError):
+    """The embedder failed or returned something unusable."""
+
+
+class IndexMismatchError(SuperbizError):
+    """The vector index was built with a different embedder or dimension."""
+
+
+class StoreError(SuperbizError):
+    """The relational store or the vector store is unreachable or inconsistent."""
+
+
+class UnknownDomainError(SuperbizError):
+    """A lookup named a domain the knowledge base does not have."""
+
+    def __init__(self, domain: str, known: list[str]) -> None:
+        known_text = ", ".join(known) if known else "none yet: ingest documents first"
+        super().__init__(f"unknown domain {domain!r}; known domains: {known_text}")
+        self.domain = domain
+        self.known = known
+
+
+class LLMError(SuperbizError):
+    """The chat model failed in a way the caller must handle."""
+
+
+class LLMUnavailableError(LLMError):
+    """The LLM endpoint cannot be reached or keeps failing after retries."""
+
+
+class LLMResponseError(LLMError):
+    """The LLM endpoint answered with something that is not a usable response."""

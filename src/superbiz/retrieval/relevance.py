@@ -1,0 +1,144 @@
+"""Relevance normalisation: backend scores → exact cosine → level + completeness hint.
+
+Pure functions, no I/O. The model never sees a raw score: it sees a
+``RelevanceLevel`` and a hint; raw scores and similarities go to the record.
+
+For unit vectors ``u, v``: ``|u − v|² = 2 − 2·cos(u, v)``, so ``cos = 1 − d²/2``.
+Milvus' ``L2`` metric returns the *squared* distance ``s``, hence ``cos = 1 − s/2``;
+``IP`` and ``COSINE`` return the cosine itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from superbiz._text import Language
+
+Metric = Literal["L2", "L2_SQUARED", "IP", "COSINE"]
+
+
+class RelevanceLevel(StrEnum):
+    """How good a lookup result is, as the model is told."""
+
+    PRECISE = "PRECISE"
+    HIGHLY_RELEVANT = "HIGHLY_RELEVANT"
+    REFERENCE = "REFERENCE"
+    DEDUPED = "DEDUPED"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """``highly_relevant`` ≥ ``reference``; both are cosines."""
+
+    highly_relevant: float
+    reference: float
+
+    def __post_init__(self) -> None:
+        if self.reference > self.highly_relevant:
+            raise ValueError(
+                f"reference threshold {self.reference} exceeds "
+                f"highly-relevant threshold {self.highly_relevant}"
+            )
+
+
+# Measured per embedder with ``superbiz calibrate`` (see README, "Thresholds").
+DEFAULT_THRESHOLDS: dict[str, Thresholds] = {
+    "use-multilingual-v3": Thresholds(highly_relevant=0.55, reference=0.3),
+    "bge-m3": Thresholds(highly_relevant=0.75, reference=0.5),  # the seed's values
+}
+FALLBACK_THRESHOLDS = Thresholds(highly_relevant=0.75, reference=0.5)
+
+
+def similarity_from_score(score: float, metric: Metric, max_l2_distance: float = 2.0) -> float:
+    """Exact cosine similarity of unit vectors from what the vector backend returned.
+
+    ``L2`` is Milvus' squared Euclidean distance, ``L2_SQUARED`` an alias of it;
+    distances are clamped to ``max_l2_distance`` (2.0 for unit vectors).
+
+    >>> similarity_from_score(0.0, "L2"), similarity_from_score(2.0, "L2")
+    (1.0, 0.0)
+    >>> similarity_from_score(4.0, "L2"), similarity_from_score(0.42, "IP")
+    (-1.0, 0.42)
+    """
+    if metric in ("IP", "COSINE"):
+        return max(-1.0, min(1.0, score))
+    squared = min(max(score, 0.0), max_l2_distance**2)
+    return max(-1.0, min(1.0, 1.0 - squared / 2.0))
+
+
+def similarity_from_euclidean(distance: float, max_l2_distance: float = 2.0) -> float:
+    """Cosine from a true (not squared) Euclidean distance ``d``: ``1 − d²/2``.
+
+    >>> abs(similarity_from_euclidean(math.sqrt(2))) < 1e-9  # orthogonal vectors
+    True
+    """
+    return similarity_from_score(min(max(distance, 0.0), max_l2_distance) ** 2, "L2")
+
+
+_HINTS: dict[RelevanceLevel, dict[Language, str]] = {
+    RelevanceLevel.PRECISE: {
+        "zh": "知识库中不存在比上述结果更精准的文档",
+        "en": "The knowledge base holds no document more precise than this result.",
+    },
+    RelevanceLevel.HIGHLY_RELEVANT: {
+        "zh": "当前结果已高度相关，继续检索不太可能找到更精准的文档",
+        "en": "This result is highly relevant; further lookups are unlikely to find "
+        "a more precise document.",
+    },
+    RelevanceLevel.REFERENCE: {
+        "zh": "当前结果为相关参考，如需更精准信息请明确缺少的具体维度",
+        "en": "This result is a related reference; for more precise information, "
+        "name the specific missing dimension.",
+    },
+    RelevanceLevel.DEDUPED: {
+        "zh": "该内容本次会话已检索过，请直接基于已有信息回答",
+        "en": "This content was already retrieved in this session; answer from what "
+        "you already have.",
+    },
+}
+_NO_RESULT_HINT: dict[Language, str] = {
+    "zh": "知识库中没有与该问题相关的文档",
+    "en": "The knowledge base has no document relevant to this question.",
+}
+
+
+def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
+    """The seed's hint for ``level`` in the query's language (``None`` = no result)."""
+    if level is None:
+        return _NO_RESULT_HINT[language]
+    return _HINTS[level][language]
+
+
+def relevance_level(
+    l0_match_count: int, l1_top_similarity: float | None, thresholds: Thresholds
+) -> RelevanceLevel | None:
+    """The seed's level table; ``None`` means "no result".
+
+    ==========  ======================  ===============
+    L0 matches  L1 top similarity       level
+    ==========  ======================  ===============
+    1           any                     PRECISE
+    0 or > 1    ≥ highly_relevant       HIGHLY_RELEVANT
+    0 or > 1    [reference, highly)     REFERENCE
+    0 or > 1    < reference or none     None
+    ==========  ======================  ===============
+
+    >>> t = Thresholds(0.75, 0.5)
+    >>> relevance_level(1, None, t), relevance_level(3, 0.8, t), relevance_level(0, 0.6, t)
+    (<RelevanceLevel.PRECISE: 'PRECISE'>, <RelevanceLevel.HIGHLY_RELEVANT: 'HIGHLY_RELEVANT'>, \
+<RelevanceLevel.REFERENCE: 'REFERENCE'>)
+    """
+    if l0_match_count < 0:
+        raise ValueError("l0_match_count cannot be negative")
+    if l0_match_count == 1:
+        return RelevanceLevel.PRECISE
+    if l1_top_similarity is None or math.isnan(l1_top_similarity):
+        return None
+    if l1_top_similarity >= thresholds.highly_relevant:
+        return RelevanceLevel.HIGHLY_RELEVANT
+    if l1_top_similarity >= thresholds.reference:
+        return RelevanceLevel.REFERENCE
+    return None
