@@ -1,0 +1,268 @@
+"""The ``superbiz`` command line (Typer + rich)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from superbiz.config import Settings, load_settings
+from superbiz.exceptions import SuperbizError
+
+app = typer.Typer(
+    help="Knowledge assistant whose retrieval is governed by code.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+console = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Where the knowledge base lives [default: ./.superbiz]."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        logging.getLogger("pymilvus").setLevel(logging.ERROR)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Errors for the caller become one red line and exit code 2, never a traceback."""
+    try:
+        yield
+    except SuperbizError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    return load_settings(data_dir=data_dir)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[item]}", style="dim"),
+        console=err,
+        transient=True,
+    )
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Markdown files or folders.")],
+    data_dir: DataDir = None,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Drop documents whose files are gone.")
+    ] = False,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Drop the index and ingest everything anew.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Add or update documents; unchanged files are skipped by content hash."""
+    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.ingest import Ingestor
+
+    with _errors():
+        kb = KnowledgeBase(_settings(data_dir))
+        try:
+            with _progress() as progress:
+                task = progress.add_task("ingesting", total=None, item="")
+                report = Ingestor(kb).ingest(
+                    paths,
+                    prune=prune,
+                    rebuild=rebuild,
+                    on_total=lambda n: progress.update(task, total=n),
+                    on_progress=lambda label: progress.update(task, advance=1, item=label),
+                )
+        finally:
+            kb.close()
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    for path, reason in report.skipped:
+        err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
+    console.print(f"ingest: {report.summary()}")
+
+
+@app.command()
+def lookup(
+    query: Annotated[str, typer.Argument(help="What to look up.")],
+    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "cli",
+    domain: Annotated[str | None, typer.Option("--domain", "-d", help="Only this domain.")] = None,
+    missing_dimension: Annotated[
+        str | None, typer.Option("--missing-dimension", help="What a supplement looks for.")
+    ] = None,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+    details: Annotated[
+        bool,
+        typer.Option("--details", help="Add retrieval_details (scores, never shown to the model)."),
+    ] = False,
+) -> None:
+    """One governed lookup: prints what the model would see."""
+    from superbiz.governance.lookup import GovernedLookup
+    from superbiz.governance.tracker import make_tracker
+    from superbiz.knowledge.base import KnowledgeBase
+
+    with _errors():
+        settings = _settings(data_dir)
+        kb = KnowledgeBase(settings)
+        try:
+            governed = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
+            outcome = governed.lookup(session, query, domain, missing_dimension)
+        finally:
+            kb.close()
+    data = outcome.result.as_dict()
+    if details:
+        data["retrieval_details"] = outcome.details.as_dict()
+    if as_json:
+        _print_json(data)
+        return
+    _render_lookup(data)
+
+
+def _render_lookup(data: dict[str, Any]) -> None:
+    level = data["relevance_level"] or "NO RESULT"
+    colour = {
+        "PRECISE": "green",
+        "HIGHLY_RELEVANT": "cyan",
+        "REFERENCE": "yellow",
+        "DEDUPED": "magenta",
+    }.get(level, "red")
+    head = f"[bold {colour}]{level}[/]"
+    if data.get("dedup_reason"):
+        head += f"  dedup_reason={data['dedup_reason']}"
+    lines = [
+        head,
+        f"[dim]hint:[/] {escape(data['completeness_hint'])}",
+        f"[dim]retrieved domains this session:[/] {', '.join(data['retrieved_domains_this_session']) or '-'}",
+        f"[dim]message:[/] {escape(data['message'])}",
+    ]
+    console.print(Panel("\n".join(lines), title="lookup_knowledge", expand=False))
+    if primary := data.get("primary"):
+        console.print(
+            Panel(
+                escape(primary["content"]),
+                title=f"{escape(primary['title'])}  [dim]{escape(primary['path'])} · {primary['domain']}[/]",
+            )
+        )
+    for item in data.get("supplement") or []:
+        console.print(
+            Panel(
+                escape(item["excerpt"]),
+                title=f"supplement: {escape(item['title'])}  [dim]{escape(item['path'])}[/]",
+                border_style="dim",
+            )
+        )
+    if "retrieval_details" in data:
+        _print_json(data["retrieval_details"])
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    data_dir: DataDir = None,
+    k: Annotated[int, typer.Option("--k", help="Ranking depth.")] = 10,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
+    from superbiz.evaluation.retrieval import evaluate_retrieval, render_report
+
+    with _errors(), _progress() as progress:
+        task = progress.add_task("evaluating", total=None, item="")
+        report = evaluate_retrieval(
+            dataset_dir,
+            _settings(data_dir or _eval_dir(dataset_dir)),
+            k=k,
+            limit=limit,
+            on_total=lambda n: progress.update(task, total=n),
+            on_progress=lambda label: progress.update(task, advance=1, item=label),
+        )
+    if output:
+        output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    if as_json:
+        _print_json(report)
+    else:
+        render_report(report, console)
+
+
+@app.command()
+def calibrate(
+    data_dir: DataDir = None,
+    sample: Annotated[int, typer.Option("--sample", help="Headings to probe at most.")] = 400,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure the embedder's similarities on the KB and propose the two thresholds."""
+    from superbiz.evaluation.calibrate import calibrate as run_calibration
+    from superbiz.evaluation.calibrate import render_calibration
+    from superbiz.knowledge.base import KnowledgeBase
+
+    with _errors():
+        kb = KnowledgeBase(_settings(data_dir))
+        try:
+            report = run_calibration(kb, sample=sample)
+        finally:
+            kb.close()
+    if as_json:
+        _print_json(report)
+    else:
+        render_calibration(report, console)
+
+
+def _eval_dir(dataset_dir: Path) -> Path:
+    """Each dataset gets its own knowledge base under ``./.superbiz/eval/``."""
+    import hashlib
+
+    digest = hashlib.sha1(str(dataset_dir.resolve()).encode()).hexdigest()[:8]
+    return Path(".superbiz") / "eval" / f"{dataset_dir.resolve().name}-{digest}"
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    return table
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,47 @@
+"""Ranking metrics and summaries (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def recall_at(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Share of gold documents found in the first ``k``.
+
+    >>> recall_at(["a", "b", "c"], ["c", "z"], 3)
+    0.5
+    """
+    if not gold:
+        return 0.0
+    top = set(ranked[:k])
+    return sum(1 for g in gold if g in top) / len(gold)
+
+
+def reciprocal_rank(ranked: Sequence[str], gold: Sequence[str], k: int = 10) -> float:
+    """``1 / rank`` of the first gold document within ``k``, else 0.
+
+    >>> reciprocal_rank(["a", "b", "c"], ["b"])
+    0.5
+    """
+    golden = set(gold)
+    for rank, doc in enumerate(ranked[:k], start=1):
+        if doc in golden:
+            return 1.0 / rank
+    return 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile, ``q`` in [0, 100].
+
+    >>> percentile([5, 1, 3, 2, 4], 50), percentile([5, 1, 3, 2, 4], 95)
+    (3, 5)
+    """
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

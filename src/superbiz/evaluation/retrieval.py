@@ -1,0 +1,195 @@
+"""``superbiz eval retrieval``: ranking quality, level precision and lookup latency."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from superbiz.config import Settings
+from superbiz.exceptions import SuperbizError
+from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tracker import make_tracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+
+
+@dataclass(frozen=True, slots=True)
+class EvalQuery:
+    id: str
+    query: str
+    lang: str
+    gold: list[str]
+    kind: str | None = None
+    category: str | None = None
+
+
+def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]:
+    path = dataset_dir / "queries.jsonl"
+    if not path.is_file():
+        raise SuperbizError(f"{path} does not exist: a dataset needs corpus/ and queries.jsonl")
+    queries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            queries.append(
+                EvalQuery(
+                    id=str(row["id"]),
+                    query=row["query"],
+                    lang=row.get("lang", "en"),
+                    gold=list(row["gold"]),
+                    kind=row.get("kind"),
+                    category=row.get("category"),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SuperbizError(f"{path}:{number}: not a query line ({exc})") from exc
+    return queries[:limit] if limit else queries
+
+
+def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
+    """Open the evaluation KB and ingest ``corpus/`` (a no-op when nothing changed)."""
+    corpus = dataset_dir / "corpus"
+    if not corpus.is_dir():
+        raise SuperbizError(f"{corpus} does not exist: a dataset needs corpus/ and queries.jsonl")
+    kb = KnowledgeBase(settings)
+    report = Ingestor(kb).ingest([corpus], prune=True)
+    if report.skipped:
+        first = "; ".join(f"{p}: {r}" for p, r in report.skipped[:3])
+        raise SuperbizError(f"{len(report.skipped)} corpus files could not be ingested ({first})")
+    return kb
+
+
+def _ranking_scores(ranked: list[str], gold: list[str], k: int) -> dict[str, float]:
+    return {
+        "recall@1": recall_at(ranked, gold, 1),
+        "recall@5": recall_at(ranked, gold, 5),
+        "recall@10": recall_at(ranked, gold, min(10, k)),
+        "mrr@10": reciprocal_rank(ranked, gold, min(10, k)),
+    }
+
+
+def _summarise(rows: list[dict[str, float]]) -> dict[str, float]:
+    keys = ("recall@1", "recall@5", "recall@10", "mrr@10")
+    summary = {key: round(mean([row[key] for row in rows]), 4) for key in keys}
+    return {**summary, "queries": len(rows)}
+
+
+def evaluate_retrieval(
+    dataset_dir: Path,
+    settings: Settings,
+    *,
+    k: int = 10,
+    limit: int | None = None,
+    on_total: Callable[[int], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    queries = load_queries(dataset_dir, limit)
+    started = time.perf_counter()
+    kb = prepare_dataset(dataset_dir, settings)
+    ingest_s = time.perf_counter() - started
+    try:
+        tracker = make_tracker(settings.session.backend, kb.engine)
+        governed = GovernedLookup(kb, tracker)
+        governed.lookup("eval:warm-up", "warm up", None)  # load models before timing
+        tracker.clear_session("eval:warm-up")
+        if on_total:
+            on_total(len(queries))
+
+        per_query: list[dict[str, float]] = []
+        by_group: dict[str, dict[str, list[dict[str, float]]]] = {
+            "lang": defaultdict(list),
+            "kind": defaultdict(list),
+        }
+        level_counts: Counter[str] = Counter()
+        level_hits: Counter[str] = Counter()
+        latencies: list[float] = []
+        for item in queries:
+            session = f"eval:{item.id}"
+            tracker.clear_session(session)
+            t0 = time.perf_counter()
+            outcome = governed.lookup(session, item.query)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            tracker.clear_session(session)
+
+            ranked = [doc.doc_path for doc in outcome.ranked][:k]
+            scores = _ranking_scores(ranked, item.gold, k)
+            per_query.append(scores)
+            by_group["lang"][item.lang].append(scores)
+            if item.kind:
+                by_group["kind"][item.kind].append(scores)
+            level = outcome.result.relevance_level
+            name = level.value if level else "NONE"
+            level_counts[name] += 1
+            primary = outcome.result.primary
+            if primary and primary.path in item.gold:
+                level_hits[name] += 1
+            if on_progress:
+                on_progress(item.id)
+    finally:
+        kb.close()
+
+    return {
+        "dataset": str(dataset_dir),
+        "queries": len(queries),
+        "k": k,
+        "embedder": settings.embedding.model
+        if settings.embedding.provider != "use"
+        else "use-multilingual-v3",
+        "fusion": settings.retrieval.fusion,
+        "overall": _summarise(per_query),
+        "by_lang": {lang: _summarise(rows) for lang, rows in sorted(by_group["lang"].items())},
+        "by_kind": {kind: _summarise(rows) for kind, rows in sorted(by_group["kind"].items())},
+        "levels": {
+            name: {
+                "count": count,
+                "precision": round(level_hits[name] / count, 4) if count else None,
+            }
+            for name, count in sorted(level_counts.items())
+        },
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+            "mean": round(mean(latencies), 2),
+        },
+        "ingest_s": round(ingest_s, 2),
+    }
+
+
+def render_report(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"retrieval on {report['dataset']} ({report['queries']} queries)")
+    for column in ("slice", "n", "R@1", "R@5", "R@10", "MRR@10"):
+        table.add_column(column, justify="right" if column != "slice" else "left")
+    slices = [("overall", report["overall"])]
+    slices += [(f"lang={k}", v) for k, v in report["by_lang"].items()]
+    slices += [(f"kind={k}", v) for k, v in report["by_kind"].items()]
+    for name, row in slices:
+        table.add_row(
+            name,
+            str(row["queries"]),
+            *(f"{row[key]:.3f}" for key in ("recall@1", "recall@5", "recall@10", "mrr@10")),
+        )
+    console.print(table)
+    levels = Table(title="relevance levels (precision = primary document is gold)")
+    levels.add_column("level")
+    levels.add_column("count", justify="right")
+    levels.add_column("precision", justify="right")
+    for name, row in report["levels"].items():
+        precision = "-" if row["precision"] is None else f"{row['precision']:.3f}"
+        levels.add_row(name, str(row["count"]), precision)
+    console.print(levels)
+    latency = report["latency_ms"]
+    console.print(
+        f"lookup latency: p50 {latency['p50']} ms, p95 {latency['p95']} ms "
+        f"(mean {latency['mean']} ms); ingest/check {report['ingest_s']} s"
+    )

@@ -1,0 +1,433 @@
+"""The turn governor: seed 002's quality × water-level decision matrix, enforced in code.
+
+Prompts alone did not stop the ISS-003 loop (10 lookups, 8 redundant), so the decision
+whether another ``lookup_knowledge`` may run is taken here, between two executor steps
+of one user turn, and the model is told the outcome in its own language.
+
+The seed matrix is read *per domain*:
+
+==============================  =====================  ====================  ==========
+result in domain D              low water              mid water             high water
+==============================  =====================  ====================  ==========
+PRECISE / HIGHLY_RELEVANT       D closed, answer       D closed, answer      stop
+REFERENCE / no result           one targeted supplement naming            stop
+                                ``missing_dimension``, then D closed
+DEDUPED                         D closed               D closed              stop
+==============================  =====================  ====================  ==========
+
+Domains not yet retrieved stay open at low and mid water. Plan B (``mode: domain-limit``)
+allows one lookup per domain per session and no supplement. Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from superbiz._text import Language
+from superbiz.config import GovernanceSettings
+from superbiz.retrieval.relevance import RelevanceLevel
+
+__all__ = [
+    "BREAKER_TEXTS",
+    "Admission",
+    "Constraint",
+    "DedupReason",
+    "DomainState",
+    "LookupRequest",
+    "Situation",
+    "TurnGovernor",
+    "Verdict",
+    "WaterLevel",
+    "breaker_message",
+    "water_level",
+]
+
+
+class WaterLevel(StrEnum):
+    """How much of the turn's retrieval budget is spent (seed 002, 水位)."""
+
+    LOW = "low"
+    MID = "mid"
+    HIGH = "high"
+
+
+def water_level(value: int, low_max: int, high_min: int) -> WaterLevel:
+    """``value ≤ low_max`` → LOW, ``value ≥ high_min`` → HIGH, else MID.
+
+    Where the bounds overlap HIGH wins, as in the seed's own table (mid 4–8, high ≥ 8).
+
+    >>> [water_level(v, 3, 8).value for v in (3, 4, 7, 8)]
+    ['low', 'mid', 'mid', 'high']
+    """
+    if value >= high_min:
+        return WaterLevel.HIGH
+    if value <= low_max:
+        return WaterLevel.LOW
+    return WaterLevel.MID
+
+
+class DedupReason(StrEnum):
+    """Why a lookup was not run; recorded in ``tool_invocation.dedup_reason``."""
+
+    DOC_RETRIEVED = "doc_retrieved"
+    DOMAIN_RETRIEVED = "domain_retrieved"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    SUPPLEMENT_NEEDS_DIMENSION = "supplement_needs_dimension"
+
+
+class Verdict(StrEnum):
+    """What the next executor step may do."""
+
+    CONTINUE = "continue"  # lookups in open domains allowed
+    SUPPLEMENT = "supplement"  # some domain may get its one targeted supplement
+    ANSWER = "answer"  # the result is good: answer; only unretrieved domains stay open
+    STOP = "stop"  # the tool is withheld from the next LLM call
+
+
+class DomainState(StrEnum):
+    """A domain's state within the turn."""
+
+    OPEN = "open"
+    SUPPLEMENT = "supplement"  # REFERENCE / no result: one targeted supplement left
+    CLOSED = "closed"
+
+
+class Situation(StrEnum):
+    """Which breaker prompt the next step gets (keys of ``BREAKER_TEXTS``)."""
+
+    HIGH_ANSWER = "high_answer"
+    HIGH_LIMITED = "high_limited"
+    SUPPLEMENT = "supplement"
+    BLOCKED = "blocked"
+    BLOCKED_NEEDS_DIMENSION = "blocked_needs_dimension"
+    ANSWER = "answer"
+    CONTINUE = "continue"
+    WITHHELD = "withheld"
+
+
+@dataclass(frozen=True)
+class LookupRequest:
+    """A ``lookup_knowledge`` call as the governor sees it.
+
+    ``domain`` is the one the call names, else the one the caller inferred; ``None``
+    when nothing could be inferred (then only the water level and withholding apply).
+    """
+
+    domain: str | None
+    missing_dimension: str | None = None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The decision taken before a lookup runs; ``dedup_reason`` is set when blocked."""
+
+    allowed: bool
+    dedup_reason: DedupReason | None
+    water_level: WaterLevel
+    domain: str | None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What the executor injects before the next LLM step, and whether the tool is offered.
+
+    ``budget_left`` counts lookup calls left before high water by the calls count.
+    """
+
+    verdict: Verdict
+    tools_allowed: bool
+    message: str | None
+    water_level: WaterLevel
+    closed_domains: tuple[str, ...]
+    supplement_domains: tuple[str, ...]
+    budget_left: int
+
+
+# The seed 002 breaker prompts (first four rows) and the situations the seed left implicit.
+BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
+    Situation.HIGH_ANSWER: {
+        "zh": "水位已高，请直接给出最终结论，不要再调用 lookup_knowledge。",
+        "en": "The retrieval water level is high: give your final answer now and do not "
+        "call lookup_knowledge again.",
+    },
+    Situation.HIGH_LIMITED: {
+        "zh": "水位已高，lookup_knowledge 已被限制，直接基于已有信息回答，并说明信息的局限性。",
+        "en": "The retrieval water level is high: lookup_knowledge is now restricted. Answer "
+        "directly from the information you already have and state its limitations.",
+    },
+    Situation.SUPPLEMENT: {
+        "zh": "水位充足，可针对缺少的维度定向补充检索一次：调用 lookup_knowledge 时必须在 "
+        "missing_dimension 中写明缺少的具体维度（知识域：{supplement}），禁止换关键词重复检索。",
+        "en": "There is budget for one targeted supplementary lookup of the missing "
+        "dimension: call lookup_knowledge once with missing_dimension naming the specific "
+        "missing dimension (domain: {supplement}); do not repeat the lookup with reworded "
+        "queries.",
+    },
+    Situation.BLOCKED: {
+        "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；请基于已有信息回答，"
+        "只有尚未关闭的知识域才可检索。",
+        "en": "This content was already retrieved: do not call lookup_knowledge for it "
+        "again. Answer from the information you already have; only domains that are not "
+        "closed may still be looked up.",
+    },
+    Situation.BLOCKED_NEEDS_DIMENSION: {
+        "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；如确需补充，只能定向补充一次，"
+        "并且必须在 missing_dimension 中写明缺少的具体维度。",
+        "en": "This content was already retrieved: do not repeat the lookup. One targeted "
+        "supplementary lookup is allowed only with missing_dimension naming the specific "
+        "missing dimension.",
+    },
+    Situation.ANSWER: {
+        "zh": "检索结果已足够相关，请直接使用它给出结论；"
+        "已关闭的知识域不要再调用 lookup_knowledge。",
+        "en": "The result is relevant enough: use it and answer now. Do not call "
+        "lookup_knowledge for closed domains.",
+    },
+    Situation.CONTINUE: {
+        "zh": "已关闭的知识域不要再调用 lookup_knowledge；仅在问题确实需要尚未检索的知识域时"
+        "才检索，否则请直接基于已有信息回答。",
+        "en": "Do not call lookup_knowledge for closed domains; look up a domain not yet "
+        "retrieved only if the question needs it, otherwise answer from what you have.",
+    },
+    Situation.WITHHELD: {
+        "zh": "lookup_knowledge 已不可用（多次调用被拦截）。请直接基于已有信息回答，"
+        "并说明回答的局限性。",
+        "en": "lookup_knowledge is no longer available (repeated calls were blocked). Answer "
+        "from the information you already have and state the limitations of your answer.",
+    },
+}
+_FOOTER: dict[Language, str] = {
+    "zh": "已关闭的知识域：{closed}；剩余检索预算：{budget} 次",
+    "en": "Closed domains: {closed}; lookup budget left: {budget}",
+}
+_SUPPLEMENT_FOOTER: dict[Language, str] = {
+    "zh": "；可定向补充一次的知识域：{supplement}（须填写 missing_dimension）",
+    "en": "; domains open to one targeted supplement: {supplement} (name missing_dimension)",
+}
+_NONE: dict[Language, str] = {"zh": "无", "en": "none"}
+_LAYOUT = "{body}\n{footer}"
+
+_GOOD = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
+_CLOSING = _GOOD | {RelevanceLevel.DEDUPED}
+
+
+def breaker_message(
+    situation: Situation,
+    language: Language,
+    *,
+    closed_domains: Sequence[str],
+    budget_left: int,
+    supplement_domains: Sequence[str] = (),
+) -> str:
+    """The prompt for ``situation``; it always names the closed domains and the budget left,
+    so the model can see exactly what is still allowed."""
+    none = _NONE[language]
+    supplement = ", ".join(supplement_domains) or none
+    footer = _FOOTER[language].format(
+        closed=", ".join(closed_domains) or none, budget=max(0, budget_left)
+    )
+    if supplement_domains and situation not in _STOP_SITUATIONS:
+        footer += _SUPPLEMENT_FOOTER[language].format(supplement=supplement)
+    body = BREAKER_TEXTS[situation][language].format(supplement=supplement)
+    return _LAYOUT.format(body=body, footer=footer)
+
+
+_STOP_SITUATIONS = frozenset({Situation.HIGH_ANSWER, Situation.HIGH_LIMITED, Situation.WITHHELD})
+
+
+def _clean(domain: str | None) -> str | None:
+    """Blank domains count as unknown."""
+    if domain is None:
+        return None
+    return domain.strip() or None
+
+
+class TurnGovernor:
+    """Governs the lookups of ONE user turn; build a new one per turn.
+
+    Call ``admit`` before every lookup (blocked calls included), ``record`` after every
+    *executed* lookup (never for a blocked one: that would close a domain that still has
+    its supplement), and ``constraint`` before every LLM step.
+    """
+
+    def __init__(
+        self,
+        settings: GovernanceSettings,
+        language: Language,
+        retrieved_domains: frozenset[str] = frozenset(),
+    ) -> None:
+        self._settings = settings
+        self._language: Language = language
+        earlier = sorted(d for d in (_clean(x) for x in retrieved_domains) if d)
+        # Ordered sets (dicts): messages list domains in the order they were retrieved.
+        self._retrieved: dict[str, None] = dict.fromkeys(earlier)
+        self._states: dict[str, DomainState] = {}
+        if settings.mode == "domain-limit":
+            self._states.update(dict.fromkeys(earlier, DomainState.CLOSED))
+        self._calls = 0
+        self._tokens = 0
+        self._blocked_in_a_row = 0
+        self._withheld = False
+        self._has_result = False
+        self._last_level: RelevanceLevel | None = None
+        self._last_block: DedupReason | None = None
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def calls(self) -> int:
+        """Lookup calls this turn, executed and blocked."""
+        return self._calls
+
+    @property
+    def tokens(self) -> int:
+        return self._tokens
+
+    @property
+    def withheld(self) -> bool:
+        """True once the model kept calling after being blocked: no tool for the turn."""
+        return self._withheld
+
+    @property
+    def retrieved_domains(self) -> frozenset[str]:
+        """Domains retrieved in the session, earlier turns included."""
+        return frozenset(self._retrieved)
+
+    @property
+    def water_level(self) -> WaterLevel:
+        """The level of the configured indicator now."""
+        s = self._settings
+        if s.indicator == "tokens":
+            return water_level(self._tokens, s.low_max_tokens, s.high_min_tokens)
+        if s.indicator == "domains":
+            return water_level(len(self._retrieved), s.low_max_domains, s.high_min_domains)
+        return water_level(self._calls, s.low_max_calls, s.high_min_calls)
+
+    @property
+    def budget_left(self) -> int:
+        """Lookup calls left before high water by the calls count."""
+        return max(0, self._settings.high_min_calls - self._calls)
+
+    def domain_state(self, domain: str) -> DomainState:
+        return self._states.get(domain.strip(), DomainState.OPEN)
+
+    # -- events ------------------------------------------------------------------------
+
+    def admit(self, request: LookupRequest) -> Admission:
+        """Decide before the lookup runs, at the water level of the calls made so far."""
+        level = self.water_level
+        domain = _clean(request.domain)
+        reason = None
+        if self._settings.enabled:
+            reason = self._block_reason(domain, request.missing_dimension, level)
+        self._calls += 1
+        self._last_block = reason
+        if reason is None:
+            self._blocked_in_a_row = 0
+        else:
+            self._blocked_in_a_row += 1
+            # Each block was explained to the model; calling again after
+            # ``withhold_after_blocked`` explained blocks in a row means it ignores them.
+            if self._blocked_in_a_row > self._settings.withhold_after_blocked:
+                self._withheld = True
+        return Admission(reason is None, reason, level, domain)
+
+    def record(self, domain: str | None, level: RelevanceLevel | None, tokens: int = 0) -> None:
+        """After an executed lookup: move its domain along the matrix (``None`` = no result)."""
+        self.add_tokens(tokens)
+        self._has_result = True
+        self._last_level = level
+        self._last_block = None
+        domain = _clean(domain)
+        if domain is None:
+            return
+        self._retrieved[domain] = None
+        self._states[domain] = self._next_state(self.domain_state(domain), level)
+
+    def add_tokens(self, n: int) -> None:
+        """Tokens spent this turn, for ``indicator: tokens``."""
+        if n < 0:
+            raise ValueError("tokens cannot be negative")
+        self._tokens += n
+
+    # -- decisions ---------------------------------------------------------------------
+
+    def constraint(self) -> Constraint:
+        """The verdict, the breaker prompt and whether the tool is offered to the next step."""
+        level = self.water_level
+        closed = self._domains_in(DomainState.CLOSED)
+        supplement = self._domains_in(DomainState.SUPPLEMENT)
+        budget = self.budget_left
+        if not self._settings.enabled:
+            return Constraint(Verdict.CONTINUE, True, None, level, closed, supplement, budget)
+        if self._withheld or level is WaterLevel.HIGH:
+            verdict = Verdict.STOP
+        elif self._has_result and self._last_level in _GOOD:
+            verdict = Verdict.ANSWER
+        elif supplement:
+            verdict = Verdict.SUPPLEMENT
+        else:
+            verdict = Verdict.CONTINUE
+        situation = self.situation()
+        message = None
+        if situation is not None:
+            message = breaker_message(
+                situation,
+                self._language,
+                closed_domains=closed,
+                budget_left=budget,
+                supplement_domains=supplement,
+            )
+        return Constraint(
+            verdict, verdict is not Verdict.STOP, message, level, closed, supplement, budget
+        )
+
+    def situation(self) -> Situation | None:
+        """Which breaker prompt applies now; ``None`` on a fresh turn with budget left."""
+        if not self._settings.enabled:
+            return None
+        if self._withheld:
+            return Situation.WITHHELD
+        high = self.water_level is WaterLevel.HIGH
+        if not self._has_result and self._last_block is None:
+            # A fresh turn needs no prompt, unless the tool is already taken away.
+            return Situation.HIGH_LIMITED if high else None
+        if high:
+            good = self._has_result and self._last_level in _GOOD
+            return Situation.HIGH_ANSWER if good else Situation.HIGH_LIMITED
+        if self._last_block is DedupReason.SUPPLEMENT_NEEDS_DIMENSION:
+            return Situation.BLOCKED_NEEDS_DIMENSION
+        if self._last_block is not None or self._last_level is RelevanceLevel.DEDUPED:
+            return Situation.BLOCKED
+        if self._last_level in _GOOD:
+            return Situation.ANSWER
+        if self._domains_in(DomainState.SUPPLEMENT):
+            return Situation.SUPPLEMENT
+        return Situation.CONTINUE
+
+    def _block_reason(
+        self, domain: str | None, missing_dimension: str | None, level: WaterLevel
+    ) -> DedupReason | None:
+        """Checks in order: budget, closed domain, supplement without a dimension."""
+        if self._withheld or level is WaterLevel.HIGH:
+            return DedupReason.BUDGET_EXHAUSTED
+        if domain is None:
+            return None
+        state = self.domain_state(domain)
+        if state is DomainState.CLOSED:
+            return DedupReason.DOMAIN_RETRIEVED
+        if state is DomainState.SUPPLEMENT and not (missing_dimension or "").strip():
+            return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
+        return None
+
+    def _next_state(self, state: DomainState, level: RelevanceLevel | None) -> DomainState:
+        """OPEN + REFERENCE/no result → SUPPLEMENT (plan A only); anything else → CLOSED."""
+        plan_a = self._settings.mode == "matrix"
+        if state is DomainState.OPEN and plan_a and level not in _CLOSING:
+            return DomainState.SUPPLEMENT
+        return DomainState.CLOSED
+
+    def _domains_in(self, state: DomainState) -> tuple[str, ...]:
+        return tuple(d for d, s in self._states.items() if s is state)

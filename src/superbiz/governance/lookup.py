@@ -1,0 +1,242 @@
+"""The governed lookup: L0 exact + L1 hybrid → normalised level → session dedup.
+
+``LookupResult`` is what the model sees (no raw scores); ``RetrievalDetails`` is what
+the recorder keeps (raw scores and similarities, never shown to the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from superbiz._text import Language, detect_language
+from superbiz.governance.tracker import SessionTracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
+from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint, relevance_level
+from superbiz.retrieval.search import DocHit
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryResult:
+    title: str
+    domain: str
+    path: str
+    heading: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class SupplementResult:
+    title: str
+    domain: str
+    path: str
+    excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """What the model sees after ``lookup_knowledge`` (seed 000 §2)."""
+
+    found: bool
+    relevance_level: RelevanceLevel | None
+    completeness_hint: str
+    retrieved_domains_this_session: list[str]
+    message: str
+    primary: PrimaryResult | None = None
+    supplement: list[SupplementResult] = field(default_factory=list)
+    dedup_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalDetails:
+    """Scores behind a result (seed 000 §4), kept for recording, never shown to the model."""
+
+    l0_match_count: int
+    l0_titles: list[str]
+    l1_top_score: float | None
+    l1_top_similarity: float | None
+    l1_match_count: int
+    l1_scores: list[float]
+    relevance_level: str | None
+    completeness_hint: str
+    retrieved_domains: list[str]
+    dedup_reason: str | None
+    l1_similarities: list[float] = field(default_factory=list)
+    already_retrieved: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LookupOutcome:
+    """A lookup's full outcome: the model's view, the record, and the ranking used."""
+
+    result: LookupResult
+    details: RetrievalDetails
+    ranked: list[DocHit]
+    l0: list[ExactMatch]
+    language: Language
+
+    @property
+    def shown_docs(self) -> list[str]:
+        return self.details.shown
+
+
+_MESSAGES: dict[str, dict[Language, str]] = {
+    "found": {
+        "zh": "找到 {n} 篇文档：{titles}",
+        "en": "Found {n} document(s): {titles}",
+    },
+    "none": {
+        "zh": "知识库中没有找到与该问题相关的文档",
+        "en": "No relevant document was found in the knowledge base",
+    },
+    "deduped": {
+        "zh": "相关文档本次会话已检索过：{titles}。请直接基于已有信息回答，不要重复检索",
+        "en": "The relevant documents were already retrieved in this session: {titles}. "
+        "Answer from what you already have; do not look them up again",
+    },
+}
+
+
+def _titles(titles: list[str], language: Language) -> str:
+    quoted = [f"《{t}》" if language == "zh" else f'"{t}"' for t in titles]
+    return ("、" if language == "zh" else ", ").join(quoted)
+
+
+class GovernedLookup:
+    """``lookup()`` runs one governed retrieval for a session."""
+
+    def __init__(self, kb: KnowledgeBase, tracker: SessionTracker) -> None:
+        self.kb = kb
+        self.tracker = tracker
+
+    def lookup(
+        self,
+        session_id: str,
+        query: str,
+        domain: str | None = None,
+        missing_dimension: str | None = None,
+    ) -> LookupOutcome:
+        if domain:
+            domain = self.kb.require_domain(domain)
+        text = f"{query} {missing_dimension}" if missing_dimension else query
+        language = detect_language(query)
+        thresholds = self.kb.thresholds
+        settings = self.kb.settings.retrieval
+
+        l0 = self.kb.exact_index.match(text, domain)
+        vector, ranked = self.kb.searcher.search(text, domain)
+        strongest = ExactIndex.strongest(l0)
+        if len(strongest) == 1:
+            ranked = self._promote(ranked, strongest[0], vector)
+
+        retrieved = self.tracker.retrieved_docs(session_id)
+        fresh = [doc for doc in ranked if doc.doc_path not in retrieved]
+        fresh_l0 = [m for m in strongest if m.doc_path not in retrieved]
+        top = fresh[0] if fresh else None
+        level = relevance_level(len(fresh_l0), top.similarity if top else None, thresholds)
+        if level is RelevanceLevel.PRECISE and top and top.doc_path != fresh_l0[0].doc_path:
+            top = next(d for d in fresh if d.doc_path == fresh_l0[0].doc_path)
+
+        shown: list[DocHit] = []
+        dedup_reason = None
+        if level is not None and top is not None:
+            shown = [top] + [
+                d for d in fresh if d is not top and d.similarity >= thresholds.reference
+            ][: settings.max_supplements]
+        else:
+            would_show = [
+                d
+                for d in ranked
+                if d.doc_path in retrieved
+                and (
+                    d.similarity >= thresholds.reference
+                    or any(m.doc_path == d.doc_path for m in strongest)
+                )
+            ]
+            if would_show:
+                level, dedup_reason = RelevanceLevel.DEDUPED, "doc_retrieved"
+                already = [d.title for d in would_show]
+
+        if shown:
+            self.tracker.mark_many(session_id, [(d.domain, d.doc_path) for d in shown])
+        domains = self.tracker.retrieved_domains(session_id)
+        hint = completeness_hint(level, language)
+
+        if shown:
+            message = _MESSAGES["found"][language].format(
+                n=len(shown), titles=_titles([d.title for d in shown], language)
+            )
+        elif dedup_reason:
+            message = _MESSAGES["deduped"][language].format(titles=_titles(already, language))
+        else:
+            message = _MESSAGES["none"][language]
+
+        result = LookupResult(
+            found=bool(shown),
+            relevance_level=level,
+            completeness_hint=hint,
+            retrieved_domains_this_session=domains,
+            message=message,
+            primary=self._primary(shown[0]) if shown else None,
+            supplement=[self._supplement(d) for d in shown[1:]],
+            dedup_reason=dedup_reason,
+        )
+        head = ranked[0] if ranked else None
+        details = RetrievalDetails(
+            l0_match_count=len(strongest),
+            l0_titles=[m.title for m in strongest],
+            l1_top_score=head.raw_dense if head else None,
+            l1_top_similarity=head.similarity if head else None,
+            l1_match_count=len(ranked),
+            l1_scores=[round(d.score, 6) for d in ranked[:10]],
+            l1_similarities=[round(d.similarity, 6) for d in ranked[:10]],
+            relevance_level=level.value if level else None,
+            completeness_hint=hint,
+            retrieved_domains=domains,
+            dedup_reason=dedup_reason,
+            already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
+            shown=[d.doc_path for d in shown],
+        )
+        return LookupOutcome(result, details, ranked, l0, language)
+
+    def _promote(self, ranked: list[DocHit], match: ExactMatch, vector: np.ndarray) -> list[DocHit]:
+        """Move the unique exact match to the top, fetching it when L1 missed it."""
+        for i, doc in enumerate(ranked):
+            if doc.doc_path == match.doc_path:
+                return [doc, *ranked[:i], *ranked[i + 1 :]]
+        score = ranked[0].score if ranked else 1.0
+        doc = self.kb.searcher.document_hit(vector, match.doc_path, score)
+        return [doc, *ranked] if doc else ranked
+
+    def _primary(self, doc: DocHit) -> PrimaryResult:
+        best = doc.chunks[:2]
+        best = sorted(best, key=lambda c: c.hit.chunk_index)
+        content = "\n\n".join(c.hit.text for c in best)
+        limit = self.kb.settings.retrieval.excerpt_chars
+        return PrimaryResult(
+            title=doc.title,
+            domain=doc.domain,
+            path=doc.doc_path,
+            heading=doc.chunks[0].hit.heading,
+            content=content if len(content) <= limit * 2 else content[: limit * 2] + "…",
+        )
+
+    def _supplement(self, doc: DocHit) -> SupplementResult:
+        text = doc.chunks[0].hit.text
+        limit = self.kb.settings.retrieval.excerpt_chars // 2
+        return SupplementResult(
+            title=doc.title,
+            domain=doc.domain,
+            path=doc.doc_path,
+            excerpt=text if len(text) <= limit else text[:limit] + "…",
+        )

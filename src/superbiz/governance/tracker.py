@@ -1,0 +1,126 @@
+"""Session action memory: which domains and documents a session already retrieved.
+
+Two backends behind one protocol: ``SqlSessionTracker`` (default; a CLI session
+survives between commands, several processes share it) and ``InMemorySessionTracker``
+for library use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from superbiz.storage.models import SessionRetrievalRow, utcnow
+
+
+class SessionTracker(Protocol):
+    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None: ...
+
+    def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Mark several ``(domain, doc_path)`` pairs at once."""
+        ...
+
+    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool: ...
+
+    def is_domain_retrieved(self, session_id: str, domain: str) -> bool: ...
+
+    def retrieved_domains(self, session_id: str) -> list[str]:
+        """Domains in the order the session first retrieved them."""
+        ...
+
+    def retrieved_docs(self, session_id: str) -> dict[str, str]:
+        """doc_path → domain, in retrieval order."""
+        ...
+
+    def clear_session(self, session_id: str) -> None: ...
+
+
+class InMemorySessionTracker:
+    """Thread-safe, one process; ``session → {doc_path: domain}`` in insertion order."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None:
+        self.mark_many(session_id, [(domain, doc_path)])
+
+    def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
+        with self._lock:
+            docs = self._sessions.setdefault(session_id, {})
+            for domain, doc_path in items:
+                docs.setdefault(doc_path, domain)
+
+    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
+        return doc_path in self._sessions.get(session_id, {})
+
+    def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
+        return domain in self._sessions.get(session_id, {}).values()
+
+    def retrieved_domains(self, session_id: str) -> list[str]:
+        return list(dict.fromkeys(self._sessions.get(session_id, {}).values()))
+
+    def retrieved_docs(self, session_id: str) -> dict[str, str]:
+        return dict(self._sessions.get(session_id, {}))
+
+    def clear_session(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+
+class SqlSessionTracker:
+    """Action memory in the relational store (table ``session_retrievals``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        dialect = engine.dialect.name
+        self._insert = pg_insert if dialect == "postgresql" else sqlite_insert
+
+    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None:
+        self.mark_many(session_id, [(domain, doc_path)])
+
+    def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
+        rows = [
+            {"session_id": session_id, "doc_path": doc, "domain": domain, "retrieved_at": utcnow()}
+            for domain, doc in dict((doc, (domain, doc)) for domain, doc in items).values()
+        ]
+        if not rows:
+            return
+        statement = self._insert(SessionRetrievalRow).values(rows).on_conflict_do_nothing()
+        with Session(self.engine) as session, session.begin():
+            session.execute(statement)
+
+    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
+        return doc_path in self.retrieved_docs(session_id)
+
+    def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
+        return domain in self.retrieved_domains(session_id)
+
+    def retrieved_domains(self, session_id: str) -> list[str]:
+        return list(dict.fromkeys(self.retrieved_docs(session_id).values()))
+
+    def retrieved_docs(self, session_id: str) -> dict[str, str]:
+        query = (
+            select(SessionRetrievalRow.doc_path, SessionRetrievalRow.domain)
+            .where(SessionRetrievalRow.session_id == session_id)
+            .order_by(SessionRetrievalRow.retrieved_at, SessionRetrievalRow.doc_path)
+        )
+        with Session(self.engine) as session:
+            return {doc: domain for doc, domain in session.execute(query)}
+
+    def clear_session(self, session_id: str) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                delete(SessionRetrievalRow).where(SessionRetrievalRow.session_id == session_id)
+            )
+
+
+def make_tracker(backend: str, engine: Engine) -> SessionTracker:
+    """The configured action-memory backend (``session.backend``)."""
+    return InMemorySessionTracker() if backend == "memory" else SqlSessionTracker(engine)

@@ -1,0 +1,124 @@
+"""The knowledge base of one data directory: documents, vectors, the exact index."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from sqlalchemy import Engine
+
+from superbiz.config import Settings
+from superbiz.exceptions import IndexMismatchError, UnknownDomainError
+from superbiz.knowledge.documents import normalize_domain
+from superbiz.retrieval.embedders import Embedder, make_embedder
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
+from superbiz.retrieval.search import HybridSearcher
+from superbiz.retrieval.vector_store import MilvusChunkStore
+from superbiz.storage.db import open_database
+from superbiz.storage.repository import DocumentRepository, MetaRepository, StoredDocument
+
+EMBEDDER_KEY = "embedder"
+DIMENSION_KEY = "dimension"
+
+
+class KnowledgeBase:
+    """Opens the relational store and the vector store named by ``settings``.
+
+    The embedder loads lazily: listing documents or domains never pays for it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.engine = engine or open_database(settings.resolved_database_url)
+        self.documents = DocumentRepository(self.engine)
+        self.meta = MetaRepository(self.engine)
+        self._embedder = embedder
+        self._exact: ExactIndex | None = None
+
+    @cached_property
+    def store(self) -> MilvusChunkStore:
+        vector = self.settings.vector
+        return MilvusChunkStore(self.settings.resolved_vector_uri, vector.collection, vector.token)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings.embedding)
+        return self._embedder
+
+    @cached_property
+    def searcher(self) -> HybridSearcher:
+        self.check_index()
+        return HybridSearcher(self.embedder, self.store, self.settings.retrieval)
+
+    def check_index(self) -> None:
+        """Fail clearly when the index was built by another embedder or dimension."""
+        built_by = self.meta.get(EMBEDDER_KEY)
+        if built_by and built_by != self.embedder.name:
+            raise IndexMismatchError(
+                f"the index was built with embedder {built_by!r} but {self.embedder.name!r} "
+                "is configured; re-ingest with `superbiz ingest PATH --rebuild`"
+            )
+        if self.store.dimension is not None:
+            self.store.ensure_collection(self.embedder.dimension)
+
+    def record_embedder(self) -> None:
+        self.meta.set(EMBEDDER_KEY, self.embedder.name)
+        self.meta.set(DIMENSION_KEY, str(self.embedder.dimension))
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """Configured thresholds, else the measured defaults of the active embedder."""
+        norm = self.settings.retrieval.normalization
+        default = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS)
+        return Thresholds(
+            highly_relevant=norm.highly_relevant_threshold
+            if norm.highly_relevant_threshold is not None
+            else default.highly_relevant,
+            reference=norm.reference_threshold
+            if norm.reference_threshold is not None
+            else default.reference,
+        )
+
+    @property
+    def exact_index(self) -> ExactIndex:
+        if self._exact is None:
+            self._exact = ExactIndex(exact_entry(doc) for doc in self.documents.all())
+        return self._exact
+
+    def invalidate(self) -> None:
+        """Call after documents change: the exact index is rebuilt on next use."""
+        self._exact = None
+
+    def domains(self) -> dict[str, int]:
+        return self.documents.domains()
+
+    def require_domain(self, domain: str) -> str:
+        known = self.domains()
+        normalized = normalize_domain(domain)
+        if normalized not in known:
+            raise UnknownDomainError(domain, sorted(known))
+        return normalized
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+        self.engine.dispose()
+
+
+def exact_entry(doc: StoredDocument) -> ExactEntry:
+    return ExactEntry(
+        doc_path=doc.path,
+        title=doc.title,
+        domain=doc.domain,
+        aliases=tuple(doc.aliases),
+        covers=tuple(doc.covers),
+        tags=tuple(doc.tags),
+    )

@@ -1,0 +1,117 @@
+"""Heading-aware chunking of Markdown bodies.
+
+Sections are cut at headings (outside code fences); neighbouring small sections are
+merged up to ``size`` characters; a long section is cut into windows of about ``size``
+characters overlapping by ``overlap``, preferring paragraph, line and sentence ends.
+Every chunk keeps its heading path so that it reads on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    index: int
+    heading_path: tuple[str, ...]
+    text: str
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.heading_path)
+
+
+@dataclass(slots=True)
+class _Section:
+    heading_path: tuple[str, ...]
+    text: str
+
+
+def split_sections(body: str) -> list[_Section]:
+    """Cut ``body`` at headings; a heading line stays with the text below it."""
+    sections: list[_Section] = []
+    stack: list[tuple[int, str]] = []
+    lines: list[str] = []
+    path: tuple[str, ...] = ()
+    in_fence = False
+
+    def flush() -> None:
+        text = "\n".join(lines).strip()
+        if text:
+            sections.append(_Section(path, text))
+
+    for line in body.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match:
+            flush()
+            lines = []
+            level, title = len(match.group(1)), match.group(2)
+            stack = [(lvl, t) for lvl, t in stack if lvl < level] + [(level, title)]
+            path = tuple(t for _, t in stack)
+        lines.append(line)
+    flush()
+    return sections
+
+
+def _window_end(text: str, start: int, size: int) -> int:
+    hard = start + size
+    if hard >= len(text):
+        return len(text)
+    floor = start + size // 2
+    for sep in _BREAKS:
+        cut = text.rfind(sep, floor, hard)
+        if cut != -1:
+            return cut + len(sep)
+    return hard
+
+
+def _windows(text: str, size: int, overlap: int) -> list[str]:
+    if len(text) <= size:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = _window_end(text, start, size)
+        pieces.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+        # begin the overlap on a word or sentence start when one is near
+        for sep in (" ", "\n", "。", "，"):
+            nxt = text.find(sep, start, end)
+            if nxt != -1 and nxt - start < overlap // 2:
+                start = nxt + len(sep)
+                break
+    return [p for p in pieces if p]
+
+
+def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk]:
+    """Chunks of ``body``, each about ``size`` characters at most.
+
+    >>> [c.heading for c in chunk_markdown("# A\\nintro\\n## B\\ntext", size=800)]
+    ['A']
+    >>> len(chunk_markdown("# A\\n" + "word " * 400, size=300, overlap=50)) > 5
+    True
+    """
+    if overlap >= size:
+        raise ValueError("overlap must be smaller than size")
+    merged: list[_Section] = []
+    for section in split_sections(body):
+        last = merged[-1] if merged else None
+        if last and len(last.text) + len(section.text) + 2 <= size:
+            last.text = f"{last.text}\n\n{section.text}"
+        else:
+            merged.append(_Section(section.heading_path, section.text))
+    chunks: list[Chunk] = []
+    for section in merged:
+        for piece in _windows(section.text, size, overlap):
+            chunks.append(Chunk(len(chunks), section.heading_path, piece))
+    return chunks

@@ -1,0 +1,406 @@
+"""Chat model over any OpenAI-compatible chat-completions endpoint.
+
+The SDK's own retries are switched off and done here instead, so that what is retried,
+how long we wait and what the caller finally sees are the same for every server and can
+be tested without waiting. Every failure the caller sees is an :class:`LLMError`:
+``LLMUnavailableError`` (unreachable, overloaded, timing out: retried first) or
+``LLMResponseError`` (the server refused the request or answered nonsense: not retried).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import openai
+
+from superbiz.config import LLMSettings
+from superbiz.exceptions import ConfigError, LLMError, LLMResponseError, LLMUnavailableError
+from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
+from superbiz.llm.messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    to_openai,
+)
+
+__all__ = ["BACKOFF_BASE_S", "BACKOFF_CAP_S", "OpenAIChatModel", "backoff_delay"]
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 8.0
+RETRY_AFTER_CAP_S = 30.0
+"""A server's ``Retry-After`` is honoured up to this many seconds."""
+
+_T = TypeVar("_T")
+
+
+def backoff_delay(
+    attempt: int,
+    *,
+    base: float = BACKOFF_BASE_S,
+    cap: float = BACKOFF_CAP_S,
+    rng: random.Random | None = None,
+) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (0-based).
+
+    Exponential and capped, with "equal jitter" (between half and all of the step) so that
+    clients failing together do not retry together, yet never retry at once.
+    """
+    step = min(cap, base * (2 ** max(0, attempt)))
+    return step / 2 + (rng or random).uniform(0, step / 2)
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def _server_message(exc: openai.APIError) -> str:
+    """The server's own explanation, whichever of the usual shapes it came in."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            for key in ("message", "detail", "msg"):
+                if isinstance(error.get(key), str) and error[key]:
+                    return error[key]
+        elif isinstance(error, str) and error:
+            return error
+        detail = body.get("detail")
+        if detail:
+            return str(detail)
+        return str(dict(body))
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return exc.message
+
+
+def _describe(exc: BaseException) -> str:
+    """One line naming the error and its root cause (e.g. ``Connection refused``)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, openai.APIStatusError):
+        text = f"HTTP {exc.status_code}: {_server_message(exc)}"
+    cause = exc.__cause__ or exc.__context__
+    seen = {id(exc)}
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if str(cause) and str(cause) not in text:
+            text += f" ({type(cause).__name__}: {cause})"
+            break
+        cause = cause.__cause__ or cause.__context__
+    return text
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    value = exc.response.headers.get("retry-after")
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    if seconds is None or seconds < 0:
+        return None
+    return min(seconds, RETRY_AFTER_CAP_S)
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class _StreamAssembler:
+    """Turns chat.completion.chunk objects into text pieces and, at the end, one turn."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> str:
+        usage = _usage(getattr(chunk, "usage", None))
+        if usage is not None:
+            self.usage = usage
+        piece = ""
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                piece += delta.content
+            for fragment in delta.tool_calls or ():
+                self._add_fragment(fragment)
+        if piece:
+            self.text.append(piece)
+        return piece
+
+    def _add_fragment(self, fragment: Any) -> None:
+        index = fragment.index
+        frag_id = fragment.id or ""
+        if index is None:  # some servers omit it: a new id opens a new call
+            known = {c.id for c in self.calls.values()}
+            if not self.calls or (frag_id and frag_id not in known):
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        call = self.calls.setdefault(index, _PartialCall())
+        if frag_id and not call.id:
+            call.id = frag_id
+        function = getattr(fragment, "function", None)
+        if function is None:
+            return
+        name = function.name or ""
+        # The protocol sends the name once; tolerate servers that repeat it whole.
+        if name and name != call.name:
+            call.name += name
+        if function.arguments:
+            call.arguments.append(function.arguments)
+
+    def response(self) -> ChatResponse:
+        calls = tuple(
+            ToolCall.parse(p.id or _new_call_id(), p.name, "".join(p.arguments))
+            for _, p in sorted(self.calls.items())
+        )
+        message = AssistantMessage("".join(self.text), calls)
+        return ChatResponse(message, self.usage, self.finish_reason)
+
+
+def _new_call_id() -> str:
+    """An id for a tool call the server sent without one, so the reply can name it."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if prompt is None and completion is None:
+        return None
+    return Usage(int(prompt or 0), int(completion or 0))
+
+
+class OpenAIChatModel:
+    """A :class:`~superbiz.llm.base.ChatModel` over the official ``openai`` SDK.
+
+    Works with OpenAI, DashScope/Qwen, DeepSeek, vLLM, Ollama and llama.cpp's server:
+    only ``base_url``, ``api_key`` and ``model`` differ. ``sleep`` and ``rng`` are
+    injectable so tests of the retry policy take no time.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        client: openai.OpenAI | None = None,
+    ) -> None:
+        if not settings.model:
+            raise ConfigError("llm.model is not set: configure a chat model or use extractive mode")
+        self.settings = settings
+        self.name: str = settings.model
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._client = client or openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+        self._stream_usage = True  # ask for usage in streams until a server refuses it
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIChatModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def _params(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        response_format: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": to_openai(messages),
+            "temperature": self.settings.temperature,
+        }
+        if tools:  # an empty "tools" list is a 400 on OpenAI itself
+            params["tools"] = [tool.to_openai() for tool in tools]
+        if response_format is not None:
+            params["response_format"] = dict(response_format)
+        return params
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ChatResponse:
+        """One model turn. ``response_format`` (e.g. a ``json_schema``) constrains the output."""
+        params = self._params(messages, tools, response_format)
+        completion = self._with_retries(lambda: self._client.chat.completions.create(**params))
+        return self._parse_completion(completion)
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Iterator[StreamEvent]:
+        """Text deltas as they arrive, then :class:`ResponseDone` with the whole turn.
+
+        A failure before any text was yielded is retried like :meth:`complete`; after
+        that a retry would repeat text the caller has already shown, so it is not.
+        """
+        params = self._params(messages, tools, response_format)
+        attempts = self.settings.max_retries + 1
+        attempt = 0
+        last: BaseException
+        while True:
+            assembler = _StreamAssembler()
+            yielded = False
+            extra = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
+            try:
+                chunks = self._client.chat.completions.create(**params, **extra, stream=True)
+                with chunks:
+                    for chunk in chunks:
+                        piece = assembler.feed(chunk)
+                        if piece:
+                            yielded = True
+                            yield TextDelta(piece)
+            except openai.APIStatusError as exc:
+                if extra and exc.status_code in (400, 422) and "stream_options" in _describe(exc):
+                    logger.info("%s does not accept stream_options; retrying", self.base_url)
+                    self._stream_usage = False
+                    continue
+                self._raise_unless_retryable(exc)
+                last = exc
+            except openai.APIError as exc:
+                self._raise_unless_retryable(exc)
+                if yielded:
+                    raise LLMUnavailableError(
+                        f"LLM endpoint {self.base_url} broke off the stream: {_describe(exc)}"
+                    ) from None
+                last = exc
+            except ValueError as exc:  # a chunk that is not JSON
+                raise LLMResponseError(
+                    f"LLM endpoint {self.base_url} sent a malformed stream: {exc}"
+                ) from None
+            else:
+                yield ResponseDone(assembler.response())
+                return
+            attempt += 1
+            if attempt >= attempts:
+                raise self._unavailable(last, attempts)
+            self._wait(attempt - 1, last, attempts)
+
+    # -- retries ------------------------------------------------------------------------
+
+    def _with_retries(self, call: Callable[[], _T]) -> _T:
+        attempts = self.settings.max_retries + 1
+        last: BaseException | None = None
+        for attempt in range(attempts):
+            try:
+                return call()
+            except openai.APIError as exc:
+                self._raise_unless_retryable(exc)
+                last = exc
+            if attempt + 1 < attempts:
+                self._wait(attempt, last, attempts)
+        assert last is not None  # attempts >= 1
+        raise self._unavailable(last, attempts)
+
+    def _raise_unless_retryable(self, exc: openai.APIError) -> None:
+        """Return when ``exc`` is worth another attempt; otherwise raise the caller's error."""
+        if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+            return
+        if isinstance(exc, openai.APIStatusError):
+            if _retryable_status(exc.status_code):
+                return
+            raise LLMResponseError(
+                f"LLM endpoint {self.base_url} rejected the request "
+                f"(HTTP {exc.status_code}): {_server_message(exc)}"
+            ) from None
+        raise LLMResponseError(
+            f"LLM endpoint {self.base_url} answered with an error: {_describe(exc)}"
+        ) from None
+
+    def _wait(self, attempt: int, exc: BaseException, attempts: int) -> None:
+        delay = backoff_delay(attempt, rng=self._rng)
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        logger.warning(
+            "LLM endpoint %s failed (attempt %d/%d): %s; retrying in %.2f s",
+            self.base_url,
+            attempt + 1,
+            attempts,
+            _describe(exc),
+            delay,
+        )
+        self._sleep(delay)
+
+    def _unavailable(self, exc: BaseException, attempts: int) -> LLMError:
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        return LLMUnavailableError(
+            f"LLM endpoint {self.base_url} is unavailable after {tries}: {_describe(exc)}"
+        )
+
+    # -- responses ----------------------------------------------------------------------
+
+    def _parse_completion(self, completion: Any) -> ChatResponse:
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise LLMResponseError(
+                f"LLM endpoint {self.base_url} returned no choices: {str(completion)[:300]}"
+            )
+        choice = choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for tool_call in message.tool_calls or ():
+            call_id = getattr(tool_call, "id", None) or _new_call_id()
+            function = getattr(tool_call, "function", None)
+            if function is None:
+                kind = getattr(tool_call, "type", "unknown")
+                calls.append(
+                    ToolCall(call_id, "", None, "", f"unsupported tool call type {kind!r}")
+                )
+                continue
+            calls.append(ToolCall.parse(call_id, function.name or "", function.arguments))
+        return ChatResponse(
+            AssistantMessage(message.content or "", tuple(calls)),
+            _usage(getattr(completion, "usage", None)),
+            choice.finish_reason,
+        )

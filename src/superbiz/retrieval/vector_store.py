@@ -1,0 +1,270 @@
+"""Chunks and their vectors in Milvus (Lite by default, a server or Zilliz by URI).
+
+One collection holds every chunk: a dense vector (``L2`` on unit vectors, so Milvus
+returns the squared distance) and, where the server supports it, a BM25 sparse vector
+computed by Milvus from the chunk text with the jieba analyzer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from superbiz.exceptions import IndexMismatchError, StoreError
+
+log = logging.getLogger(__name__)
+
+DENSE_METRIC = "L2"
+_TEXT_MAX = 16384
+_QUERY_BATCH = 200
+_QUERY_LIMIT = 16384
+_OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A chunk ready to be written: ``text`` is what BM25 indexes and what is shown."""
+
+    id: str
+    doc_path: str
+    domain: str
+    title: str
+    heading: str
+    chunk_index: int
+    content_hash: str
+    text: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkHit:
+    """One search hit. ``score`` is the backend's raw value (squared L2 distance for
+    dense, BM25 score as Milvus returned it); ``vector`` is kept for exact cosine."""
+
+    id: str
+    doc_path: str
+    domain: str
+    title: str
+    heading: str
+    chunk_index: int
+    text: str
+    score: float
+    vector: np.ndarray | None = None
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _quoted(values: Sequence[str]) -> str:
+    return ", ".join(f'"{_escape(v)}"' for v in values)
+
+
+def domain_filter(domain: str | None) -> str:
+    return f'domain == "{_escape(domain)}"' if domain else ""
+
+
+class MilvusChunkStore:
+    def __init__(self, uri: str, collection: str, token: str | None = None) -> None:
+        from pymilvus import MilvusClient
+
+        self.uri = uri
+        self.collection = collection
+        if "://" not in uri:
+            # Milvus Lite serves gRPC in-process and logs every call its pymilvus makes
+            # that it does not implement (harmless probes) as an error: hide that noise.
+            logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+        try:
+            self._client = MilvusClient(uri=uri, token=token or "")
+        except Exception as exc:  # pymilvus raises several unrelated types here
+            raise StoreError(f"cannot open Milvus at {uri}: {exc}") from exc
+        self.has_bm25 = False
+        self.dimension: int | None = None
+        if self._client.has_collection(collection):
+            self._read_schema()
+
+    # -- schema ---------------------------------------------------------------
+    def _read_schema(self) -> None:
+        fields = self._client.describe_collection(self.collection)["fields"]
+        by_name = {f["name"]: f for f in fields}
+        self.dimension = int(by_name["dense"]["params"]["dim"])
+        self.has_bm25 = "sparse" in by_name
+        self._client.load_collection(self.collection)
+
+    def ensure_collection(self, dimension: int) -> None:
+        """Create the collection for ``dimension``-d vectors, or check the existing one."""
+        if self.dimension is not None:
+            if self.dimension != dimension:
+                raise IndexMismatchError(
+                    f"the vector index holds {self.dimension}-d vectors but the embedder "
+                    f"makes {dimension}-d ones; re-ingest with `superbiz ingest PATH --rebuild`"
+                )
+            return
+        try:
+            self._create(dimension, bm25=True)
+            self.has_bm25 = True
+        except Exception as exc:  # servers before 2.5 have no BM25 function
+            log.warning("Milvus at %s has no BM25 full-text search (%s); dense only", self.uri, exc)
+            if self._client.has_collection(self.collection):
+                self._client.drop_collection(self.collection)
+            self._create(dimension, bm25=False)
+            self.has_bm25 = False
+        self.dimension = dimension
+
+    def _create(self, dimension: int, *, bm25: bool) -> None:
+        from pymilvus import DataType, Function, FunctionType
+
+        schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=128)
+        schema.add_field("doc_path", DataType.VARCHAR, max_length=1024)
+        schema.add_field("domain", DataType.VARCHAR, max_length=128)
+        schema.add_field("title", DataType.VARCHAR, max_length=1024)
+        schema.add_field("heading", DataType.VARCHAR, max_length=2048)
+        schema.add_field("chunk_index", DataType.INT64)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        text_args: dict[str, Any] = (
+            {"enable_analyzer": True, "analyzer_params": {"tokenizer": "jieba"}} if bm25 else {}
+        )
+        schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX, **text_args)
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dimension)
+        index = self._client.prepare_index_params()
+        index.add_index("dense", index_type="AUTOINDEX", metric_type=DENSE_METRIC)
+        index.add_index("domain", index_type="INVERTED")
+        if bm25:
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_function(
+                Function(
+                    name="text_bm25",
+                    function_type=FunctionType.BM25,
+                    input_field_names=["text"],
+                    output_field_names=["sparse"],
+                )
+            )
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        self._client.create_collection(
+            self.collection, schema=schema, index_params=index, consistency_level="Strong"
+        )
+
+    def drop(self) -> None:
+        if self._client.has_collection(self.collection):
+            self._client.drop_collection(self.collection)
+        self.dimension = None
+        self.has_bm25 = False
+
+    # -- writes ---------------------------------------------------------------
+    def replace_document(self, doc_path: str, chunks: Sequence[ChunkRecord]) -> None:
+        """Delete every chunk of ``doc_path``, then insert ``chunks``."""
+        self.delete_documents([doc_path])
+        if not chunks:
+            return
+        rows = [
+            {
+                "id": c.id,
+                "doc_path": c.doc_path,
+                "domain": c.domain,
+                "title": c.title[:1024],
+                "heading": c.heading[:2048],
+                "chunk_index": c.chunk_index,
+                "content_hash": c.content_hash,
+                "text": c.text[: _TEXT_MAX // 4],
+                "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
+            }
+            for c in chunks
+        ]
+        self._client.insert(self.collection, rows)
+
+    def delete_documents(self, doc_paths: Sequence[str]) -> None:
+        if not doc_paths or self.dimension is None:
+            return
+        self._client.delete(self.collection, filter=f"doc_path in [{_quoted(doc_paths)}]")
+
+    # -- reads ----------------------------------------------------------------
+    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        """doc_path → (chunk count, content hashes seen) for ``doc_paths`` that have chunks:
+        what reconciliation compares with the relational store."""
+        if self.dimension is None:
+            return {}
+        counts: dict[str, int] = defaultdict(int)
+        hashes: dict[str, set[str]] = defaultdict(set)
+        for start in range(0, len(doc_paths), _QUERY_BATCH):
+            rows = self._client.query(
+                self.collection,
+                filter=f"doc_path in [{_quoted(doc_paths[start : start + _QUERY_BATCH])}]",
+                output_fields=["doc_path", "content_hash"],
+                limit=_QUERY_LIMIT,
+            )
+            for row in rows:
+                counts[row["doc_path"]] += 1
+                hashes[row["doc_path"]].add(row["content_hash"])
+        return {path: (counts[path], frozenset(hashes[path])) for path in counts}
+
+    def delete_other_documents(self, keep: Sequence[str]) -> None:
+        """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
+        if self.dimension is None:
+            return
+        expr = f"doc_path not in [{_quoted(keep)}]" if keep else 'doc_path != ""'
+        self._client.delete(self.collection, filter=expr)
+
+    def chunks_of(self, doc_path: str) -> list[ChunkHit]:
+        rows = self._client.query(
+            self.collection,
+            filter=f'doc_path == "{_escape(doc_path)}"',
+            output_fields=["id", *_OUTPUT, "dense"],
+        )
+        hits = [self._hit(row, score=float("nan")) for row in rows]
+        return sorted(hits, key=lambda h: h.chunk_index)
+
+    def search_dense(
+        self, vector: np.ndarray, limit: int, domain: str | None = None
+    ) -> list[ChunkHit]:
+        if self.dimension is None:
+            return []
+        result = self._client.search(
+            self.collection,
+            data=[np.asarray(vector, dtype=np.float32).tolist()],
+            anns_field="dense",
+            limit=limit,
+            filter=domain_filter(domain),
+            output_fields=_OUTPUT,
+            search_params={"metric_type": DENSE_METRIC},
+        )
+        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
+
+    def search_bm25(self, text: str, limit: int, domain: str | None = None) -> list[ChunkHit]:
+        """BM25 hits best first; Milvus Lite returns the scores negated, so the raw
+        value's magnitude is the BM25 score either way."""
+        if self.dimension is None or not self.has_bm25 or not text.strip():
+            return []
+        result = self._client.search(
+            self.collection,
+            data=[text],
+            anns_field="sparse",
+            limit=limit,
+            filter=domain_filter(domain),
+            output_fields=[*_OUTPUT, "dense"],
+            search_params={"metric_type": "BM25"},
+        )
+        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
+
+    @staticmethod
+    def _hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0) -> ChunkHit:
+        dense = entity.get("dense")
+        return ChunkHit(
+            id=id_ or entity["id"],
+            doc_path=entity["doc_path"],
+            domain=entity["domain"],
+            title=entity["title"],
+            heading=entity["heading"],
+            chunk_index=int(entity["chunk_index"]),
+            text=entity["text"],
+            score=score,
+            vector=np.asarray(dense, dtype=np.float32) if dense is not None else None,
+        )
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,60 @@
+"""Relational schema (SQLAlchemy 2.x). Alembic migrations in ``migrations/`` create it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Integer, String, Text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DocumentRow(Base):
+    """One knowledge document (the seed's ``api_document``); chunks live in Milvus."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(String(1024), unique=True)
+    title: Mapped[str] = mapped_column(String(512))
+    domain: Mapped[str] = mapped_column(String(128), index=True)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    chunk_count: Mapped[int] = mapped_column(Integer)
+    source_file: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class SessionRetrievalRow(Base):
+    """Action memory: which document (and its domain) a session already retrieved."""
+
+    __tablename__ = "session_retrievals"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    doc_path: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    domain: Mapped[str] = mapped_column(String(128))
+    retrieved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class KbMetaRow(Base):
+    """Facts about the index, e.g. which embedder built it."""
+
+    __tablename__ = "kb_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

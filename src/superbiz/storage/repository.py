@@ -1,0 +1,121 @@
+"""Repositories: the only place that writes SQL for documents and index facts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.orm import Session
+
+from superbiz.storage.models import DocumentRow, KbMetaRow
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document as the relational store knows it."""
+
+    path: str
+    title: str
+    domain: str
+    content_hash: str
+    size_bytes: int
+    chunk_count: int
+    source_file: str
+    metadata: dict[str, Any]
+
+    @property
+    def covers(self) -> list[str]:
+        return list(self.metadata.get("covers") or [])
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.metadata.get("tags") or [])
+
+    @property
+    def aliases(self) -> list[str]:
+        return list(self.metadata.get("aliases") or [])
+
+    @property
+    def when_to_retrieve(self) -> str | None:
+        return self.metadata.get("when_to_retrieve")
+
+
+def _stored(row: DocumentRow) -> StoredDocument:
+    return StoredDocument(
+        path=row.path,
+        title=row.title,
+        domain=row.domain,
+        content_hash=row.content_hash,
+        size_bytes=row.size_bytes,
+        chunk_count=row.chunk_count,
+        source_file=row.source_file,
+        metadata=dict(row.metadata_ or {}),
+    )
+
+
+class DocumentRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def all(self) -> list[StoredDocument]:
+        with Session(self.engine) as session:
+            rows = session.scalars(select(DocumentRow).order_by(DocumentRow.path))
+            return [_stored(row) for row in rows]
+
+    def get(self, path: str) -> StoredDocument | None:
+        with Session(self.engine) as session:
+            row = session.scalar(select(DocumentRow).where(DocumentRow.path == path))
+            return _stored(row) if row else None
+
+    def domains(self) -> dict[str, int]:
+        """Domain → document count, sorted by domain."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(DocumentRow.domain, func.count()).group_by(DocumentRow.domain)
+            )
+            return dict(sorted((domain, count) for domain, count in rows))
+
+    def save(self, doc: StoredDocument) -> None:
+        """Insert or update by path, in one transaction."""
+        with Session(self.engine) as session, session.begin():
+            row = session.scalar(select(DocumentRow).where(DocumentRow.path == doc.path))
+            if row is None:
+                row = DocumentRow(path=doc.path)
+                session.add(row)
+            row.title = doc.title
+            row.domain = doc.domain
+            row.content_hash = doc.content_hash
+            row.size_bytes = doc.size_bytes
+            row.chunk_count = doc.chunk_count
+            row.source_file = doc.source_file
+            row.metadata_ = doc.metadata
+
+    def delete(self, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with Session(self.engine) as session, session.begin():
+            result = session.execute(delete(DocumentRow).where(DocumentRow.path.in_(paths)))
+            return result.rowcount or 0
+
+    def delete_all(self) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(DocumentRow))
+
+
+class MetaRepository:
+    """Small key/value facts about the index (embedder name, dimension)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def get(self, key: str) -> str | None:
+        with Session(self.engine) as session:
+            row = session.get(KbMetaRow, key)
+            return row.value if row else None
+
+    def set(self, key: str, value: str) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.merge(KbMetaRow(key=key, value=value))

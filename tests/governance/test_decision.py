@@ -1,0 +1,692 @@
+"""The turn governor: every matrix cell, every domain transition, the ISS-003 replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from superbiz.config import GovernanceSettings
+from superbiz.governance.decision import (
+    BREAKER_TEXTS,
+    Admission,
+    DedupReason,
+    DomainState,
+    LookupRequest,
+    Situation,
+    TurnGovernor,
+    Verdict,
+    WaterLevel,
+    breaker_message,
+    water_level,
+)
+from superbiz.retrieval.relevance import RelevanceLevel
+
+P = RelevanceLevel.PRECISE
+HR = RelevanceLevel.HIGHLY_RELEVANT
+REF = RelevanceLevel.REFERENCE
+DD = RelevanceLevel.DEDUPED
+LOW, MID, HIGH = WaterLevel.LOW, WaterLevel.MID, WaterLevel.HIGH
+DOMAIN = DedupReason.DOMAIN_RETRIEVED
+BUDGET = DedupReason.BUDGET_EXHAUSTED
+NEEDS_DIM = DedupReason.SUPPLEMENT_NEEDS_DIMENSION
+ALL_LEVELS: list[RelevanceLevel | None] = [P, HR, REF, None, DD]
+
+
+def make(
+    language: str = "en", retrieved: frozenset[str] = frozenset(), **settings: Any
+) -> TurnGovernor:
+    return TurnGovernor(GovernanceSettings(**settings), language, retrieved)  # type: ignore[arg-type]
+
+
+def lookup(
+    gov: TurnGovernor,
+    domain: str | None,
+    level: RelevanceLevel | None,
+    missing_dimension: str | None = None,
+) -> Admission:
+    """One tool call: admit it, and record its result when it ran."""
+    admission = gov.admit(LookupRequest(domain, missing_dimension))
+    if admission.allowed:
+        gov.record(domain, level)
+    return admission
+
+
+def spend(gov: TurnGovernor, n: int) -> None:
+    """Raise the calls count with lookups whose domain is unknown (no domain state moves)."""
+    for _ in range(n):
+        assert gov.admit(LookupRequest(None)).allowed
+
+
+# -- water levels -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "low_max", "high_min", "expected"),
+    [
+        (0, 3, 8, LOW),
+        (3, 3, 8, LOW),
+        (4, 3, 8, MID),
+        (7, 3, 8, MID),
+        (8, 3, 8, HIGH),
+        (100, 3, 8, HIGH),
+        (4000, 4000, 12000, LOW),
+        (4001, 4000, 12000, MID),
+        (11999, 4000, 12000, MID),
+        (12000, 4000, 12000, HIGH),
+        (2, 2, 4, LOW),
+        (3, 2, 4, MID),
+        (4, 2, 4, HIGH),
+        (3, 3, 4, LOW),
+        (5, 5, 5, HIGH),  # overlapping bounds: high wins, as in the seed's "4-8" / "≥ 8"
+    ],
+)
+def test_water_level(value: int, low_max: int, high_min: int, expected: WaterLevel) -> None:
+    assert water_level(value, low_max, high_min) is expected
+
+
+@pytest.mark.parametrize(("calls", "expected"), [(0, LOW), (3, LOW), (4, MID), (7, MID), (8, HIGH)])
+def test_calls_indicator_with_defaults(calls: int, expected: WaterLevel) -> None:
+    gov = make()
+    spend(gov, calls)
+    assert gov.calls == calls
+    assert gov.water_level is expected
+
+
+def test_blocked_calls_raise_the_calls_water_level() -> None:
+    gov = make(withhold_after_blocked=100)
+    lookup(gov, "infrastructure", HR)
+    for _ in range(3):
+        assert not gov.admit(LookupRequest("infrastructure")).allowed
+    assert gov.calls == 4
+    assert gov.water_level is MID
+
+
+def test_admission_uses_the_water_level_before_the_call() -> None:
+    gov = make()
+    spend(gov, 7)
+    eighth = gov.admit(LookupRequest("api"))
+    assert (eighth.allowed, eighth.water_level) == (True, MID)
+    assert gov.water_level is HIGH
+    ninth = gov.admit(LookupRequest("db"))
+    assert (ninth.allowed, ninth.dedup_reason, ninth.water_level) == (False, BUDGET, HIGH)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "bounds", "expected"),
+    [
+        (3, {"low_max_tokens": 3, "high_min_tokens": 8}, LOW),
+        (4, {"low_max_tokens": 3, "high_min_tokens": 8}, MID),
+        (7, {"low_max_tokens": 3, "high_min_tokens": 8}, MID),
+        (8, {"low_max_tokens": 3, "high_min_tokens": 8}, HIGH),
+        (4000, {}, LOW),
+        (4001, {}, MID),
+        (11999, {}, MID),
+        (12000, {}, HIGH),
+    ],
+)
+def test_tokens_indicator(tokens: int, bounds: dict[str, int], expected: WaterLevel) -> None:
+    gov = make(indicator="tokens", **bounds)
+    gov.add_tokens(tokens - 1)
+    gov.record(None, HR, tokens=1)  # record feeds tokens too
+    assert gov.tokens == tokens
+    assert gov.water_level is expected
+
+
+def test_tokens_indicator_ignores_the_calls_count() -> None:
+    gov = make(indicator="tokens")
+    spend(gov, 20)
+    assert gov.water_level is LOW
+    assert gov.admit(LookupRequest("api")).allowed
+
+
+def test_negative_tokens_are_rejected() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        make().add_tokens(-1)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "this_turn", "bounds", "expected"),
+    [
+        (3, 0, {"low_max_domains": 3, "high_min_domains": 8}, LOW),
+        (3, 1, {"low_max_domains": 3, "high_min_domains": 8}, MID),
+        (6, 1, {"low_max_domains": 3, "high_min_domains": 8}, MID),
+        (7, 1, {"low_max_domains": 3, "high_min_domains": 8}, HIGH),
+        (2, 0, {}, LOW),
+        (2, 1, {}, MID),
+        (0, 3, {}, MID),
+        (1, 3, {}, HIGH),
+    ],
+)
+def test_domains_indicator_counts_the_session(
+    earlier: int, this_turn: int, bounds: dict[str, int], expected: WaterLevel
+) -> None:
+    gov = make(
+        indicator="domains", retrieved=frozenset(f"old{i}" for i in range(earlier)), **bounds
+    )
+    for i in range(this_turn):
+        gov.record(f"new{i}", HR)
+    gov.record("old0" if earlier else None, HR)  # a domain counted twice is one domain
+    assert len(gov.retrieved_domains) == earlier + this_turn
+    assert gov.water_level is expected
+
+
+def test_domains_indicator_high_at_turn_start_stops_and_says_why() -> None:
+    gov = make(indicator="domains", retrieved=frozenset({"a", "b", "c", "d"}))
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
+    assert gov.situation() is Situation.HIGH_LIMITED
+    assert constraint.message is not None and "restricted" in constraint.message
+    assert gov.admit(LookupRequest("e")).dedup_reason is BUDGET
+
+
+# -- the matrix, cell by cell -------------------------------------------------------------
+
+# (level, water after the lookup) → verdict, situation, and what the next call gets:
+# in the same domain, in the same domain naming a missing dimension, in another open domain.
+# ``None`` in the last three columns means "allowed".
+MATRIX: list[
+    tuple[
+        RelevanceLevel | None,
+        WaterLevel,
+        Verdict,
+        Situation,
+        DedupReason | None,
+        DedupReason | None,
+        DedupReason | None,
+    ]
+] = [
+    (P, LOW, Verdict.ANSWER, Situation.ANSWER, DOMAIN, DOMAIN, None),
+    (P, MID, Verdict.ANSWER, Situation.ANSWER, DOMAIN, DOMAIN, None),
+    (P, HIGH, Verdict.STOP, Situation.HIGH_ANSWER, BUDGET, BUDGET, BUDGET),
+    (HR, LOW, Verdict.ANSWER, Situation.ANSWER, DOMAIN, DOMAIN, None),
+    (HR, MID, Verdict.ANSWER, Situation.ANSWER, DOMAIN, DOMAIN, None),
+    (HR, HIGH, Verdict.STOP, Situation.HIGH_ANSWER, BUDGET, BUDGET, BUDGET),
+    (REF, LOW, Verdict.SUPPLEMENT, Situation.SUPPLEMENT, NEEDS_DIM, None, None),
+    (REF, MID, Verdict.SUPPLEMENT, Situation.SUPPLEMENT, NEEDS_DIM, None, None),
+    (REF, HIGH, Verdict.STOP, Situation.HIGH_LIMITED, BUDGET, BUDGET, BUDGET),
+    (None, LOW, Verdict.SUPPLEMENT, Situation.SUPPLEMENT, NEEDS_DIM, None, None),
+    (None, MID, Verdict.SUPPLEMENT, Situation.SUPPLEMENT, NEEDS_DIM, None, None),
+    (None, HIGH, Verdict.STOP, Situation.HIGH_LIMITED, BUDGET, BUDGET, BUDGET),
+    (DD, LOW, Verdict.CONTINUE, Situation.BLOCKED, DOMAIN, DOMAIN, None),
+    (DD, MID, Verdict.CONTINUE, Situation.BLOCKED, DOMAIN, DOMAIN, None),
+    (DD, HIGH, Verdict.STOP, Situation.HIGH_LIMITED, BUDGET, BUDGET, BUDGET),
+]
+# Calls made before the cell's own lookup, so that the water after it is LOW / MID / HIGH.
+CALLS_BEFORE = {LOW: 0, MID: 4, HIGH: 7}
+
+
+def cell(level: RelevanceLevel | None, water: WaterLevel) -> TurnGovernor:
+    gov = make(withhold_after_blocked=100)
+    spend(gov, CALLS_BEFORE[water])
+    assert lookup(gov, "infrastructure", level).allowed
+    assert gov.water_level is water
+    return gov
+
+
+@pytest.mark.parametrize(("level", "water", "verdict", "situation", "_s", "_d", "_o"), MATRIX)
+def test_matrix_cell_verdict(
+    level: RelevanceLevel | None,
+    water: WaterLevel,
+    verdict: Verdict,
+    situation: Situation,
+    _s: object,
+    _d: object,
+    _o: object,
+) -> None:
+    gov = cell(level, water)
+    assert gov.situation() is situation
+    constraint = gov.constraint()
+    assert constraint.verdict is verdict
+    assert constraint.tools_allowed is (verdict is not Verdict.STOP)
+    assert constraint.water_level is water
+    assert constraint.message is not None
+    assert constraint.message.startswith(BREAKER_TEXTS[situation]["en"][:40])
+
+
+@pytest.mark.parametrize(("level", "water", "_v", "_sit", "same", "with_dim", "other"), MATRIX)
+@pytest.mark.parametrize("target", ["same", "same with missing dimension", "other open domain"])
+def test_matrix_cell_next_call(
+    level: RelevanceLevel | None,
+    water: WaterLevel,
+    _v: object,
+    _sit: object,
+    same: DedupReason | None,
+    with_dim: DedupReason | None,
+    other: DedupReason | None,
+    target: str,
+) -> None:
+    gov = cell(level, water)
+    request, expected = {
+        "same": (LookupRequest("infrastructure"), same),
+        "same with missing dimension": (
+            LookupRequest("infrastructure", "HikariCP pool parameters"),
+            with_dim,
+        ),
+        "other open domain": (LookupRequest("api"), other),
+    }[target]
+    admission = gov.admit(request)
+    assert admission == Admission(expected is None, expected, water, request.domain)
+
+
+@pytest.mark.parametrize(("level", "water", "_v", "_sit", "_s", "_d", "_o"), MATRIX)
+def test_matrix_cell_domain_state(
+    level: RelevanceLevel | None,
+    water: WaterLevel,
+    _v: object,
+    _sit: object,
+    _s: object,
+    _d: object,
+    _o: object,
+) -> None:
+    gov = cell(level, water)
+    expected = DomainState.SUPPLEMENT if level in (REF, None) else DomainState.CLOSED
+    assert gov.domain_state("infrastructure") is expected
+    assert gov.domain_state("api") is DomainState.OPEN
+    constraint = gov.constraint()
+    assert constraint.closed_domains == (
+        ("infrastructure",) if expected is DomainState.CLOSED else ()
+    )
+    assert constraint.supplement_domains == (
+        ("infrastructure",) if expected is DomainState.SUPPLEMENT else ()
+    )
+
+
+# -- per-domain transitions ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [P, HR, DD])
+def test_open_to_closed(level: RelevanceLevel) -> None:
+    gov = make()
+    assert gov.domain_state("api") is DomainState.OPEN
+    lookup(gov, "api", level)
+    assert gov.domain_state("api") is DomainState.CLOSED
+    assert gov.admit(LookupRequest("api", "some dimension")).dedup_reason is DOMAIN
+
+
+@pytest.mark.parametrize("first", [REF, None])
+@pytest.mark.parametrize("supplement_result", ALL_LEVELS)
+def test_open_to_supplement_to_closed(
+    first: RelevanceLevel | None, supplement_result: RelevanceLevel | None
+) -> None:
+    gov = make()
+    lookup(gov, "api", first)
+    assert gov.domain_state("api") is DomainState.SUPPLEMENT
+    assert gov.constraint().verdict is Verdict.SUPPLEMENT
+    assert lookup(gov, "api", supplement_result, "refund error codes").allowed
+    assert gov.domain_state("api") is DomainState.CLOSED
+    again = gov.admit(LookupRequest("api", "another dimension"))
+    assert again.dedup_reason is DOMAIN
+
+
+@pytest.mark.parametrize("missing", [None, "", "   \t"])
+def test_supplement_without_missing_dimension_is_blocked(missing: str | None) -> None:
+    gov = make()
+    lookup(gov, "api", REF)
+    admission = gov.admit(LookupRequest("api", missing))
+    assert (admission.allowed, admission.dedup_reason) == (False, NEEDS_DIM)
+    assert gov.domain_state("api") is DomainState.SUPPLEMENT  # the supplement is still there
+    assert gov.situation() is Situation.BLOCKED_NEEDS_DIMENSION
+    assert gov.admit(LookupRequest("api", "timeout values")).allowed
+
+
+def test_supplement_at_high_water_is_blocked() -> None:
+    gov = make()
+    lookup(gov, "api", REF)
+    spend(gov, 7)
+    assert gov.water_level is HIGH
+    admission = gov.admit(LookupRequest("api", "timeout values"))
+    assert (admission.allowed, admission.dedup_reason) == (False, BUDGET)
+
+
+def test_supplement_at_mid_water_is_allowed() -> None:
+    gov = make()
+    spend(gov, 5)
+    lookup(gov, "api", REF)
+    assert gov.water_level is MID
+    assert gov.admit(LookupRequest("api", "timeout values")).allowed
+
+
+def test_supplement_in_one_domain_leaves_the_others_alone() -> None:
+    gov = make()
+    lookup(gov, "infrastructure", HR)
+    lookup(gov, "api", REF)
+    assert gov.constraint().verdict is Verdict.SUPPLEMENT
+    lookup(gov, "billing", HR)
+    constraint = gov.constraint()
+    assert constraint.verdict is Verdict.ANSWER  # the latest result decides
+    assert constraint.closed_domains == ("infrastructure", "billing")
+    assert constraint.supplement_domains == ("api",)
+    assert gov.admit(LookupRequest("api", "error codes")).allowed
+
+
+def test_supplement_returning_reference_ends_in_continue() -> None:
+    gov = make()
+    lookup(gov, "api", REF)
+    lookup(gov, "api", REF, "error codes")
+    assert gov.constraint().verdict is Verdict.CONTINUE
+    assert gov.situation() is Situation.CONTINUE
+    assert gov.admit(LookupRequest("billing")).allowed
+
+
+def test_unknown_domain_is_governed_only_by_water_and_withholding() -> None:
+    gov = make()
+    lookup(gov, "api", HR)
+    assert gov.admit(LookupRequest(None)) == Admission(True, None, LOW, None)
+    assert gov.admit(LookupRequest("  ")) == Admission(True, None, LOW, None)
+    gov.record(None, REF)
+    assert gov.constraint().closed_domains == ("api",)
+    assert gov.retrieved_domains == frozenset({"api"})
+    spend(gov, 5)
+    assert gov.admit(LookupRequest(None)).dedup_reason is BUDGET
+
+
+# -- earlier turns of the session -----------------------------------------------------------
+
+
+def test_matrix_mode_reopens_earlier_turn_domains() -> None:
+    gov = make(retrieved=frozenset({"infrastructure", "api"}))
+    assert gov.domain_state("infrastructure") is DomainState.OPEN
+    assert gov.constraint().closed_domains == ()
+    assert lookup(gov, "infrastructure", REF).allowed
+    assert gov.domain_state("infrastructure") is DomainState.SUPPLEMENT
+    assert gov.retrieved_domains == frozenset({"infrastructure", "api"})
+
+
+def test_domain_limit_mode_keeps_earlier_turn_domains_closed() -> None:
+    gov = make(mode="domain-limit", retrieved=frozenset({"infrastructure", "api"}))
+    assert gov.domain_state("api") is DomainState.CLOSED
+    assert gov.constraint().closed_domains == ("api", "infrastructure")
+    assert gov.constraint().message is None  # fresh turn
+    assert gov.admit(LookupRequest("api", "a dimension")).dedup_reason is DOMAIN
+    assert gov.situation() is Situation.BLOCKED
+    assert gov.admit(LookupRequest("billing")).allowed
+
+
+# -- plan B ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS)
+def test_plan_b_one_lookup_per_domain(level: RelevanceLevel | None) -> None:
+    gov = make(mode="domain-limit")
+    assert lookup(gov, "api", level).allowed
+    assert gov.domain_state("api") is DomainState.CLOSED
+    assert gov.constraint().verdict is not Verdict.SUPPLEMENT
+    assert gov.constraint().supplement_domains == ()
+    assert gov.admit(LookupRequest("api", "missing dimension")).dedup_reason is DOMAIN
+    assert gov.admit(LookupRequest("billing")).allowed
+
+
+def test_plan_b_water_levels_still_apply() -> None:
+    gov = make(mode="domain-limit")
+    for i in range(8):
+        assert lookup(gov, f"domain{i}", HR).allowed
+    assert gov.water_level is HIGH
+    assert gov.admit(LookupRequest("domain8")).dedup_reason is BUDGET
+    assert gov.constraint().verdict is Verdict.STOP
+
+
+# -- withholding ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_withheld_when_the_model_keeps_calling_after_n_blocks(n: int) -> None:
+    gov = make(withhold_after_blocked=n)
+    lookup(gov, "api", HR)
+    for _ in range(n):
+        assert gov.admit(LookupRequest("api")).dedup_reason is DOMAIN
+        assert not gov.withheld  # each block was explained to the model
+    assert gov.admit(LookupRequest("api")).dedup_reason is DOMAIN
+    assert gov.withheld
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
+    assert gov.situation() is Situation.WITHHELD
+    # Withheld for the rest of the turn, even for an open domain below high water.
+    assert gov.water_level is not HIGH
+    assert gov.admit(LookupRequest("billing")).dedup_reason is BUDGET
+    gov.record("billing", HR)
+    assert gov.constraint().verdict is Verdict.STOP
+
+
+def test_an_allowed_call_resets_the_blocked_counter() -> None:
+    gov = make(withhold_after_blocked=2, low_max_calls=10, high_min_calls=20)
+    lookup(gov, "api", HR)
+    for domain in ("billing", "search", "auth"):
+        gov.admit(LookupRequest("api"))
+        gov.admit(LookupRequest("api"))
+        assert not gov.withheld
+        assert lookup(gov, domain, HR).allowed
+    gov.admit(LookupRequest("api"))
+    gov.admit(LookupRequest("api"))
+    gov.admit(LookupRequest("api"))
+    assert gov.withheld
+
+
+def test_blocks_of_any_reason_count_towards_withholding() -> None:
+    gov = make(withhold_after_blocked=2)
+    lookup(gov, "api", HR)
+    lookup(gov, "infrastructure", REF)
+    assert gov.admit(LookupRequest("api")).dedup_reason is DOMAIN
+    assert gov.admit(LookupRequest("infrastructure")).dedup_reason is NEEDS_DIM
+    assert not gov.withheld
+    assert gov.admit(LookupRequest("api")).dedup_reason is DOMAIN
+    assert gov.withheld
+
+
+# -- disabled: the ungoverned baseline ------------------------------------------------------
+
+
+def test_disabled_governor_admits_everything() -> None:
+    gov = make(enabled=False, mode="domain-limit", retrieved=frozenset({"api"}))
+    for level in ALL_LEVELS:
+        for _ in range(3):
+            admission = lookup(gov, "api", level)
+            assert (admission.allowed, admission.dedup_reason) == (True, None)
+    assert gov.water_level is HIGH
+    assert not gov.withheld
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed, constraint.message) == (
+        Verdict.CONTINUE,
+        True,
+        None,
+    )
+    assert constraint.water_level is HIGH
+    assert gov.situation() is None
+
+
+# -- breaker prompts ------------------------------------------------------------------------
+
+SEED_TEXTS = {
+    Situation.HIGH_ANSWER: "水位已高，请直接给出最终结论，不要再调用 lookup_knowledge",
+    Situation.HIGH_LIMITED: "水位已高，lookup_knowledge 已被限制，直接基于已有信息回答",
+    Situation.SUPPLEMENT: "水位充足，可针对缺少的维度定向补充检索一次",
+    Situation.BLOCKED: "该内容已检索过，禁止重复调用 lookup_knowledge",
+    Situation.BLOCKED_NEEDS_DIMENSION: "该内容已检索过，禁止重复调用 lookup_knowledge",
+}
+
+
+def test_every_situation_has_both_languages() -> None:
+    assert set(BREAKER_TEXTS) == set(Situation)
+    for texts in BREAKER_TEXTS.values():
+        assert set(texts) == {"zh", "en"}
+
+
+@pytest.mark.parametrize("situation", list(Situation))
+@pytest.mark.parametrize(
+    ("language", "footer"),
+    [
+        ("zh", "已关闭的知识域：infrastructure, api；剩余检索预算：2 次"),
+        ("en", "Closed domains: infrastructure, api; lookup budget left: 2"),
+    ],
+)
+def test_breaker_message_names_closed_domains_and_budget(
+    situation: Situation, language: str, footer: str
+) -> None:
+    message = breaker_message(
+        situation,
+        language,  # type: ignore[arg-type]
+        closed_domains=("infrastructure", "api"),
+        budget_left=2,
+    )
+    assert footer in message
+    if language == "zh" and situation in SEED_TEXTS:
+        assert SEED_TEXTS[situation] in message
+    if situation is Situation.SUPPLEMENT:
+        assert "missing_dimension" in message
+
+
+@pytest.mark.parametrize(
+    ("language", "expected"),
+    [
+        ("zh", "已关闭的知识域：无；剩余检索预算：0 次"),
+        ("en", "Closed domains: none; lookup budget left: 0"),
+    ],
+)
+def test_breaker_message_with_nothing_closed(language: str, expected: str) -> None:
+    message = breaker_message(
+        Situation.WITHHELD,
+        language,  # type: ignore[arg-type]
+        closed_domains=(),
+        budget_left=-3,
+    )
+    assert message.endswith(expected)
+
+
+def test_withheld_message_says_unavailable_and_asks_for_limitations() -> None:
+    zh = BREAKER_TEXTS[Situation.WITHHELD]["zh"]
+    en = BREAKER_TEXTS[Situation.WITHHELD]["en"]
+    assert "不可用" in zh and "局限性" in zh
+    assert "no longer available" in en and "limitations" in en
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_governor_message_in_the_turn_language(language: str) -> None:
+    gov = make(language)
+    assert gov.constraint().message is None  # fresh turn
+    lookup(gov, "infrastructure", HR)
+    lookup(gov, "api", P)
+    spend(gov, 4)
+    constraint = gov.constraint()
+    assert constraint.budget_left == 2
+    assert constraint.closed_domains == ("infrastructure", "api")
+    expected = {
+        "zh": "已关闭的知识域：infrastructure, api；剩余检索预算：2 次",
+        "en": "Closed domains: infrastructure, api; lookup budget left: 2",
+    }[language]
+    assert constraint.message is not None and constraint.message.endswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("language", "fragment"),
+    [("zh", "可定向补充一次的知识域：api"), ("en", "one targeted supplement: api")],
+)
+def test_supplement_message_names_the_domain(language: str, fragment: str) -> None:
+    gov = make(language)
+    lookup(gov, "api", REF)
+    message = gov.constraint().message
+    assert message is not None
+    assert fragment in message
+    assert "missing_dimension" in message
+
+
+def test_stop_messages_do_not_offer_a_supplement() -> None:
+    gov = make("zh")
+    spend(gov, 7)
+    lookup(gov, "api", REF)
+    constraint = gov.constraint()
+    assert constraint.supplement_domains == ("api",)
+    assert constraint.message is not None
+    assert SEED_TEXTS[Situation.HIGH_LIMITED] in constraint.message
+    assert "可定向补充一次" not in constraint.message
+    assert constraint.message.endswith("剩余检索预算：0 次")
+
+
+def test_budget_left_never_negative() -> None:
+    gov = make(withhold_after_blocked=100)
+    spend(gov, 8)
+    gov.admit(LookupRequest("api"))
+    assert gov.constraint().budget_left == 0
+
+
+# -- ISS-003 replay -------------------------------------------------------------------------
+
+ISS_003 = [
+    "infrastructure",
+    "infrastructure",
+    "infrastructure",
+    "api",
+    "api",
+    "infrastructure",
+    "infrastructure",
+    "infrastructure",
+    "infrastructure",
+    "api",
+]
+FIRST_RESULT = {"infrastructure": HR, "api": REF}
+
+
+def replay(gov: TurnGovernor) -> list[Admission]:
+    """The 10-call log of seed 002; no call names a missing dimension."""
+    admissions = []
+    for domain in ISS_003:
+        admission = gov.admit(LookupRequest(domain))
+        if admission.allowed:
+            gov.record(domain, FIRST_RESULT[domain])
+        admissions.append(admission)
+    return admissions
+
+
+def test_iss_003_replay_matrix_only() -> None:
+    admissions = replay(make(withhold_after_blocked=100))
+    assert [a.dedup_reason for a in admissions] == [
+        None,
+        DOMAIN,
+        DOMAIN,
+        None,
+        NEEDS_DIM,
+        DOMAIN,
+        DOMAIN,
+        DOMAIN,
+        BUDGET,
+        BUDGET,
+    ]
+    assert [a.water_level for a in admissions] == [LOW] * 4 + [MID] * 4 + [HIGH] * 2
+    assert sum(a.allowed for a in admissions) == 2
+    assert [a.domain for a in admissions if a.allowed] == ["infrastructure", "api"]
+
+
+def test_iss_003_replay_with_default_withholding() -> None:
+    gov = make()
+    admissions = replay(gov)
+    assert [a.dedup_reason for a in admissions] == [
+        None,
+        DOMAIN,
+        DOMAIN,
+        None,
+        NEEDS_DIM,
+        DOMAIN,
+        DOMAIN,  # the third block in a row: the model ignored two explained blocks
+        BUDGET,
+        BUDGET,
+        BUDGET,
+    ]
+    assert gov.withheld
+    assert sum(a.allowed for a in admissions) == 2
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
+    assert constraint.closed_domains == ("infrastructure",)
+    assert constraint.supplement_domains == ("api",)
+
+
+def test_iss_003_replay_ungoverned() -> None:
+    assert all(a.allowed for a in replay(make(enabled=False)))
+
+
+def test_iss_003_constraints_step_by_step() -> None:
+    gov = make(withhold_after_blocked=100)
+    verdicts = []
+    for domain in ISS_003:
+        if gov.admit(LookupRequest(domain)).allowed:
+            gov.record(domain, FIRST_RESULT[domain])
+        verdicts.append(gov.constraint().verdict)
+    assert verdicts == [Verdict.ANSWER] * 3 + [Verdict.SUPPLEMENT] * 4 + [Verdict.STOP] * 3
