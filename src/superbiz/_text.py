@@ -9,7 +9,7 @@ from typing import Literal
 Language = Literal["zh", "en"]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def normalize(text: str) -> str:
@@ -22,13 +22,13 @@ def is_cjk(char: str) -> bool:
 
 
 def detect_language(text: str) -> Language:
-    """``zh`` when CJK characters make up at least a fifth of the letters, else ``en``.
+    """``zh`` when there are at least as many CJK characters as Latin words, else ``en``
+    (a Chinese character carries about as much as an English word).
 
     >>> detect_language("支付失败怎么办"), detect_language("Redis 连接池 exhausted pool")
     ('zh', 'zh')
-    >>> detect_language("payment failed")
-    'en'
+    >>> detect_language("payment failed"), detect_language("What does 幂等 mean for refunds")
+    ('en', 'en')
     """
     cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
-    return "zh" if cjk and cjk * 5 >= cjk + latin else "en"
+    return "zh" if cjk and cjk >= len(_LATIN_WORD.findall(text)) else "en"

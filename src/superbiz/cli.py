@@ -163,13 +163,14 @@ def _render_lookup(data: dict[str, Any]) -> None:
         "REFERENCE": "yellow",
         "DEDUPED": "magenta",
     }.get(level, "red")
+    domains = ", ".join(data["retrieved_domains_this_session"])
     head = f"[bold {colour}]{level}[/]"
     if data.get("dedup_reason"):
         head += f"  dedup_reason={data['dedup_reason']}"
     lines = [
         head,
         f"[dim]hint:[/] {escape(data['completeness_hint'])}",
-        f"[dim]retrieved domains this session:[/] {', '.join(data['retrieved_domains_this_session']) or '-'}",
+        f"[dim]retrieved domains this session:[/] {domains or '-'}",
         f"[dim]message:[/] {escape(data['message'])}",
     ]
     console.print(Panel("\n".join(lines), title="lookup_knowledge", expand=False))
@@ -177,7 +178,8 @@ def _render_lookup(data: dict[str, Any]) -> None:
         console.print(
             Panel(
                 escape(primary["content"]),
-                title=f"{escape(primary['title'])}  [dim]{escape(primary['path'])} · {primary['domain']}[/]",
+                title=f"{escape(primary['title'])}  "
+                f"[dim]{escape(primary['path'])} · {primary['domain']}[/]",
             )
         )
     for item in data.get("supplement") or []:

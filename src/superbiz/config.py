@@ -52,9 +52,9 @@ class NormalizationSettings(_Section):
 class RetrievalSettings(_Section):
     normalization: NormalizationSettings = NormalizationSettings()
     fusion: Literal["minmax", "rrf"] = "minmax"
-    dense_weight: float = Field(0.5, ge=0, le=1)
+    dense_weight: float = Field(0.4, ge=0, le=1)
     rrf_k: int = Field(60, ge=1)
-    candidates: int = Field(50, ge=1, le=1000)
+    candidates: int = Field(20, ge=1, le=1000)
     max_supplements: int = Field(2, ge=0, le=10)
     excerpt_chars: int = Field(1200, ge=100)
 

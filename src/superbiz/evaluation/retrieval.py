@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from superbiz.config import Settings
-from superbiz.exceptions import SuperbizError
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
+from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import make_tracker
 from superbiz.knowledge.base import KnowledgeBase

@@ -150,9 +150,10 @@ class GovernedLookup:
         shown: list[DocHit] = []
         dedup_reason = None
         if level is not None and top is not None:
-            shown = [top] + [
+            supplements = [
                 d for d in fresh if d is not top and d.similarity >= thresholds.reference
-            ][: settings.max_supplements]
+            ]
+            shown = [top, *supplements[: settings.max_supplements]]
         else:
             would_show = [
                 d
@@ -169,7 +170,7 @@ class GovernedLookup:
 
         if shown:
             self.tracker.mark_many(session_id, [(d.domain, d.doc_path) for d in shown])
-        domains = self.tracker.retrieved_domains(session_id)
+        domains = list(dict.fromkeys([*retrieved.values(), *(d.domain for d in shown)]))
         hint = completeness_hint(level, language)
 
         if shown:

@@ -46,7 +46,7 @@ class Thresholds:
 
 # Measured per embedder with ``superbiz calibrate`` (see README, "Thresholds").
 DEFAULT_THRESHOLDS: dict[str, Thresholds] = {
-    "use-multilingual-v3": Thresholds(highly_relevant=0.55, reference=0.3),
+    "use-multilingual-v3": Thresholds(highly_relevant=0.6, reference=0.3),
     "bge-m3": Thresholds(highly_relevant=0.75, reference=0.5),  # the seed's values
 }
 FALLBACK_THRESHOLDS = Thresholds(highly_relevant=0.75, reference=0.5)

@@ -1,0 +1,236 @@
+"""Shared fixtures: one real USE embedder, fresh SQLite/PostgreSQL databases, a small KB.
+
+Every test runs in its own working directory with no ``SUPERBIZ_*`` variable set, so a
+``superbiz.yaml`` or the developer's environment cannot change what the tests see.
+PostgreSQL tests get a fresh schema each (``t_<uuid>``), selected through the URL's
+``options=-csearch_path=...``; set ``SUPERBIZ_TEST_POSTGRES_URL`` to use another server.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superbiz.config import Settings
+
+# Read before the fixtures below remove every SUPERBIZ_* variable from the environment.
+POSTGRES_URL = os.environ.get(
+    "SUPERBIZ_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _drop_superbiz_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("SUPERBIZ_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_session_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Also covers module- and session-scoped fixtures, which run before function ones."""
+    with pytest.MonkeyPatch.context() as patch:
+        _drop_superbiz_env(patch)
+        patch.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _drop_superbiz_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+
+
+# -- embedder ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def use_embedder() -> Any:
+    """The real USE-multilingual-v3 embedder, loaded once (about 1.6 s)."""
+    from superbiz.retrieval.embedders import USEEmbedder
+
+    embedder = USEEmbedder()
+    assert embedder.dimension == 512  # runs the start-up norm check once
+    return embedder
+
+
+# -- databases ----------------------------------------------------------------------------
+
+
+def _libpq_url(url: str) -> str:
+    """The SQLAlchemy URL as a libpq conninfo URI (``postgresql://...``)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@functools.cache
+def _postgres_problem(url: str) -> str | None:
+    """``None`` when PostgreSQL answers at ``url`` within 2 s, else why not."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed"
+    try:
+        with psycopg.connect(_libpq_url(url), connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def _require_postgres() -> str:
+    if _postgres_problem(POSTGRES_URL) is not None:
+        pytest.skip(
+            f"PostgreSQL not reachable at {POSTGRES_URL}; start it (e.g. `pg_ctlcluster 15 main "
+            "start`) or set SUPERBIZ_TEST_POSTGRES_URL to run these tests"
+        )
+    return POSTGRES_URL
+
+
+def _with_query(url: str, **params: str) -> str:
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
+@pytest.fixture
+def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``make("sqlite" | "postgresql")`` → the URL of a fresh, empty database.
+
+    A PostgreSQL database is a new schema ``t_<uuid hex>``, dropped (CASCADE) afterwards;
+    connections are tagged with the schema as ``application_name`` so that any left open
+    by a failing test can be ended before the drop.
+    """
+    schemas: list[str] = []
+
+    def make(kind: str) -> str:
+        if kind == "sqlite":
+            return f"sqlite:///{tmp_path}/superbiz-{len(schemas)}-{uuid.uuid4().hex[:6]}.db"
+        if kind != "postgresql":
+            raise ValueError(f"unknown database kind {kind!r}")
+        import psycopg
+
+        base = _require_postgres()
+        schema = f"t_{uuid.uuid4().hex}"
+        with psycopg.connect(_libpq_url(base), autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        schemas.append(schema)
+        return _with_query(base, options=f"-csearch_path%3D{schema}", application_name=schema)
+
+    yield make
+
+    if schemas:
+        import psycopg
+
+        with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
+            for schema in schemas:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                    (schema,),
+                )
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, database_factory: Callable[[str], str]) -> str:
+    """A fresh database on SQLite and on PostgreSQL (skipped when it is not reachable)."""
+    return database_factory(request.param)
+
+
+@pytest.fixture
+def make_settings() -> Callable[..., Settings]:
+    """``make_settings(tmp_path, database_url, **overrides)`` → ``Settings`` for a test KB."""
+
+    def make(tmp_path: Path, database_url: str | None = None, **overrides: Any) -> Settings:
+        return Settings(data_dir=tmp_path / "data", database_url=database_url, **overrides)
+
+    return make
+
+
+# -- a small knowledge base ----------------------------------------------------------------
+
+SMALL_KB: dict[str, str] = {
+    "payment/支付失败排查.md": """---
+title: 支付失败排查
+category: payment
+covers: [支付回调超时, 退款失败]
+tags: [支付, 订单]
+when_to_retrieve: 用户支付失败或回调异常时
+owner: pay-team
+---
+# 支付失败排查
+
+## 回调超时
+支付渠道回调超时时，先检查网关日志，再确认订单状态是否已经更新。
+
+## 退款失败
+退款失败通常是因为原交易已经关闭或者商户余额不足。
+""",
+    "infrastructure/redis-pool.md": """---
+title: Redis 连接池耗尽
+category: infrastructure
+covers: [连接池, connection pool exhausted]
+tags: [redis, 缓存]
+---
+# Redis 连接池耗尽
+
+当 Redis connection pool exhausted 时，应用会报获取连接超时。
+
+## 处理步骤
+1. 检查 maxTotal 配置。
+2. 排查慢查询和未归还的连接。
+""",
+    "api/rate-limit.md": """---
+title: API rate limiting
+category: api
+covers: [429 Too Many Requests, throttling]
+tags: [quota]
+---
+# API rate limiting
+
+Clients that exceed their quota receive HTTP 429 Too Many Requests.
+
+## Raising the limit
+Ask the platform team to raise the per-tenant quota; include the tenant id.
+""",
+    "ops/notes/deploy-checklist.md": """# Deployment checklist
+
+Before deploying, freeze the release branch and notify the on-call engineer.
+""",
+    "glossary.md": """# Glossary
+
+Idempotency means that repeating a request has the same effect as sending it once.
+""",
+}
+SMALL_KB_DOMAINS = {"api", "general", "infrastructure", "ops", "payment"}
+
+
+def write_kb(root: Path, files: dict[str, str | bytes] | None = None) -> Path:
+    """Write ``files`` (default: the small KB) under ``root``; returns ``root``."""
+    for relative, content in (SMALL_KB if files is None else files).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def small_kb(tmp_path: Path) -> Path:
+    """A KB folder: payment (zh), infrastructure (zh/en), api (en), a document without
+    frontmatter in ops/notes/, and one at the root (domain ``general``)."""
+    return write_kb(tmp_path / "kb")
+
+
+@pytest.fixture(scope="session")
+def kb_writer() -> Callable[..., Path]:
+    """``write_kb`` for fixtures of a wider scope than ``small_kb``."""
+    return write_kb

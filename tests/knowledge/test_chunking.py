@@ -1,0 +1,147 @@
+"""Heading-aware chunking: heading paths, fences, merging, windows with overlap."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from superbiz.config import IngestSettings
+from superbiz.knowledge.chunking import chunk_markdown, split_sections
+
+
+def _filler(label: str, n: int = 70) -> str:
+    """A paragraph of about ``n`` characters, unique to ``label``."""
+    text = f"{label} paragraph text "
+    return (text * (n // len(text) + 1))[:n].strip()
+
+
+def _overlap(a: str, b: str) -> int:
+    """Length of the longest suffix of ``a`` that starts ``b``."""
+    return max((k for k in range(1, min(len(a), len(b)) + 1) if a.endswith(b[:k])), default=0)
+
+
+def test_heading_paths() -> None:
+    body = "\n".join(
+        [
+            "# Runbook",
+            _filler("intro"),
+            "## Symptoms",
+            _filler("symptoms"),
+            "### Logs",
+            _filler("logs"),
+            "## Fix",
+            _filler("fix"),
+            "# Appendix",
+            _filler("appendix"),
+        ]
+    )
+    chunks = chunk_markdown(body, size=100, overlap=10)
+    assert [c.heading_path for c in chunks] == [
+        ("Runbook",),
+        ("Runbook", "Symptoms"),
+        ("Runbook", "Symptoms", "Logs"),
+        ("Runbook", "Fix"),
+        ("Appendix",),
+    ]
+    assert [c.heading for c in chunks][2] == "Runbook > Symptoms > Logs"
+    assert [c.index for c in chunks] == list(range(5))
+    # the heading line stays with its text
+    assert chunks[3].text.startswith("## Fix\nfix paragraph")
+
+
+def test_text_before_the_first_heading_has_an_empty_path() -> None:
+    chunks = chunk_markdown(_filler("preface") + "\n# A\n" + _filler("a"), size=100, overlap=10)
+    assert [c.heading_path for c in chunks] == [(), ("A",)]
+    assert chunks[0].heading == ""
+
+
+def test_chinese_headings() -> None:
+    body = f"# 支付失败排查\n{_filler('简介')}\n## 回调超时\n{_filler('回调')}\n"
+    chunks = chunk_markdown(body, size=100, overlap=10)
+    assert chunks[-1].heading_path == ("支付失败排查", "回调超时")
+
+
+def test_code_fences_are_not_headings() -> None:
+    body = "# Script\n```bash\n# restart the pool\nsystemctl restart app\n```\n~~~\n## nor this\n~~~\n"
+    sections = split_sections(body)
+    assert [s.heading_path for s in sections] == [("Script",)]
+    chunks = chunk_markdown(body)
+    assert len(chunks) == 1
+    assert "# restart the pool" in chunks[0].text
+    assert "## nor this" in chunks[0].text
+
+
+def test_small_sections_are_merged() -> None:
+    body = "# A\nalpha\n## B\nbeta\n## C\ngamma\n"
+    chunks = chunk_markdown(body)  # default size 800
+    assert len(chunks) == 1
+    assert chunks[0].heading_path == ("A",)
+    assert chunks[0].text == "# A\nalpha\n\n## B\nbeta\n\n## C\ngamma"
+
+
+def test_merging_stops_at_size() -> None:
+    body = "\n".join(f"## S{i}\n{_filler(f's{i}', 60)}" for i in range(6))
+    chunks = chunk_markdown(body, size=150, overlap=10)
+    assert 1 < len(chunks) < 6
+    assert all(len(c.text) <= 150 for c in chunks)
+    assert "".join(c.text for c in chunks).count("## S") == 6  # nothing lost, nothing doubled
+
+
+def test_long_sections_are_windowed_with_overlap() -> None:
+    size, overlap = 300, 60
+    words = " ".join(f"word{i}" for i in range(400))
+    chunks = chunk_markdown(f"# Long\n{words}\n", size=size, overlap=overlap)
+    assert len(chunks) > 5
+    assert all(c.heading_path == ("Long",) for c in chunks)
+    assert all(len(c.text) <= size for c in chunks)
+    assert all(len(c.text) >= size // 2 for c in chunks[:-1])  # about ``size`` each
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        shared = _overlap(before.text, after.text)
+        assert overlap // 2 <= shared <= overlap, (before.text[-80:], after.text[:80])
+        assert after.text.startswith("word")  # windows start on a word, not inside one
+    assert chunks[0].text.startswith("# Long\nword0 ")
+    assert chunks[-1].text.endswith("word399")
+
+
+def test_chinese_long_section_windows_overlap() -> None:
+    sentences = "".join(f"第{i}条说明支付回调超时的处理办法。" for i in range(80))
+    chunks = chunk_markdown(f"# 回调\n{sentences}", size=200, overlap=40)
+    assert len(chunks) > 3
+    assert all(len(c.text) <= 200 for c in chunks)
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert _overlap(before.text, after.text) > 0
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(200, 20), (500, 120), (1000, 0)])
+def test_size_and_overlap_are_configurable(size: int, overlap: int) -> None:
+    words = " ".join(f"w{i}" for i in range(1500))
+    chunks = chunk_markdown(f"# T\n{words}", size=size, overlap=overlap)
+    assert all(len(c.text) <= size for c in chunks)
+    assert max(len(c.text) for c in chunks) > size * 0.8
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert _overlap(before.text, after.text) <= overlap
+
+
+def test_default_size_is_about_800() -> None:
+    words = " ".join(f"token{i}" for i in range(1000))
+    chunks = chunk_markdown(f"# T\n{words}")
+    assert all(600 <= len(c.text) <= 800 for c in chunks[:-1])
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(100, 100), (100, 150)])
+def test_overlap_not_smaller_than_size_is_rejected(size: int, overlap: int) -> None:
+    with pytest.raises(ValueError, match="overlap must be smaller than size"):
+        chunk_markdown("# T\ntext", size=size, overlap=overlap)
+
+
+def test_settings_reject_overlap_not_smaller_than_size() -> None:
+    with pytest.raises(ValidationError, match="chunk-overlap must be smaller"):
+        IngestSettings(chunk_size=200, chunk_overlap=200)
+    settings = IngestSettings(**{"chunk-size": 300, "chunk-overlap": 30})
+    assert (settings.chunk_size, settings.chunk_overlap) == (300, 30)
+    assert (IngestSettings().chunk_size, IngestSettings().chunk_overlap) == (800, 100)
+
+
+def test_empty_body_has_no_chunks() -> None:
+    assert chunk_markdown("") == []
+    assert chunk_markdown("\n\n  \n") == []

@@ -1,0 +1,246 @@
+"""Documents: frontmatter fields and fallbacks, and every file that cannot be a document."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents import (
+    DEFAULT_DOMAIN,
+    content_hash,
+    load_document,
+    normalize_domain,
+    parse_document,
+)
+
+
+def parse(text: str | bytes, path: str = "payment/doc.md"):
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return parse_document(data, PurePosixPath(path))
+
+
+def reason_of(text: str | bytes, path: str = "payment/doc.md") -> str:
+    with pytest.raises(DocumentError) as info:
+        parse(text, path)
+    error = info.value
+    assert error.path == path
+    assert str(error) == f"{path}: {error.reason}"  # file and reason, one line
+    return error.reason
+
+
+# -- frontmatter fields --------------------------------------------------------------------
+
+FULL = """---
+title: 支付失败排查
+category: Payment
+covers: [支付回调超时, 退款失败]
+when_to_retrieve: 用户支付失败时
+tags:
+  - 支付
+  - 订单
+aliases: [pay-failure]
+owner: pay-team
+priority: 3
+---
+# 一级标题
+
+正文内容。
+"""
+
+
+def test_frontmatter_fields_are_read() -> None:
+    doc = parse(FULL, "payment/支付失败排查.md")
+    assert doc.path == "payment/支付失败排查.md"
+    assert doc.title == "支付失败排查"
+    assert doc.domain == "payment"
+    assert doc.covers == ("支付回调超时", "退款失败")
+    assert doc.when_to_retrieve == "用户支付失败时"
+    assert doc.tags == ("支付", "订单")
+    assert doc.aliases == ("pay-failure", "支付失败排查")  # the file stem is an alias too
+    assert doc.body.startswith("# 一级标题")
+    assert "---" not in doc.body
+    assert doc.size_bytes == len(FULL.encode("utf-8"))
+    assert doc.content_hash == content_hash(FULL.encode("utf-8"))
+
+
+def test_other_keys_are_kept_in_extra() -> None:
+    doc = parse(FULL)
+    assert doc.extra == {"owner": "pay-team", "priority": 3}
+    metadata = doc.metadata()
+    assert metadata["extra"] == {"owner": "pay-team", "priority": 3}
+    assert metadata["covers"] == ["支付回调超时", "退款失败"]
+    assert metadata["tags"] == ["支付", "订单"]
+    assert metadata["when_to_retrieve"] == "用户支付失败时"
+
+
+def test_comma_separated_lists_and_duplicates() -> None:
+    doc = parse("---\ntags: redis, 缓存， redis\ncovers: a b c\n---\nbody\n")
+    assert doc.tags == ("redis", "缓存")
+    assert doc.covers == ("a b c",)
+
+
+def test_numbers_are_accepted_as_text() -> None:
+    doc = parse("---\ntitle: 2024\ntags: [1, two]\n---\nbody\n")
+    assert doc.title == "2024"
+    assert doc.tags == ("1", "two")
+
+
+def test_bom_and_crlf_are_tolerated() -> None:
+    data = "\ufeff---\r\ntitle: Windows doc\r\n---\r\n# H\r\ntext\r\n".encode()
+    doc = parse(data)
+    assert doc.title == "Windows doc"
+    assert "\r" not in doc.body
+
+
+def test_empty_frontmatter_is_no_frontmatter() -> None:
+    doc = parse("---\n---\n# Heading title\ntext\n", "api/x.md")
+    assert doc.title == "Heading title"
+    assert doc.domain == "api"
+
+
+# -- title fallback --------------------------------------------------------------------------
+
+
+def test_title_falls_back_to_first_heading() -> None:
+    assert parse("intro\n\n## Second level first ##\n# Later\n").title == "Second level first"
+
+
+def test_title_fallback_ignores_headings_inside_code_fences() -> None:
+    body = "```bash\n# not a heading\n```\n\n# Real heading\n"
+    assert parse(body).title == "Real heading"
+
+
+def test_title_falls_back_to_file_stem() -> None:
+    assert parse("just text, no heading\n", "ops/notes/deploy-checklist.md").title == (
+        "deploy-checklist"
+    )
+
+
+def test_blank_title_falls_back() -> None:
+    assert parse("---\ntitle: '  '\n---\n# From heading\n").title == "From heading"
+
+
+# -- category (domain) fallback -------------------------------------------------------------
+
+
+def test_category_falls_back_to_first_folder_under_root() -> None:
+    assert parse("# T\n", "ops/notes/deep/x.md").domain == "ops"
+
+
+def test_category_falls_back_to_general_at_root() -> None:
+    assert parse("# T\n", "x.md").domain == DEFAULT_DOMAIN == "general"
+
+
+def test_blank_category_falls_back() -> None:
+    assert parse("---\ncategory: ''\n---\n# T\n", "infra/x.md").domain == "infra"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Payment", "payment"),
+        ("Payment Ops", "payment-ops"),
+        ("  payment   ops  ", "payment-ops"),
+        ("支付", "支付"),
+        ("", "general"),
+        ("   ", "general"),
+    ],
+)
+def test_domain_normalisation(raw: str, expected: str) -> None:
+    assert normalize_domain(raw) == expected
+
+
+def test_folder_domain_is_normalised() -> None:
+    assert parse("# T\n", "Payment Ops/x.md").domain == "payment-ops"
+
+
+# -- files that cannot become documents ------------------------------------------------------
+
+
+def test_malformed_yaml() -> None:
+    reason = reason_of("---\ntitle: [unclosed\n---\nbody\n")
+    assert reason.startswith("malformed frontmatter:")
+    assert "line" in reason
+
+
+def test_malformed_yaml_bad_indentation() -> None:
+    reason = reason_of("---\ntitle: a\n  b: c\n---\nbody\n")
+    assert reason.startswith("malformed frontmatter:")
+
+
+@pytest.mark.parametrize("front", ["- a\n- b", "just a string", "42"])
+def test_frontmatter_not_a_mapping(front: str) -> None:
+    reason = reason_of(f"---\n{front}\n---\nbody\n")
+    assert reason == "malformed frontmatter: expected a mapping of keys"
+
+
+def test_unclosed_frontmatter() -> None:
+    reason = reason_of("---\ntitle: A\n# Body without a closing line\n")
+    assert reason == "malformed frontmatter: no closing '---' line"
+
+
+def test_empty_file() -> None:
+    assert reason_of(b"") == "empty file"
+
+
+@pytest.mark.parametrize("blank", [b" ", b"\n\n", b" \t\r\n \n"])
+def test_whitespace_only_file(blank: bytes) -> None:
+    assert reason_of(blank) == "empty file"
+
+
+def test_frontmatter_without_body() -> None:
+    assert reason_of("---\ntitle: A\n---\n\n  \n") == "no content after the frontmatter"
+
+
+def test_binary_file() -> None:
+    data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+    assert reason_of(data, "img.md") == "binary file (contains NUL bytes)"
+
+
+def test_non_utf8_file() -> None:
+    reason = reason_of("# Café crème\n".encode("latin-1"))
+    assert reason.startswith("not UTF-8 text")
+    assert "byte 5" in reason  # the offset of the "é"
+
+
+def test_gbk_encoded_chinese_is_not_utf8() -> None:
+    assert reason_of("# 支付失败\n".encode("gbk")).startswith("not UTF-8 text")
+
+
+def test_oversize_file(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    (root / "api").mkdir(parents=True)
+    file = root / "api" / "big.md"
+    file.write_text("# Big\n" + "x" * 100, encoding="utf-8")
+    with pytest.raises(DocumentError) as info:
+        load_document(file, root, max_bytes=50)
+    assert info.value.path == "api/big.md"
+    assert info.value.reason == "too large: 106 bytes exceeds the 50-byte limit"
+    assert load_document(file, root, max_bytes=106).title == "Big"  # the limit is inclusive
+
+
+def test_load_document_uses_path_relative_to_root(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    (root / "infra" / "redis").mkdir(parents=True)
+    file = root / "infra" / "redis" / "pool.md"
+    file.write_text("# Pool\ntext\n", encoding="utf-8")
+    doc = load_document(file, root, max_bytes=5_000_000)
+    assert (doc.path, doc.domain, doc.title) == ("infra/redis/pool.md", "infra", "Pool")
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("covers: {a: 1}", "frontmatter field 'covers' must be a list of texts"),
+        ("tags: [[nested]]", "frontmatter field 'tags' must be a list of texts"),
+        ("tags: [{a: 1}]", "frontmatter field 'tags' must be a list of texts"),
+        ("aliases: {x: y}", "frontmatter field 'aliases' must be a list of texts"),
+        ("title: [a, b]", "frontmatter field 'title' must be text, got list"),
+        ("category: {a: b}", "frontmatter field 'category' must be text, got dict"),
+        ("when_to_retrieve: [x]", "frontmatter field 'when_to_retrieve' must be text, got list"),
+    ],
+)
+def test_wrong_field_types(front: str, expected: str) -> None:
+    assert reason_of(f"---\n{front}\n---\n# T\nbody\n") == expected
