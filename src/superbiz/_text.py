@@ -2,14 +2,59 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
+from functools import cache
+from types import ModuleType
 from typing import Literal
 
 Language = Literal["zh", "en"]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
+# Words too common to identify a document or to count as a question's key term.
+STOP_WORDS = frozenset(
+    """
+    the and for with from that this what which when where how why who are was were
+    can could should would does did not any all how-to guide faq doc docs document
+    readme overview general misc other notes index error errors issue issues problem
+    问题 如何 怎么 怎么办 什么 为什么 是否 可以 哪些 哪个 以及 或者 如果 使用 相关 说明
+    文档 介绍 概述 常见问题 注意事项 其他 方法 处理 解决 是不是 怎样 有没有 一下 需要 应该
+    我们 你们 这个 那个 时候 出现 导致
+    """.split()  # noqa: SIM905  (one word list, easier to read and extend)
+)
+_EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
+
+
+def key_terms(text: str) -> list[str]:
+    """The words of ``text`` that carry meaning, in order, without repeats: jieba words
+    of two or more CJK characters and Latin words of three or more letters, stop words
+    removed. Used to match questions to passages without any index.
+
+    >>> key_terms("支付回调超时，是不是 Redis 连接池的问题？")
+    ['支付', '回调', '超时', 'redis', '连接池']
+    """
+    terms: list[str] = []
+    for token in _jieba().cut(normalize(text)):
+        token = token.strip()
+        if not token or token in STOP_WORDS:
+            continue
+        cjk = sum(1 for ch in token if is_cjk(ch))
+        if cjk >= 2 or (not cjk and _EN_WORD.fullmatch(token) and len(token) >= 3):
+            terms.append(token)
+    return list(dict.fromkeys(terms))
+
+
+@cache
+def _jieba() -> ModuleType:
+    """jieba, imported on first use (it loads its dictionary) and kept quiet."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
 
 
 def normalize(text: str) -> str:

@@ -194,6 +194,107 @@ def _render_lookup(data: dict[str, Any]) -> None:
         _print_json(data["retrieval_details"])
 
 
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
+    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "cli",
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Answer a question through the governed executor (extractive without an LLM)."""
+    from superbiz.agents.executor import lookup_summary
+    from superbiz.agents.runtime import Assistant
+
+    def show(outcome: Any) -> None:
+        if not as_json:
+            err.print(_lookup_line(lookup_summary(outcome)))
+
+    with _errors():
+        assistant = Assistant(_settings(data_dir))
+        try:
+            result = assistant.ask(session, question, on_lookup=show)
+        finally:
+            assistant.close()
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    console.print(Panel(escape(result.answer), title=f"answer · {result.model}", expand=False))
+
+
+def _lookup_line(lookup: dict[str, Any]) -> str:
+    status = "executed" if lookup["executed"] else "[magenta]blocked[/]"
+    if lookup["error"]:
+        status = f"[red]error[/] {escape(lookup['error'])}"
+    query = escape(str(lookup["arguments"].get("query", "")))[:60]
+    level = lookup["relevance_level"] or "-"
+    reason = f" ({lookup['dedup_reason']})" if lookup["dedup_reason"] else ""
+    return (
+        f"[dim]lookup[/] {query!s} [dim]domain[/]={lookup['domain'] or '-'} "
+        f"{status} [bold]{level}[/]{reason} [dim]verdict[/]={lookup['verdict']} "
+        f"[dim]water[/]={lookup['water_level']}"
+    )
+
+
+@app.command()
+def trace(
+    session: Annotated[str, typer.Argument(help="Session id.")],
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A session's tool calls, executed and blocked, like the ISS-003 log."""
+    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.storage.invocations import InvocationRepository
+
+    with _errors():
+        kb = KnowledgeBase(_settings(data_dir))
+        try:
+            rows = InvocationRepository(kb.engine).for_session(session)
+        finally:
+            kb.close()
+    if as_json:
+        _print_json([{k: getattr(r, k) for r in [r] for k in r.__dataclass_fields__} for r in rows])
+        return
+    if not rows:
+        err.print(f"no tool calls recorded for session {session!r}")
+        raise typer.Exit(1)
+    columns = [
+        "id",
+        "turn",
+        "step",
+        "domain",
+        "query",
+        "level",
+        "dedup reason",
+        "verdict",
+        "water",
+        "latency ms",
+    ]
+    table = _table(
+        f"session {session}",
+        columns,
+        [
+            [
+                r.id,
+                r.turn,
+                r.step,
+                r.domain or "-",
+                str(r.arguments.get("query", ""))[:40],
+                r.relevance_level or ("error" if r.error else "-"),
+                r.dedup_reason or "-",
+                r.verdict if r.executed else f"blocked/{r.verdict}",
+                r.water_level,
+                f"{r.latency_ms:.1f}",
+            ]
+            for r in rows
+        ],
+    )
+    console.print(table)
+    executed = sum(r.executed for r in rows)
+    console.print(
+        f"{len(rows)} calls: {executed} executed, {len(rows) - executed} blocked or failed"
+    )
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
     dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
@@ -224,6 +325,57 @@ def eval_retrieval(
         _print_json(report)
     else:
         render_report(report, console)
+
+
+@eval_app.command("agent")
+def eval_agent(
+    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="obedient | over_cautious | domain_hopper | iss003_replay | defiant",
+        ),
+    ] = "obedient",
+    governance: Annotated[
+        str, typer.Option("--governance", help="on: governed loop; off: plain ReAct baseline.")
+    ] = "on",
+    data_dir: DataDir = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Lookups, blocked calls, redundancy, steps and evidence recall under a profile."""
+    from superbiz.evaluation.agent import evaluate_agent, render_agent_report
+    from superbiz.evaluation.profiles import PROFILES
+
+    if profile not in PROFILES:
+        err.print(f"[bold red]error:[/] unknown profile {profile!r}; choose {', '.join(PROFILES)}")
+        raise typer.Exit(2)
+    if governance not in ("on", "off"):
+        err.print("[bold red]error:[/] --governance must be 'on' or 'off'")
+        raise typer.Exit(2)
+    with _errors(), _progress() as progress:
+        task = progress.add_task(f"{profile}", total=None, item="")
+        report = evaluate_agent(
+            dataset_dir,
+            _settings(data_dir or _eval_dir(dataset_dir)),
+            profile=profile,
+            governance=governance == "on",
+            limit=limit,
+            on_total=lambda n: progress.update(task, total=n),
+            on_progress=lambda label: progress.update(task, advance=1, item=label),
+            on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+        )
+    if output:
+        output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    if as_json:
+        _print_json(report)
+    else:
+        render_agent_report(report, console)
 
 
 @app.command()

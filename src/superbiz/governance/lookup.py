@@ -6,6 +6,7 @@ the recorder keeps (raw scores and similarities, never shown to the model).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,9 +15,11 @@ import numpy as np
 from superbiz._text import Language, detect_language
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.chunking import display_text
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint, relevance_level
 from superbiz.retrieval.search import DocHit
+from superbiz.retrieval.vector_store import ChunkHit
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +213,21 @@ class GovernedLookup:
         )
         return LookupOutcome(result, details, ranked, l0, language)
 
+    def infer_domain(self, query: str) -> str | None:
+        """The domain a lookup without one is about, decided cheaply and before any
+        result is shown: the exact matches' domain when they agree, else the domain of
+        the nearest chunks (majority of the top 3)."""
+        strongest = ExactIndex.strongest(self.kb.exact_index.match(query))
+        domains = {m.domain for m in strongest}
+        if len(domains) == 1:
+            return domains.pop()
+        hits = self.kb.store.search_dense(self.kb.searcher.embed(query), 3)
+        if not hits:
+            return None
+        votes = Counter(hit.domain for hit in hits)
+        best = max(votes.values())
+        return next(hit.domain for hit in hits if votes[hit.domain] == best)
+
     def _promote(self, ranked: list[DocHit], match: ExactMatch, vector: np.ndarray) -> list[DocHit]:
         """Move the unique exact match to the top, fetching it when L1 missed it."""
         for i, doc in enumerate(ranked):
@@ -222,7 +240,7 @@ class GovernedLookup:
     def _primary(self, doc: DocHit) -> PrimaryResult:
         best = doc.chunks[:2]
         best = sorted(best, key=lambda c: c.hit.chunk_index)
-        content = "\n\n".join(c.hit.text for c in best)
+        content = "\n\n".join(_display(c.hit) for c in best)
         limit = self.kb.settings.retrieval.excerpt_chars
         return PrimaryResult(
             title=doc.title,
@@ -233,7 +251,7 @@ class GovernedLookup:
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
-        text = doc.chunks[0].hit.text
+        text = _display(doc.chunks[0].hit)
         limit = self.kb.settings.retrieval.excerpt_chars // 2
         return SupplementResult(
             title=doc.title,
@@ -241,3 +259,7 @@ class GovernedLookup:
             path=doc.doc_path,
             excerpt=text if len(text) <= limit else text[:limit] + "…",
         )
+
+
+def _display(hit: ChunkHit) -> str:
+    return display_text(hit.text, hit.title, hit.heading)

@@ -115,3 +115,27 @@ def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk
         for piece in _windows(section.text, size, overlap):
             chunks.append(Chunk(len(chunks), section.heading_path, piece))
     return chunks
+
+
+def indexed_text(title: str, heading: str, text: str) -> str:
+    """What BM25 and the embedder see for a chunk: it carries its document title
+    (without it USE chunk MRR fell from 0.866 to 0.785 on the dev set) and, when the
+    chunk does not start with it, its heading path."""
+    head = [title]
+    if heading and heading.split(" > ")[-1] not in text[:200]:
+        head.append(heading)
+    return "\n".join([*head, text])
+
+
+def display_text(indexed: str, title: str, heading: str) -> str:
+    """The chunk as a reader wants it: ``indexed_text`` without its title/heading header.
+
+    >>> display_text(indexed_text("T", "T > Steps", "run it"), "T", "T > Steps")
+    'run it'
+    """
+    lines = indexed.split("\n")
+    if lines and lines[0] == title:
+        lines = lines[1:]
+    if lines and heading and lines[0] == heading:
+        lines = lines[1:]
+    return "\n".join(lines)

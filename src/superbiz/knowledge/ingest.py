@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import Chunk, chunk_markdown
+from superbiz.knowledge.chunking import Chunk, chunk_markdown, indexed_text
 from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
@@ -274,16 +274,6 @@ class Ingestor:
     def _tick(on_progress: Progress | None, label: str) -> None:
         if on_progress:
             on_progress(label)
-
-
-def indexed_text(title: str, heading: str, text: str) -> str:
-    """What BM25 and the embedder see for a chunk: it carries its document title
-    (without it USE chunk MRR fell from 0.866 to 0.785 on the dev set) and, when the
-    chunk does not start with it, its heading path."""
-    head = [title]
-    if heading and heading.split(" > ")[-1] not in text[:200]:
-        head.append(heading)
-    return "\n".join([*head, text])
 
 
 def _root_of(source: Path, doc_path: str) -> Path:

@@ -22,6 +22,7 @@ from superbiz.llm.messages import (
 )
 
 if TYPE_CHECKING:
+    from superbiz.config import LLMSettings
     from superbiz.llm.openai_compat import OpenAIChatModel, backoff_delay
 
 __all__ = [
@@ -40,8 +41,20 @@ __all__ = [
     "Usage",
     "UserMessage",
     "backoff_delay",
+    "make_chat_model",
     "to_openai",
 ]
+
+
+def make_chat_model(settings: "LLMSettings") -> ChatModel:
+    """The configured LLM, or the extractive model when none is configured."""
+    if not settings.configured:
+        from superbiz.llm.extractive import ExtractiveChatModel
+
+        return ExtractiveChatModel()
+    from superbiz.llm.openai_compat import OpenAIChatModel
+
+    return OpenAIChatModel(settings)
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import jieba
 
-from superbiz._text import is_cjk, normalize
+from superbiz._text import STOP_WORDS, is_cjk, normalize
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -29,80 +29,6 @@ _SPACE_NEAR_CJK = re.compile(
     r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s+|\s+(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
 )
 _ALNUM = re.compile(r"[a-z0-9]")
-
-STOP_WORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "from",
-        "that",
-        "this",
-        "what",
-        "which",
-        "when",
-        "where",
-        "how",
-        "why",
-        "who",
-        "are",
-        "was",
-        "were",
-        "can",
-        "could",
-        "should",
-        "would",
-        "does",
-        "did",
-        "not",
-        "any",
-        "all",
-        "how-to",
-        "guide",
-        "faq",
-        "doc",
-        "docs",
-        "document",
-        "readme",
-        "overview",
-        "general",
-        "misc",
-        "other",
-        "notes",
-        "index",
-        "error",
-        "errors",
-        "issue",
-        "issues",
-        "problem",
-        "问题",
-        "如何",
-        "怎么",
-        "怎么办",
-        "什么",
-        "为什么",
-        "是否",
-        "可以",
-        "哪些",
-        "哪个",
-        "以及",
-        "或者",
-        "如果",
-        "使用",
-        "相关",
-        "说明",
-        "文档",
-        "介绍",
-        "概述",
-        "常见问题",
-        "注意事项",
-        "其他",
-        "方法",
-        "处理",
-        "解决",
-    ]
-)
 
 
 class MatchField(IntEnum):

@@ -13,6 +13,8 @@ from superbiz.retrieval.fusion import minmax_fusion, rrf_fusion
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit, MilvusChunkStore
 
+_CACHE_SIZE = 64
+
 
 @dataclass(frozen=True, slots=True)
 class ScoredChunk:
@@ -42,14 +44,26 @@ class HybridSearcher:
         self.embedder = embedder
         self.store = store
         self.settings = settings
+        self._cache: dict[str, np.ndarray] = {}
 
     def search(self, query: str, domain: str | None = None) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores."""
-        vector = self.embedder.embed_query(query)
+        vector = self.embed(query)
         limit = self.settings.candidates
         dense = self.store.search_dense(vector, limit, domain)
         sparse = self.store.search_bm25(query, limit, domain)
         return vector, self.rank(vector, dense, sparse)
+
+    def embed(self, query: str) -> np.ndarray:
+        """The query's vector; the last few are cached because a governed call embeds its
+        query once to infer its domain and once more to search."""
+        cached = self._cache.get(query)
+        if cached is None:
+            cached = self.embedder.embed_query(query)
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[query] = cached
+        return cached
 
     def document_hit(self, vector: np.ndarray, doc_path: str, score: float) -> DocHit | None:
         """A document outside the L1 candidates (e.g. an exact L0 match), scored exactly."""

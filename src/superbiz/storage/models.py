@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -58,3 +58,26 @@ class KbMetaRow(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class ToolInvocationRow(Base):
+    """One tool call of the executor (or an MCP client), executed or blocked."""
+
+    __tablename__ = "tool_invocation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    turn: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    tool_name: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    domain: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    relevance_level: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    dedup_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    retrieval_details: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    executed: Mapped[bool] = mapped_column(Boolean)
+    verdict: Mapped[str] = mapped_column(String(16))
+    water_level: Mapped[str] = mapped_column(String(8))
+    latency_ms: Mapped[float] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

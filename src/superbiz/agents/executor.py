@@ -1,0 +1,214 @@
+"""The Executor: a ReAct loop whose lookups are governed by code.
+
+Between every two LLM steps the governor's constraint is injected as a system message
+and decides whether ``lookup_knowledge`` is offered at all; calls the model makes anyway
+are answered without a retrieval. A hard step cap ends the turn with one last call,
+tools stripped. The executor never sees the knowledge map: only its own action memory,
+through tool results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from superbiz._text import Language, detect_language
+from superbiz.agents.prompts import load_prompt
+from superbiz.config import GovernanceSettings
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.llm.base import ChatModel
+from superbiz.llm.messages import (
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from superbiz.storage.invocations import InvocationRepository
+
+_STEP_CAP: dict[Language, str] = {
+    "zh": "已达到本轮的最大步数，lookup_knowledge 不再可用。请立即基于已有信息给出最终回答，并说明局限。",
+    "en": "The step limit for this turn is reached and lookup_knowledge is no longer available. "
+    "Give your final answer now from what you have, and state its limits.",
+}
+_NO_ANSWER: dict[Language, str] = {
+    "zh": "未能生成回答。",
+    "en": "No answer could be produced.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    ref: int
+    title: str
+    path: str
+    domain: str
+
+
+@dataclass(slots=True)
+class TurnResult:
+    session_id: str
+    turn: int
+    question: str
+    language: Language
+    answer: str = ""
+    citations: list[Citation] = field(default_factory=list)
+    lookups: list[ToolOutcome] = field(default_factory=list)
+    steps: int = 0
+    stopped_by: Literal["answer", "step_cap"] = "answer"
+    model: str = ""
+
+    @property
+    def evidence(self) -> list[str]:
+        """Documents put in front of the model this turn, in citation order."""
+        return [c.path for c in self.citations]
+
+    @property
+    def executed(self) -> int:
+        return sum(o.executed for o in self.lookups)
+
+    @property
+    def blocked(self) -> int:
+        return sum(not o.executed and o.error is None for o in self.lookups)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "turn": self.turn,
+            "question": self.question,
+            "answer": self.answer,
+            "extractive": self.model == "extractive",
+            "citations": [vars_of(c) for c in self.citations],
+            "lookups": [lookup_summary(o) for o in self.lookups],
+            "steps": self.steps,
+            "stopped_by": self.stopped_by,
+        }
+
+
+def vars_of(citation: Citation) -> dict[str, Any]:
+    return {
+        "ref": citation.ref,
+        "title": citation.title,
+        "path": citation.path,
+        "domain": citation.domain,
+    }
+
+
+def lookup_summary(outcome: ToolOutcome) -> dict[str, Any]:
+    """One lookup as the CLI and API report it."""
+    return {
+        "arguments": outcome.arguments,
+        "domain": outcome.domain,
+        "executed": outcome.executed,
+        "relevance_level": outcome.level.value if outcome.level else None,
+        "dedup_reason": outcome.dedup_reason,
+        "verdict": outcome.verdict.value,
+        "water_level": outcome.water_level.value,
+        "budget_left": outcome.constraint.budget_left,
+        "documents": outcome.shown,
+        "latency_ms": round(outcome.latency_ms, 2),
+        "error": outcome.error,
+    }
+
+
+OnLookup = Callable[[ToolOutcome], None]
+
+
+class Executor:
+    def __init__(
+        self,
+        model: ChatModel,
+        lookup: GovernedLookup,
+        governance: GovernanceSettings,
+        recorder: InvocationRepository | None = None,
+    ) -> None:
+        self.model = model
+        self.lookup = lookup
+        self.governance = governance
+        self.recorder = recorder
+
+    def run(
+        self,
+        session_id: str,
+        question: str,
+        *,
+        turn: int | None = None,
+        history: Sequence[Message] = (),
+        on_lookup: OnLookup | None = None,
+    ) -> TurnResult:
+        language = detect_language(question)
+        if turn is None:
+            turn = (self.recorder.last_turn(session_id) if self.recorder else 0) + 1
+        tool = LookupTurn(
+            self.lookup,
+            self.governance,
+            session_id=session_id,
+            turn=turn,
+            language=language,
+            recorder=self.recorder,
+        )
+        result = TurnResult(session_id, turn, question, language, model=self.model.name)
+        refs: dict[str, Citation] = {}
+        messages: list[Message] = [
+            SystemMessage(load_prompt("chat-executor-prompt", language)),
+            *history,
+            UserMessage(question),
+        ]
+        for step in range(1, self.governance.max_steps + 1):
+            constraint = tool.constraint()
+            extra = [SystemMessage(constraint.message)] if constraint.message else []
+            tools = [LOOKUP_KNOWLEDGE] if constraint.tools_allowed else []
+            response = self.model.complete([*messages, *extra], tools)
+            result.steps = step
+            if response.usage:
+                tool.governor.add_tokens(response.usage.total_tokens)
+            reply = response.message
+            messages.append(reply)
+            if not reply.tool_calls:
+                result.answer = reply.content.strip() or _NO_ANSWER[language]
+                break
+            for call in reply.tool_calls:
+                outcome = tool.call(
+                    call.arguments,
+                    call_id=call.id,
+                    step=step,
+                    tool_name=call.name,
+                    error=call.error,
+                )
+                messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+                if on_lookup:
+                    on_lookup(outcome)
+        else:
+            result.stopped_by = "step_cap"
+            final = self.model.complete([*messages, SystemMessage(_STEP_CAP[language])], [])
+            result.steps += 1
+            for call in final.message.tool_calls:  # past the cap nothing runs, all is recorded
+                outcome = tool.call(
+                    call.arguments,
+                    call_id=call.id,
+                    step=result.steps,
+                    tool_name=call.name,
+                    error=call.error or "the step limit is reached",
+                )
+                if on_lookup:
+                    on_lookup(outcome)
+            result.answer = final.message.content.strip() or _NO_ANSWER[language]
+        result.lookups = tool.outcomes
+        result.citations = list(refs.values())
+        return result
+
+    @staticmethod
+    def _render(outcome: ToolOutcome, refs: dict[str, Citation]) -> str:
+        """The tool result as the model reads it: JSON, each document numbered for citing."""
+        view = outcome.model_view()
+        documents = [view.get("primary"), *(view.get("supplement") or [])]
+        for doc in documents:
+            if not doc:
+                continue
+            citation = refs.setdefault(
+                doc["path"], Citation(len(refs) + 1, doc["title"], doc["path"], doc["domain"])
+            )
+            doc["ref"] = citation.ref
+        return json.dumps(view, ensure_ascii=False)

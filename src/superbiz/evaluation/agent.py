@@ -1,0 +1,134 @@
+"""``superbiz eval agent``: the executor loop under a behaviour profile, governed or not.
+
+Per question: executed lookups, blocked calls, redundant executed lookups (ones that
+returned only documents already retrieved), LLM steps, and evidence recall (a gold
+document was put in front of the model before it answered). ``--governance off`` runs
+the same loop without the governor: the plain ReAct baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from superbiz.agents.executor import Executor, TurnResult
+from superbiz.config import Settings
+from superbiz.evaluation.metrics import mean, percentile
+from superbiz.evaluation.profiles import make_profile
+from superbiz.evaluation.retrieval import load_queries, prepare_dataset
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tracker import make_tracker
+from superbiz.storage.invocations import InvocationRepository
+
+ISS003_DOMAINS = {"infrastructure", "api"}
+
+
+def builtin_dataset() -> Path:
+    """The example knowledge base shipped with the package (payment, infrastructure,
+    api, database; Chinese and English) with its own questions."""
+    return Path(str(resources.files("superbiz") / "examples"))
+
+
+def _metrics(turn: TurnResult, gold: list[str]) -> dict[str, float]:
+    return {
+        "executed": turn.executed,
+        "blocked": turn.blocked,
+        "redundant_executed": sum(o.redundant for o in turn.lookups),
+        "steps": turn.steps,
+        "evidence_recall": float(any(doc in gold for doc in turn.evidence)),
+    }
+
+
+def evaluate_agent(
+    dataset_dir: Path,
+    settings: Settings,
+    *,
+    profile: str,
+    governance: bool = True,
+    limit: int | None = None,
+    on_total: Callable[[int], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    dataset = dataset_dir
+    kb = prepare_dataset(dataset, settings)
+    if profile == "iss003_replay" and not set(kb.domains()) >= ISS003_DOMAINS:
+        kb.close()
+        dataset = builtin_dataset()
+        settings = settings.model_copy(update={"data_dir": settings.data_dir / "builtin"})
+        if on_notice:
+            on_notice(
+                f"{dataset_dir} has no 'infrastructure' and 'api' domains: iss003_replay "
+                f"runs on the built-in example knowledge base ({dataset})"
+            )
+        kb = prepare_dataset(dataset, settings)
+    queries = load_queries(dataset, limit)
+    governance_settings = settings.governance.model_copy(update={"enabled": governance})
+    try:
+        tracker = make_tracker(settings.session.backend, kb.engine)
+        lookup = GovernedLookup(kb, tracker)
+        lookup.lookup("eval:warm-up", "warm up")
+        tracker.clear_session("eval:warm-up")
+        recorder = InvocationRepository(kb.engine)
+        model = make_profile(profile, list(kb.domains()))
+        executor = Executor(model, lookup, governance_settings, recorder)
+        if on_total:
+            on_total(len(queries))
+        rows: list[dict[str, float]] = []
+        step_ms: list[float] = []
+        started = time.perf_counter()
+        for item in queries:
+            session = f"eval-agent:{profile}:{item.id}"
+            tracker.clear_session(session)
+            recorder.clear_session(session)
+            t0 = time.perf_counter()
+            turn = executor.run(session, item.query, turn=1)
+            step_ms.append((time.perf_counter() - t0) * 1000 / max(turn.steps, 1))
+            rows.append(_metrics(turn, item.gold))
+            tracker.clear_session(session)
+            if on_progress:
+                on_progress(item.id)
+        elapsed = time.perf_counter() - started
+    finally:
+        kb.close()
+
+    def column(key: str) -> list[float]:
+        return [row[key] for row in rows]
+
+    return {
+        "dataset": str(dataset),
+        "profile": profile,
+        "governance": "on" if governance else "off",
+        "questions": len(rows),
+        "executed_lookups_mean": round(mean(column("executed")), 3),
+        "executed_lookups_p95": percentile(column("executed"), 95),
+        "blocked_mean": round(mean(column("blocked")), 3),
+        "blocked_p95": percentile(column("blocked"), 95),
+        "redundant_executed_mean": round(mean(column("redundant_executed")), 3),
+        "redundant_executed_p95": percentile(column("redundant_executed"), 95),
+        "steps_mean": round(mean(column("steps")), 3),
+        "steps_p95": percentile(column("steps"), 95),
+        "evidence_recall": round(mean(column("evidence_recall")), 4),
+        "ms_per_step_p50": round(percentile(step_ms, 50), 2),
+        "seconds": round(elapsed, 2),
+    }
+
+
+def render_agent_report(report: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title=f"{report['profile']} · governance {report['governance']} · "
+        f"{report['questions']} questions"
+    )
+    for column in ("metric", "mean", "p95"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for key in ("executed_lookups", "blocked", "redundant_executed", "steps"):
+        table.add_row(key, f"{report[f'{key}_mean']:.3f}", str(report[f"{key}_p95"]))
+    table.add_row("evidence_recall", f"{report['evidence_recall']:.3f}", "")
+    console.print(table)
+    console.print(f"{report['ms_per_step_p50']} ms per step (p50); {report['seconds']} s in all")

@@ -1,0 +1,288 @@
+"""``lookup_knowledge`` as a governed tool: admission → lookup → matrix → record.
+
+``LookupTurn`` holds the governance state of one user turn. The executor and the MCP
+server both call it; neither can run a retrieval around it. Every call is recorded,
+blocked and malformed ones included.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from superbiz._text import Language
+from superbiz.config import GovernanceSettings
+from superbiz.exceptions import UnknownDomainError
+from superbiz.governance.decision import (
+    Constraint,
+    DedupReason,
+    LookupRequest,
+    TurnGovernor,
+    Verdict,
+    WaterLevel,
+)
+from superbiz.governance.lookup import GovernedLookup, LookupResult, RetrievalDetails
+from superbiz.llm.messages import ToolSpec
+from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
+from superbiz.storage.invocations import Invocation, InvocationRepository
+
+TOOL_NAME = "lookup_knowledge"
+
+LOOKUP_KNOWLEDGE = ToolSpec(
+    name=TOOL_NAME,
+    description=(
+        "Look up the operations knowledge base. Returns the best document with a "
+        "relevance_level (PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED), a completeness_hint "
+        "and the domains this session already retrieved. Do not repeat a lookup with new "
+        "words; after a REFERENCE result you may make one targeted supplement naming "
+        "missing_dimension."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look up, in the user's words."},
+            "domain": {
+                "type": "string",
+                "description": "Optional knowledge domain to search in (e.g. payment, api).",
+            },
+            "missing_dimension": {
+                "type": "string",
+                "description": "For a targeted supplement: the specific missing dimension.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
+
+_BLOCKED: dict[DedupReason, dict[Language, str]] = {
+    DedupReason.DOMAIN_RETRIEVED: {
+        "zh": "知识域 {domain} 本轮已检索过，本次调用已被拦截：禁止重复调用 lookup_knowledge，"
+        "请直接基于已有信息回答",
+        "en": "Domain {domain} was already retrieved this turn; this call was blocked. Do not "
+        "call lookup_knowledge again; answer from what you have",
+    },
+    DedupReason.BUDGET_EXHAUSTED: {
+        "zh": "检索预算已用尽，本次调用已被拦截：lookup_knowledge 已被限制，请直接基于已有信息回答",
+        "en": "The lookup budget is exhausted; this call was blocked. lookup_knowledge is "
+        "restricted: answer from what you have",
+    },
+    DedupReason.SUPPLEMENT_NEEDS_DIMENSION: {
+        "zh": "知识域 {domain} 只允许一次定向补充检索，且必须在 missing_dimension 中写明缺少的"
+        "具体维度；本次调用已被拦截",
+        "en": "Domain {domain} allows one targeted supplement only, and it must name the "
+        "specific missing dimension in missing_dimension; this call was blocked",
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What one tool call did, for the model (``model_view``) and for the caller."""
+
+    call_id: str
+    arguments: dict[str, Any]
+    executed: bool
+    domain: str | None
+    result: LookupResult | None
+    details: RetrievalDetails | None
+    error: str | None
+    water_level: WaterLevel
+    constraint: Constraint
+    latency_ms: float
+
+    @property
+    def level(self) -> RelevanceLevel | None:
+        return self.result.relevance_level if self.result else None
+
+    @property
+    def dedup_reason(self) -> str | None:
+        return self.result.dedup_reason if self.result else None
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.constraint.verdict
+
+    @property
+    def shown(self) -> list[str]:
+        """Documents this call put in front of the model."""
+        return self.details.shown if self.details else []
+
+    @property
+    def redundant(self) -> bool:
+        """Executed, yet it brought nothing new: only already-retrieved documents."""
+        return self.executed and self.dedup_reason == DedupReason.DOC_RETRIEVED
+
+    def model_view(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        assert self.result is not None
+        return self.result.as_dict()
+
+
+class LookupTurn:
+    """The governed ``lookup_knowledge`` for one turn of one session."""
+
+    def __init__(
+        self,
+        lookup: GovernedLookup,
+        governance: GovernanceSettings,
+        *,
+        session_id: str,
+        turn: int,
+        language: Language,
+        recorder: InvocationRepository | None = None,
+    ) -> None:
+        self.lookup = lookup
+        self.session_id = session_id
+        self.turn = turn
+        self.language: Language = language
+        self.recorder = recorder
+        earlier = frozenset(lookup.tracker.retrieved_domains(session_id))
+        self.governor = TurnGovernor(governance, language, earlier)
+        self.outcomes: list[ToolOutcome] = []
+
+    def constraint(self) -> Constraint:
+        return self.governor.constraint()
+
+    def call(
+        self,
+        arguments: dict[str, Any] | None,
+        *,
+        call_id: str = "",
+        step: int = 0,
+        tool_name: str = TOOL_NAME,
+        error: str | None = None,
+    ) -> ToolOutcome:
+        started = time.perf_counter()
+        args = dict(arguments or {})
+        problem = error or _validate(tool_name, arguments)
+        domain: str | None = None
+        if problem is None and args.get("domain"):
+            try:
+                domain = self.lookup.kb.require_domain(args["domain"])
+            except UnknownDomainError as exc:
+                problem = str(exc)
+        if problem is not None:
+            return self._finish(
+                call_id, step, tool_name, args, started, executed=False, error=problem
+            )
+
+        query = args["query"].strip()
+        missing = (args.get("missing_dimension") or "").strip() or None
+        governed_domain = domain or self.lookup.infer_domain(query)
+        admission = self.governor.admit(LookupRequest(governed_domain, missing))
+        if not admission.allowed:
+            assert admission.dedup_reason is not None
+            result = self._blocked(admission.dedup_reason, governed_domain)
+            return self._finish(
+                call_id,
+                step,
+                tool_name,
+                args,
+                started,
+                executed=False,
+                domain=governed_domain,
+                result=result,
+                water=admission.water_level,
+            )
+        outcome = self.lookup.lookup(self.session_id, query, domain, missing)
+        level = outcome.result.relevance_level
+        primary = outcome.result.primary
+        recorded_domain = governed_domain or (primary.domain if primary else None)
+        self.governor.record(recorded_domain, level)
+        return self._finish(
+            call_id,
+            step,
+            tool_name,
+            args,
+            started,
+            executed=True,
+            domain=recorded_domain,
+            result=outcome.result,
+            details=outcome.details,
+            water=admission.water_level,
+        )
+
+    def _blocked(self, reason: DedupReason, domain: str | None) -> LookupResult:
+        language = self.language
+        return LookupResult(
+            found=False,
+            relevance_level=RelevanceLevel.DEDUPED,
+            completeness_hint=completeness_hint(RelevanceLevel.DEDUPED, language),
+            retrieved_domains_this_session=self.lookup.tracker.retrieved_domains(self.session_id),
+            message=_BLOCKED[reason][language].format(domain=domain or "-"),
+            dedup_reason=reason.value,
+        )
+
+    def _finish(
+        self,
+        call_id: str,
+        step: int,
+        tool_name: str,
+        args: dict[str, Any],
+        started: float,
+        *,
+        executed: bool,
+        domain: str | None = None,
+        result: LookupResult | None = None,
+        details: RetrievalDetails | None = None,
+        error: str | None = None,
+        water: WaterLevel | None = None,
+    ) -> ToolOutcome:
+        latency = (time.perf_counter() - started) * 1000
+        constraint = self.governor.constraint()
+        outcome = ToolOutcome(
+            call_id=call_id,
+            arguments=args,
+            executed=executed,
+            domain=domain,
+            result=result,
+            details=details,
+            error=error,
+            water_level=water or self.governor.water_level,
+            constraint=constraint,
+            latency_ms=latency,
+        )
+        self.outcomes.append(outcome)
+        if self.recorder is not None:
+            self.recorder.add(
+                Invocation(
+                    session_id=self.session_id,
+                    turn=self.turn,
+                    step=step,
+                    tool_name=tool_name or "?",
+                    arguments=args,
+                    domain=domain,
+                    relevance_level=result.relevance_level.value
+                    if result and result.relevance_level
+                    else None,
+                    dedup_reason=result.dedup_reason if result else None,
+                    retrieval_details=details.as_dict() if details else None,
+                    executed=executed,
+                    verdict="error" if error else constraint.verdict.value,
+                    water_level=outcome.water_level.value,
+                    latency_ms=round(latency, 3),
+                    error=error,
+                )
+            )
+        return outcome
+
+
+def _validate(tool_name: str, arguments: dict[str, Any] | None) -> str | None:
+    """A reason the call is malformed, said to the model; ``None`` when it is fine."""
+    if tool_name != TOOL_NAME:
+        return f"unknown tool {tool_name!r}; the only tool is {TOOL_NAME}"
+    if arguments is None:
+        return "arguments must be a JSON object"
+    unknown = set(arguments) - {"query", "domain", "missing_dimension"}
+    if unknown:
+        return f"unknown arguments: {', '.join(sorted(unknown))}"
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return "'query' is required and must be a non-empty string"
+    for key in ("domain", "missing_dimension"):
+        if arguments.get(key) is not None and not isinstance(arguments[key], str):
+            return f"'{key}' must be a string"
+    return None

@@ -1,0 +1,73 @@
+"""The ``tool_invocation`` record: one row per tool call, blocked calls included."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.orm import Session
+
+from superbiz.storage.models import ToolInvocationRow, utcnow
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    session_id: str
+    turn: int
+    step: int
+    tool_name: str
+    arguments: dict[str, Any]
+    domain: str | None
+    relevance_level: str | None
+    dedup_reason: str | None
+    retrieval_details: dict[str, Any] | None
+    executed: bool
+    verdict: str
+    water_level: str
+    latency_ms: float
+    error: str | None = None
+    id: int | None = None
+    created_at: datetime = field(default_factory=utcnow)
+
+
+_COLUMNS = tuple(f for f in Invocation.__dataclass_fields__ if f != "id")
+
+
+class InvocationRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def add(self, invocation: Invocation) -> int:
+        row = ToolInvocationRow(**{name: getattr(invocation, name) for name in _COLUMNS})
+        with Session(self.engine) as session, session.begin():
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def for_session(self, session_id: str) -> list[Invocation]:
+        query = (
+            select(ToolInvocationRow)
+            .where(ToolInvocationRow.session_id == session_id)
+            .order_by(ToolInvocationRow.id)
+        )
+        with Session(self.engine) as session:
+            return [
+                Invocation(id=row.id, **{name: getattr(row, name) for name in _COLUMNS})
+                for row in session.scalars(query)
+            ]
+
+    def last_turn(self, session_id: str) -> int:
+        """The highest turn recorded for the session (0 when none)."""
+        query = select(func.max(ToolInvocationRow.turn)).where(
+            ToolInvocationRow.session_id == session_id
+        )
+        with Session(self.engine) as session:
+            return session.scalar(query) or 0
+
+    def clear_session(self, session_id: str) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                delete(ToolInvocationRow).where(ToolInvocationRow.session_id == session_id)
+            )

@@ -1,0 +1,229 @@
+"""L0, the exact-term index: Chinese and English keys, boundaries, normalisation, counting."""
+
+from __future__ import annotations
+
+import pytest
+
+from superbiz.retrieval.exact_index import (
+    ExactEntry,
+    ExactIndex,
+    MatchField,
+    is_specific,
+    match_form,
+)
+
+ENTRIES = [
+    ExactEntry(
+        "payment/支付失败排查.md",
+        "支付失败排查",
+        "payment",
+        aliases=("pay-failure",),
+        covers=("支付回调超时", "退款失败"),
+        tags=("支付", "订单"),
+    ),
+    ExactEntry("db/数据库连接.md", "数据库连接失败", "db", tags=("数据",)),
+    ExactEntry("data/governance.md", "数据治理", "data", covers=("数据血缘",)),
+    ExactEntry(
+        "api/rate-limit.md",
+        "API rate limiting",
+        "api",
+        aliases=("rate-limit",),
+        covers=("429 Too Many Requests", "throttling"),
+        tags=("api", "quota"),
+    ),
+    ExactEntry(
+        "infrastructure/redis-pool.md",
+        "Redis 连接池耗尽",
+        "infrastructure",
+        covers=("连接池", "connection pool exhausted"),
+        tags=("redis", "缓存"),
+    ),
+    ExactEntry("cache/penetration.md", "缓存穿透", "cache", tags=("redis",)),
+]
+
+
+@pytest.fixture(scope="module")
+def index() -> ExactIndex:
+    return ExactIndex(ENTRIES)
+
+
+def docs(index: ExactIndex, query: str, domain: str | None = None) -> list[str]:
+    return [m.doc_path for m in index.match(query, domain)]
+
+
+# -- Chinese ---------------------------------------------------------------------------------
+
+
+def test_chinese_title(index: ExactIndex) -> None:
+    [match] = index.match("支付失败排查")
+    assert (match.doc_path, match.field, match.domain) == (
+        "payment/支付失败排查.md",
+        MatchField.TITLE,
+        "payment",
+    )
+    assert match.title == "支付失败排查"
+
+
+def test_chinese_title_inside_a_question(index: ExactIndex) -> None:
+    assert docs(index, "支付失败排查应该怎么做？") == ["payment/支付失败排查.md"]
+
+
+def test_chinese_cover(index: ExactIndex) -> None:
+    [match] = index.match("用户反馈支付回调超时了")
+    assert (match.doc_path, match.field, match.key) == (
+        "payment/支付失败排查.md",
+        MatchField.COVERS,
+        "支付回调超时",
+    )
+
+
+def test_chinese_tag(index: ExactIndex) -> None:
+    [match] = index.match("订单状态不对")
+    assert (match.doc_path, match.field) == ("payment/支付失败排查.md", MatchField.TAG)
+
+
+def test_cjk_boundary_no_match_inside_a_longer_word(index: ExactIndex) -> None:
+    assert docs(index, "数据库") == []  # the tag 数据 is not in 数据库
+    assert docs(index, "数据库性能") == []
+    assert "db/数据库连接.md" in docs(index, "数据 如何备份")  # the word itself matches
+
+
+def test_cjk_boundary_allows_a_whole_word_inside_a_sentence(index: ExactIndex) -> None:
+    assert docs(index, "数据库连接失败怎么办") == ["db/数据库连接.md"]
+
+
+def test_single_cjk_character_never_matches() -> None:
+    index = ExactIndex([ExactEntry("a.md", "支", "x", tags=("付",))])
+    assert index.size == 0
+    assert index.match("支付") == []
+
+
+# -- English ---------------------------------------------------------------------------------
+
+
+def test_english_title_alias_cover_tag(index: ExactIndex) -> None:
+    def field(query: str) -> MatchField:
+        [match] = index.match(query)
+        assert match.doc_path == "api/rate-limit.md"
+        return match.field
+
+    assert field("api rate limiting for tenants") is MatchField.TITLE
+    assert field("rate-limit exceeded") is MatchField.ALIAS
+    assert field("server says 429 too many requests") is MatchField.COVERS
+    assert field("throttling") is MatchField.COVERS
+    assert field("quota exceeded") is MatchField.TAG
+
+
+def test_latin_boundary(index: ExactIndex) -> None:
+    assert docs(index, "rapid deployment") == []  # api inside rapid
+    assert docs(index, "apis are slow") == []
+    assert docs(index, "quotas") == []
+    assert docs(index, "the api is slow") == ["api/rate-limit.md"]
+    assert docs(index, "api/v2 is slow") == ["api/rate-limit.md"]  # punctuation is a boundary
+
+
+def test_latin_key_next_to_chinese(index: ExactIndex) -> None:
+    assert docs(index, "调用api失败") == ["api/rate-limit.md"]
+
+
+def test_nfkc_and_case_fold(index: ExactIndex) -> None:
+    assert docs(index, "ＡＰＩ rate limiting") == ["api/rate-limit.md"]  # full-width
+    assert docs(index, "API RATE LIMITING") == ["api/rate-limit.md"]
+    assert docs(index, "Throttling") == ["api/rate-limit.md"]
+    assert index.match("ＲＥＤＩＳ 连接池耗尽")[0].field is MatchField.TITLE
+
+
+def test_spaces_near_cjk_are_ignored(index: ExactIndex) -> None:
+    assert match_form("Redis 连接池 耗尽") == match_form("redis连接池耗尽") == "redis连接池耗尽"
+    for query in ("Redis 连接池 耗尽", "redis连接池耗尽", "REDIS  连接池耗尽"):
+        [first, *_] = index.match(query)
+        assert (first.doc_path, first.field) == ("infrastructure/redis-pool.md", MatchField.TITLE)
+
+
+def test_spaces_between_latin_words_matter(index: ExactIndex) -> None:
+    assert docs(index, "apiratelimiting") == []
+
+
+# -- specificity -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("term", "specific"),
+    [
+        ("支", False),  # 1 CJK character
+        ("支付", True),  # 2 CJK characters
+        ("db", False),  # 2 Latin letters
+        ("api", True),  # 3 Latin letters
+        ("ＤＢ", False),
+        ("42", False),
+        ("v2", False),
+        ("the", False),  # stop words
+        ("FAQ", False),
+        ("问题", False),
+        ("怎么办", False),
+        ("常见问题", False),
+        ("", False),
+        ("  ", False),
+    ],
+)
+def test_specificity_rule(term: str, specific: bool) -> None:
+    assert is_specific(term) is specific
+
+
+def test_unspecific_keys_are_not_indexed() -> None:
+    entry = ExactEntry("x/faq.md", "FAQ", "x", aliases=("db",), covers=("问题",), tags=("支", "ok"))
+    index = ExactIndex([entry])
+    assert index.size == 0
+    assert index.match("FAQ db 问题 支 ok") == []
+
+
+# -- counting and ranking ---------------------------------------------------------------------
+
+
+def test_title_beats_tag(index: ExactIndex) -> None:
+    matches = index.match("redis连接池耗尽")
+    assert [(m.doc_path, m.field) for m in matches] == [
+        ("infrastructure/redis-pool.md", MatchField.TITLE),
+        ("cache/penetration.md", MatchField.TAG),
+    ]
+    strongest = ExactIndex.strongest(matches)
+    assert [m.doc_path for m in strongest] == ["infrastructure/redis-pool.md"]  # L0 count 1
+
+
+def test_one_match_per_document_in_its_strongest_field(index: ExactIndex) -> None:
+    # the Redis document matches by title, cover and tag: it is counted once, as a title
+    matches = index.match("Redis 连接池耗尽 连接池 redis")
+    redis = [m for m in matches if m.doc_path == "infrastructure/redis-pool.md"]
+    assert len(redis) == 1 and redis[0].field is MatchField.TITLE
+
+
+def test_same_field_matches_are_all_counted(index: ExactIndex) -> None:
+    matches = index.match("redis 很慢")
+    assert {m.doc_path for m in matches} == {
+        "infrastructure/redis-pool.md",
+        "cache/penetration.md",
+    }
+    assert len(ExactIndex.strongest(matches)) == 2
+
+
+def test_longer_key_first_within_a_field(index: ExactIndex) -> None:
+    matches = index.match("数据治理 数据")
+    assert matches[0].doc_path == "data/governance.md"  # title
+    assert [m.field for m in matches] == [MatchField.TITLE, MatchField.TAG]
+
+
+def test_strongest_of_nothing() -> None:
+    assert ExactIndex.strongest([]) == []
+
+
+def test_domain_restriction(index: ExactIndex) -> None:
+    assert docs(index, "redis", domain="cache") == ["cache/penetration.md"]
+    assert docs(index, "redis", domain="infrastructure") == ["infrastructure/redis-pool.md"]
+    assert docs(index, "redis", domain="payment") == []
+    assert len(docs(index, "redis")) == 2
+
+
+def test_empty_query_and_empty_index(index: ExactIndex) -> None:
+    assert index.match("") == []
+    assert index.match("   ") == []
+    assert ExactIndex().match("支付失败排查") == []
