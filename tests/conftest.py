@@ -137,10 +137,13 @@ def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     by a failing test can be ended before the drop.
     """
     schemas: list[str] = []
+    sqlite_files: list[Path] = []
 
     def make(kind: str) -> str:
         if kind == "sqlite":
-            return f"sqlite:///{tmp_path}/superbiz-{len(schemas)}-{uuid.uuid4().hex[:6]}.db"
+            name = "superbiz.db" if not sqlite_files else f"superbiz-{len(sqlite_files)}.db"
+            sqlite_files.append(tmp_path / name)
+            return f"sqlite:///{tmp_path / name}"
         if kind != "postgresql":
             raise ValueError(f"unknown database kind {kind!r}")
         import psycopg

@@ -29,7 +29,7 @@ eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", n
 app.add_typer(eval_app, name="eval")
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DataDir = Annotated[
     Path | None,

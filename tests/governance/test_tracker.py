@@ -151,9 +151,7 @@ def test_concurrent_marks(tracker: SessionTracker) -> None:
 # -- the SQL backend ---------------------------------------------------------------------------
 
 
-def test_sql_tracker_survives_a_new_engine(
-    database_url: str, engines: list[Engine]
-) -> None:
+def test_sql_tracker_survives_a_new_engine(database_url: str, engines: list[Engine]) -> None:
     """A CLI session: one process marks, the next one (a new engine) sees it."""
     first = open_database(database_url)
     engines.append(first)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from pydantic import ValidationError
 
@@ -62,7 +64,9 @@ def test_chinese_headings() -> None:
 
 
 def test_code_fences_are_not_headings() -> None:
-    body = "# Script\n```bash\n# restart the pool\nsystemctl restart app\n```\n~~~\n## nor this\n~~~\n"
+    body = (
+        "# Script\n```bash\n# restart the pool\nsystemctl restart app\n```\n~~~\n## nor this\n~~~\n"
+    )
     sections = split_sections(body)
     assert [s.heading_path for s in sections] == [("Script",)]
     chunks = chunk_markdown(body)
@@ -95,7 +99,7 @@ def test_long_sections_are_windowed_with_overlap() -> None:
     assert all(c.heading_path == ("Long",) for c in chunks)
     assert all(len(c.text) <= size for c in chunks)
     assert all(len(c.text) >= size // 2 for c in chunks[:-1])  # about ``size`` each
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         shared = _overlap(before.text, after.text)
         assert overlap // 2 <= shared <= overlap, (before.text[-80:], after.text[:80])
         assert after.text.startswith("word")  # windows start on a word, not inside one
@@ -108,7 +112,7 @@ def test_chinese_long_section_windows_overlap() -> None:
     chunks = chunk_markdown(f"# 回调\n{sentences}", size=200, overlap=40)
     assert len(chunks) > 3
     assert all(len(c.text) <= 200 for c in chunks)
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert _overlap(before.text, after.text) > 0
 
 
@@ -118,7 +122,7 @@ def test_size_and_overlap_are_configurable(size: int, overlap: int) -> None:
     chunks = chunk_markdown(f"# T\n{words}", size=size, overlap=overlap)
     assert all(len(c.text) <= size for c in chunks)
     assert max(len(c.text) for c in chunks) > size * 0.8
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert _overlap(before.text, after.text) <= overlap
 
 

@@ -115,9 +115,7 @@ def test_first_ingest_adds_all_then_nothing_changes(small_kb: Path, open_kb: Ope
     assert chunk_counts(kb) == before
 
 
-def test_rows_and_chunks_carry_title_heading_and_document(
-    small_kb: Path, open_kb: OpenKB
-) -> None:
+def test_rows_and_chunks_carry_title_heading_and_document(small_kb: Path, open_kb: OpenKB) -> None:
     kb = open_kb()
     Ingestor(kb).ingest([small_kb])
     path = "payment/支付失败排查.md"
@@ -152,7 +150,8 @@ def test_rows_and_chunks_carry_title_heading_and_document(
 
 def _long_doc(label: str, sections: int) -> str:
     body = "\n\n".join(
-        f"## Section {i}\n" + f"{label} step {i} explains what to check. " * 5 for i in range(sections)
+        f"## Section {i}\n" + f"{label} step {i} explains what to check. " * 5
+        for i in range(sections)
     )
     return f"---\ntitle: Long runbook\ncategory: ops\n---\n# Long runbook\n\n{body}\n"
 
@@ -287,9 +286,7 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_goes_on(
     assert set(dict(again.skipped)) == set(BAD_REASONS)
 
 
-def test_a_file_that_turns_bad_keeps_its_last_good_version(
-    small_kb: Path, open_kb: OpenKB
-) -> None:
+def test_a_file_that_turns_bad_keeps_its_last_good_version(small_kb: Path, open_kb: OpenKB) -> None:
     kb = open_kb()
     Ingestor(kb).ingest([small_kb])
     before = kb.documents.get("api/rate-limit.md")
@@ -301,12 +298,6 @@ def test_a_file_that_turns_bad_keeps_its_last_good_version(
     assert_consistent(kb)
 
 
-@pytest.mark.xfail(
-    reason="bug: a YAML date in the frontmatter (e.g. `updated: 2024-05-01`) is kept as a "
-    "datetime.date in SourceDocument.extra; DocumentRepository.save then fails with "
-    "'Object of type date is not JSON serializable' and the whole ingest run aborts",
-    strict=True,
-)
 def test_frontmatter_dates_do_not_abort_the_run(
     small_kb: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
 ) -> None:
@@ -477,13 +468,6 @@ def test_other_embedder_is_a_clear_error(
     assert "--rebuild" in str(info.value)
 
 
-@pytest.mark.xfail(
-    raises=IndexMismatchError,
-    reason="bug: Ingestor.ingest(rebuild=True) drops the collection and the rows but not the "
-    "kb_meta 'embedder' entry, then calls kb.check_index() before kb.record_embedder(), so "
-    "the rebuild the error message recommends fails with the same IndexMismatchError",
-    strict=True,
-)
 def test_rebuild_with_another_embedder(
     small_kb: Path, open_kb: OpenKB, fake_embedder: OpenAIEmbedder
 ) -> None:

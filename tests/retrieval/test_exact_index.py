@@ -186,8 +186,8 @@ def test_title_beats_tag(index: ExactIndex) -> None:
         ("infrastructure/redis-pool.md", MatchField.TITLE),
         ("cache/penetration.md", MatchField.TAG),
     ]
-    strongest = ExactIndex.strongest(matches)
-    assert [m.doc_path for m in strongest] == ["infrastructure/redis-pool.md"]  # L0 count 1
+    naming = ExactIndex.naming(matches)
+    assert [m.doc_path for m in naming] == ["infrastructure/redis-pool.md"]  # L0 count 1
 
 
 def test_one_match_per_document_in_its_strongest_field(index: ExactIndex) -> None:
@@ -197,13 +197,14 @@ def test_one_match_per_document_in_its_strongest_field(index: ExactIndex) -> Non
     assert len(redis) == 1 and redis[0].field is MatchField.TITLE
 
 
-def test_same_field_matches_are_all_counted(index: ExactIndex) -> None:
+def test_tag_matches_never_count_as_naming_a_document(index: ExactIndex) -> None:
     matches = index.match("redis 很慢")
     assert {m.doc_path for m in matches} == {
         "infrastructure/redis-pool.md",
         "cache/penetration.md",
     }
-    assert len(ExactIndex.strongest(matches)) == 2
+    assert {m.field for m in matches} == {MatchField.TAG}
+    assert ExactIndex.naming(matches) == []  # tags alone never make a result PRECISE
 
 
 def test_longer_key_first_within_a_field(index: ExactIndex) -> None:
@@ -212,8 +213,8 @@ def test_longer_key_first_within_a_field(index: ExactIndex) -> None:
     assert [m.field for m in matches] == [MatchField.TITLE, MatchField.TAG]
 
 
-def test_strongest_of_nothing() -> None:
-    assert ExactIndex.strongest([]) == []
+def test_naming_of_nothing() -> None:
+    assert ExactIndex.naming([]) == []
 
 
 def test_domain_restriction(index: ExactIndex) -> None:

@@ -41,9 +41,7 @@ def test_squared_l2_gives_the_exact_cosine(dim: int) -> None:
     for u, v in _unit_pairs(50, dim):
         squared = float(np.sum((u - v) ** 2))  # what Milvus' L2 metric returns
         assert similarity_from_score(squared, "L2") == pytest.approx(float(u @ v), abs=1e-6)
-        assert similarity_from_score(squared, "L2_SQUARED") == pytest.approx(
-            float(u @ v), abs=1e-6
-        )
+        assert similarity_from_score(squared, "L2_SQUARED") == pytest.approx(float(u @ v), abs=1e-6)
 
 
 def test_squared_l2_of_near_and_opposite_vectors() -> None:
@@ -74,7 +72,8 @@ def test_orthogonal_pair_is_zero_not_the_seeds_029() -> None:
 
 
 @pytest.mark.parametrize(
-    ("squared", "cosine"), [(0.0, 1.0), (0.5, 0.75), (1.0, 0.5), (2.0, 0.0), (3.0, -0.5), (4.0, -1.0)]
+    ("squared", "cosine"),
+    [(0.0, 1.0), (0.5, 0.75), (1.0, 0.5), (2.0, 0.0), (3.0, -0.5), (4.0, -1.0)],
 )
 def test_squared_l2_table(squared: float, cosine: float) -> None:
     assert similarity_from_score(squared, "L2") == pytest.approx(cosine)
@@ -230,7 +229,7 @@ def test_thresholds_are_frozen() -> None:
 
 
 def test_default_thresholds() -> None:
-    assert FALLBACK_THRESHOLDS == Thresholds(0.75, 0.5)  # the seed's values
+    assert Thresholds(0.75, 0.5) == FALLBACK_THRESHOLDS  # the seed's values
     assert DEFAULT_THRESHOLDS["bge-m3"] == Thresholds(0.75, 0.5)
     use = DEFAULT_THRESHOLDS["use-multilingual-v3"]
     # measured gold medians ~0.47 (en) / 0.70 (zh), non-gold ~0.10-0.17: USE needs lower values

@@ -29,7 +29,8 @@ from superbiz.llm.messages import (
 from superbiz.storage.invocations import InvocationRepository
 
 _STEP_CAP: dict[Language, str] = {
-    "zh": "已达到本轮的最大步数，lookup_knowledge 不再可用。请立即基于已有信息给出最终回答，并说明局限。",
+    "zh": "已达到本轮的最大步数，lookup_knowledge 不再可用。"
+    "请立即基于已有信息给出最终回答，并说明局限。",
     "en": "The step limit for this turn is reached and lookup_knowledge is no longer available. "
     "Give your final answer now from what you have, and state its limits.",
 }

@@ -10,6 +10,7 @@ from superbiz._text import Language
 
 @cache
 def load_prompt(name: str, language: Language) -> str:
-    """``load_prompt("chat-executor-prompt", "zh")`` reads ``prompts/chat-executor-prompt.zh.md``."""
+    """``load_prompt("chat-executor-prompt", "zh")`` reads
+    ``prompts/chat-executor-prompt.zh.md``."""
     path = resources.files("superbiz.agents") / "prompts" / f"{name}.{language}.md"
     return path.read_text(encoding="utf-8")

@@ -35,8 +35,9 @@ MIN_SUPPORT = 10
 
 def propose_highly_relevant(
     top1: list[tuple[float, bool]], reference: float, target: float = TARGET_PRECISION
-) -> float:
-    """Lowest threshold (step 0.01) at which top-1 precision reaches ``target``.
+) -> float | None:
+    """Lowest threshold (step 0.01) at which top-1 precision reaches ``target`` with at
+    least ``MIN_SUPPORT`` probes above it; ``None`` when the KB is too small to tell.
 
     >>> propose_highly_relevant([(0.9, True)] * 10 + [(0.5, False)] * 10, 0.3)
     0.51
@@ -46,7 +47,7 @@ def propose_highly_relevant(
         above = [ok for sim, ok in top1 if sim >= threshold]
         if len(above) >= MIN_SUPPORT and sum(above) / len(above) >= target:
             return threshold
-    return 0.99
+    return None
 
 
 def calibrate(kb: KnowledgeBase, *, sample: int = 400, seed: int = 7) -> dict[str, Any]:
@@ -124,6 +125,12 @@ def render_calibration(report: dict[str, Any], console: Console) -> None:
     console.print(table)
     console.print(f"probes: {report['probes']}; dense top-1 precision {report['top1_precision']}")
     proposed, current = report["proposed"], report["current"]
+    if proposed["highly-relevant-threshold"] is None:
+        console.print(
+            f"[yellow]too few distinct probes to propose a highly-relevant threshold "
+            f"(needs {MIN_SUPPORT} above it); keep the current value[/]"
+        )
+        proposed = {**proposed, "highly-relevant-threshold": current["highly-relevant-threshold"]}
     console.print("proposed settings (superbiz.yaml):")
     console.print(
         "retrieval:\n  normalization:\n"

@@ -65,12 +65,13 @@ class RetrievalDetails:
     l1_top_score: float | None
     l1_top_similarity: float | None
     l1_match_count: int
-    l1_scores: list[float]
+    l1_scores: list[float | None]  # raw backend scores (squared L2); None: BM25-only hit
     relevance_level: str | None
     completeness_hint: str
     retrieved_domains: list[str]
     dedup_reason: str | None
     l1_similarities: list[float] = field(default_factory=list)
+    l1_fused_scores: list[float] = field(default_factory=list)
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
 
@@ -137,18 +138,18 @@ class GovernedLookup:
         settings = self.kb.settings.retrieval
 
         l0 = self.kb.exact_index.match(text, domain)
+        naming = ExactIndex.naming(l0)
         vector, ranked = self.kb.searcher.search(text, domain)
-        strongest = ExactIndex.strongest(l0)
-        if len(strongest) == 1:
-            ranked = self._promote(ranked, strongest[0], vector)
-
         retrieved = self.tracker.retrieved_docs(session_id)
+        fresh_l0 = [m for m in naming if m.doc_path not in retrieved]
+        if len(fresh_l0) == 1:
+            ranked = self._promote(ranked, fresh_l0[0], vector)
         fresh = [doc for doc in ranked if doc.doc_path not in retrieved]
-        fresh_l0 = [m for m in strongest if m.doc_path not in retrieved]
         top = fresh[0] if fresh else None
-        level = relevance_level(len(fresh_l0), top.similarity if top else None, thresholds)
-        if level is RelevanceLevel.PRECISE and top and top.doc_path != fresh_l0[0].doc_path:
-            top = next(d for d in fresh if d.doc_path == fresh_l0[0].doc_path)
+        l0_count = len(fresh_l0)
+        if l0_count == 1 and (top is None or top.doc_path != fresh_l0[0].doc_path):
+            l0_count = 0  # the exact match has no chunks (index being repaired)
+        level = relevance_level(l0_count, top.similarity if top else None, thresholds)
 
         shown: list[DocHit] = []
         dedup_reason = None
@@ -164,7 +165,7 @@ class GovernedLookup:
                 if d.doc_path in retrieved
                 and (
                     d.similarity >= thresholds.reference
-                    or any(m.doc_path == d.doc_path for m in strongest)
+                    or any(m.doc_path == d.doc_path for m in naming)
                 )
             ]
             if would_show:
@@ -197,12 +198,13 @@ class GovernedLookup:
         )
         head = ranked[0] if ranked else None
         details = RetrievalDetails(
-            l0_match_count=len(strongest),
-            l0_titles=[m.title for m in strongest],
+            l0_match_count=len(naming),
+            l0_titles=[m.title for m in naming],
             l1_top_score=head.raw_dense if head else None,
             l1_top_similarity=head.similarity if head else None,
             l1_match_count=len(ranked),
-            l1_scores=[round(d.score, 6) for d in ranked[:10]],
+            l1_scores=[d.raw_dense for d in ranked[:10]],
+            l1_fused_scores=[round(d.score, 6) for d in ranked[:10]],
             l1_similarities=[round(d.similarity, 6) for d in ranked[:10]],
             relevance_level=level.value if level else None,
             completeness_hint=hint,
@@ -217,8 +219,8 @@ class GovernedLookup:
         """The domain a lookup without one is about, decided cheaply and before any
         result is shown: the exact matches' domain when they agree, else the domain of
         the nearest chunks (majority of the top 3)."""
-        strongest = ExactIndex.strongest(self.kb.exact_index.match(query))
-        domains = {m.domain for m in strongest}
+        matches = self.kb.exact_index.match(query)
+        domains = {m.domain for m in ExactIndex.naming(matches) or matches}
         if len(domains) == 1:
             return domains.pop()
         hits = self.kb.store.search_dense(self.kb.searcher.embed(query), 3)

@@ -62,9 +62,11 @@ class KnowledgeBase:
         """Fail clearly when the index was built by another embedder or dimension."""
         built_by = self.meta.get(EMBEDDER_KEY)
         if built_by and built_by != self.embedder.name:
+            built_dim = self.store.dimension or self.meta.get(DIMENSION_KEY) or "?"
             raise IndexMismatchError(
-                f"the index was built with embedder {built_by!r} but {self.embedder.name!r} "
-                "is configured; re-ingest with `superbiz ingest PATH --rebuild`"
+                f"the index was built with embedder {built_by!r} ({built_dim}-d vectors) but "
+                f"{self.embedder.name!r} ({self.embedder.dimension}-d) is configured; "
+                "re-ingest with `superbiz ingest PATH --rebuild`"
             )
         if self.store.dimension is not None:
             self.store.ensure_collection(self.embedder.dimension)

@@ -7,6 +7,7 @@ caller reports it and goes on with the rest.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -96,7 +97,7 @@ def parse_document(data: bytes, relative: PurePosixPath) -> SourceDocument:
         when_to_retrieve=_str_field(front, "when_to_retrieve", label),
         tags=_list_field(front, "tags", label),
         aliases=(*aliases, relative.stem) if relative.stem not in aliases else aliases,
-        extra={k: v for k, v in front.items() if k not in (*_KNOWN_KEYS, "aliases")},
+        extra=_json_safe({k: v for k, v in front.items() if k not in (*_KNOWN_KEYS, "aliases")}),
     )
 
 
@@ -141,6 +142,11 @@ def first_heading(body: str) -> str | None:
         if not in_fence and (match := _HEADING.match(line)):
             return match.group(1)
     return None
+
+
+def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
+    """YAML gives dates and other non-JSON values; the store keeps their text form."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

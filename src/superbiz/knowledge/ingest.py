@@ -120,8 +120,9 @@ class Ingestor:
         if rebuild:
             kb.store.drop()
             kb.documents.delete_all()
-        kb.store.ensure_collection(kb.embedder.dimension)
+            kb.record_embedder()
         kb.check_index()
+        kb.store.ensure_collection(kb.embedder.dimension)
         kb.record_embedder()
 
         stored = {doc.path: doc for doc in kb.documents.all()}

@@ -124,13 +124,13 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     paragraphs = [p for p in paragraphs if not re.fullmatch(r"#{1,6}\s.*", p)] or paragraphs
     if not paragraphs:
         return ""
-    scored = sorted(
-        range(len(paragraphs)),
-        key=lambda i: (-sum(t in normalize(paragraphs[i]) for t in terms), i),
-    )
+    hits = [sum(t in normalize(p) for t in terms) for p in paragraphs]
+    ranked = sorted(range(len(paragraphs)), key=lambda i: (-hits[i], i))
+    if hits[ranked[0]]:  # only paragraphs that mention the question, when some do
+        ranked = [i for i in ranked if hits[i]]
     chosen: list[int] = []
     size = 0
-    for i in scored:
+    for i in ranked:
         if chosen and size + len(paragraphs[i]) > limit:
             break
         chosen.append(i)

@@ -124,10 +124,9 @@ class OpenAIEmbedder(Embedder):
                     f"embedding endpoint returned {len(data)} vectors for {len(batch)} texts"
                 )
             rows.extend(item.embedding for item in data)
-        matrix = np.asarray(rows, dtype=np.float32)
-        if matrix.ndim != 2:
+        if len({len(row) for row in rows}) > 1:
             raise EmbeddingError("embedding endpoint returned vectors of different lengths")
-        return matrix
+        return np.asarray(rows, dtype=np.float32)
 
 
 def make_embedder(settings: EmbeddingSettings) -> Embedder:

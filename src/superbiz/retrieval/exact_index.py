@@ -137,9 +137,12 @@ class ExactIndex:
         return sorted(best.values(), key=lambda m: (m.field, -len(m.key), m.doc_path))
 
     @staticmethod
-    def strongest(matches: list[ExactMatch]) -> list[ExactMatch]:
-        """The matches in the strongest field present (what the L0 count means)."""
-        return [m for m in matches if m.field == matches[0].field] if matches else []
+    def naming(matches: list[ExactMatch]) -> list[ExactMatch]:
+        """The matches in the strongest field that *names* a document (title, alias,
+        covers): what the L0 count means. A tag describes a group of documents, so a
+        tag match alone never makes a result PRECISE."""
+        named = [m for m in matches if m.field is not MatchField.TAG]
+        return [m for m in named if m.field == named[0].field] if named else []
 
     @staticmethod
     def _units(text: str) -> Iterable[tuple[int, str]]:

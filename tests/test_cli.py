@@ -1,0 +1,301 @@
+"""The ``superbiz`` command line end to end on a small KB (real USE, Milvus Lite, SQL).
+
+The CLI loads its embedder through ``make_embedder``; the tests hand it the one real USE
+model of the session instead of loading it again for every command.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from superbiz.cli import app
+from superbiz.retrieval.embedders import Embedder
+
+PAYMENT = "payment/支付失败排查.md"
+BROKEN = "payment/broken.md"
+RESULT_KEYS = {
+    "found",
+    "primary",
+    "supplement",
+    "relevance_level",
+    "completeness_hint",
+    "retrieved_domains_this_session",
+    "message",
+    "dedup_reason",
+}
+SEED_DETAIL_KEYS = {
+    "l0_match_count",
+    "l0_titles",
+    "l1_top_score",
+    "l1_top_similarity",
+    "l1_match_count",
+    "l1_scores",
+    "relevance_level",
+    "completeness_hint",
+    "retrieved_domains",
+    "dedup_reason",
+}
+RANKING_KEYS = {"recall@1", "recall@5", "recall@10", "mrr@10"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        yield
+
+
+runner = CliRunner()
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def cli_kb(
+    tmp_path_factory: pytest.TempPathFactory, kb_writer: Callable[..., Path]
+) -> dict[str, Any]:
+    """The small KB plus one malformed file, ingested once through the CLI."""
+    root = tmp_path_factory.mktemp("cli")
+    folder = kb_writer(root / "kb")
+    kb_writer(folder, {BROKEN: "---\ntitle: [unclosed\n---\nbody\n"})
+    data_dir = root / "data"
+    first = invoke("ingest", folder, "--data-dir", data_dir)
+    return {"folder": folder, "data_dir": data_dir, "first": first}
+
+
+def lookup(data_dir: Path, query: str, session: str, *extra: str) -> Result:
+    return invoke("lookup", query, "--session", session, "--data-dir", data_dir, *extra)
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+
+def test_ingest_prints_the_summary_and_skipped_reasons(cli_kb: dict[str, Any]) -> None:
+    result = cli_kb["first"]
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "ingest: 5 added, 0 updated, 0 unchanged, 1 skipped"
+    assert f"skipped {BROKEN}: malformed frontmatter:" in one_line(result.stderr)
+    assert "Traceback" not in result.output
+
+
+def test_second_ingest_says_unchanged(cli_kb: dict[str, Any]) -> None:
+    result = invoke("ingest", cli_kb["folder"], "--data-dir", cli_kb["data_dir"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "ingest: 0 added, 0 updated, 5 unchanged, 1 skipped"
+
+
+def test_ingest_json(cli_kb: dict[str, Any]) -> None:
+    result = invoke("ingest", cli_kb["folder"], "--data-dir", cli_kb["data_dir"], "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert len(report["unchanged"]) == 5 and report["added"] == []
+    [skipped] = report["skipped"]
+    assert skipped["path"] == BROKEN and skipped["reason"].startswith("malformed frontmatter")
+
+
+def test_ingest_missing_path_is_reported(tmp_path: Path) -> None:
+    result = invoke("ingest", tmp_path / "nope", "--data-dir", tmp_path / "data")
+    assert result.exit_code == 0, result.output
+    assert "0 added" in result.stdout and "1 skipped" in result.stdout
+    assert "no such file or directory" in one_line(result.stderr)
+
+
+# -- lookup ------------------------------------------------------------------------------------
+
+
+def test_lookup_json_is_one_lookup_result(cli_kb: dict[str, Any]) -> None:
+    result = lookup(cli_kb["data_dir"], "支付失败排查", f"s-{uuid.uuid4().hex}", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)  # exactly one JSON object, nothing else on stdout
+    assert set(data) == RESULT_KEYS
+    assert data["relevance_level"] == "PRECISE"
+    assert data["found"] is True
+    assert data["primary"]["path"] == PAYMENT
+    assert data["completeness_hint"] == "知识库中不存在比上述结果更精准的文档"
+    assert data["retrieved_domains_this_session"] == ["payment"]
+    assert "score" not in result.stdout and "similarity" not in result.stdout
+
+
+def test_lookup_details_add_retrieval_details(cli_kb: dict[str, Any]) -> None:
+    result = lookup(
+        cli_kb["data_dir"], "支付失败排查", f"s-{uuid.uuid4().hex}", "--json", "--details"
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == RESULT_KEYS | {"retrieval_details"}
+    details = data["retrieval_details"]
+    assert set(details) >= SEED_DETAIL_KEYS
+    assert details["relevance_level"] == "PRECISE"
+    assert details["l1_top_similarity"] == pytest.approx(1 - details["l1_top_score"] / 2, abs=1e-6)
+
+
+def test_lookup_plain_output(cli_kb: dict[str, Any]) -> None:
+    result = lookup(cli_kb["data_dir"], "支付失败排查", f"s-{uuid.uuid4().hex}")
+    assert result.exit_code == 0, result.output
+    assert "PRECISE" in result.stdout
+    assert "知识库中不存在比上述结果更精准的文档" in result.stdout
+    assert "支付失败排查" in result.stdout
+    assert "l1_top_score" not in result.stdout
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_second_lookup_in_the_same_session_is_deduped(
+    database: str,
+    tmp_path: Path,
+    small_kb: Path,
+    database_factory: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each command is a separate invocation: the SQL tracker carries the session over."""
+    if database == "postgresql":
+        monkeypatch.setenv("SUPERBIZ_DATABASE_URL", database_factory("postgresql"))
+    data_dir = tmp_path / "data"
+    assert invoke("ingest", small_kb, "--data-dir", data_dir).exit_code == 0
+    first = lookup(data_dir, "支付失败排查", "cli-session", "--json")
+    assert json.loads(first.stdout)["relevance_level"] == "PRECISE"
+
+    second = lookup(data_dir, "支付失败排查", "cli-session", "--json")
+    assert second.exit_code == 0, second.output
+    data = json.loads(second.stdout)
+    assert data["relevance_level"] == "DEDUPED"
+    assert data["dedup_reason"] == "doc_retrieved"
+    assert data["found"] is False and data["primary"] is None
+    assert "《支付失败排查》" in data["message"]
+    assert data["retrieved_domains_this_session"] == ["payment"]
+
+    other = lookup(data_dir, "支付失败排查", "another-session", "--json")
+    assert json.loads(other.stdout)["relevance_level"] == "PRECISE"
+    if database == "postgresql":  # nothing was written to the SQLite default
+        assert not (data_dir / "superbiz.db").exists()
+
+
+def test_unknown_domain_exits_2_without_traceback(cli_kb: dict[str, Any]) -> None:
+    result = lookup(cli_kb["data_dir"], "支付失败排查", "s-unknown", "--domain", "billing")
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    assert one_line(result.stderr) == (
+        "error: unknown domain 'billing'; known domains: api, general, infrastructure, ops, payment"
+    )
+
+
+def test_errors_are_one_line(cli_kb: dict[str, Any]) -> None:
+    result = lookup(cli_kb["data_dir"], "支付失败排查", "s-unknown", "--domain", "billing")
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_lookup_without_ingest_reports_no_domains(tmp_path: Path) -> None:
+    result = lookup(tmp_path / "empty", "x", "s", "--domain", "payment")
+    assert result.exit_code == 2
+    assert "none yet: ingest documents first" in one_line(result.stderr)
+
+
+# -- eval retrieval ------------------------------------------------------------------------------
+
+
+def test_eval_retrieval_json(tmp_path: Path, kb_writer: Callable[..., Path]) -> None:
+    dataset = tmp_path / "dataset"
+    kb_writer(dataset / "corpus")
+    queries = [
+        {"id": "q1", "query": "支付失败排查", "lang": "zh", "gold": [PAYMENT]},
+        {
+            "id": "q2",
+            "query": "Redis 连接池耗尽",
+            "lang": "zh",
+            "gold": ["infrastructure/redis-pool.md"],
+        },
+        {
+            "id": "q3",
+            "query": "how to raise the per-tenant request limit",
+            "lang": "en",
+            "gold": ["api/rate-limit.md"],
+        },
+        {
+            "id": "q4",
+            "query": "repeating a request has the same effect",
+            "lang": "en",
+            "gold": ["glossary.md"],
+        },
+    ]
+    (dataset / "queries.jsonl").write_text(
+        "\n".join(json.dumps(q, ensure_ascii=False) for q in queries) + "\n", encoding="utf-8"
+    )
+    result = invoke("eval", "retrieval", dataset, "--data-dir", tmp_path / "data", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {"overall", "by_lang", "levels", "latency_ms"} <= set(report)
+    assert set(report["overall"]) >= RANKING_KEYS
+    assert set(report["by_lang"]) == {"en", "zh"}
+    for row in [report["overall"], *report["by_lang"].values()]:
+        assert set(row) >= RANKING_KEYS
+        assert all(0.0 <= row[key] <= 1.0 for key in RANKING_KEYS)
+        assert row["recall@1"] <= row["recall@5"] <= row["recall@10"]
+    assert report["by_lang"]["zh"]["recall@1"] == 1.0  # exact titles
+    assert report["overall"]["recall@5"] == 1.0
+    assert sum(level["count"] for level in report["levels"].values()) == len(queries)
+    for level in report["levels"].values():
+        assert set(level) >= {"count", "precision"}
+        assert level["precision"] is None or 0.0 <= level["precision"] <= 1.0
+    assert report["levels"]["PRECISE"]["precision"] == 1.0
+    latency = report["latency_ms"]
+    assert {"p50", "p95"} <= set(latency) and 0 < latency["p50"] <= latency["p95"]
+    # a second run reuses the ingested corpus
+    again = invoke("eval", "retrieval", dataset, "--data-dir", tmp_path / "data", "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["overall"] == report["overall"]
+
+
+def test_eval_retrieval_without_queries_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "dataset" / "corpus").mkdir(parents=True)
+    result = invoke("eval", "retrieval", tmp_path / "dataset", "--data-dir", tmp_path / "d")
+    assert result.exit_code == 2
+    assert "does not exist: a dataset needs corpus/ and queries.jsonl" in one_line(result.stderr)
+    assert "Traceback" not in result.output
+
+
+# -- calibrate -----------------------------------------------------------------------------------
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value).union(*(_keys(v) for v in value.values()))
+    return set()
+
+
+def test_calibrate_json(cli_kb: dict[str, Any]) -> None:
+    result = invoke("calibrate", "--data-dir", cli_kb["data_dir"], "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert isinstance(report, dict)
+    assert {"highly-relevant-threshold", "reference-threshold"} <= _keys(report)
+
+
+# -- the installed console script ------------------------------------------------------------------
+
+
+def test_console_script_help() -> None:
+    script = shutil.which("superbiz") or str(Path(sys.executable).with_name("superbiz"))
+    assert Path(script).exists(), "the console script is not installed (pip install -e .)"
+    done = subprocess.run(
+        [script, "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for command in ("ingest", "lookup", "eval", "calibrate"):
+        assert command in done.stdout
