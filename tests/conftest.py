@@ -114,8 +114,15 @@ def _postgres_problem(url: str) -> str | None:
     return None
 
 
+# CI sets this: there a missing server is a failure, not a skip.
+REQUIRE_SERVICES = os.environ.get("SUPERBIZ_TEST_REQUIRE_SERVICES") == "1"
+
+
 def _require_postgres() -> str:
-    if _postgres_problem(POSTGRES_URL) is not None:
+    problem = _postgres_problem(POSTGRES_URL)
+    if problem is not None and REQUIRE_SERVICES:
+        pytest.fail(f"PostgreSQL is required (SUPERBIZ_TEST_REQUIRE_SERVICES=1): {problem}")
+    if problem is not None:
         pytest.skip(
             f"PostgreSQL not reachable at {POSTGRES_URL}; start it (e.g. `pg_ctlcluster 15 main "
             "start`) or set SUPERBIZ_TEST_POSTGRES_URL to run these tests"

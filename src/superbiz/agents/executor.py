@@ -60,6 +60,7 @@ class TurnResult:
     steps: int = 0
     stopped_by: Literal["answer", "step_cap"] = "answer"
     model: str = ""
+    governance_ms: float = 0.0
 
     @property
     def evidence(self) -> list[str]:
@@ -198,6 +199,7 @@ class Executor:
             result.answer = final.message.content.strip() or _NO_ANSWER[language]
         result.lookups = tool.outcomes
         result.citations = list(refs.values())
+        result.governance_ms = tool.governance_ms
         return result
 
     @staticmethod

@@ -82,6 +82,8 @@ def evaluate_agent(
             on_total(len(queries))
         rows: list[dict[str, float]] = []
         step_ms: list[float] = []
+        blocked_ms: list[float] = []
+        governance_ms: list[float] = []
         started = time.perf_counter()
         for item in queries:
             session = f"eval-agent:{profile}:{item.id}"
@@ -91,6 +93,8 @@ def evaluate_agent(
             turn = executor.run(session, item.query, turn=1)
             step_ms.append((time.perf_counter() - t0) * 1000 / max(turn.steps, 1))
             rows.append(_metrics(turn, item.gold))
+            blocked_ms += [o.latency_ms for o in turn.lookups if not o.executed and not o.error]
+            governance_ms.append(turn.governance_ms / max(turn.steps, 1))
             tracker.clear_session(session)
             if on_progress:
                 on_progress(item.id)
@@ -116,6 +120,14 @@ def evaluate_agent(
         "steps_p95": percentile(column("steps"), 95),
         "evidence_recall": round(mean(column("evidence_recall")), 4),
         "ms_per_step_p50": round(percentile(step_ms, 50), 2),
+        "blocked_call_ms": {
+            "p50": round(percentile(blocked_ms, 50), 3) if blocked_ms else None,
+            "p95": round(percentile(blocked_ms, 95), 3) if blocked_ms else None,
+        },
+        "governance_ms_per_step": {
+            "p50": round(percentile(governance_ms, 50), 4),
+            "p95": round(percentile(governance_ms, 95), 4),
+        },
         "seconds": round(elapsed, 2),
     }
 
@@ -131,4 +143,9 @@ def render_agent_report(report: dict[str, Any], console: Console) -> None:
         table.add_row(key, f"{report[f'{key}_mean']:.3f}", str(report[f"{key}_p95"]))
     table.add_row("evidence_recall", f"{report['evidence_recall']:.3f}", "")
     console.print(table)
-    console.print(f"{report['ms_per_step_p50']} ms per step (p50); {report['seconds']} s in all")
+    blocked, governance = report["blocked_call_ms"], report["governance_ms_per_step"]
+    console.print(
+        f"{report['ms_per_step_p50']} ms per step (p50); blocked call p50 {blocked['p50']} ms, "
+        f"p95 {blocked['p95']} ms; governance {governance['p50']} ms per step (p50, "
+        f"p95 {governance['p95']}); {report['seconds']} s in all"
+    )

@@ -8,10 +8,11 @@ blocked and malformed ones included.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from superbiz._text import Language
+from superbiz._text import Language, key_terms
 from superbiz.config import GovernanceSettings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
@@ -27,7 +28,10 @@ from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
 
+T = TypeVar("T")
 TOOL_NAME = "lookup_knowledge"
+#: share of an earlier query's key terms a new query must repeat to count as its paraphrase
+PARAPHRASE_OVERLAP = 0.6
 
 LOOKUP_KNOWLEDGE = ToolSpec(
     name=TOOL_NAME,
@@ -142,9 +146,21 @@ class LookupTurn:
         earlier = frozenset(lookup.tracker.retrieved_domains(session_id))
         self.governor = TurnGovernor(governance, language, earlier)
         self.outcomes: list[ToolOutcome] = []
+        self._asked: list[tuple[frozenset[str], str]] = []  # key terms → domain, this turn
+        self.governance_ms = 0.0  # time spent deciding (admission, matrix, constraint)
 
     def constraint(self) -> Constraint:
-        return self.governor.constraint()
+        started = time.perf_counter()
+        constraint = self.governor.constraint()
+        self.governance_ms += (time.perf_counter() - started) * 1000
+        return constraint
+
+    def _timed(self, decide: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return decide()
+        finally:
+            self.governance_ms += (time.perf_counter() - started) * 1000
 
     def call(
         self,
@@ -171,8 +187,9 @@ class LookupTurn:
 
         query = args["query"].strip()
         missing = (args.get("missing_dimension") or "").strip() or None
-        governed_domain = domain or self.lookup.infer_domain(query)
-        admission = self.governor.admit(LookupRequest(governed_domain, missing))
+        governed_domain = domain or self._infer_domain(query)
+        request = LookupRequest(governed_domain, missing)
+        admission = self._timed(lambda: self.governor.admit(request))
         if not admission.allowed:
             assert admission.dedup_reason is not None
             result = self._blocked(admission.dedup_reason, governed_domain)
@@ -191,7 +208,9 @@ class LookupTurn:
         level = outcome.result.relevance_level
         primary = outcome.result.primary
         recorded_domain = governed_domain or (primary.domain if primary else None)
-        self.governor.record(recorded_domain, level)
+        self._timed(lambda: self.governor.record(recorded_domain, level))
+        if recorded_domain:
+            self._asked.append((frozenset(key_terms(query)), recorded_domain))
         return self._finish(
             call_id,
             step,
@@ -204,6 +223,16 @@ class LookupTurn:
             details=outcome.details,
             water=admission.water_level,
         )
+
+    def _infer_domain(self, query: str) -> str | None:
+        """The domain of a call that names none, cheapest evidence first: a paraphrase
+        of a query already run this turn (most of its key terms) belongs to that query's
+        domain; otherwise the lookup core infers it (exact matches, nearest chunks)."""
+        terms = frozenset(key_terms(query))
+        for earlier, domain in reversed(self._asked):
+            if terms and earlier and len(terms & earlier) / len(earlier) >= PARAPHRASE_OVERLAP:
+                return domain
+        return self.lookup.infer_domain(query)
 
     def _blocked(self, reason: DedupReason, domain: str | None) -> LookupResult:
         language = self.language
@@ -232,7 +261,7 @@ class LookupTurn:
         water: WaterLevel | None = None,
     ) -> ToolOutcome:
         latency = (time.perf_counter() - started) * 1000
-        constraint = self.governor.constraint()
+        constraint = self.constraint()
         outcome = ToolOutcome(
             call_id=call_id,
             arguments=args,

@@ -80,9 +80,19 @@ class MilvusChunkStore:
             # Milvus Lite serves gRPC in-process and logs every call its pymilvus makes
             # that it does not implement (harmless probes) as an error: hide that noise.
             logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+        local = "://" not in uri
+        if local:
+            # Lite logs its own traceback before pymilvus raises; the error below says it.
+            logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
         try:
             self._client = MilvusClient(uri=uri, token=token or "")
         except Exception as exc:  # pymilvus raises several unrelated types here
+            if local:
+                raise StoreError(
+                    f"cannot open Milvus Lite at {uri}: another process is probably using it "
+                    "(Milvus Lite allows one process per file; stop the other one, or set "
+                    "vector.uri to a Milvus server)"
+                ) from exc
             raise StoreError(f"cannot open Milvus at {uri}: {exc}") from exc
         self.has_bm25 = False
         self.dimension: int | None = None
