@@ -274,3 +274,69 @@ def small_kb(tmp_path: Path) -> Path:
 def kb_writer() -> Callable[..., Path]:
     """``write_kb`` for fixtures of a wider scope than ``small_kb``."""
     return write_kb
+
+
+# -- the governed executor loop (added for the executor, tool, profile and CLI tests) ------
+
+
+@pytest.fixture(scope="session")
+def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> Iterator[Any]:
+    """The small KB ingested once for the whole session (real USE, Milvus Lite, SQLite).
+
+    Shared read-only: tests give each turn a fresh session id and their own tracker and
+    recorder, so nothing one test does is seen by another.
+    """
+    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.ingest import Ingestor
+
+    root = tmp_path_factory.mktemp("governed-kb")
+    folder = write_kb(root / "kb")
+    settings = Settings(data_dir=root / "data", database_url=f"sqlite:///{root}/superbiz.db")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    report = Ingestor(kb).ingest([folder])
+    assert len(report.added) == len(SMALL_KB) and not report.skipped
+    yield kb
+    kb.close()
+
+
+@pytest.fixture(scope="session")
+def agent_eval_workspace(
+    tmp_path_factory: pytest.TempPathFactory, use_embedder: Any
+) -> dict[str, Path]:
+    """Folders for ``eval agent`` runs, shared by the evaluation and CLI tests.
+
+    ``no_api``: a dataset with payment and infrastructure only (iss003_replay falls back);
+    ``data_dir``: its evaluation data directory; ``builtin``: where the fallback puts the
+    built-in example KB (``data_dir/builtin``), ingested here once for the whole session so
+    that later runs find it unchanged. No KB is left open: open one only for the length of
+    a module and close it.
+    """
+    from superbiz.evaluation.agent import builtin_dataset
+    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.ingest import Ingestor
+
+    root = tmp_path_factory.mktemp("agent-eval")
+    no_api = root / "no-api"
+    write_kb(
+        no_api / "corpus",
+        {
+            "payment/支付失败排查.md": SMALL_KB["payment/支付失败排查.md"],
+            "infrastructure/redis-pool.md": SMALL_KB["infrastructure/redis-pool.md"],
+        },
+    )
+    (no_api / "queries.jsonl").write_text(
+        '{"id": "q1", "query": "支付回调超时怎么办", "lang": "zh", '
+        '"gold": ["payment/支付失败排查.md"]}\n'
+        '{"id": "q2", "query": "Redis connection pool exhausted", "lang": "en", '
+        '"gold": ["infrastructure/redis-pool.md"]}\n',
+        encoding="utf-8",
+    )
+    data_dir = root / "data"
+    builtin = data_dir / "builtin"
+    kb = KnowledgeBase(Settings(data_dir=builtin), embedder=use_embedder)
+    try:
+        report = Ingestor(kb).ingest([builtin_dataset() / "corpus"], prune=True)
+        assert report.added and not report.skipped
+    finally:
+        kb.close()
+    return {"no_api": no_api, "data_dir": data_dir, "builtin": builtin}

@@ -94,14 +94,24 @@ def ingest(
 ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.domains import DomainService
     from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.metadata import LLMMetadataWriter
+    from superbiz.llm import make_chat_model
 
     with _errors():
-        kb = KnowledgeBase(_settings(data_dir))
+        settings = _settings(data_dir)
+        kb = KnowledgeBase(settings)
+        model = make_chat_model(settings.llm) if settings.llm.configured else None
+        ingestor = Ingestor(
+            kb,
+            metadata=LLMMetadataWriter(model) if model else None,
+            domains=DomainService(kb, model),
+        )
         try:
             with _progress() as progress:
                 task = progress.add_task("ingesting", total=None, item="")
-                report = Ingestor(kb).ingest(
+                report = ingestor.ingest(
                     paths,
                     prune=prune,
                     rebuild=rebuild,
@@ -115,6 +125,8 @@ def ingest(
         return
     for path, reason in report.skipped:
         err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
+    for path, reason in report.metadata_failures:
+        err.print(f"[yellow]metadata derived[/] {escape(path)}: {escape(reason)}")
     console.print(f"ingest: {report.summary()}")
 
 
@@ -194,6 +206,27 @@ def _render_lookup(data: dict[str, Any]) -> None:
         _print_json(data["retrieval_details"])
 
 
+@app.command("map")
+def knowledge_map(
+    data_dir: DataDir = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="Token budget [default: planner setting].")
+    ] = None,
+) -> None:
+    """Print the knowledge map the Planner sees (YAML)."""
+    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.map import build_map
+
+    with _errors():
+        settings = _settings(data_dir)
+        kb = KnowledgeBase(settings)
+        try:
+            text = build_map(kb).to_yaml(budget or settings.planner.map_token_budget)
+        finally:
+            kb.close()
+    sys.stdout.write(text)
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
@@ -209,16 +242,72 @@ def ask(
         if not as_json:
             err.print(_lookup_line(lookup_summary(outcome)))
 
+    def show_plan(plan: Any) -> None:
+        if not as_json:
+            err.print(_plan_line(plan.as_dict()))
+
     with _errors():
         assistant = Assistant(_settings(data_dir))
         try:
-            result = assistant.ask(session, question, on_lookup=show)
+            turn = assistant.ask(session, question, on_plan=show_plan, on_lookup=show)
         finally:
             assistant.close()
     if as_json:
-        _print_json(result.as_dict())
+        _print_json(turn.as_dict())
         return
-    console.print(Panel(escape(result.answer), title=f"answer · {result.model}", expand=False))
+    console.print(
+        Panel(escape(turn.result.answer), title=f"answer · {turn.result.model}", expand=False)
+    )
+
+
+@app.command()
+def chat(
+    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "chat",
+    data_dir: DataDir = None,
+) -> None:
+    """Interactive multi-turn chat; shows the plan and every lookup as it happens.
+    Type /clear to forget the session, /quit (or Ctrl-D) to leave."""
+    from superbiz.agents.executor import lookup_summary
+    from superbiz.agents.runtime import Assistant
+
+    with _errors():
+        assistant = Assistant(_settings(data_dir))
+        try:
+            console.print(
+                f"[dim]session {escape(session)} · model {assistant.model.name} · "
+                "/clear to forget, /quit to leave[/]"
+            )
+            while True:
+                try:
+                    question = console.input("[bold]you>[/] ").strip()
+                except (EOFError, KeyboardInterrupt):
+                    console.print()
+                    break
+                if not question:
+                    continue
+                if question in ("/quit", "/exit"):
+                    break
+                if question == "/clear":
+                    assistant.clear_session(session)
+                    console.print("[dim]session cleared[/]")
+                    continue
+                turn = assistant.ask(
+                    session,
+                    question,
+                    on_plan=lambda plan: console.print(_plan_line(plan.as_dict())),
+                    on_lookup=lambda o: console.print(_lookup_line(lookup_summary(o))),
+                )
+                console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
+        finally:
+            assistant.close()
+
+
+def _plan_line(plan: dict[str, Any]) -> str:
+    if not plan["need_retrieval"]:
+        how = "direct answer" if plan["direct_answer"] else "answer from session evidence"
+        return f"[dim]plan[/] {how} [dim]({plan['source']})[/]"
+    domains = ", ".join(d["domain"] for d in plan["domains"])
+    return f"[dim]plan[/] consult {domains} [dim]({plan['source']})[/]"
 
 
 def _lookup_line(lookup: dict[str, Any]) -> str:
@@ -399,6 +488,37 @@ def calibrate(
         _print_json(report)
     else:
         render_calibration(report, console)
+
+
+@app.command()
+def mcp(
+    transport: Annotated[
+        str,
+        typer.Option("--transport", "-t", help="stdio (a desktop client starts it) or http."),
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP: port to listen on.")] = 8765,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the governed lookup_knowledge, list_domains and knowledge://map over MCP."""
+    from superbiz.mcp_server import HTTP_PATH, serve
+
+    if transport not in ("stdio", "http"):
+        err.print("[bold red]error:[/] --transport must be 'stdio' or 'http'")
+        raise typer.Exit(2)
+
+    def ready() -> None:
+        where = "stdio" if transport == "stdio" else f"http://{host}:{port}{HTTP_PATH}"
+        err.print(f"[dim]superbiz MCP server on {where}[/]")
+
+    with _errors():
+        serve(
+            _settings(data_dir),
+            transport="stdio" if transport == "stdio" else "http",
+            host=host,
+            port=port,
+            on_ready=ready,
+        )
 
 
 def _eval_dir(dataset_dir: Path) -> Path:

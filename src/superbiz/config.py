@@ -139,6 +139,15 @@ class GovernanceSettings(_Section):
     max_steps: int = Field(10, ge=1)
 
 
+class PlannerSettings(_Section):
+    """The Planner sees the knowledge map within ``map_token_budget`` estimated tokens."""
+
+    map_token_budget: int = Field(6000, ge=200)
+    max_domains: int = Field(3, ge=1)
+    #: extractive planning keeps domains scoring at least this share of the best one
+    relative_cutoff: float = Field(0.85, gt=0, le=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
@@ -158,6 +167,7 @@ class Settings(BaseSettings):
     session: SessionSettings = SessionSettings()
     llm: LLMSettings = LLMSettings()
     governance: GovernanceSettings = GovernanceSettings()
+    planner: PlannerSettings = PlannerSettings()
 
     @classmethod
     def settings_customise_sources(

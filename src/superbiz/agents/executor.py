@@ -10,8 +10,9 @@ through tool results.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from superbiz._text import Language, detect_language
@@ -20,6 +21,7 @@ from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel
+from superbiz.llm.context import evidence_message, plan_message
 from superbiz.llm.messages import (
     Message,
     SystemMessage,
@@ -46,6 +48,11 @@ class Citation:
     title: str
     path: str
     domain: str
+    content: str = ""  # what the model was shown; kept as session evidence
+
+    def as_dict(self, *, content: bool = False) -> dict[str, Any]:
+        data = {"ref": self.ref, "title": self.title, "path": self.path, "domain": self.domain}
+        return {**data, "content": self.content} if content else data
 
 
 @dataclass(slots=True)
@@ -61,6 +68,10 @@ class TurnResult:
     stopped_by: Literal["answer", "step_cap"] = "answer"
     model: str = ""
     governance_ms: float = 0.0
+    #: missing dimensions a supplement was asked for but could not fill
+    unfilled: list[str] = field(default_factory=list)
+    #: citations that came from earlier turns' evidence
+    reused: list[str] = field(default_factory=list)
 
     @property
     def evidence(self) -> list[str]:
@@ -82,7 +93,7 @@ class TurnResult:
             "question": self.question,
             "answer": self.answer,
             "extractive": self.model == "extractive",
-            "citations": [vars_of(c) for c in self.citations],
+            "citations": [c.as_dict() for c in self.citations],
             "lookups": [lookup_summary(o) for o in self.lookups],
             "steps": self.steps,
             "stopped_by": self.stopped_by,
@@ -138,8 +149,12 @@ class Executor:
         *,
         turn: int | None = None,
         history: Sequence[Message] = (),
+        plan: dict[str, Any] | None = None,
+        evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
     ) -> TurnResult:
+        """One turn. ``plan`` (the planner's domains) and ``evidence`` (documents retrieved
+        in earlier turns) reach the model as system messages, never the knowledge map."""
         language = detect_language(question)
         if turn is None:
             turn = (self.recorder.last_turn(session_id) if self.recorder else 0) + 1
@@ -153,11 +168,20 @@ class Executor:
         )
         result = TurnResult(session_id, turn, question, language, model=self.model.name)
         refs: dict[str, Citation] = {}
+        context: list[Message] = []
+        if evidence:
+            for doc in evidence:
+                refs.setdefault(doc.path, replace(doc, ref=len(refs) + 1))
+            context.append(evidence_message([c.as_dict(content=True) for c in refs.values()]))
+        if plan is not None:
+            context.append(plan_message(plan))
         messages: list[Message] = [
             SystemMessage(load_prompt("chat-executor-prompt", language)),
+            *context,
             *history,
             UserMessage(question),
         ]
+        earlier = set(refs)
         for step in range(1, self.governance.max_steps + 1):
             constraint = tool.constraint()
             extra = [SystemMessage(constraint.message)] if constraint.message else []
@@ -198,8 +222,18 @@ class Executor:
                     on_lookup(outcome)
             result.answer = final.message.content.strip() or _NO_ANSWER[language]
         result.lookups = tool.outcomes
-        result.citations = list(refs.values())
+        result.citations = [
+            c
+            for c in refs.values()
+            if c.path not in earlier or c.path in _cited(result.answer, refs)
+        ]
+        result.reused = [c.path for c in result.citations if c.path in earlier]
         result.governance_ms = tool.governance_ms
+        result.unfilled = [
+            o.arguments["missing_dimension"]
+            for o in tool.outcomes
+            if o.arguments.get("missing_dimension") and not (o.result and o.result.found)
+        ]
         return result
 
     @staticmethod
@@ -210,8 +244,16 @@ class Executor:
         for doc in documents:
             if not doc:
                 continue
+            content = doc.get("content") or doc.get("excerpt") or ""
             citation = refs.setdefault(
-                doc["path"], Citation(len(refs) + 1, doc["title"], doc["path"], doc["domain"])
+                doc["path"],
+                Citation(len(refs) + 1, doc["title"], doc["path"], doc["domain"], content),
             )
             doc["ref"] = citation.ref
         return json.dumps(view, ensure_ascii=False)
+
+
+def _cited(answer: str, refs: dict[str, Citation]) -> set[str]:
+    """Paths whose ``[ref]`` the answer uses."""
+    used = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
+    return {path for path, c in refs.items() if c.ref in used}

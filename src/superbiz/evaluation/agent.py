@@ -18,12 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.planner import MapPlanner, PlanRequest
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import make_tracker
+from superbiz.knowledge.map import build_map
 from superbiz.storage.invocations import InvocationRepository
 
 ISS003_DOMAINS = {"infrastructure", "api"}
@@ -77,12 +79,18 @@ def evaluate_agent(
         tracker.clear_session("eval:warm-up")
         recorder = InvocationRepository(kb.engine)
         model = make_profile(profile, list(kb.domains()))
+        planner = MapPlanner(kb.embedder, settings.planner)
+        map_started = time.perf_counter()
+        kmap = build_map(kb)
+        map_build_s = time.perf_counter() - map_started
         executor = Executor(model, lookup, governance_settings, recorder)
         if on_total:
             on_total(len(queries))
         rows: list[dict[str, float]] = []
         step_ms: list[float] = []
         blocked_ms: list[float] = []
+        plan_hits: list[float] = []
+        planned_counts: list[float] = []
         governance_ms: list[float] = []
         started = time.perf_counter()
         for item in queries:
@@ -93,6 +101,12 @@ def evaluate_agent(
             turn = executor.run(session, item.query, turn=1)
             step_ms.append((time.perf_counter() - t0) * 1000 / max(turn.steps, 1))
             rows.append(_metrics(turn, item.gold))
+            plan = planner.plan(PlanRequest(item.query, kmap))
+            gold_domains = (
+                {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
+            )
+            plan_hits.append(float(bool(gold_domains & set(plan.domain_ids))))
+            planned_counts.append(len(plan.domain_ids))
             blocked_ms += [o.latency_ms for o in turn.lookups if not o.executed and not o.error]
             governance_ms.append(turn.governance_ms / max(turn.steps, 1))
             tracker.clear_session(session)
@@ -119,6 +133,9 @@ def evaluate_agent(
         "steps_mean": round(mean(column("steps")), 3),
         "steps_p95": percentile(column("steps"), 95),
         "evidence_recall": round(mean(column("evidence_recall")), 4),
+        "plan_domain_recall": round(mean(plan_hits), 4),
+        "map_build_s": round(map_build_s, 3),
+        "planned_domains_mean": round(mean(planned_counts), 3),
         "ms_per_step_p50": round(percentile(step_ms, 50), 2),
         "blocked_call_ms": {
             "p50": round(percentile(blocked_ms, 50), 3) if blocked_ms else None,
@@ -142,6 +159,11 @@ def render_agent_report(report: dict[str, Any], console: Console) -> None:
     for key in ("executed_lookups", "blocked", "redundant_executed", "steps"):
         table.add_row(key, f"{report[f'{key}_mean']:.3f}", str(report[f"{key}_p95"]))
     table.add_row("evidence_recall", f"{report['evidence_recall']:.3f}", "")
+    table.add_row(
+        "plan_domain_recall",
+        f"{report['plan_domain_recall']:.3f}",
+        f"{report['planned_domains_mean']:.2f} domains/plan",
+    )
     console.print(table)
     blocked, governance = report["blocked_call_ms"], report["governance_ms_per_step"]
     console.print(

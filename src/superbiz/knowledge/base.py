@@ -121,6 +121,7 @@ def exact_entry(doc: StoredDocument) -> ExactEntry:
         title=doc.title,
         domain=doc.domain,
         aliases=tuple(doc.aliases),
-        covers=tuple(doc.covers),
+        # Derived covers are only headings: the map shows them, exact matching does not.
+        covers=tuple(doc.covers) if doc.origin.get("covers") != "derived" else (),
         tags=tuple(doc.tags),
     )

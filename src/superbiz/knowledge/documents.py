@@ -38,6 +38,8 @@ class SourceDocument:
     tags: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    #: where ``covers`` and ``when_to_retrieve`` came from: frontmatter, llm or derived
+    origin: dict[str, str] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
         """What the relational store keeps besides the columns."""
@@ -47,6 +49,7 @@ class SourceDocument:
             "tags": list(self.tags),
             "aliases": list(self.aliases),
             "extra": self.extra,
+            "origin": self.origin,
         }
 
 

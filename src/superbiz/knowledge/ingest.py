@@ -18,6 +18,8 @@ from superbiz.exceptions import DocumentError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.chunking import Chunk, chunk_markdown, indexed_text
 from superbiz.knowledge.documents import SourceDocument, load_document
+from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.metadata import MetadataWriter, enrich
 from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
@@ -32,6 +34,10 @@ class IngestReport:
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: documents ingested with derived metadata because the LLM failed, and why
+    metadata_failures: list[tuple[str, str]] = field(default_factory=list)
+    #: domains whose documents were added, changed or removed
+    domains_changed: set[str] = field(default_factory=set)
 
     @property
     def changed(self) -> bool:
@@ -58,6 +64,8 @@ class IngestReport:
             "repaired": self.repaired,
             "removed": self.removed,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
+            "domains_changed": sorted(self.domains_changed),
         }
 
 
@@ -103,8 +111,20 @@ def chunk_id(doc_path: str, index: int) -> str:
 
 
 class Ingestor:
-    def __init__(self, kb: KnowledgeBase) -> None:
+    """Ingests files into ``kb``; ``metadata`` writes missing covers/when_to_retrieve
+    (an LLM), else they are derived; ``domains`` recomputes the changed domains."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        *,
+        metadata: MetadataWriter | None = None,
+        domains: DomainService | None = None,
+    ) -> None:
         self.kb = kb
+        self.metadata = metadata
+        self.domains = domains
+        self._report = IngestReport()
 
     def ingest(
         self,
@@ -116,7 +136,7 @@ class Ingestor:
         on_progress: Progress | None = None,
     ) -> IngestReport:
         kb, settings = self.kb, self.kb.settings.ingest
-        report = IngestReport()
+        report = self._report = IngestReport()
         if rebuild:
             kb.store.drop()
             kb.documents.delete_all()
@@ -177,8 +197,13 @@ class Ingestor:
             self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, report)
+        report.domains_changed.update(
+            stored[path].domain for path in [*report.updated, *report.removed] if path in stored
+        )
         if report.changed:
             kb.invalidate()
+        if self.domains is not None:
+            self.domains.refresh(report.domains_changed)
         return report
 
     # -- steps ----------------------------------------------------------------
@@ -195,6 +220,10 @@ class Ingestor:
 
     def _prepare(self, doc: SourceDocument, file: Path, outcome: list[str]) -> _Pending:
         settings = self.kb.settings.ingest
+        enrichment = enrich(doc, self.metadata)
+        if enrichment.failure:
+            self._report.metadata_failures.append((doc.path, enrichment.failure))
+        doc = enrichment.document
         chunks = chunk_markdown(doc.body, settings.chunk_size, settings.chunk_overlap)
         return _Pending(doc, file, outcome, chunks)
 
@@ -238,6 +267,7 @@ class Ingestor:
                 )
             )
             outcome.append(doc.path)
+            self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
 
     def _repair_unseen(self, doc: StoredDocument, report: IngestReport) -> None:

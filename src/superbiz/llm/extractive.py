@@ -20,11 +20,11 @@ from typing import Any
 
 from superbiz._text import Language, detect_language, key_terms, normalize
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
+from superbiz.llm.context import read_evidence, read_plan
 from superbiz.llm.messages import (
     AssistantMessage,
     ChatResponse,
     Message,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -65,13 +65,19 @@ class TurnView:
     calls: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
     tools_offered: bool = False
+    plan: dict[str, Any] | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> TurnView:
         start = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
         question = messages[start].content if start >= 0 else ""
         view = cls(
-            question, detect_language(question), tools_offered=any(t.name == LOOKUP for t in tools)
+            question,
+            detect_language(question),
+            tools_offered=any(t.name == LOOKUP for t in tools),
+            plan=read_plan(messages),
+            evidence=read_evidence(messages),
         )
         for message in messages[start + 1 :]:
             if isinstance(message, AssistantMessage):
@@ -92,8 +98,38 @@ class TurnView:
     def supplemented(self) -> bool:
         return any(call.get("missing_dimension") for call in self.calls)
 
+    @property
+    def planned(self) -> list[dict[str, str]]:
+        """The planner's ``{domain, sub_question}`` entries (empty without a plan)."""
+        if not self.plan or not self.plan.get("need_retrieval", True):
+            return []
+        return [d for d in self.plan.get("domains") or [] if isinstance(d, dict)]
+
+    @property
+    def _evidence_paths(self) -> set[str]:
+        return {item.get("path", "") for item in self.evidence}
+
+    @property
+    def answer_from_evidence(self) -> bool:
+        return bool(self.plan) and not self.plan.get("need_retrieval", True)
+
+    def evidence_documents(self) -> list[RetrievedDoc]:
+        """Earlier evidence that mentions the question's terms, most mentions first."""
+        terms = key_terms(self.question)
+        scored = []
+        for item in self.evidence:
+            text = normalize(f"{item.get('title', '')} {item.get('content', '')}")
+            hits = sum(term in text for term in terms)
+            if hits:
+                scored.append((-hits, len(scored), item))
+        return [
+            RetrievedDoc(i.get("ref"), i["title"], i["path"], i.get("domain", ""), i["content"])
+            for _, _, i in sorted(scored, key=lambda x: x[:2])
+        ]
+
     def documents(self) -> list[RetrievedDoc]:
-        """Documents shown this turn, primary first, each once."""
+        """Documents shown this turn, primary first, each once; earlier evidence when the
+        plan says to answer from it or the turn found nothing."""
         docs: dict[str, RetrievedDoc] = {}
         for result in self.results:
             primary = result.get("primary")
@@ -106,11 +142,15 @@ class TurnView:
                         item.get("ref"), item["title"], item["path"], item["domain"], text
                     ),
                 )
+        if self.answer_from_evidence or not docs:
+            for doc in self.evidence_documents():
+                docs.setdefault(doc.path, doc)
         return list(docs.values())
 
     def missing_terms(self) -> list[str]:
-        """Question terms that no retrieved passage mentions."""
-        seen = normalize(" ".join(d.title + " " + d.text for d in self.documents()))
+        """Question terms that no passage retrieved this turn mentions."""
+        turn_docs = [d for d in self.documents() if d.path not in self._evidence_paths]
+        seen = normalize(" ".join(d.title + " " + d.text for d in turn_docs))
         return [term for term in key_terms(self.question) if term not in seen]
 
 
@@ -183,8 +223,15 @@ class ExtractiveChatModel:
 
     def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
         """The next lookup to make, or ``None`` to answer."""
-        if not view.tools_offered or not view.question.strip():
+        if not view.tools_offered or not view.question.strip() or view.answer_from_evidence:
             return None
+        consulted = {call.get("domain") for call in view.calls}
+        for entry in view.planned:
+            if entry.get("domain") not in consulted:
+                return {
+                    "query": entry.get("sub_question") or view.question,
+                    "domain": entry["domain"],
+                }
         if not view.calls:
             return {"query": view.question}
         if view.last_level == "REFERENCE" and not view.supplemented:
@@ -203,7 +250,3 @@ class ExtractiveChatModel:
     def _call(self, arguments: dict[str, Any]) -> ChatResponse:
         call = ToolCall.of(f"call_{next(self._ids)}", LOOKUP, arguments)
         return ChatResponse(AssistantMessage("", (call,)), None, "tool_calls")
-
-
-def system_texts(messages: Sequence[Message]) -> list[str]:
-    return [m.content for m in messages if isinstance(m, SystemMessage)]

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session
 
-from superbiz.storage.models import DocumentRow, KbMetaRow
+from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,11 @@ class StoredDocument:
     @property
     def when_to_retrieve(self) -> str | None:
         return self.metadata.get("when_to_retrieve")
+
+    @property
+    def origin(self) -> dict[str, str]:
+        """Where covers and when_to_retrieve came from (frontmatter, llm, derived)."""
+        return dict(self.metadata.get("origin") or {})
 
 
 def _stored(row: DocumentRow) -> StoredDocument:
@@ -119,3 +124,50 @@ class MetaRepository:
     def set(self, key: str, value: str) -> None:
         with Session(self.engine) as session, session.begin():
             session.merge(KbMetaRow(key=key, value=value))
+
+
+@dataclass(frozen=True, slots=True)
+class DomainRecord:
+    domain_id: str
+    description: str | None
+    when_to_retrieve: str | None
+    document_count: int
+    source: str
+
+
+class DomainRepository:
+    """The ``knowledge_domain`` table."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def all(self) -> list[DomainRecord]:
+        with Session(self.engine) as session:
+            rows = session.scalars(
+                select(KnowledgeDomainRow).order_by(KnowledgeDomainRow.domain_id)
+            )
+            return [
+                DomainRecord(
+                    r.domain_id, r.description, r.when_to_retrieve, r.document_count, r.source
+                )
+                for r in rows
+            ]
+
+    def save(self, record: DomainRecord) -> None:
+        with Session(self.engine) as session, session.begin():
+            row = session.scalar(
+                select(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == record.domain_id)
+            )
+            if row is None:
+                row = KnowledgeDomainRow(domain_id=record.domain_id)
+                session.add(row)
+            row.description = record.description
+            row.when_to_retrieve = record.when_to_retrieve
+            row.document_count = record.document_count
+            row.source = record.source
+
+    def delete(self, domain_id: str) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
+            )

@@ -1,0 +1,255 @@
+"""The Planner: sees the knowledge map, decides which domains to consult.
+
+``LLMPlanner`` asks the chat model (validated JSON, one repair retry, then a fallback
+plan); ``MapPlanner`` plans deterministically from the same map, for extractive mode and
+as that fallback. Neither sees retrieval results: only the map and which documents the
+session already holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from superbiz._text import Language, detect_language
+from superbiz.agents.prompts import load_prompt
+from superbiz.config import PlannerSettings
+from superbiz.exceptions import LLMError
+from superbiz.knowledge.map import KnowledgeMap, MapDocument
+from superbiz.llm.base import ChatModel
+from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+
+PlanSource = Literal["llm", "llm-repaired", "fallback", "map", "evidence"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedDomain:
+    domain: str
+    sub_question: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    need_retrieval: bool
+    domains: tuple[PlannedDomain, ...] = ()
+    direct_answer: str | None = None
+    source: PlanSource = "map"
+    note: str | None = None
+
+    @property
+    def domain_ids(self) -> list[str]:
+        return [d.domain for d in self.domains]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "need_retrieval": self.need_retrieval,
+            "domains": [{"domain": d.domain, "sub_question": d.sub_question} for d in self.domains],
+            "direct_answer": self.direct_answer,
+            "source": self.source,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    question: str
+    knowledge_map: KnowledgeMap
+    #: documents already retrieved in this session (path, title, ...)
+    evidence: Sequence[dict[str, Any]] = ()
+    #: domains already consulted this turn (for a re-plan)
+    exclude: frozenset[str] = field(default_factory=frozenset)
+    missing: Sequence[str] = ()
+
+
+class Planner(Protocol):
+    def plan(self, request: PlanRequest) -> Plan: ...
+
+
+class MapPlanner:
+    """Deterministic planning from the map.
+
+    Each map document is an entry (title, covers, when_to_retrieve); a domain scores the
+    best cosine of its entries with the question, and an exact title/cover match in the
+    question scores 1. The best domain is planned, with the others scoring at least
+    ``relative_cutoff`` of it (up to ``max_domains``). When the best entry is a document
+    the session already holds, the plan is to answer from that evidence.
+    """
+
+    def __init__(self, embedder: Embedder, settings: PlannerSettings) -> None:
+        self.embedder = embedder
+        self.settings = settings
+        self._entries: dict[tuple[str, str], np.ndarray] = {}
+
+    def plan(self, request: PlanRequest) -> Plan:
+        kmap = request.knowledge_map
+        documents = [
+            (domain.domain_id, doc)
+            for domain in kmap.domains
+            if domain.domain_id not in request.exclude
+            for doc in domain.documents
+        ]
+        if not documents:
+            return Plan(False, source="map", note="no domain left to consult")
+        vectors = self._vectors([doc for _, doc in documents])
+        question = self.embedder.embed_query(request.question)
+        scores = vectors @ question
+        best_doc = int(np.argmax(scores))
+        held = {item.get("path") for item in request.evidence}
+        if not request.exclude and documents[best_doc][1].path in held:
+            return Plan(
+                False, source="evidence", note=f"answer from {documents[best_doc][1].title}"
+            )
+
+        domain_score: dict[str, float] = {}
+        for (domain, _), score in zip(documents, scores, strict=True):
+            domain_score[domain] = max(domain_score.get(domain, -1.0), float(score))
+        exact = ExactIndex(
+            ExactEntry(doc.path, doc.title, domain, covers=doc.covers) for domain, doc in documents
+        )
+        for match in ExactIndex.naming(exact.match(request.question)):
+            domain_score[match.domain] = 1.0
+        ranked = sorted(domain_score.items(), key=lambda item: item[1], reverse=True)
+        top = ranked[0][1]
+        cutoff = top * self.settings.relative_cutoff if top > 0 else top
+        chosen = [d for d, s in ranked if s >= cutoff][: self.settings.max_domains]
+        return Plan(
+            True,
+            tuple(PlannedDomain(d, request.question) for d in chosen),
+            source="map",
+        )
+
+    def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
+        """Entry vectors, embedded once per (path, text) and reused across turns."""
+        texts = [_entry_text(d) for d in docs]
+        missing = [
+            (d.path, t)
+            for d, t in zip(docs, texts, strict=True)
+            if (d.path, t) not in self._entries
+        ]
+        if missing:
+            for (path, text), vector in zip(
+                missing, self.embedder.embed([t for _, t in missing]), strict=True
+            ):
+                self._entries[(path, text)] = vector
+        return np.stack([self._entries[(d.path, t)] for d, t in zip(docs, texts, strict=True)])
+
+
+def _entry_text(doc: MapDocument) -> str:
+    return "\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]).strip()
+
+
+class LLMPlanner:
+    """Plans with the chat model; malformed output → one repair → the map planner."""
+
+    def __init__(self, model: ChatModel, fallback: MapPlanner, settings: PlannerSettings) -> None:
+        self.model = model
+        self.fallback = fallback
+        self.settings = settings
+
+    def plan(self, request: PlanRequest) -> Plan:
+        language: Language = detect_language(request.question)
+        kmap = request.knowledge_map
+        allowed = set(kmap.domain_ids) - request.exclude
+        system = load_prompt("chat-planner-prompt", language).format(
+            knowledge_map=kmap.to_yaml(self.settings.map_token_budget).strip(),
+            session_evidence=_evidence_list(request.evidence, language),
+            max_domains=self.settings.max_domains,
+        )
+        question = request.question
+        if request.exclude or request.missing:
+            question += "\n\n" + _replan_note(request, language)
+        messages = [SystemMessage(system), UserMessage(question)]
+        problem = ""
+        for attempt in range(2):
+            try:
+                reply = self.model.complete(messages).message.content
+            except LLMError as exc:
+                problem = str(exc)
+                break
+            try:
+                plan = parse_plan(reply, allowed, request.question, self.settings.max_domains)
+                return Plan(
+                    plan.need_retrieval,
+                    plan.domains,
+                    plan.direct_answer,
+                    "llm" if attempt == 0 else "llm-repaired",
+                )
+            except ValueError as exc:
+                problem = str(exc)
+                messages.append(
+                    SystemMessage(
+                        f"That answer was not a valid plan: {problem}. Answer again with only the "
+                        "JSON object, using domain_id values from the map."
+                    )
+                )
+        plan = self.fallback.plan(request)
+        return Plan(
+            plan.need_retrieval,
+            plan.domains,
+            plan.direct_answer,
+            "fallback",
+            f"planner output rejected: {problem}",
+        )
+
+
+def parse_plan(reply: str, allowed: set[str], question: str, max_domains: int) -> Plan:
+    """Validate the planner's JSON; raises ``ValueError`` saying what is wrong.
+
+    >>> parse_plan('{"need_retrieval": true, "domains": [{"domain": "api"}]}', {"api"}, "q", 3)
+    Plan(need_retrieval=True, domains=(PlannedDomain(domain='api', sub_question='q'),), \
+direct_answer=None, source='map', note=None)
+    """
+    match = re.search(r"\{.*\}", reply, re.S)
+    if not match:
+        raise ValueError("no JSON object")
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("need_retrieval"), bool):
+        raise ValueError("'need_retrieval' must be true or false")
+    direct = data.get("direct_answer")
+    if direct is not None and not isinstance(direct, str):
+        raise ValueError("'direct_answer' must be a string or null")
+    if not data["need_retrieval"]:
+        return Plan(False, (), (direct or "").strip() or None)
+    entries = data.get("domains")
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("'domains' must list at least one domain when retrieval is needed")
+    planned = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("domain"), str):
+            raise ValueError("each domain entry needs a 'domain' string")
+        domain = entry["domain"].strip().lower()
+        if domain not in allowed:
+            raise ValueError(f"unknown domain {domain!r}; known: {', '.join(sorted(allowed))}")
+        sub = entry.get("sub_question")
+        planned.append(
+            PlannedDomain(domain, sub.strip() if isinstance(sub, str) and sub.strip() else question)
+        )
+    unique = list({p.domain: p for p in planned}.values())
+    return Plan(True, tuple(unique[:max_domains]))
+
+
+def _evidence_list(evidence: Sequence[dict[str, Any]], language: Language) -> str:
+    if not evidence:
+        return "（无）" if language == "zh" else "(none)"
+    return "\n".join(f"- {e.get('title')} [{e.get('domain')}]" for e in evidence)
+
+
+def _replan_note(request: PlanRequest, language: Language) -> str:
+    consulted = ", ".join(sorted(request.exclude)) or "-"
+    missing = "; ".join(request.missing) or "-"
+    if language == "zh":
+        return f"（重新规划：已查询的域 {consulted}；仍缺少的维度：{missing}。请只选其他域。）"
+    return (
+        f"(Re-plan: domains already consulted: {consulted}; still missing: {missing}. "
+        "Choose other domains only.)"
+    )

@@ -1,0 +1,165 @@
+"""The Supervisor routes each turn: a direct answer, or plan → executor → answer.
+
+It owns the conversation: history and evidence of earlier turns come from the chat
+store, so a follow-up about a document the session already retrieved is answered from
+it (no new lookup is needed, and dedup cannot starve it). It passes the planned domains
+to the executor, never the map, and re-plans once when the executor reports a missing
+dimension it could not fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from superbiz._text import detect_language
+from superbiz.agents.executor import Citation, Executor, OnLookup, TurnResult
+from superbiz.agents.planner import Plan, Planner, PlanRequest
+from superbiz.knowledge.map import KnowledgeMap
+from superbiz.llm.messages import AssistantMessage, Message, UserMessage
+from superbiz.storage.chat import ChatMessage, ChatRepository
+
+HISTORY_TURNS = 3
+
+
+@dataclass(slots=True)
+class SupervisedTurn:
+    """A turn as the caller sees it: the executor's result plus the plan(s)."""
+
+    result: TurnResult
+    plan: Plan
+    replan: Plan | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = self.result.as_dict()
+        data["plan"] = self.plan.as_dict()
+        if self.replan is not None:
+            data["replan"] = self.replan.as_dict()
+        data["reused_evidence"] = self.result.reused
+        return data
+
+
+OnPlan = Callable[[Plan], None]
+
+
+class Supervisor:
+    def __init__(
+        self,
+        planner: Planner,
+        executor: Executor,
+        chats: ChatRepository,
+        knowledge_map: Callable[[], KnowledgeMap],
+    ) -> None:
+        self.planner = planner
+        self.executor = executor
+        self.chats = chats
+        self.knowledge_map = knowledge_map
+
+    def handle(
+        self,
+        session_id: str,
+        question: str,
+        *,
+        on_plan: OnPlan | None = None,
+        on_lookup: OnLookup | None = None,
+    ) -> SupervisedTurn:
+        turn = self.chats.last_turn(session_id) + 1
+        messages = self.chats.messages(session_id)
+        evidence = self.chats.evidence(session_id)
+        kmap = self.knowledge_map()
+        plan = self.planner.plan(PlanRequest(question, kmap, evidence))
+        if on_plan:
+            on_plan(plan)
+
+        if not plan.need_retrieval and plan.direct_answer:
+            result = TurnResult(
+                session_id,
+                turn,
+                question,
+                detect_language(question),
+                answer=plan.direct_answer,
+                model=self.executor.model.name,
+            )
+            supervised = SupervisedTurn(result, plan)
+        else:
+            citations = [_citation(item) for item in evidence]
+            result = self.executor.run(
+                session_id,
+                question,
+                turn=turn,
+                history=_history(messages),
+                plan=plan.as_dict(),
+                evidence=citations,
+                on_lookup=on_lookup,
+            )
+            supervised = SupervisedTurn(result, plan)
+            if result.unfilled and plan.need_retrieval:
+                supervised = self._replan(supervised, kmap, evidence, on_plan, on_lookup)
+        self.chats.add_turn(
+            session_id,
+            turn,
+            question,
+            ChatMessage(
+                session_id,
+                turn,
+                "assistant",
+                supervised.result.answer,
+                [c.as_dict(content=True) for c in supervised.result.citations],
+                supervised.plan.as_dict(),
+            ),
+        )
+        return supervised
+
+    def _replan(
+        self,
+        first: SupervisedTurn,
+        kmap: KnowledgeMap,
+        evidence: list[dict[str, Any]],
+        on_plan: OnPlan | None,
+        on_lookup: OnLookup | None,
+    ) -> SupervisedTurn:
+        """One more plan for what the executor could not fill, in domains not yet tried."""
+        result = first.result
+        tried = frozenset(o.domain for o in result.lookups if o.domain)
+        request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled)
+        replan = self.planner.plan(request)
+        if on_plan:
+            on_plan(replan)
+        if not replan.need_retrieval or not replan.domains:
+            return first
+        second = self.executor.run(
+            result.session_id,
+            result.question,
+            turn=result.turn,
+            plan=replan.as_dict(),
+            evidence=[*(_citation(e) for e in evidence), *result.citations],
+            on_lookup=on_lookup,
+        )
+        second.lookups = [*result.lookups, *second.lookups]
+        second.steps += result.steps
+        return SupervisedTurn(second, first.plan, replan)
+
+    def clear(self, session_id: str) -> None:
+        self.chats.clear(session_id)
+
+
+def _citation(item: dict[str, Any]) -> Citation:
+    return Citation(
+        ref=int(item.get("ref") or 0),
+        title=item["title"],
+        path=item["path"],
+        domain=item.get("domain", ""),
+        content=item.get("content", ""),
+    )
+
+
+def _history(messages: list[ChatMessage]) -> list[Message]:
+    """The last few turns as plain user/assistant messages (evidence travels separately)."""
+    recent = (
+        [m for m in messages if m.turn > (messages[-1].turn - HISTORY_TURNS)] if messages else []
+    )
+    return [
+        UserMessage(m.content) if m.role == "user" else AssistantMessage(m.content) for m in recent
+    ]

@@ -1,0 +1,107 @@
+"""Domains of the knowledge map, aggregated from their documents and stored.
+
+A change recomputes only the affected domains; start-up builds the ones without a row,
+so a restart costs no LLM call (seed 003, decision 1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.llm.base import ChatModel
+from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.storage.repository import DomainRecord, DomainRepository, StoredDocument
+
+DESCRIPTION_CHARS = 256
+WHEN_CHARS = 400
+
+_PROMPT = """You summarise one domain of an operations knowledge base for a planner that
+decides which domains to consult. Answer with ONE JSON object and nothing else:
+{"description": "...", "when_to_retrieve": "..."}
+- description: what the domain is about, under 120 characters;
+- when_to_retrieve: one or two sentences on which user questions need this domain.
+Write in the language most of the documents use."""
+
+
+def derive_domain(domain: str, docs: list[StoredDocument]) -> DomainRecord:
+    """Deterministic summary: titles make the description, the documents' own
+    when_to_retrieve sentences make the domain's."""
+    titles = [d.title for d in docs]
+    description = f"{domain}: " + "; ".join(titles)
+    whens = list(dict.fromkeys(d.when_to_retrieve for d in docs if d.when_to_retrieve))
+    when = " / ".join(whens)
+    return DomainRecord(
+        domain_id=domain,
+        description=_clip(description, DESCRIPTION_CHARS),
+        when_to_retrieve=_clip(when, WHEN_CHARS) or None,
+        document_count=len(docs),
+        source="derived",
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class DomainService:
+    def __init__(self, kb: KnowledgeBase, model: ChatModel | None = None) -> None:
+        self.kb = kb
+        self.model = model
+        self.repository = DomainRepository(kb.engine)
+
+    def refresh(self, domains: Iterable[str]) -> None:
+        """Recompute ``domains`` from their current documents (delete the empty ones)."""
+        wanted = set(domains)
+        if not wanted:
+            return
+        by_domain: dict[str, list[StoredDocument]] = {d: [] for d in wanted}
+        for doc in self.kb.documents.all():
+            if doc.domain in wanted:
+                by_domain[doc.domain].append(doc)
+        for domain, docs in sorted(by_domain.items()):
+            if docs:
+                self.repository.save(self._summarise(domain, docs))
+            else:
+                self.repository.delete(domain)
+
+    def ensure_all(self) -> list[DomainRecord]:
+        """Build the domains that have documents but no row; drop rows without documents."""
+        existing = {r.domain_id for r in self.repository.all()}
+        present = set(self.kb.domains())
+        self.refresh((present - existing) | (existing - present))
+        return self.repository.all()
+
+    def _summarise(self, domain: str, docs: list[StoredDocument]) -> DomainRecord:
+        derived = derive_domain(domain, docs)
+        if self.model is None:
+            return derived
+        listing = "\n".join(
+            f"- {d.title}: {d.when_to_retrieve or ''} (covers: {', '.join(d.covers)})"
+            for d in docs[:60]
+        )
+        messages = [SystemMessage(_PROMPT), UserMessage(f"Domain: {domain}\n{listing}")]
+        for _attempt in range(2):
+            reply = self.model.complete(messages).message.content
+            match = re.search(r"\{.*\}", reply, re.S)
+            try:
+                data = json.loads(match.group(0)) if match else {}
+            except json.JSONDecodeError:
+                data = {}
+            description, when = data.get("description"), data.get("when_to_retrieve")
+            if isinstance(description, str) and isinstance(when, str) and description and when:
+                return DomainRecord(
+                    domain,
+                    _clip(description.strip(), DESCRIPTION_CHARS),
+                    _clip(when.strip(), WHEN_CHARS),
+                    len(docs),
+                    "llm",
+                )
+            messages.append(
+                SystemMessage(
+                    'Answer again with only {"description": "...", "when_to_retrieve": "..."}.'
+                )
+            )
+        return derived

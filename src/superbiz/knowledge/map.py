@@ -1,0 +1,147 @@
+"""The knowledge map the Planner sees (seed 003 §2.3), within a token budget.
+
+::
+
+    available_knowledge_domains:
+      - domain_id: payment
+        description: ...
+        when_to_retrieve: ...
+        documents:
+          - title: 支付失败排查手册
+            covers: [支付超时, 扣款无回调]
+
+Past the budget, each domain lists fewer documents (its biggest first) and says how many
+it left out; the map then carries a ``note`` saying it was summarised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from superbiz._text import is_cjk
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.domains import DomainService
+from superbiz.storage.repository import StoredDocument
+
+DEFAULT_TOKEN_BUDGET = 6000
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: one token per CJK character, one per 4 other characters.
+
+    >>> estimate_tokens("支付失败"), estimate_tokens("payment failed")
+    (4, 4)
+    """
+    cjk = sum(1 for ch in text if is_cjk(ch))
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+@dataclass(frozen=True, slots=True)
+class MapDocument:
+    title: str
+    path: str
+    covers: tuple[str, ...] = ()
+    #: not printed in the map (the seed keeps document-level timing out of the Planner's
+    #: view) but used by the deterministic planner to score the document
+    when_to_retrieve: str | None = None
+
+
+@dataclass(slots=True)
+class MapDomain:
+    domain_id: str
+    description: str
+    when_to_retrieve: str
+    document_count: int
+    documents: list[MapDocument] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class KnowledgeMap:
+    domains: list[MapDomain]
+    note: str | None = None
+
+    @property
+    def domain_ids(self) -> list[str]:
+        return [d.domain_id for d in self.domains]
+
+    def as_dict(self, documents_per_domain: int | None = None) -> dict[str, Any]:
+        entries = []
+        for domain in self.domains:
+            shown = domain.documents[:documents_per_domain]
+            entry: dict[str, Any] = {
+                "domain_id": domain.domain_id,
+                "description": domain.description,
+                "when_to_retrieve": domain.when_to_retrieve,
+                "document_count": domain.document_count,
+            }
+            if shown:
+                entry["documents"] = [
+                    {"title": d.title, "covers": list(d.covers)} if d.covers else {"title": d.title}
+                    for d in shown
+                ]
+            if len(shown) < len(domain.documents):
+                entry["more_documents"] = len(domain.documents) - len(shown)
+            entries.append(entry)
+        data: dict[str, Any] = {"available_knowledge_domains": entries}
+        if self.note:
+            data["note"] = self.note
+        return data
+
+    def to_yaml(self, token_budget: int = DEFAULT_TOKEN_BUDGET) -> str:
+        """The map as YAML, summarised to ``token_budget`` estimated tokens if needed."""
+        full = _dump(self.as_dict())
+        if estimate_tokens(full) <= token_budget:
+            return full
+        most = max((len(d.documents) for d in self.domains), default=0)
+        for per_domain in _shrinking(most):
+            summarised = KnowledgeMap(self.domains, _note(per_domain, token_budget))
+            text = _dump(summarised.as_dict(per_domain))
+            if estimate_tokens(text) <= token_budget or per_domain == 0:
+                return text
+        return full  # pragma: no cover  (_shrinking always reaches 0)
+
+
+def _shrinking(most: int) -> list[int]:
+    steps, n = [], most
+    while n > 0:
+        n = n // 2 if n > 8 else n - 1
+        steps.append(n)
+    return steps or [0]
+
+
+def _note(per_domain: int, budget: int) -> str:
+    if per_domain == 0:
+        return f"documents omitted to fit the {budget}-token budget; domains only"
+    return f"summarised to fit the {budget}-token budget: at most {per_domain} documents per domain"
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+
+
+def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> KnowledgeMap:
+    """The map from the stored domains and documents (no LLM call: domains without a
+    row are built deterministically or by the service's model)."""
+    service = domains or DomainService(kb)
+    records = {r.domain_id: r for r in service.ensure_all()}
+    by_domain: dict[str, list[StoredDocument]] = {}
+    for doc in kb.documents.all():
+        by_domain.setdefault(doc.domain, []).append(doc)
+    entries = []
+    for domain_id, docs in sorted(by_domain.items()):
+        record = records.get(domain_id)
+        entries.append(
+            MapDomain(
+                domain_id=domain_id,
+                description=(record.description if record else None) or domain_id,
+                when_to_retrieve=(record.when_to_retrieve if record else None) or "",
+                document_count=len(docs),
+                documents=[
+                    MapDocument(d.title, d.path, tuple(d.covers), d.when_to_retrieve) for d in docs
+                ],
+            )
+        )
+    return KnowledgeMap(entries)

@@ -1,0 +1,186 @@
+"""Document metadata for the knowledge map: ``covers`` and ``when_to_retrieve``.
+
+Frontmatter values always win. A document missing them gets them from the LLM (JSON,
+validated, one repair retry) or, without an LLM or when it fails, derives them
+deterministically: headings → covers, first paragraph → when_to_retrieve. Every value
+records where it came from (``frontmatter``, ``llm``, ``derived``); derived covers are
+only headings, so the exact index does not use them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from superbiz._text import detect_language
+from superbiz.exceptions import SuperbizError
+from superbiz.knowledge.chunking import split_sections
+from superbiz.knowledge.documents import SourceDocument
+from superbiz.llm.base import ChatModel
+from superbiz.llm.messages import SystemMessage, UserMessage
+
+MAX_COVERS = 6
+MAX_COVER_CHARS = 60
+MAX_WHEN_CHARS = 300
+_BODY_CHARS = 4000
+# Section names that say nothing about what a document covers.
+_GENERIC_HEADINGS = frozenset(
+    """
+    meaning impact diagnosis mitigation overview introduction summary background symptoms
+    cause causes steps solution solutions resolution notes references appendix faq example
+    examples escalation prerequisites 概述 简介 背景 症状 现象 原因 排查步骤 处理 处理方法 解决方法
+    解决方案 步骤 注意事项 参考 附录 升级 总结 示例
+    """.split()  # noqa: SIM905
+)
+
+
+class MetadataError(SuperbizError):
+    """The LLM did not produce usable metadata, even after one repair."""
+
+
+class MetadataWriter(Protocol):
+    def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
+        """``(covers, when_to_retrieve)`` for ``doc``; raises ``MetadataError``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Enrichment:
+    document: SourceDocument
+    failure: str | None = None
+
+
+def derive_metadata(doc: SourceDocument) -> tuple[tuple[str, ...], str]:
+    """Deterministic metadata: distinctive headings and the first paragraph.
+
+    >>> from pathlib import PurePosixPath
+    >>> from superbiz.knowledge.documents import parse_document
+    >>> doc = parse_document(
+    ...     b"# Redis pool\\nWhen the pool is exhausted.\\n## Symptoms\\nx\\n## Pool sizing\\ny",
+    ...     PurePosixPath("infra/redis.md"))
+    >>> derive_metadata(doc)
+    (('Pool sizing',), 'When the pool is exhausted.')
+    """
+    covers: list[str] = []
+    for section in split_sections(doc.body):
+        heading = section.heading_path[-1] if section.heading_path else ""
+        name = _plain(heading)
+        if (
+            name
+            and name != doc.title
+            and name.casefold() not in _GENERIC_HEADINGS
+            and _plain(re.sub(r"^[\d.、一二三四五六七八九十]+\s*", "", name)).casefold()
+            not in _GENERIC_HEADINGS
+        ):
+            covers.append(name[:MAX_COVER_CHARS])
+    when = ""
+    for paragraph in re.split(r"\n\s*\n", doc.body):
+        lines = [
+            line
+            for line in paragraph.strip().splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", "```", "|", "---"))
+        ]
+        if lines:
+            when = _plain(" ".join(lines))[:MAX_WHEN_CHARS]
+            break
+    return tuple(dict.fromkeys(covers))[:MAX_COVERS], when or doc.title
+
+
+def _plain(text: str) -> str:
+    """Markdown inline syntax removed: ``**bold**``, `` `code` ``, links."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return " ".join(re.sub(r"[*_`>]+", "", text).split())
+
+
+_PROMPT = """You write metadata for an operations knowledge base.
+Read the document and answer with ONE JSON object and nothing else:
+{"covers": ["...", "..."], "when_to_retrieve": "..."}
+- covers: 2 to 6 concrete scenarios or problems the document resolves, each under 60
+  characters (e.g. "payment timeout", "callback never arrives").
+- when_to_retrieve: one sentence, under 200 characters, saying when an assistant should
+  consult this document.
+Write both in the document's language ({language})."""
+
+
+class LLMMetadataWriter:
+    """Asks a chat model for the metadata; validates; repairs once."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
+        language = "Chinese" if detect_language(doc.body[:2000]) == "zh" else "English"
+        messages = [
+            SystemMessage(_PROMPT.format(language=language)),
+            UserMessage(f"Title: {doc.title}\n\n{doc.body[:_BODY_CHARS]}"),
+        ]
+        problem = ""
+        for _attempt in range(2):
+            reply = self.model.complete(messages).message.content
+            try:
+                return parse_metadata(reply)
+            except MetadataError as exc:
+                problem = str(exc)
+                messages += [
+                    SystemMessage(
+                        f"Your answer was not valid: {problem}. Answer again with only the JSON "
+                        'object {"covers": [...], "when_to_retrieve": "..."}.'
+                    )
+                ]
+        raise MetadataError(f"the LLM gave no valid metadata after one repair: {problem}")
+
+
+def parse_metadata(reply: str) -> tuple[tuple[str, ...], str]:
+    """Validate an LLM reply.
+
+    >>> parse_metadata('```json\\n{"covers": ["a b"], "when_to_retrieve": "when x"}\\n```')
+    (('a b',), 'when x')
+    """
+    match = re.search(r"\{.*\}", reply, re.S)
+    if not match:
+        raise MetadataError("no JSON object in the answer")
+    try:
+        data: Any = json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        raise MetadataError(f"invalid JSON ({exc.msg})") from exc
+    covers, when = data.get("covers"), data.get("when_to_retrieve")
+    if not isinstance(covers, list) or not covers or not all(isinstance(c, str) for c in covers):
+        raise MetadataError("'covers' must be a non-empty list of strings")
+    clean = tuple(dict.fromkeys(c.strip()[:MAX_COVER_CHARS] for c in covers if c.strip()))
+    if not clean:
+        raise MetadataError("'covers' has only empty strings")
+    if not isinstance(when, str) or not when.strip():
+        raise MetadataError("'when_to_retrieve' must be a non-empty string")
+    return clean[:MAX_COVERS], when.strip()[:MAX_WHEN_CHARS]
+
+
+def enrich(doc: SourceDocument, writer: MetadataWriter | None) -> Enrichment:
+    """Fill what the frontmatter left empty; never loses the document."""
+    origin = {"covers": "frontmatter", "when_to_retrieve": "frontmatter"}
+    if doc.covers and doc.when_to_retrieve:
+        return Enrichment(replace(doc, origin=origin))
+    covers, when, failure = None, None, None
+    if writer is not None:
+        try:
+            covers, when = writer.write(doc)
+            source = "llm"
+        except (MetadataError, SuperbizError) as exc:
+            failure = str(exc)
+    if covers is None:
+        covers, when = derive_metadata(doc)
+        source = "derived"
+    if not doc.covers:
+        origin["covers"] = source
+    if not doc.when_to_retrieve:
+        origin["when_to_retrieve"] = source
+    return Enrichment(
+        replace(
+            doc,
+            covers=doc.covers or covers,
+            when_to_retrieve=doc.when_to_retrieve or when,
+            origin=origin,
+        ),
+        failure,
+    )

@@ -1,0 +1,330 @@
+"""Governed retrieval over MCP: ``lookup_knowledge`` with its governance, for any agent.
+
+Peers expose retrieval as a stateless tool that forgets what it returned and never says
+"stop". Here every call goes through ``LookupTurn`` (admission, decision matrix,
+recording), so an agent in Claude Desktop, Cursor or LangGraph gets the same relevance
+levels, action memory, dedup and water-level verdict as our own executor.
+
+Sessions: one MCP session is one superbiz session and one long turn (the water level
+counts every call in it). The superbiz session id comes, first match wins, from
+
+1. the ``session_id`` argument (a client continues a named session, across connections);
+2. the streamable-HTTP ``Mcp-Session-Id`` of a handshake-era client: ``mcp-<that id>``;
+3. a stream transport without HTTP (stdio): the process serves one client, so one
+   ``mcp-<uuid>`` made at start;
+4. otherwise (stateless HTTP, protocol 2026-07-28 has no sessions): a new
+   ``mcp-<uuid>`` for this call. Every result names its ``session_id`` so the client
+   can pass it back and stay governed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Annotated, Any, Literal
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from superbiz._text import detect_language
+from superbiz.config import Settings
+from superbiz.exceptions import SuperbizError
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
+from superbiz.governance.tracker import SessionTracker, make_tracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.map import build_map
+from superbiz.storage.invocations import InvocationRepository
+
+__all__ = [
+    "MAP_URI",
+    "GovernedRetrieval",
+    "ToolAnswer",
+    "build_server",
+    "serve",
+]
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "http"]
+SERVER_NAME = "superbiz"
+MAP_URI = "knowledge://map"
+HTTP_PATH = "/mcp"
+SESSION_HEADER = "mcp-session-id"
+#: the ``session_id`` column's width (``tool_invocation``, ``session_retrievals``)
+MAX_SESSION_ID = 128
+#: sessions whose turn state stays in memory; the least recently used go first (their
+#: action memory stays in the tracker, only the water level of their turn is lost)
+MAX_SESSIONS = 1024
+
+_PARAMS = LOOKUP_KNOWLEDGE.parameters["properties"]
+_SESSION_HELP = (
+    "Optional superbiz session to continue (action memory, dedup, water level). Leave it "
+    "out to use this MCP session; pass the session_id of an earlier result to continue "
+    "that session from another connection."
+)
+LOOKUP_DESCRIPTION = (
+    f"{LOOKUP_KNOWLEDGE.description} Every result also carries session_id, verdict "
+    "(continue, supplement, answer, stop), budget_left, water_level and, when the "
+    "governor has one, a breaker instruction: follow it. On verdict stop, answer from what "
+    "you have: further lookups are blocked."
+)
+INSTRUCTIONS = (
+    "Governed knowledge-base retrieval. Read knowledge://map or call list_domains to see "
+    "what the knowledge base covers, then call lookup_knowledge. Results remember what "
+    "this session already retrieved; repeated or redundant lookups are blocked "
+    "(relevance_level DEDUPED), and verdict 'stop' means answer now."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """A ``lookup_knowledge`` result as the MCP client sees it."""
+
+    data: dict[str, Any]
+    is_error: bool
+
+    def as_call_result(self) -> CallToolResult:
+        text = json.dumps(self.data, ensure_ascii=False, indent=2)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=self.data,
+            is_error=self.is_error,
+        )
+
+
+def answer_view(outcome: ToolOutcome, session_id: str) -> dict[str, Any]:
+    """The executor's view of the call plus what an executor would have enforced: the
+    verdict, the budget and water level after this call, and the breaker text."""
+    constraint = outcome.constraint
+    view = outcome.model_view()
+    view["session_id"] = session_id
+    view["verdict"] = "error" if outcome.error else constraint.verdict.value
+    view["budget_left"] = constraint.budget_left
+    view["water_level"] = constraint.water_level.value
+    if constraint.message:
+        view["breaker"] = constraint.message
+    return view
+
+
+class GovernedRetrieval:
+    """The server's state, free of any transport: one knowledge base and one
+    ``LookupTurn`` per superbiz session.
+
+    Methods block (Milvus, SQLAlchemy, the embedder): call them from a worker thread.
+    One lock serialises them, because Milvus Lite is one in-process server not made
+    for concurrent writers, and a ``LookupTurn`` is not thread-safe either.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        kb: KnowledgeBase | None = None,
+        tracker: SessionTracker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.kb = kb or KnowledgeBase(settings)
+        self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
+        self.lookup = GovernedLookup(self.kb, self.tracker)
+        self.invocations = InvocationRepository(self.kb.engine)
+        self._turns: OrderedDict[str, LookupTurn] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Load the embedder and open the index now: the first call then answers at
+        once, and an index built by another embedder fails at start, not mid-session."""
+        with self._lock:
+            _ = self.kb.searcher
+            _ = self.kb.exact_index
+
+    def call(
+        self, session_id: str, arguments: Mapping[str, Any], *, call_id: str = ""
+    ) -> ToolAnswer:
+        """One governed ``lookup_knowledge`` call in ``session_id``; always recorded."""
+        args = {k: v for k, v in arguments.items() if v is not None}
+        with self._lock:
+            turn = self._turn(session_id, args.get("query"))
+            step = len(turn.outcomes) + 1
+            try:
+                outcome = turn.call(args, call_id=call_id, step=step)
+            except SuperbizError as exc:  # the store or embedder failed: say so, record it
+                logger.warning("lookup failed in session %s: %s", session_id, exc)
+                outcome = turn.call(args, call_id=call_id, step=step, error=f"lookup failed: {exc}")
+        return ToolAnswer(answer_view(outcome, session_id), is_error=outcome.error is not None)
+
+    def domains(self) -> list[dict[str, Any]]:
+        """Domain ids with their document counts and the map's descriptions."""
+        with self._lock:
+            knowledge_map = build_map(self.kb)
+        return [
+            {
+                "domain_id": d.domain_id,
+                "document_count": d.document_count,
+                "description": d.description,
+                "when_to_retrieve": d.when_to_retrieve,
+            }
+            for d in knowledge_map.domains
+        ]
+
+    def map_yaml(self) -> str:
+        """The knowledge map the Planner sees, within the planner's token budget."""
+        with self._lock:
+            return build_map(self.kb).to_yaml(self.settings.planner.map_token_budget)
+
+    def close(self) -> None:
+        with self._lock:
+            self._turns.clear()
+            self.kb.close()
+
+    def _turn(self, session_id: str, query: Any) -> LookupTurn:
+        """The session's turn, made on its first call; a session resumed by a new server
+        process starts a new turn (its action memory is still in the tracker)."""
+        turn = self._turns.get(session_id)
+        if turn is not None:
+            self._turns.move_to_end(session_id)
+            return turn
+        turn = LookupTurn(
+            self.lookup,
+            self.settings.governance,
+            session_id=session_id,
+            turn=self.invocations.last_turn(session_id) + 1,
+            language=detect_language(query if isinstance(query, str) else ""),
+            recorder=self.invocations,
+        )
+        self._turns[session_id] = turn
+        while len(self._turns) > MAX_SESSIONS:
+            self._turns.popitem(last=False)
+        return turn
+
+
+def _session_problem(session_id: str) -> str | None:
+    if not session_id.strip():
+        return "'session_id' must not be blank"
+    if len(session_id) > MAX_SESSION_ID:
+        return f"'session_id' is longer than {MAX_SESSION_ID} characters"
+    return None
+
+
+def build_server(service: GovernedRetrieval) -> MCPServer:
+    """The MCP surface over ``service``: two tools and the knowledge-map resource."""
+    process_session = f"mcp-{uuid.uuid4().hex}"
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        title="superbiz governed retrieval",
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+
+    def session_for(ctx: Context, explicit: str | None) -> str:
+        if explicit is not None:
+            return explicit.strip()
+        if ctx.request_context.request is None:  # stdio: this process serves one client
+            return process_session
+        transport_session = (ctx.headers or {}).get(SESSION_HEADER)
+        if transport_session:
+            return f"mcp-{transport_session}"
+        return f"mcp-{uuid.uuid4().hex}"  # stateless HTTP: the result names it
+
+    @server.tool(
+        name=TOOL_NAME,
+        description=LOOKUP_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
+    )
+    async def lookup_knowledge(
+        query: Annotated[str, Field(description=_PARAMS["query"]["description"])],
+        ctx: Context,
+        domain: Annotated[str | None, Field(description=_PARAMS["domain"]["description"])] = None,
+        missing_dimension: Annotated[
+            str | None, Field(description=_PARAMS["missing_dimension"]["description"])
+        ] = None,
+        session_id: Annotated[str | None, Field(description=_SESSION_HELP)] = None,
+    ) -> CallToolResult:
+        session = session_for(ctx, session_id)
+        problem = _session_problem(session)
+        if problem is not None:
+            return ToolAnswer({"error": problem}, is_error=True).as_call_result()
+        arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
+        answer = await anyio.to_thread.run_sync(
+            partial(service.call, session, arguments, call_id=str(ctx.request_id))
+        )
+        return answer.as_call_result()
+
+    @server.tool(
+        name="list_domains",
+        description=(
+            "The knowledge domains: id, document count, description and when to retrieve. "
+            "Pass a domain_id as lookup_knowledge's domain."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def list_domains() -> dict[str, Any]:
+        return {"domains": await anyio.to_thread.run_sync(service.domains)}
+
+    @server.resource(
+        MAP_URI,
+        name="knowledge-map",
+        description="The knowledge map (YAML): each domain, when to retrieve it, its documents.",
+        mime_type="application/yaml",
+    )
+    async def knowledge_map() -> str:
+        return await anyio.to_thread.run_sync(service.map_yaml)
+
+    return server
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Stray prints while loading must not reach stdout: on stdio it is the wire."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def serve(
+    settings: Settings,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Open the knowledge base, warm it up and serve until the client goes (stdio) or
+    the process is interrupted (Ctrl-C or SIGTERM: the stores are closed either way)."""
+    with _stdout_to_stderr():
+        service = GovernedRetrieval(settings)
+    previous = _interrupt_on_sigterm()
+    try:
+        with _stdout_to_stderr():
+            service.warm_up()
+        server = build_server(service)
+        if on_ready is not None:
+            on_ready()
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+    except KeyboardInterrupt:
+        pass  # asked to stop: a normal end for a server
+    finally:
+        service.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_on_sigterm() -> Any:
+    """SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C, so ``finally`` closes the stores
+    (uvicorn re-raises the signal after its graceful shutdown; the default would kill us)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -1,0 +1,83 @@
+"""Conversations: chat sessions and their messages; answers keep their evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.orm import Session
+
+from superbiz.storage.models import ChatMessageRow, ChatSessionRow, utcnow
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    session_id: str
+    turn: int
+    role: str  # user | assistant
+    content: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
+
+
+class ChatRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def add_turn(self, session_id: str, turn: int, question: str, answer: ChatMessage) -> None:
+        """Store a question and its answer together, in one transaction."""
+        with Session(self.engine) as session, session.begin():
+            row = session.get(ChatSessionRow, session_id)
+            if row is None:
+                session.add(ChatSessionRow(session_id=session_id))
+            else:
+                row.updated_at = utcnow()
+            session.add(
+                ChatMessageRow(session_id=session_id, turn=turn, role="user", content=question)
+            )
+            session.add(
+                ChatMessageRow(
+                    session_id=session_id,
+                    turn=turn,
+                    role="assistant",
+                    content=answer.content,
+                    evidence=answer.evidence,
+                    plan=answer.plan,
+                )
+            )
+
+    def messages(self, session_id: str) -> list[ChatMessage]:
+        query = (
+            select(ChatMessageRow)
+            .where(ChatMessageRow.session_id == session_id)
+            .order_by(ChatMessageRow.id)
+        )
+        with Session(self.engine) as session:
+            return [
+                ChatMessage(r.session_id, r.turn, r.role, r.content, list(r.evidence or []), r.plan)
+                for r in session.scalars(query)
+            ]
+
+    def last_turn(self, session_id: str) -> int:
+        query = select(func.max(ChatMessageRow.turn)).where(ChatMessageRow.session_id == session_id)
+        with Session(self.engine) as session:
+            return session.scalar(query) or 0
+
+    def exists(self, session_id: str) -> bool:
+        with Session(self.engine) as session:
+            return session.get(ChatSessionRow, session_id) is not None
+
+    def evidence(self, session_id: str) -> list[dict[str, Any]]:
+        """Every document shown in the session, once each, latest content kept."""
+        docs: dict[str, dict[str, Any]] = {}
+        for message in self.messages(session_id):
+            for item in message.evidence:
+                docs.pop(item["path"], None)
+                docs[item["path"]] = item
+        return list(docs.values())
+
+    def clear(self, session_id: str) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(ChatMessageRow).where(ChatMessageRow.session_id == session_id))
+            session.execute(delete(ChatSessionRow).where(ChatSessionRow.session_id == session_id))

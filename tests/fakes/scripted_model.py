@@ -1,0 +1,180 @@
+"""A scripted ``ChatModel`` for executor tests: pre-written replies, every step recorded.
+
+Usage::
+
+    model = ScriptedChatModel(lookup("支付失败排查"), answer("按文档处理 [1]"))
+    Executor(model, ...).run("s1", "支付失败怎么办？")
+    model.steps[1].system_texts  # what the executor injected before step 2
+    model.steps[1].tool_names    # () when the tool was withheld
+
+A reply is a ``ChatResponse``, an ``AssistantMessage``, a plain string (a final answer) or
+a callable ``(messages, tools) -> reply`` for replies that depend on what the model sees.
+When the script runs out the model fails the test loudly instead of inventing a reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
+from superbiz.llm.messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "ScriptError",
+    "ScriptedChatModel",
+    "Step",
+    "answer",
+    "call",
+    "calls",
+    "lookup",
+    "malformed",
+]
+
+Reply = ChatResponse | AssistantMessage | str
+ReplyFn = Callable[[Sequence[Message], Sequence[ToolSpec]], Reply]
+
+_ids = count(1)
+
+
+class ScriptError(AssertionError):
+    """The executor asked for more steps than the test scripted."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the model was given at one step."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
+
+    @property
+    def system_texts(self) -> list[str]:
+        return [m.content for m in self.messages if isinstance(m, SystemMessage)]
+
+    @property
+    def tool_results(self) -> list[ToolMessage]:
+        return [m for m in self.messages if isinstance(m, ToolMessage)]
+
+    def tool_result(self, call_id: str) -> dict[str, Any]:
+        """The JSON the executor answered the call ``call_id`` with."""
+        for message in self.tool_results:
+            if message.tool_call_id == call_id:
+                data = json.loads(message.content)
+                assert isinstance(data, dict)
+                return data
+        raise KeyError(f"no tool message answers {call_id!r}")
+
+
+class ScriptedChatModel:
+    """Returns the scripted replies in order and records the messages and tools of each step."""
+
+    def __init__(self, *replies: Reply | ReplyFn, name: str = "scripted") -> None:
+        self.name = name
+        self._script: deque[Reply | ReplyFn] = deque(replies)
+        self.steps: list[Step] = []
+
+    def add(self, *replies: Reply | ReplyFn) -> None:
+        self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
+        self.steps.append(Step(tuple(messages), tuple(tools)))
+        if not self._script:
+            raise ScriptError(f"no reply scripted for step {len(self.steps)}")
+        reply = self._script.popleft()
+        if callable(reply):
+            reply = reply(messages, tools)
+        return _as_response(reply)
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+    ) -> Iterator[StreamEvent]:
+        response = self.complete(messages, tools)
+        if response.message.content:
+            yield TextDelta(response.message.content)
+        yield ResponseDone(response)
+
+
+def _as_response(reply: Reply) -> ChatResponse:
+    if isinstance(reply, ChatResponse):
+        return reply
+    if isinstance(reply, AssistantMessage):
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        return ChatResponse(reply, None, finish)
+    if isinstance(reply, str):
+        return ChatResponse(AssistantMessage(reply), None, "stop")
+    raise TypeError(f"not a scripted reply: {reply!r}")
+
+
+# -- reply builders ---------------------------------------------------------------------
+
+
+def answer(text: str, *, usage: Usage | None = None) -> ChatResponse:
+    """A final answer (no tool calls)."""
+    return ChatResponse(AssistantMessage(text), usage, "stop")
+
+
+def call(
+    query: str | None = None,
+    *,
+    domain: str | None = None,
+    missing_dimension: str | None = None,
+    id: str | None = None,
+    name: str = "lookup_knowledge",
+    **extra: Any,
+) -> ToolCall:
+    """A well-formed ``lookup_knowledge`` call (``None`` arguments are left out)."""
+    arguments: dict[str, Any] = {}
+    if query is not None:
+        arguments["query"] = query
+    if domain is not None:
+        arguments["domain"] = domain
+    if missing_dimension is not None:
+        arguments["missing_dimension"] = missing_dimension
+    arguments.update(extra)
+    return ToolCall.of(id or f"call_{next(_ids)}", name, arguments)
+
+
+def malformed(raw_arguments: str = '{"query": "disk full', *, id: str | None = None) -> ToolCall:
+    """A call whose arguments are not valid JSON, parsed as a real client would."""
+    return ToolCall.parse(id or f"call_{next(_ids)}", "lookup_knowledge", raw_arguments)
+
+
+def calls(*tool_calls: ToolCall, content: str = "", usage: Usage | None = None) -> ChatResponse:
+    """An assistant turn asking for ``tool_calls``."""
+    return ChatResponse(AssistantMessage(content, tool_calls), usage, "tool_calls")
+
+
+def lookup(
+    query: str,
+    *,
+    domain: str | None = None,
+    missing_dimension: str | None = None,
+    id: str | None = None,
+    usage: Usage | None = None,
+) -> ChatResponse:
+    """An assistant turn with one ``lookup_knowledge`` call."""
+    return calls(
+        call(query, domain=domain, missing_dimension=missing_dimension, id=id), usage=usage
+    )

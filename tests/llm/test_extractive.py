@@ -1,0 +1,257 @@
+"""The extractive chat model: the governed loop without any LLM.
+
+Its policy is checked on hand-written conversations, then end to end through the real
+Executor on the small KB (USE + Milvus Lite).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from superbiz.agents.executor import Executor, TurnResult
+from superbiz.config import GovernanceSettings
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE
+from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.llm import ChatModel, ResponseDone, TextDelta
+from superbiz.llm.extractive import ExtractiveChatModel, TurnView, best_passage
+from superbiz.llm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+PAYMENT = "payment/支付失败排查.md"
+REDIS = "infrastructure/redis-pool.md"
+RATE_LIMIT = "api/rate-limit.md"
+ZH_LABEL = "【抽取式回答】"
+EN_LABEL = "[Extractive answer]"
+ZH_NOTHING = "知识库中没有找到与该问题相关的内容"
+EN_NOTHING = "The knowledge base has nothing relevant to this question"
+
+
+def conversation(question: str, *results: dict[str, Any]) -> list[Message]:
+    """A turn: prompt, question, then one lookup call and its result per ``results``."""
+    messages: list[Message] = [SystemMessage("prompt"), UserMessage(question)]
+    for i, result in enumerate(results, start=1):
+        call = ToolCall.of(f"c{i}", "lookup_knowledge", {"query": question})
+        messages += [
+            AssistantMessage("", (call,)),
+            ToolMessage(call.id, call.name, json.dumps(result, ensure_ascii=False)),
+        ]
+    return messages
+
+
+def result(level: str | None, *, path: str = RATE_LIMIT, content: str = "", ref: int = 1) -> dict:
+    primary = {
+        "title": "API rate limiting",
+        "domain": path.split("/")[0],
+        "path": path,
+        "heading": "",
+        "content": content,
+        "ref": ref,
+    }
+    return {
+        "found": level is not None,
+        "relevance_level": level,
+        "primary": primary if level else None,
+        "supplement": [],
+    }
+
+
+# -- the policy on hand-written conversations -------------------------------------------------
+
+
+def test_it_is_a_chat_model() -> None:
+    model = ExtractiveChatModel()
+    assert isinstance(model, ChatModel) and model.name == "extractive"
+
+
+@pytest.mark.parametrize("question", ["支付回调超时怎么办？", "How do I raise the API limit?"])
+def test_the_first_step_is_one_lookup_for_the_question(question: str) -> None:
+    response = ExtractiveChatModel().complete(conversation(question), [LOOKUP_KNOWLEDGE])
+
+    [call] = response.message.tool_calls
+    assert call.name == "lookup_knowledge" and call.arguments == {"query": question}
+    assert response.message.content == "" and response.finish_reason == "tool_calls"
+
+
+def test_no_lookup_when_the_tool_is_not_offered() -> None:
+    response = ExtractiveChatModel().complete(conversation("How do I raise the API limit?"), [])
+
+    assert response.message.tool_calls == ()
+    assert response.message.content.startswith(EN_LABEL)
+    assert EN_NOTHING in response.message.content
+
+
+def test_after_reference_one_supplement_names_the_missing_terms() -> None:
+    text = "Clients that exceed their quota receive HTTP 429."
+    messages = conversation("API quota and webhook retries", result("REFERENCE", content=text))
+
+    response = ExtractiveChatModel().complete(messages, [LOOKUP_KNOWLEDGE])
+
+    [call] = response.message.tool_calls
+    assert call.arguments == {
+        "query": "API quota and webhook retries",
+        "missing_dimension": "webhook retries",
+        "domain": "api",
+    }
+
+
+def test_after_reference_covering_every_term_it_answers() -> None:
+    text = "Clients that exceed their API quota receive HTTP 429."
+    messages = conversation("API quota", result("REFERENCE", content=text))
+
+    response = ExtractiveChatModel().complete(messages, [LOOKUP_KNOWLEDGE])
+
+    assert response.message.tool_calls == ()
+    assert response.message.content.startswith(EN_LABEL)
+
+
+@pytest.mark.parametrize("level", ["PRECISE", "HIGHLY_RELEVANT", "DEDUPED"])
+def test_after_a_good_or_blocked_result_it_answers(level: str) -> None:
+    messages = conversation("API quota and webhook retries", result(level, content="quota"))
+
+    response = ExtractiveChatModel().complete(messages, [LOOKUP_KNOWLEDGE])
+
+    assert response.message.tool_calls == ()
+
+
+def test_only_one_supplement_per_turn() -> None:
+    first = ToolCall.of("c1", "lookup_knowledge", {"query": "API quota and webhook retries"})
+    supplement = ToolCall.of(
+        "c2",
+        "lookup_knowledge",
+        {"query": "API quota and webhook retries", "missing_dimension": "webhook retries"},
+    )
+    reference = json.dumps(result("REFERENCE", content="quota"))
+    messages: list[Message] = [
+        UserMessage("API quota and webhook retries"),
+        AssistantMessage("", (first,)),
+        ToolMessage("c1", "lookup_knowledge", reference),
+        AssistantMessage("", (supplement,)),
+        ToolMessage("c2", "lookup_knowledge", reference),
+    ]
+
+    response = ExtractiveChatModel().complete(messages, [LOOKUP_KNOWLEDGE])
+
+    assert response.message.tool_calls == ()
+
+
+def test_turn_view_reads_only_the_current_turn_and_tolerates_errors() -> None:
+    messages: list[Message] = [
+        *conversation("old question", result("PRECISE", content="old")),
+        AssistantMessage("old answer"),
+        UserMessage("API quota"),
+        AssistantMessage("", (ToolCall("c9", "lookup_knowledge", None, "{", "bad json"),)),
+        ToolMessage("c9", "lookup_knowledge", '{"error": "arguments are not valid JSON"}'),
+    ]
+
+    view = TurnView.of(messages, [LOOKUP_KNOWLEDGE])
+
+    assert view.question == "API quota" and view.language == "en"
+    assert view.calls == [{}] and view.results == [{"error": "arguments are not valid JSON"}]
+    assert view.documents() == [] and view.tools_offered
+
+
+def test_stream_yields_the_answer_then_the_whole_response() -> None:
+    messages = conversation("API quota", result("PRECISE", content="Raise the API quota."))
+
+    events = list(ExtractiveChatModel().stream(messages, [LOOKUP_KNOWLEDGE]))
+
+    *deltas, done = events
+    assert isinstance(done, ResponseDone)
+    assert all(isinstance(d, TextDelta) for d in deltas) and len(deltas) > 1
+    assert "".join(d.text for d in deltas) == done.response.message.content
+
+
+def test_best_passage_prefers_paragraphs_naming_the_question() -> None:
+    text = "# Title\n\nintro\n\nthe redis pool is exhausted\n\nunrelated"
+    assert best_passage(text, ["redis"]) == "the redis pool is exhausted"
+    assert best_passage(text, ["nothing"]).startswith("intro")
+
+
+# -- end to end through the Executor -------------------------------------------------------------
+
+
+@pytest.fixture
+def ask(governed_kb: KnowledgeBase) -> Any:
+    def run(question: str, **governance: Any) -> TurnResult:
+        lookup = GovernedLookup(governed_kb, InMemorySessionTracker())
+        executor = Executor(ExtractiveChatModel(), lookup, GovernanceSettings(**governance))
+        return executor.run(f"ex-{uuid.uuid4().hex[:8]}", question)
+
+    return run
+
+
+def test_a_chinese_question_gets_one_lookup_and_a_chinese_extractive_answer(ask: Any) -> None:
+    result = ask("支付回调超时怎么办？")
+
+    assert [o.arguments for o in result.lookups] == [{"query": "支付回调超时怎么办？"}]
+    assert result.lookups[0].level is not None
+    assert result.lookups[0].level.value == "PRECISE"
+    assert result.steps == 2 and result.model == "extractive"
+    assert result.answer.startswith(ZH_LABEL)
+    assert "[1] 《支付失败排查》" in result.answer
+    assert "支付渠道回调超时时，先检查网关日志" in result.answer  # quoted from the runbook
+    assert "来源：" in result.answer and f"[1] 支付失败排查 ({PAYMENT})" in result.answer
+    assert [(c.ref, c.path) for c in result.citations] == [(1, PAYMENT)]
+    assert result.as_dict()["extractive"] is True
+
+
+def test_reference_without_missing_terms_gets_no_supplement(ask: Any) -> None:
+    result = ask("API quota")
+
+    [only] = result.lookups
+    assert only.level is not None and only.level.value == "REFERENCE"
+    assert result.answer.startswith(EN_LABEL)
+    assert '[1] "API rate limiting"' in result.answer
+    assert "Clients that exceed their quota receive HTTP 429" in result.answer
+    assert "Sources:" in result.answer
+
+
+def test_reference_with_missing_terms_gets_one_targeted_supplement(ask: Any) -> None:
+    result = ask("redis slow query and API 429")
+
+    first, supplement = result.lookups
+    assert first.level is not None and first.level.value == "REFERENCE"
+    assert supplement.arguments["missing_dimension"] == "slow query"
+    assert supplement.arguments["query"] == "redis slow query and API 429"
+    assert supplement.executed  # admitted: it names its missing dimension
+    assert result.steps == 3
+    refs = [c.ref for c in result.citations]
+    assert refs == list(range(1, len(refs) + 1)) and len(refs) >= 2
+    for citation in result.citations:
+        assert f"[{citation.ref}] " in result.answer and citation.path in result.answer
+
+
+def test_nothing_found_gives_the_nothing_relevant_text(ask: Any) -> None:
+    result = ask("quantum chromodynamics lattice gauge theory")
+
+    [only] = result.lookups
+    assert only.executed and only.shown == []
+    assert result.answer.startswith(EN_LABEL) and EN_NOTHING in result.answer
+    assert result.citations == []
+
+
+def test_a_chinese_question_with_nothing_found_is_answered_in_chinese(ask: Any) -> None:
+    result = ask("量子色动力学的格点规范理论")
+
+    assert result.answer.startswith(ZH_LABEL) and ZH_NOTHING in result.answer
+
+
+def test_when_the_tool_is_withheld_it_answers_instead_of_supplementing(ask: Any) -> None:
+    result = ask("redis slow query and API 429", low_max_calls=0, high_min_calls=1)
+
+    [only] = result.lookups  # REFERENCE with missing terms, but the budget is spent
+    assert only.level is not None and only.level.value == "REFERENCE"
+    assert result.steps == 2 and result.stopped_by == "answer"
+    assert result.answer.startswith(EN_LABEL)

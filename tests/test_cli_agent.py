@@ -1,0 +1,292 @@
+"""``superbiz ask``, ``trace`` and ``eval agent`` end to end (real USE, Milvus Lite, SQLite).
+
+The CLI loads its embedder through ``make_embedder``; the tests hand it the session's one
+real USE model instead of loading it for every command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from superbiz import cli
+from superbiz.agents.executor import Executor
+from superbiz.config import Settings
+from superbiz.evaluation.profiles import make_profile
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tracker import make_tracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.invocations import InvocationRepository
+
+PAYMENT = "payment/支付失败排查.md"
+RATE_LIMIT = "api/rate-limit.md"
+LOOKUP_KEYS = {
+    "arguments",
+    "domain",
+    "executed",
+    "relevance_level",
+    "dedup_reason",
+    "verdict",
+    "water_level",
+    "budget_left",
+    "documents",
+    "latency_ms",
+    "error",
+}
+AGENT_KEYS = {
+    "executed_lookups_mean",
+    "blocked_mean",
+    "redundant_executed_mean",
+    "evidence_recall",
+    "steps_mean",
+}
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr(cli.console, "width", 200)  # table rows on one line each
+        yield
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(cli.app, [str(a) for a in args])
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory, kb_writer: Callable[..., Path]) -> Path:
+    root = tmp_path_factory.mktemp("cli-agent")
+    folder = kb_writer(root / "kb")
+    target = root / "data"
+    result = invoke("ingest", folder, "--data-dir", target)
+    assert result.exit_code == 0, result.output
+    return target
+
+
+@pytest.fixture
+def session() -> str:
+    return f"cli-{uuid.uuid4().hex[:8]}"
+
+
+def ask(data_dir: Path, question: str, session: str, *extra: str) -> Result:
+    return invoke("ask", question, "--session", session, "--data-dir", data_dir, *extra)
+
+
+# -- ask ---------------------------------------------------------------------------------------
+
+
+def test_ask_json_prints_the_answer_citations_and_lookups(data_dir: Path, session: str) -> None:
+    result = ask(data_dir, "支付回调超时怎么办？", session, "--json")
+
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["session_id"] == session and data["turn"] == 1
+    assert data["question"] == "支付回调超时怎么办？"
+    assert data["extractive"] is True
+    assert data["answer"].startswith("【抽取式回答】")  # a Chinese question, a Chinese answer
+    assert "支付渠道回调超时时" in data["answer"] and "[1]" in data["answer"]
+    assert [(c["ref"], c["path"], c["domain"]) for c in data["citations"]] == [
+        (1, PAYMENT, "payment")
+    ]
+    [lookup] = data["lookups"]
+    assert set(lookup) >= LOOKUP_KEYS
+    assert lookup["arguments"]["query"] == "支付回调超时怎么办？"
+    assert lookup["executed"] is True and lookup["relevance_level"] == "PRECISE"
+    assert lookup["documents"] == [PAYMENT] and lookup["error"] is None
+    assert (data["steps"], data["stopped_by"]) == (2, "answer")
+    assert result.stderr == ""  # --json: nothing else is printed
+
+
+def test_an_english_question_gets_an_english_answer(data_dir: Path, session: str) -> None:
+    result = ask(data_dir, "How do I raise my API quota?", session, "--json")
+
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["answer"].startswith("[Extractive answer]")
+    assert "Sources:" in data["answer"]
+    assert RATE_LIMIT in [c["path"] for c in data["citations"]]
+
+
+def test_ask_plain_prints_the_answer_and_each_lookup(data_dir: Path, session: str) -> None:
+    result = ask(data_dir, "支付回调超时怎么办？", session)
+
+    assert result.exit_code == 0, result.output
+    assert "answer · extractive" in result.stdout
+    assert "【抽取式回答】" in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.startswith("lookup")]
+    assert len(lines) == 1
+    assert "domain=payment" in lines[0] and "executed" in lines[0] and "PRECISE" in lines[0]
+
+
+def test_a_second_ask_in_the_session_is_turn_two(data_dir: Path, session: str) -> None:
+    ask(data_dir, "支付回调超时怎么办？", session, "--json")
+    result = ask(data_dir, "支付回调超时怎么办？", session, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["turn"] == 2
+
+
+def test_ask_with_a_dead_llm_endpoint_exits_2_with_one_line(data_dir: Path, session: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    env = {
+        "SUPERBIZ_LLM__MODEL": "some-model",
+        "SUPERBIZ_LLM__BASE_URL": base_url,
+        "SUPERBIZ_LLM__MAX_RETRIES": "0",
+    }
+
+    result = runner.invoke(
+        cli.app,
+        ["ask", "支付回调超时怎么办？", "--session", session, "--data-dir", str(data_dir)],
+        env=env,
+    )
+
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and result.stdout == ""
+    [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert message == result.stderr.strip().splitlines()[-1]
+    assert message.startswith("error: LLM endpoint") and base_url in message
+    assert "unavailable" in message
+
+
+# -- trace -------------------------------------------------------------------------------------
+
+
+def test_trace_prints_one_row_per_call_executed_and_blocked(data_dir: Path, session: str) -> None:
+    assert ask(data_dir, "Redis 连接池耗尽", session, "--json").exit_code == 0
+    # A second turn by a model that ignores every constraint: executed and blocked calls.
+    settings = Settings(data_dir=data_dir)
+    kb = KnowledgeBase(settings)
+    try:
+        lookup = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
+        executor = Executor(
+            make_profile("defiant"), lookup, settings.governance, InvocationRepository(kb.engine)
+        )
+        turn = executor.run(session, "Redis 连接池耗尽")
+    finally:
+        kb.close()
+    assert turn.turn == 2 and turn.blocked > 0
+    records = json.loads(invoke("trace", session, "--data-dir", data_dir, "--json").stdout)
+    assert [r["turn"] for r in records][-len(turn.lookups) :] == [2] * len(turn.lookups)
+    assert set(records[0]) >= {"relevance_level", "dedup_reason", "retrieval_details", "verdict"}
+    calls, executed = len(records), sum(r["executed"] for r in records)
+
+    result = invoke("trace", session, "--data-dir", data_dir)
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for column in ("id", "domain", "level", "dedup reason", "verdict", "latency ms"):
+        assert column in out
+    rows = [line for line in out.splitlines() if re.match(r"^\W*\d+\s*│", line)]
+    assert [int(re.findall(r"\d+", row)[0]) for row in rows] == [r["id"] for r in records]
+    assert sum("blocked/" in row for row in rows) == calls - executed  # blocked or failed
+    assert sum("DEDUPED" in row for row in rows) >= turn.blocked
+    assert any("domain_retrieved" in row for row in rows)
+    assert any("budget_exhausted" in row for row in rows)
+    assert f"{calls} calls: {executed} executed, {calls - executed} blocked or failed" in out
+
+
+def test_trace_of_an_unknown_session_exits_1(data_dir: Path) -> None:
+    result = invoke("trace", "nobody-here", "--data-dir", data_dir)
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert one_line(result.stderr) == "no tool calls recorded for session 'nobody-here'"
+
+
+# -- eval agent ----------------------------------------------------------------------------------
+
+
+def test_eval_agent_iss003_json(agent_eval_workspace: dict[str, Path]) -> None:
+    result = invoke(
+        "eval",
+        "agent",
+        agent_eval_workspace["no_api"],
+        "--profile",
+        "iss003_replay",
+        "--data-dir",
+        agent_eval_workspace["data_dir"],
+        "--limit",
+        "1",
+        "--json",
+    )
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report) >= AGENT_KEYS
+    assert report["profile"] == "iss003_replay" and report["governance"] == "on"
+    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
+    assert report["redundant_executed_mean"] == 0.0
+    assert "note:" in result.stderr and "built-in example knowledge base" in one_line(result.stderr)
+
+
+def test_eval_agent_plain_prints_a_table(agent_eval_workspace: dict[str, Path]) -> None:
+    result = invoke(
+        "eval",
+        "agent",
+        agent_eval_workspace["no_api"],
+        "--profile",
+        "defiant",
+        "--governance",
+        "off",
+        "--data-dir",
+        agent_eval_workspace["data_dir"],
+        "--limit",
+        "1",
+    )
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "defiant · governance off · 1 questions" in out
+    for metric in ("executed_lookups", "blocked", "redundant_executed", "steps", "evidence_recall"):
+        assert metric in out
+    assert "ms per step" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--profile",
+            "chatty",
+            "error: unknown profile 'chatty'; choose obedient, over_cautious, domain_hopper, "
+            "iss003_replay, defiant",
+        ),
+        ("--governance", "maybe", "error: --governance must be 'on' or 'off'"),
+    ],
+)
+def test_eval_agent_bad_options_exit_2_with_one_line(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    result = invoke("eval", "agent", tmp_path, option, value, "--data-dir", tmp_path / "data")
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert one_line(result.stderr) == message
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "data").exists()  # refused before anything was opened
+
+
+def test_eval_agent_missing_dataset_is_an_error(tmp_path: Path) -> None:
+    result = invoke("eval", "agent", tmp_path / "nowhere", "--data-dir", tmp_path / "data")
+
+    assert result.exit_code == 2
+    assert "does not exist: a dataset needs corpus/ and queries.jsonl" in one_line(result.stderr)
