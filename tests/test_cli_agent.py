@@ -28,6 +28,7 @@ from superbiz.storage.invocations import InvocationRepository
 
 PAYMENT = "payment/支付失败排查.md"
 RATE_LIMIT = "api/rate-limit.md"
+REDIS = "infrastructure/redis-pool.md"
 LOOKUP_KEYS = {
     "arguments",
     "domain",
@@ -56,7 +57,7 @@ runner = CliRunner()
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
-        patch.setattr(cli.console, "width", 200)  # table rows on one line each
+        patch.setattr(cli.console, "_width", 200)  # table rows on one line each
         yield
 
 
@@ -69,11 +70,26 @@ def one_line(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory, kb_writer: Callable[..., Path]) -> Path:
-    root = tmp_path_factory.mktemp("cli-agent")
-    folder = kb_writer(root / "kb")
-    target = root / "data"
-    result = invoke("ingest", folder, "--data-dir", target)
+def dataset(tmp_path_factory: pytest.TempPathFactory, kb_writer: Callable[..., Path]) -> Path:
+    """The small KB as an evaluation dataset (it has infrastructure and api)."""
+    root = tmp_path_factory.mktemp("cli-agent") / "dataset"
+    kb_writer(root / "corpus")
+    queries = [
+        {"id": "q1", "query": "Redis 连接池耗尽", "lang": "zh", "gold": [REDIS]},
+        {"id": "q2", "query": "How do I raise my API quota?", "lang": "en", "gold": [RATE_LIMIT]},
+    ]
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(dataset: Path) -> Path:
+    """One data directory for every command of the module: ``ingest`` fills it once, then
+    ``ask``, ``trace`` and ``eval agent`` (same corpus: nothing to re-ingest) reopen it."""
+    target = dataset.parent / "data"
+    result = invoke("ingest", dataset / "corpus", "--data-dir", target)
     assert result.exit_code == 0, result.output
     return target
 
@@ -214,40 +230,33 @@ def test_trace_of_an_unknown_session_exits_1(data_dir: Path) -> None:
 # -- eval agent ----------------------------------------------------------------------------------
 
 
-def test_eval_agent_iss003_json(agent_eval_workspace: dict[str, Path]) -> None:
+def test_eval_agent_iss003_json(dataset: Path, data_dir: Path) -> None:
     result = invoke(
-        "eval",
-        "agent",
-        agent_eval_workspace["no_api"],
-        "--profile",
-        "iss003_replay",
-        "--data-dir",
-        agent_eval_workspace["data_dir"],
-        "--limit",
-        "1",
-        "--json",
+        "eval", "agent", dataset, "--profile", "iss003_replay", "--data-dir", data_dir, "--json"
     )
 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert set(report) >= AGENT_KEYS
+    assert report["dataset"] == str(dataset)  # it has both domains: no fallback
+    assert "note:" not in result.stderr
     assert report["profile"] == "iss003_replay" and report["governance"] == "on"
+    assert report["questions"] == 2
     assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
     assert report["redundant_executed_mean"] == 0.0
-    assert "note:" in result.stderr and "built-in example knowledge base" in one_line(result.stderr)
 
 
-def test_eval_agent_plain_prints_a_table(agent_eval_workspace: dict[str, Path]) -> None:
+def test_eval_agent_plain_prints_a_table(dataset: Path, data_dir: Path) -> None:
     result = invoke(
         "eval",
         "agent",
-        agent_eval_workspace["no_api"],
+        dataset,
         "--profile",
         "defiant",
         "--governance",
         "off",
         "--data-dir",
-        agent_eval_workspace["data_dir"],
+        data_dir,
         "--limit",
         "1",
     )

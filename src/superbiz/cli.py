@@ -370,7 +370,7 @@ def trace(
                 str(r.arguments.get("query", ""))[:40],
                 r.relevance_level or ("error" if r.error else "-"),
                 r.dedup_reason or "-",
-                r.verdict if r.executed else f"blocked/{r.verdict}",
+                r.verdict if r.executed or r.error else f"blocked/{r.verdict}",
                 r.water_level,
                 f"{r.latency_ms:.1f}",
             ]
@@ -467,6 +467,43 @@ def eval_agent(
         render_agent_report(report, console)
 
 
+@eval_app.command("service")
+def eval_service(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Knowledge base to serve (the example KB is ingested when it is empty) "
+            "[default: ./.superbiz/eval/service].",
+        ),
+    ] = None,
+    clients: Annotated[int, typer.Option("--clients", help="Concurrent clients.", min=1)] = 10,
+    requests: Annotated[
+        int, typer.Option("--requests", help="Requests per concurrent phase.", min=1)
+    ] = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """/api/chat latency at N concurrent clients and time to the first SSE event, served by
+    uvicorn on loopback with the extractive model."""
+    from superbiz.evaluation.service import (
+        benchmark_service,
+        default_data_dir,
+        render_service_report,
+    )
+
+    with _errors():
+        report = benchmark_service(
+            _settings(data_dir or default_data_dir()),
+            clients=clients,
+            requests=requests,
+            on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+        )
+    if as_json:
+        _print_json(report)
+    else:
+        render_service_report(report, console)
+
+
 @app.command()
 def calibrate(
     data_dir: DataDir = None,
@@ -519,6 +556,30 @@ def mcp(
             port=port,
             on_ready=ready,
         )
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the HTTP API (JSON and SSE chat, documents, map, health, metrics) and the web
+    page; OpenAPI docs at /docs. Set service.api-key to protect the write endpoints."""
+    import uvicorn
+
+    from superbiz.api.app import create_app
+
+    with _errors():
+        settings = _settings(data_dir)
+        application = create_app(settings)
+    if not settings.service.api_key and host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(
+            "[yellow]warning:[/] no service.api-key is set: anyone who can reach "
+            f"{escape(host)}:{port} may ask questions and change documents"
+        )
+    err.print(f"[dim]superbiz on http://{host}:{port} · API docs at /docs[/]")
+    uvicorn.run(application, host=host, port=port, log_level="info")
 
 
 def _eval_dir(dataset_dir: Path) -> Path:

@@ -148,6 +148,13 @@ class PlannerSettings(_Section):
     relative_cutoff: float = Field(0.85, gt=0, le=1)
 
 
+class ServiceSettings(_Section):
+    """The HTTP service: with ``api_key`` set, write endpoints (chat, clear, document
+    upload and delete) need it as ``X-API-Key`` or ``Authorization: Bearer``."""
+
+    api_key: str | None = None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
@@ -168,6 +175,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     governance: GovernanceSettings = GovernanceSettings()
     planner: PlannerSettings = PlannerSettings()
+    service: ServiceSettings = ServiceSettings()
 
     @classmethod
     def settings_customise_sources(

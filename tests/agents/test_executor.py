@@ -98,7 +98,7 @@ def system_count(messages: tuple[Any, ...]) -> int:
     ],
 )
 def test_executor_prompt_comes_first_and_has_no_knowledge_map(
-    run: Run, governed_kb: KnowledgeBase, question: str, language: str, marker: str
+    run: Run, question: str, language: str, marker: str
 ) -> None:
     model = ScriptedChatModel(answer("no lookup needed"))
 
@@ -466,11 +466,6 @@ def test_the_assistant_message_with_calls_is_kept_in_the_history(run: Run) -> No
     assert history.index(assistant[0]) + 1 == history.index(model.steps[1].tool_results[0])
 
 
-@pytest.mark.xfail(
-    reason="agents/executor.py Executor.run numbers a turn from recorder.last_turn(), i.e. from "
-    "tool_invocation rows: a turn without tool calls leaves none, so the next turn reuses it",
-    strict=True,
-)
 def test_a_turn_without_lookups_still_counts(
     governed: GovernedLookup, recorder: InvocationRepository, session: str
 ) -> None:

@@ -1,25 +1,40 @@
 """``evaluate_agent``: the executor loop over a dataset under a behaviour profile.
 
-Real KBs (USE + Milvus Lite + SQLite). The datasets live in the session's
-``agent_eval_workspace``, whose built-in example KB is already ingested, so the
-iss003_replay fallback finds it unchanged.
+Real KBs (USE + Milvus Lite + SQLite). The module's workspace holds a dataset without an
+``api`` domain and its data directory, in which the built-in example KB (the
+iss003_replay fallback, ``data_dir/builtin``) is ingested once up front, so every run
+here finds it unchanged.
+
+Each Milvus Lite file is reopened only by tests of this module, close together in time:
+pymilvus keeps a closed client's channel to Lite's in-process server alive, and after
+about 30 s idle the server answers its keep-alive pings with GOAWAY, which makes the next
+open of that file fail (see the report on ``MilvusChunkStore``).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from superbiz.agents.executor import Executor
 from superbiz.config import GovernanceSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset, evaluate_agent
+from superbiz.evaluation.profiles import ISS003_SCRIPT, make_profile
 from superbiz.exceptions import SuperbizError
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.embedders import Embedder
 
+PAYMENT = "payment/支付失败排查.md"
+REDIS = "infrastructure/redis-pool.md"
 NUMBER_KEYS = {
     "executed_lookups_mean",
     "executed_lookups_p95",
@@ -50,6 +65,38 @@ def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module")
+def workspace(
+    tmp_path_factory: pytest.TempPathFactory,
+    use_embedder: Embedder,
+    kb_writer: Callable[..., Path],
+) -> dict[str, Path]:
+    """``no_api``: a dataset with payment and infrastructure only; ``data_dir``: its data
+    directory; ``builtin``: ``data_dir/builtin`` with the example KB already ingested."""
+    root = tmp_path_factory.mktemp("agent-eval")
+    no_api = root / "no-api"
+    corpus = kb_writer(no_api / "corpus")  # the small KB, then keep payment + infrastructure
+    for other in ("api", "ops"):
+        shutil.rmtree(corpus / other)
+    (corpus / "glossary.md").unlink()
+    assert sorted(str(p.relative_to(corpus)) for p in corpus.rglob("*.md")) == [REDIS, PAYMENT]
+    queries = [
+        {"id": "q1", "query": "支付回调超时怎么办", "lang": "zh", "gold": [PAYMENT]},
+        {"id": "q2", "query": "Redis connection pool exhausted", "lang": "en", "gold": [REDIS]},
+    ]
+    (no_api / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
+    builtin = root / "data" / "builtin"
+    kb = KnowledgeBase(Settings(data_dir=builtin), embedder=use_embedder)
+    try:
+        report = Ingestor(kb).ingest([builtin_dataset() / "corpus"], prune=True)
+        assert report.added and not report.skipped
+    finally:
+        kb.close()
+    return {"no_api": no_api, "data_dir": root / "data", "builtin": builtin}
+
+
 def evaluate(
     workspace: dict[str, Path], profile: str, *, max_steps: int = 10, **options: Any
 ) -> dict[str, Any]:
@@ -68,22 +115,22 @@ def check_report(report: dict[str, Any]) -> None:
     assert 0 <= report["evidence_recall"] <= 1
 
 
-def test_governed_and_ungoverned_side_by_side(agent_eval_workspace: dict[str, Path]) -> None:
+def test_governed_and_ungoverned_side_by_side(workspace: dict[str, Path]) -> None:
     progress: list[str] = []
     totals: list[int] = []
 
     governed = evaluate(
-        agent_eval_workspace,
+        workspace,
         "over_cautious",
         max_steps=5,
         on_total=totals.append,
         on_progress=progress.append,
     )
-    ungoverned = evaluate(agent_eval_workspace, "over_cautious", max_steps=5, governance=False)
+    ungoverned = evaluate(workspace, "over_cautious", max_steps=5, governance=False)
 
     for report in (governed, ungoverned):
         check_report(report)
-        assert report["dataset"] == str(agent_eval_workspace["no_api"])
+        assert report["dataset"] == str(workspace["no_api"])
         assert report["profile"] == "over_cautious" and report["questions"] == 2
         assert report["evidence_recall"] == 1.0
         assert report["redundant_executed_mean"] == (0 if report is governed else 4)
@@ -102,15 +149,15 @@ def test_governed_and_ungoverned_side_by_side(agent_eval_workspace: dict[str, Pa
 
 
 def test_iss003_replay_falls_back_to_the_builtin_kb_with_a_notice(
-    agent_eval_workspace: dict[str, Path],
+    workspace: dict[str, Path],
 ) -> None:
     notices: list[str] = []
 
-    governed = evaluate(agent_eval_workspace, "iss003_replay", limit=2, on_notice=notices.append)
-    ungoverned = evaluate(agent_eval_workspace, "iss003_replay", limit=2, governance=False)
+    governed = evaluate(workspace, "iss003_replay", limit=2, on_notice=notices.append)
+    ungoverned = evaluate(workspace, "iss003_replay", limit=2, governance=False)
 
     [notice] = notices
-    assert str(agent_eval_workspace["no_api"]) in notice
+    assert str(workspace["no_api"]) in notice
     assert "no 'infrastructure' and 'api' domains" in notice
     assert "built-in example knowledge base" in notice
     for report in (governed, ungoverned):
@@ -125,12 +172,12 @@ def test_iss003_replay_falls_back_to_the_builtin_kb_with_a_notice(
 
 
 def test_iss003_replay_without_fallback_when_the_dataset_has_both_domains(
-    agent_eval_workspace: dict[str, Path],
+    workspace: dict[str, Path],
 ) -> None:
     notices: list[str] = []
     report = evaluate_agent(
         builtin_dataset(),
-        Settings(data_dir=agent_eval_workspace["builtin"]),
+        Settings(data_dir=workspace["builtin"]),
         profile="iss003_replay",
         limit=1,
         on_notice=notices.append,
@@ -141,17 +188,36 @@ def test_iss003_replay_without_fallback_when_the_dataset_has_both_domains(
     assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
 
 
+@pytest.mark.parametrize("governed", [True, False], ids=["governed", "ungoverned"])
+def test_iss003_replay_call_by_call_on_the_example_kb(
+    workspace: dict[str, Path], use_embedder: Embedder, governed: bool
+) -> None:
+    kb = KnowledgeBase(Settings(data_dir=workspace["builtin"]), embedder=use_embedder)
+    try:
+        assert {"infrastructure", "api"} <= set(kb.domains())
+        model = make_profile("iss003_replay", list(kb.domains()))
+        lookup = GovernedLookup(kb, InMemorySessionTracker())
+        executor = Executor(model, lookup, GovernanceSettings(enabled=governed))
+        result = executor.run("iss003", "日志报 Could not get a resource from the pool 是什么原因")
+    finally:
+        kb.close()
+
+    assert [o.arguments["domain"] for o in result.lookups] == [d for d, _ in ISS003_SCRIPT]
+    assert result.lookups[0].shown  # the first infrastructure lookup found the runbook
+    if governed:  # only the first infrastructure and the first api call run
+        assert [o.executed for o in result.lookups] == [i in (0, 3) for i in range(10)]
+        assert (result.executed, result.blocked) == (2, 8)
+        assert sum(o.redundant for o in result.lookups) == 0
+    else:  # seed 002: 10 executed
+        assert (result.executed, result.blocked) == (10, 0)
+
+
 def test_a_dataset_without_queries_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "corpus").mkdir()
     with pytest.raises(SuperbizError, match=r"queries\.jsonl"):
         evaluate_agent(tmp_path, Settings(data_dir=tmp_path / "data"), profile="obedient")
 
 
-@pytest.mark.xfail(
-    reason="evaluation/agent.py evaluate_agent: load_queries runs before the try/finally, so "
-    "the KB that prepare_dataset opened is never closed when queries.jsonl is missing or bad",
-    strict=True,
-)
 def test_the_kb_is_closed_when_the_queries_cannot_be_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,25 +1,22 @@
-"""Behaviour profiles through the real Executor, governed and ungoverned.
+"""Behaviour profiles through the real Executor on the small KB, governed and ungoverned.
 
-The small KB (``governed_kb``) for most profiles; ``iss003_replay`` also on the built-in
-example KB, the one ``eval agent`` falls back to.
+``iss003_replay`` on the built-in example KB (the one ``eval agent`` falls back to) is
+tested in ``test_agent.py``, where that KB is ingested.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from superbiz.agents.executor import Executor, TurnResult
-from superbiz.config import GovernanceSettings, Settings
+from superbiz.config import GovernanceSettings
 from superbiz.evaluation.profiles import ISS003_SCRIPT, PROFILES, make_profile, paraphrase
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.retrieval.embedders import Embedder
 
 QUESTION = "Redis 连接池耗尽"
 REDIS = "infrastructure/redis-pool.md"
@@ -133,6 +130,8 @@ def test_defiant_keeps_calling_whatever_it_is_told(governed_kb: KnowledgeBase) -
 
 
 def check_iss003(result: TurnResult, governed: bool) -> None:
+    """The seed 002 log replayed: governed, only the first infrastructure and the first api
+    call run (2 executed, 8 blocked, 0 redundant); ungoverned, all 10 run."""
     assert [(o.arguments["domain"]) for o in result.lookups] == [d for d, _ in ISS003_SCRIPT]
     assert len(result.lookups) == 10
     if governed:
@@ -148,26 +147,3 @@ def test_iss003_replay_on_the_small_kb(governed_kb: KnowledgeBase, governed: boo
     result = run_profile(governed_kb, "iss003_replay", QUESTION, enabled=governed)
 
     check_iss003(result, governed)
-
-
-@pytest.fixture(scope="module")
-def example_kb(
-    agent_eval_workspace: dict[str, Path], use_embedder: Embedder
-) -> Iterator[KnowledgeBase]:
-    kb = KnowledgeBase(Settings(data_dir=agent_eval_workspace["builtin"]), embedder=use_embedder)
-    assert {"infrastructure", "api"} <= set(kb.domains())
-    yield kb
-    kb.close()
-
-
-@pytest.mark.parametrize("governed", [True, False], ids=["governed", "ungoverned"])
-def test_iss003_replay_on_the_example_kb(example_kb: KnowledgeBase, governed: bool) -> None:
-    question = "日志报 Could not get a resource from the pool 是什么原因"
-
-    result = run_profile(example_kb, "iss003_replay", question, enabled=governed)
-
-    check_iss003(result, governed)
-    assert result.lookups[0].executed and result.lookups[0].shown
-    if governed:
-        reasons = {o.dedup_reason for o in result.lookups if not o.executed}
-        assert reasons <= {"domain_retrieved", "supplement_needs_dimension", "budget_exhausted"}

@@ -469,14 +469,9 @@ def test_blocked_results_list_the_domains_retrieved_earlier_in_the_session(
     assert row.turn == 2 and not row.executed
 
 
-# -- known defects (strict xfail: they pass once src/ is fixed) -------------------------------
+# -- defects found by these tests, now fixed -------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="governance/tool.py LookupTurn.call: a blank domain ('  ') goes to require_domain, "
-    "which normalises it to 'general'; the governor treats blank domains as unknown",
-    strict=True,
-)
 def test_a_blank_domain_counts_as_no_domain(make_turn: Callable[..., LookupTurn]) -> None:
     turn = make_turn("zh")
     outcome = turn.call({"query": "Redis 连接池耗尽", "domain": "   "})
@@ -485,11 +480,6 @@ def test_a_blank_domain_counts_as_no_domain(make_turn: Callable[..., LookupTurn]
     assert outcome.level is RelevanceLevel.PRECISE
 
 
-@pytest.mark.xfail(
-    reason="governance/tool.py LookupTurn.call infers the domain (embedding + dense search) "
-    "before admission, even when the budget is exhausted and any call is blocked",
-    strict=True,
-)
 def test_a_call_at_high_water_is_blocked_without_inferring_its_domain(
     make_turn: Callable[..., LookupTurn], searches: Counter[str]
 ) -> None:
@@ -509,14 +499,6 @@ def test_a_long_unknown_tool_name_is_recorded(
     make_turn: Callable[..., LookupTurn],
     recorder: InvocationRepository,
 ) -> None:
-    if database_url.startswith("postgresql"):
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="storage/models.py tool_invocation.tool_name is VARCHAR(64): a longer "
-                "tool name made up by the model raises DataError on PostgreSQL",
-                strict=True,
-            )
-        )
     turn = make_turn("en")
     name = "lookup_knowledge_in_the_operations_knowledge_base_with_extra_context_v2"
     assert len(name) > 64
@@ -528,11 +510,6 @@ def test_a_long_unknown_tool_name_is_recorded(
     assert row.verdict == "error"
 
 
-@pytest.mark.xfail(
-    reason="storage/models.py JsonType is JSON() with none_as_null=False: the retrieval_details "
-    "of blocked and malformed calls is stored as JSON 'null', not SQL NULL",
-    strict=True,
-)
 def test_calls_without_a_retrieval_store_sql_null_details(
     make_turn: Callable[..., LookupTurn], engine: Engine
 ) -> None:

@@ -141,6 +141,8 @@ class Executor:
         self.lookup = lookup
         self.governance = governance
         self.recorder = recorder
+        # Turns counted here too: a turn without tool calls leaves no recorded row.
+        self._turns: dict[str, int] = {}
 
     def run(
         self,
@@ -157,7 +159,9 @@ class Executor:
         in earlier turns) reach the model as system messages, never the knowledge map."""
         language = detect_language(question)
         if turn is None:
-            turn = (self.recorder.last_turn(session_id) if self.recorder else 0) + 1
+            recorded = self.recorder.last_turn(session_id) if self.recorder else 0
+            turn = max(recorded, self._turns.get(session_id, 0)) + 1
+        self._turns[session_id] = max(turn, self._turns.get(session_id, 0))
         tool = LookupTurn(
             self.lookup,
             self.governance,

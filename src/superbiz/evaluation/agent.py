@@ -63,16 +63,23 @@ def evaluate_agent(
     if profile == "iss003_replay" and not set(kb.domains()) >= ISS003_DOMAINS:
         kb.close()
         dataset = builtin_dataset()
-        settings = settings.model_copy(update={"data_dir": settings.data_dir / "builtin"})
+        # Its own stores, whatever the dataset's are: pruning must never touch the dataset.
+        settings = settings.model_copy(
+            update={
+                "data_dir": settings.data_dir / "builtin",
+                "database_url": None,
+                "vector": settings.vector.model_copy(update={"uri": None}),
+            }
+        )
         if on_notice:
             on_notice(
                 f"{dataset_dir} has no 'infrastructure' and 'api' domains: iss003_replay "
                 f"runs on the built-in example knowledge base ({dataset})"
             )
         kb = prepare_dataset(dataset, settings)
-    queries = load_queries(dataset, limit)
     governance_settings = settings.governance.model_copy(update={"enabled": governance})
     try:
+        queries = load_queries(dataset, limit)
         tracker = make_tracker(settings.session.backend, kb.engine)
         lookup = GovernedLookup(kb, tracker)
         lookup.lookup("eval:warm-up", "warm up")

@@ -306,6 +306,11 @@ class TurnGovernor:
         return water_level(self._calls, s.low_max_calls, s.high_min_calls)
 
     @property
+    def stopped(self) -> bool:
+        """Every call is blocked now (tool withheld or high water), whatever its domain."""
+        return self._settings.enabled and (self._withheld or self.water_level is WaterLevel.HIGH)
+
+    @property
     def budget_left(self) -> int:
         """Lookup calls left before high water by the calls count."""
         return max(0, self._settings.high_min_calls - self._calls)

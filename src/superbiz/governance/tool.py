@@ -175,7 +175,7 @@ class LookupTurn:
         args = dict(arguments or {})
         problem = error or _validate(tool_name, arguments)
         domain: str | None = None
-        if problem is None and args.get("domain"):
+        if problem is None and (args.get("domain") or "").strip():
             try:
                 domain = self.lookup.kb.require_domain(args["domain"])
             except UnknownDomainError as exc:
@@ -187,7 +187,8 @@ class LookupTurn:
 
         query = args["query"].strip()
         missing = (args.get("missing_dimension") or "").strip() or None
-        governed_domain = domain or self._infer_domain(query)
+        # When every call is blocked anyway, do not spend an embedding on the domain.
+        governed_domain = domain or (None if self.governor.stopped else self._infer_domain(query))
         request = LookupRequest(governed_domain, missing)
         admission = self._timed(lambda: self.governor.admit(request))
         if not admission.allowed:
@@ -281,7 +282,7 @@ class LookupTurn:
                     session_id=self.session_id,
                     turn=self.turn,
                     step=step,
-                    tool_name=tool_name or "?",
+                    tool_name=(tool_name or "?")[:64],
                     arguments=args,
                     domain=domain,
                     relevance_level=result.relevance_level.value

@@ -85,7 +85,9 @@ class MilvusChunkStore:
             # Lite logs its own traceback before pymilvus raises; the error below says it.
             logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
         try:
-            self._client = MilvusClient(uri=uri, token=token or "")
+            # dedicated: a Lite file reopened later in the same process must not reuse a
+            # pooled gRPC channel that the in-process server has since dropped.
+            self._client = MilvusClient(uri=uri, token=token or "", dedicated=local)
         except Exception as exc:  # pymilvus raises several unrelated types here
             if local:
                 raise StoreError(

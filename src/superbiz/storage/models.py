@@ -9,7 +9,8 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-JsonType = JSON().with_variant(JSONB(), "postgresql")
+# none_as_null: a missing value is SQL NULL (``IS NULL`` finds it), not the JSON ``null``.
+JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 def utcnow() -> datetime:

@@ -1,0 +1,161 @@
+"""What a streamed chat turn sends, and how it reaches the client.
+
+A turn runs in a worker thread; its callbacks turn what happens into ``(event, data)``
+pairs and hand them to the event loop of the request that asked, so two sessions
+streaming at once each get only their own events. The event names:
+
+``plan``, ``tool_call`` (the model asked for a lookup), ``tool_result`` (what the
+governance made of it: level, hint, domains, dedup reason, verdict, water level),
+``token`` (answer text as the model writes it), ``answer`` (the whole turn), ``error``
+and ``done`` (always last).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from superbiz.agents.executor import lookup_summary
+from superbiz.governance.tool import ToolOutcome
+from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta
+from superbiz.llm.messages import ChatResponse, Message, ToolSpec
+
+EVENT_NAMES = ("plan", "tool_call", "tool_result", "token", "answer", "error", "done")
+#: characters per ``token`` event when an answer did not come from a streaming model step
+ANSWER_CHUNK = 24
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
+    """One server-sent event; the JSON payload is one line (newlines stay escaped).
+
+    >>> sse("done", {"ok": True}, 3)
+    b'event: done\\nid: 3\\ndata: {"ok":true}\\n\\n'
+    """
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def thread_emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> Emit:
+    """An ``Emit`` a worker thread may call: each pair is queued on ``loop``, in order."""
+
+    def emit(event: str, data: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, (event, data))
+
+    return emit
+
+
+def tool_call_event(
+    session_id: str, step: int, call_id: str, name: str, arguments: Any
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "step": step,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments if isinstance(arguments, dict) else {},
+    }
+
+
+def tool_result_event(session_id: str, outcome: ToolOutcome, high_mark: int) -> dict[str, Any]:
+    """A lookup as the trace panel shows it; ``calls`` of ``high_mark`` is the gauge
+    (the governor's calls this turn: executed and blocked, errors excluded)."""
+    data = lookup_summary(outcome)
+    result = outcome.result
+    constraint = outcome.constraint
+    primary = result.primary if result else None
+    data.update(
+        session_id=session_id,
+        call_id=outcome.call_id,
+        query=str(outcome.arguments.get("query", "")),
+        completeness_hint=result.completeness_hint if result else None,
+        retrieved_domains=list(result.retrieved_domains_this_session) if result else [],
+        message=result.message if result else None,
+        primary=(
+            {"title": primary.title, "path": primary.path, "domain": primary.domain}
+            if primary
+            else None
+        ),
+        closed_domains=list(constraint.closed_domains),
+        supplement_domains=list(constraint.supplement_domains),
+        calls=max(0, high_mark - constraint.budget_left),
+        high_mark=high_mark,
+    )
+    return data
+
+
+def answer_chunks(text: str, size: int = ANSWER_CHUNK) -> Iterator[str]:
+    """``text`` in pieces of ``size`` characters.
+
+    >>> list(answer_chunks("abcde", 2))
+    ['ab', 'cd', 'e']
+    """
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+class TokenStreamingModel:
+    """Wraps the executor's model so a streamed turn sends its text as it is written.
+
+    The executor calls ``complete``; while a listener is set, this answers it through
+    the inner model's ``stream`` (the same response), sending each text delta as a
+    ``token`` and each tool call as a ``tool_call`` before the executor runs it.
+    Without a listener it is the inner model. Turns are serialised by the service's
+    lock, so one listener at a time is enough.
+    """
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.listener: Emit | None = None
+        self.session_id = ""
+        self.step = 0
+        #: text streamed by the latest step (the answer, when that step answered)
+        self.last_text = ""
+
+    def attach(self, session_id: str, listener: Emit | None) -> None:
+        self.listener = listener
+        self.session_id = session_id
+        self.step = 0
+        self.last_text = ""
+
+    def detach(self) -> None:
+        self.listener = None
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
+        listener = self.listener
+        if listener is None:
+            return self.inner.complete(messages, tools)
+        self.step += 1
+        pieces: list[str] = []
+        response: ChatResponse | None = None
+        for event in self.inner.stream(messages, tools):
+            if isinstance(event, TextDelta):
+                if event.text:
+                    pieces.append(event.text)
+                    listener(
+                        "token",
+                        {"session_id": self.session_id, "step": self.step, "text": event.text},
+                    )
+            elif isinstance(event, ResponseDone):
+                response = event.response
+        if response is None:  # a stream must end with ResponseDone; ask plainly instead
+            response = self.inner.complete(messages, tools)
+        self.last_text = "".join(pieces)
+        for call in response.message.tool_calls:
+            listener(
+                "tool_call",
+                tool_call_event(self.session_id, self.step, call.id, call.name, call.arguments),
+            )
+        return response
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+    ) -> Iterator[StreamEvent]:
+        return self.inner.stream(messages, tools)

@@ -1,0 +1,76 @@
+"""Request bodies: ours (``session_id``, ``question``) and the original system's
+(``Id``, ``Question``), so its clients keep working unchanged."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+
+#: the width of the ``session_id`` columns
+MAX_SESSION_ID = 128
+MAX_QUESTION_CHARS = 4000
+
+
+def _id_text(value: Any) -> Any:
+    """The original clients may send a numeric ``Id``; anything else stays as sent."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+SessionId = Annotated[
+    str,
+    BeforeValidator(_id_text),
+    Field(
+        strict=True,
+        min_length=1,
+        max_length=MAX_SESSION_ID,
+        pattern=r"^[^\x00-\x1f\x7f/\\]+$",
+        description="Session id (also accepted as `Id`); a new one when left out.",
+    ),
+]
+
+
+def new_session_id() -> str:
+    return f"web-{uuid.uuid4().hex[:12]}"
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(
+        str_strip_whitespace=True,
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {"session_id": "s1", "question": "支付回调超时怎么办？"},
+                {"Id": "s1", "Question": "Pod keeps restarting with exit code 137"},
+            ]
+        },
+    )
+
+    session_id: SessionId = Field(
+        default_factory=new_session_id,
+        validation_alias=AliasChoices("session_id", "Id", "id", "sessionId"),
+    )
+    question: str = Field(
+        strict=True,
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        validation_alias=AliasChoices("question", "Question"),
+        description="The question, in Chinese or English (also accepted as `Question`).",
+    )
+
+
+class ClearRequest(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True, extra="ignore")
+
+    session_id: SessionId = Field(validation_alias=AliasChoices("session_id", "Id", "id"))
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: a kind, a readable message, and field errors on a 422."""
+
+    error: str
+    message: str
+    errors: list[dict[str, Any]] | None = None

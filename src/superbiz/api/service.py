@@ -1,0 +1,398 @@
+"""The assistant behind one lock: every call the HTTP service makes into it.
+
+Milvus Lite, SQLite and the embedder live in this one process and are not safe to use
+from several threads at once, so every method here runs in a worker thread while
+holding the lock of its ``Assistant`` (one lock per assistant, however many apps share
+it). Concurrent sessions are therefore served one turn at a time; each turn reports to
+the listener of the request that asked, so their events never mix.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import unicodedata
+import weakref
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from sqlalchemy import text
+
+from superbiz.agents.planner import Plan
+from superbiz.agents.runtime import Assistant
+from superbiz.agents.supervisor import SupervisedTurn
+from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
+from superbiz.api.metrics import ServiceMetrics
+from superbiz.config import Settings
+from superbiz.exceptions import DocumentError
+from superbiz.governance.tool import ToolOutcome
+from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.metadata import LLMMetadataWriter
+from superbiz.llm.extractive import ExtractiveChatModel
+from superbiz.storage.repository import StoredDocument
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+UPLOADS = "uploads"
+MAX_NAME_CHARS = 120
+#: how long a health check waits for a running turn before calling the stores busy
+HEALTH_WAIT_S = 10.0
+
+_LOCKS: weakref.WeakKeyDictionary[Assistant, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+class NotFoundError(LookupError):
+    """A document or session the caller named does not exist (→ 404)."""
+
+
+def assistant_lock(assistant: Assistant) -> threading.Lock:
+    """The one lock of ``assistant``, shared by every service built on it."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(assistant)
+        if lock is None:
+            lock = _LOCKS[assistant] = threading.Lock()
+        return lock
+
+
+def safe_filename(name: str | None, fallback: str = "document.md") -> str:
+    """The last component of an uploaded file's name, with nothing that could leave the
+    uploads folder or hide the file (separators, ``..``, leading dots, control characters).
+
+    >>> safe_filename("../../etc/passwd.md"), safe_filename("..\\\\a b/支付 手册.md")
+    ('passwd.md', '支付 手册.md')
+    >>> safe_filename(".hidden.md"), safe_filename(""), safe_filename("a:b*?.txt")
+    ('hidden.md', 'document.md', 'a_b_.txt')
+    """
+    base = unicodedata.normalize("NFKC", name or "").replace("\\", "/").split("/")[-1]
+    base = "".join(ch for ch in base if unicodedata.category(ch)[0] != "C")
+    base = re.sub(r"[^\w.\- ()\[\]@+,]+", "_", base).strip(" ._")
+    base = re.sub(r"_{2,}", "_", base)
+    if len(base) > MAX_NAME_CHARS:
+        stem, dot, ext = base.rpartition(".")
+        base = stem[: MAX_NAME_CHARS - len(ext) - 1] + dot + ext if dot else base[:MAX_NAME_CHARS]
+    return base or fallback
+
+
+def safe_domain(domain: str | None) -> str:
+    """A domain usable as a folder name (``Payment Ops`` → ``payment-ops``).
+
+    >>> safe_domain("../Payment Ops"), safe_domain(None), safe_domain("..")
+    ('payment-ops', 'general', 'general')
+    """
+    cleaned = re.sub(r"[^\w-]+", "-", normalize_domain(domain or "")).strip("-_")
+    return cleaned or DEFAULT_DOMAIN
+
+
+def document_view(doc: StoredDocument, uploads: Path) -> dict[str, Any]:
+    return {
+        "id": doc.path,
+        "path": doc.path,
+        "title": doc.title,
+        "domain": doc.domain,
+        "size_bytes": doc.size_bytes,
+        "chunk_count": doc.chunk_count,
+        "covers": doc.covers,
+        "when_to_retrieve": doc.when_to_retrieve,
+        "tags": doc.tags,
+        "origin": doc.origin,
+        "uploaded": _inside(Path(doc.source_file), uploads),
+    }
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+class Service:
+    """What the routes call. ``run`` puts a blocking method in a worker thread."""
+
+    def __init__(
+        self,
+        assistant: Assistant,
+        *,
+        metrics: ServiceMetrics | None = None,
+        owns_assistant: bool = False,
+    ) -> None:
+        self.assistant = assistant
+        self.settings: Settings = assistant.settings
+        self.metrics = metrics or ServiceMetrics()
+        self.owns_assistant = owns_assistant
+        self.lock = assistant_lock(assistant)
+        executor = assistant.executor
+        if not isinstance(executor.model, TokenStreamingModel):
+            executor.model = TokenStreamingModel(executor.model)
+        self.streamer: TokenStreamingModel = executor.model
+        self.uploads = self.settings.data_dir / UPLOADS
+
+    # -- threading ------------------------------------------------------------------------
+    async def run(self, method: Callable[..., T], *args: Any) -> T:
+        """``method(*args)`` in a worker thread, under the assistant's lock."""
+        return await anyio.to_thread.run_sync(partial(self._locked, method, *args))
+
+    def _locked(self, method: Callable[..., T], *args: Any) -> T:
+        with self.lock:
+            return method(*args)
+
+    # -- chat ----------------------------------------------------------------------------
+    def ask(self, session_id: str, question: str, emit: Emit | None = None) -> SupervisedTurn:
+        """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer."""
+        high_mark = self.settings.governance.high_min_calls
+        announced: set[str] = set()
+
+        def on_plan(plan: Plan) -> None:
+            if emit:
+                emit("plan", {"session_id": session_id, **plan.as_dict()})
+
+        def on_lookup(outcome: ToolOutcome) -> None:
+            self.metrics.observe_lookup(outcome)
+            if not emit:
+                return
+            if outcome.call_id and outcome.call_id not in announced:
+                emit(
+                    "tool_call",
+                    {
+                        "session_id": session_id,
+                        "step": self.streamer.step,
+                        "call_id": outcome.call_id,
+                        "name": "lookup_knowledge",
+                        "arguments": outcome.arguments,
+                    },
+                )
+            emit("tool_result", tool_result_event(session_id, outcome, high_mark))
+
+        def on_event(event: str, data: dict[str, Any]) -> None:
+            if event == "tool_call":
+                announced.add(str(data.get("call_id")))
+            assert emit is not None
+            emit(event, data)
+
+        self.streamer.attach(session_id, on_event if emit else None)
+        try:
+            turn = self.assistant.ask(session_id, question, on_plan=on_plan, on_lookup=on_lookup)
+        except Exception:
+            self.metrics.turns.labels("error").inc()
+            raise
+        finally:
+            streamed = self.streamer.last_text
+            self.streamer.detach()
+        self.metrics.turns.labels(turn.result.stopped_by).inc()
+        if emit:
+            answer = turn.result.answer
+            if streamed.strip() != answer.strip():  # e.g. a direct answer from the plan
+                for piece in answer_chunks(answer):
+                    emit("token", {"session_id": session_id, "step": 0, "text": piece})
+            emit("answer", self.turn_view(turn))
+        return turn
+
+    def turn_view(self, turn: SupervisedTurn) -> dict[str, Any]:
+        data = turn.as_dict()
+        data["model"] = turn.result.model
+        data["high_mark"] = self.settings.governance.high_min_calls
+        return data
+
+    def clear(self, session_id: str) -> None:
+        self.assistant.clear_session(session_id)
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        chats = self.assistant.chats
+        messages = chats.messages(session_id)
+        if not messages and not chats.exists(session_id):
+            raise NotFoundError(f"no session {session_id!r}")
+        return {
+            "session_id": session_id,
+            "messages": [
+                {
+                    "turn": m.turn,
+                    "role": m.role,
+                    "content": m.content,
+                    "citations": [
+                        {k: v for k, v in item.items() if k != "content"} for item in m.evidence
+                    ],
+                    "plan": m.plan,
+                }
+                for m in messages
+            ],
+        }
+
+    def invocations(self, session_id: str) -> dict[str, Any]:
+        rows = self.assistant.invocations.for_session(session_id)
+        if not rows and not self.assistant.chats.exists(session_id):
+            raise NotFoundError(f"no session {session_id!r}")
+        items = []
+        for row in rows:
+            item = asdict(row)
+            item["created_at"] = row.created_at.isoformat()
+            items.append(item)
+        return {"session_id": session_id, "invocations": items}
+
+    # -- documents -----------------------------------------------------------------------
+    def documents(self) -> list[dict[str, Any]]:
+        return [document_view(d, self.uploads) for d in self.assistant.kb.documents.all()]
+
+    def upload(self, filename: str, data: bytes, domain: str | None) -> dict[str, Any]:
+        """Store the file under ``uploads/<domain>/`` and ingest the uploads folder the way
+        ``superbiz ingest`` does (same metadata writer, same domain recompute)."""
+        folder = safe_domain(domain)
+        name = safe_filename(filename)
+        extensions = self.settings.ingest.extensions
+        if Path(name).suffix.lower() not in extensions:
+            raise DocumentError(name, f"unsupported file type (expected {', '.join(extensions)})")
+        relative = PurePosixPath(folder, name)
+        parse_document(data, relative)  # refuse binary, empty or malformed before storing
+        target = (self.uploads / folder / name).resolve()
+        if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
+            raise DocumentError(name, "file name leaves the uploads folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial_file = target.with_name(f".{target.name}.part")  # hidden: ingest skips it
+        partial_file.write_bytes(data)
+        os.replace(partial_file, target)
+
+        assistant = self.assistant
+        model = None if isinstance(self.streamer.inner, ExtractiveChatModel) else assistant.model
+        ingestor = Ingestor(
+            assistant.kb,
+            metadata=LLMMetadataWriter(model) if model else None,
+            domains=assistant.domains,
+        )
+        report = ingestor.ingest([self.uploads])
+        assistant.invalidate_map()
+        path = str(relative)
+        for skipped, reason in report.skipped:
+            if skipped == path:
+                target.unlink(missing_ok=True)
+                raise DocumentError(path, reason)
+        status = next(
+            (
+                label
+                for label, paths in (
+                    ("added", report.added),
+                    ("updated", report.updated),
+                    ("repaired", report.repaired),
+                )
+                if path in paths
+            ),
+            "unchanged",
+        )
+        stored = assistant.kb.documents.get(path)
+        if stored is None:  # pragma: no cover - ingest reported no skip
+            raise DocumentError(path, "the document was not stored")
+        return {
+            "status": status,
+            "document": document_view(stored, self.uploads),
+            "report": report.as_dict(),
+        }
+
+    def delete_document(self, path: str) -> dict[str, Any]:
+        """Remove a document from both stores and recompute its domain. An uploaded file
+        goes first, so that a later upload's ingest cannot bring the document back."""
+        kb = self.assistant.kb
+        doc = kb.documents.get(path)
+        if doc is None:
+            raise NotFoundError(f"no document {path!r}")
+        source = Path(doc.source_file)
+        removed_file = False
+        if _inside(source, self.uploads):
+            source.unlink(missing_ok=True)
+            removed_file = True
+        kb.documents.delete([path])
+        kb.store.delete_documents([path])
+        self.assistant.domains.refresh({doc.domain})
+        self.assistant.invalidate_map()
+        return {"deleted": path, "domain": doc.domain, "file_removed": removed_file}
+
+    # -- knowledge map and health ---------------------------------------------------------
+    def knowledge_map(self, fmt: str) -> dict[str, Any] | str:
+        kmap = self.assistant.knowledge_map()
+        if fmt == "yaml":
+            return kmap.to_yaml(self.settings.planner.map_token_budget)
+        data = kmap.as_dict()
+        for entry, domain in zip(data["available_knowledge_domains"], kmap.domains, strict=True):
+            for item, doc in zip(entry.get("documents", []), domain.documents, strict=False):
+                item["path"] = doc.path
+        return data
+
+    def info(self) -> dict[str, Any]:
+        governance = self.settings.governance
+        return {
+            "model": self.streamer.name,
+            "extractive": isinstance(self.streamer.inner, ExtractiveChatModel),
+            "high_mark": governance.high_min_calls,
+            "low_max_calls": governance.low_max_calls,
+            "indicator": governance.indicator,
+            "governance": governance.enabled,
+            "max_upload_bytes": self.settings.ingest.max_file_bytes,
+            "extensions": list(self.settings.ingest.extensions),
+        }
+
+    def health(self) -> dict[str, Any]:
+        """Checks both stores: a query on the database, a query on the vector index."""
+        if not self.lock.acquire(timeout=HEALTH_WAIT_S):
+            return {
+                "status": "unavailable",
+                "problems": [f"the stores stayed busy for {HEALTH_WAIT_S:.0f} s"],
+            }
+        try:
+            return self._health()
+        finally:
+            self.lock.release()
+
+    def _health(self) -> dict[str, Any]:
+        kb = self.assistant.kb
+        checks: dict[str, str] = {}
+        problems: list[str] = []
+        try:
+            with kb.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            checks["database"] = "ok"
+        except Exception as exc:
+            checks["database"] = "failed"
+            problems.append(f"database: {_first_line(exc)}")
+        try:
+            store = kb.store
+            if store.dimension is not None:
+                store.index_state(["__healthz__"])  # a real query on the collection
+                checks["vector_store"] = "ok"
+            else:
+                checks["vector_store"] = "ok (empty: nothing ingested yet)"
+        except Exception as exc:
+            checks["vector_store"] = "failed"
+            problems.append(f"vector store: {_first_line(exc)}")
+        data: dict[str, Any] = {"status": "ok" if not problems else "unavailable", "checks": checks}
+        if problems:
+            data["problems"] = problems
+        else:
+            data["documents"] = len(kb.documents.all())
+        return data
+
+    def warm_up(self) -> None:
+        """Load the embedder and build the map now, so the first question pays nothing."""
+        try:
+            kb = self.assistant.kb
+            kb.embedder.embed(["warm up"])
+            self.assistant.knowledge_map()
+            if kb.documents.all():
+                _ = kb.searcher
+        except Exception:  # the request that needs it reports the problem
+            log.warning("warm-up failed", exc_info=True)
+
+    def close(self) -> None:
+        if self.owns_assistant:
+            with self.lock:
+                self.assistant.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()
+    return message[0] if message else type(exc).__name__
