@@ -24,7 +24,7 @@ STOP_WORDS = frozenset(
     问题 如何 怎么 怎么办 什么 为什么 是否 可以 哪些 哪个 以及 或者 如果 使用 相关 说明
     文档 介绍 概述 常见问题 注意事项 其他 方法 处理 解决 是不是 怎样 有没有 一下 需要 应该
     我们 你们 这个 那个 时候 出现 导致
-    """.split()  # noqa: SIM905  (one word list, easier to read and extend)
+    """.split()
 )
 _EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
 
@@ -55,6 +55,15 @@ def _jieba() -> ModuleType:
 
     jieba.setLogLevel(logging.WARNING)
     return jieba
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut.
+
+    >>> clip("abcdef", 4)
+    'abc…'
+    """
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def normalize(text: str) -> str:

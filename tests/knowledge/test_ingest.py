@@ -135,7 +135,8 @@ def test_rows_and_chunks_carry_title_heading_and_document(small_kb: Path, open_k
     for i, chunk in enumerate(chunks):
         assert chunk.id == chunk_id(path, i)
         assert (chunk.doc_path, chunk.title, chunk.domain) == (path, "支付失败排查", "payment")
-        assert chunk.text.startswith("支付失败排查\n")  # the title travels with the chunk
+        # shown text is the document's own Markdown; the title goes to BM25 and the embedder
+        assert chunk.text.split("\n")[0] in data.decode()
         assert chunk.heading.startswith("支付失败排查")
         assert chunk.vector is not None and chunk.vector.shape == (512,)
         assert float(np.linalg.norm(chunk.vector)) == pytest.approx(1.0, abs=1e-4)
@@ -379,7 +380,8 @@ def test_row_without_chunks_and_orphan_chunks_are_repaired(
                 heading="",
                 chunk_index=0,
                 content_hash="e" * 64,
-                text="Lost\norphan text",
+                text="orphan text",
+                search_text="Lost\nLost\norphan text",
                 vector=vector,
             )
         ],

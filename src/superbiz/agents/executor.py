@@ -72,6 +72,8 @@ class TurnResult:
     unfilled: list[str] = field(default_factory=list)
     #: citations that came from earlier turns' evidence
     reused: list[str] = field(default_factory=list)
+    #: the turn's governed tool: a re-plan resumes it, so the budget is the turn's
+    governed: LookupTurn | None = field(default=None, repr=False)
 
     @property
     def evidence(self) -> list[str]:
@@ -154,6 +156,7 @@ class Executor:
         plan: dict[str, Any] | None = None,
         evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
+        resume: LookupTurn | None = None,
     ) -> TurnResult:
         """One turn. ``plan`` (the planner's domains) and ``evidence`` (documents retrieved
         in earlier turns) reach the model as system messages, never the knowledge map."""
@@ -162,7 +165,7 @@ class Executor:
             recorded = self.recorder.last_turn(session_id) if self.recorder else 0
             turn = max(recorded, self._turns.get(session_id, 0)) + 1
         self._turns[session_id] = max(turn, self._turns.get(session_id, 0))
-        tool = LookupTurn(
+        tool = resume or LookupTurn(
             self.lookup,
             self.governance,
             session_id=session_id,
@@ -225,7 +228,8 @@ class Executor:
                 if on_lookup:
                     on_lookup(outcome)
             result.answer = final.message.content.strip() or _NO_ANSWER[language]
-        result.lookups = tool.outcomes
+        result.lookups = list(tool.outcomes)
+        result.governed = tool
         result.citations = [
             c
             for c in refs.values()

@@ -10,7 +10,7 @@ dimension it could not fill.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from superbiz._text import detect_language
@@ -136,9 +136,15 @@ class Supervisor:
             plan=replan.as_dict(),
             evidence=[*(_citation(e) for e in evidence), *result.citations],
             on_lookup=on_lookup,
+            resume=result.governed,  # same turn, same water level and budget
         )
-        second.lookups = [*result.lookups, *second.lookups]
         second.steps += result.steps
+        this_turn = {c.path for c in result.citations}
+        second.reused = [p for p in second.reused if p not in this_turn]
+        cited = {c.path for c in second.citations}
+        extra = [c for c in result.citations if c.path not in cited]
+        start = max((c.ref for c in second.citations), default=0)
+        second.citations += [replace(c, ref=start + i) for i, c in enumerate(extra, start=1)]
         return SupervisedTurn(second, first.plan, replan)
 
     def clear(self, session_id: str) -> None:

@@ -15,11 +15,9 @@ import numpy as np
 from superbiz._text import Language, detect_language
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import display_text
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint, relevance_level
 from superbiz.retrieval.search import DocHit
-from superbiz.retrieval.vector_store import ChunkHit
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +240,7 @@ class GovernedLookup:
     def _primary(self, doc: DocHit) -> PrimaryResult:
         best = doc.chunks[:2]
         best = sorted(best, key=lambda c: c.hit.chunk_index)
-        content = "\n\n".join(_display(c.hit) for c in best)
+        content = "\n\n".join(c.hit.text for c in best)
         limit = self.kb.settings.retrieval.excerpt_chars
         return PrimaryResult(
             title=doc.title,
@@ -253,7 +251,7 @@ class GovernedLookup:
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
-        text = _display(doc.chunks[0].hit)
+        text = doc.chunks[0].hit.text
         limit = self.kb.settings.retrieval.excerpt_chars // 2
         return SupplementResult(
             title=doc.title,
@@ -261,7 +259,3 @@ class GovernedLookup:
             path=doc.doc_path,
             excerpt=text if len(text) <= limit else text[:limit] + "…",
         )
-
-
-def _display(hit: ChunkHit) -> str:
-    return display_text(hit.text, hit.title, hit.heading)

@@ -117,25 +117,21 @@ def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk
     return chunks
 
 
-def indexed_text(title: str, heading: str, text: str) -> str:
-    """What BM25 and the embedder see for a chunk: it carries its document title
-    (without it USE chunk MRR fell from 0.866 to 0.785 on the dev set) and, when the
-    chunk does not start with it, its heading path."""
+def embedding_text(title: str, heading: str, text: str) -> str:
+    """What the embedder sees for a chunk: its document title (without it USE chunk MRR
+    fell from 0.866 to 0.785 on the dev set) and, when the chunk does not start with it,
+    its heading path, then the chunk.
+
+    >>> embedding_text("T", "T > Steps", "run it")
+    'T\nT > Steps\nrun it'
+    """
     head = [title]
     if heading and heading.split(" > ")[-1] not in text[:200]:
         head.append(heading)
     return "\n".join([*head, text])
 
 
-def display_text(indexed: str, title: str, heading: str) -> str:
-    """The chunk as a reader wants it: ``indexed_text`` without its title/heading header.
-
-    >>> display_text(indexed_text("T", "T > Steps", "run it"), "T", "T > Steps")
-    'run it'
-    """
-    lines = indexed.split("\n")
-    if lines and lines[0] == title:
-        lines = lines[1:]
-    if lines and heading and lines[0] == heading:
-        lines = lines[1:]
-    return "\n".join(lines)
+def search_text(title: str, heading: str, text: str) -> str:
+    """What BM25 indexes: the embedding text with the title once more, a field boost
+    (measured on dev: R@5 0.985 → 0.987)."""
+    return f"{title}\n{embedding_text(title, heading, text)}"

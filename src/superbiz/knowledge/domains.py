@@ -7,13 +7,18 @@ so a restart costs no LLM call (seed 003, decision 1).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 
+from superbiz._text import clip
+from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import SystemMessage, UserMessage
 from superbiz.storage.repository import DomainRecord, DomainRepository, StoredDocument
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION_CHARS = 256
 WHEN_CHARS = 400
@@ -35,15 +40,11 @@ def derive_domain(domain: str, docs: list[StoredDocument]) -> DomainRecord:
     when = " / ".join(whens)
     return DomainRecord(
         domain_id=domain,
-        description=_clip(description, DESCRIPTION_CHARS),
-        when_to_retrieve=_clip(when, WHEN_CHARS) or None,
+        description=clip(description, DESCRIPTION_CHARS),
+        when_to_retrieve=clip(when, WHEN_CHARS) or None,
         document_count=len(docs),
         source="derived",
     )
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 class DomainService:
@@ -84,7 +85,11 @@ class DomainService:
         )
         messages = [SystemMessage(_PROMPT), UserMessage(f"Domain: {domain}\n{listing}")]
         for _attempt in range(2):
-            reply = self.model.complete(messages).message.content
+            try:
+                reply = self.model.complete(messages).message.content
+            except SuperbizError as exc:  # an unreachable LLM must not leave a stale domain
+                log.warning("domain %s summarised without the LLM: %s", domain, exc)
+                return derived
             match = re.search(r"\{.*\}", reply, re.S)
             try:
                 data = json.loads(match.group(0)) if match else {}
@@ -94,8 +99,8 @@ class DomainService:
             if isinstance(description, str) and isinstance(when, str) and description and when:
                 return DomainRecord(
                     domain,
-                    _clip(description.strip(), DESCRIPTION_CHARS),
-                    _clip(when.strip(), WHEN_CHARS),
+                    clip(description.strip(), DESCRIPTION_CHARS),
+                    clip(when.strip(), WHEN_CHARS),
                     len(docs),
                     "llm",
                 )

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import Chunk, chunk_markdown, indexed_text
+from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, search_text
 from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
@@ -231,7 +231,7 @@ class Ingestor:
         if not pending:
             return
         texts = [
-            indexed_text(p.doc.title, chunk.heading, chunk.text)
+            embedding_text(p.doc.title, chunk.heading, chunk.text)
             for p in pending
             for chunk in p.chunks
         ]
@@ -247,7 +247,8 @@ class Ingestor:
                     heading=chunk.heading,
                     chunk_index=chunk.index,
                     content_hash=doc.content_hash,
-                    text=texts[offset + i],
+                    text=chunk.text,
+                    search_text=search_text(doc.title, chunk.heading, chunk.text),
                     vector=vectors[offset + i],
                 )
                 for i, chunk in enumerate(chunks)

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from superbiz._text import is_cjk
+from superbiz._text import clip, is_cjk
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.storage.repository import StoredDocument
@@ -99,9 +99,25 @@ class KnowledgeMap:
         for per_domain in _shrinking(most):
             summarised = KnowledgeMap(self.domains, _note(per_domain, token_budget))
             text = _dump(summarised.as_dict(per_domain))
-            if estimate_tokens(text) <= token_budget or per_domain == 0:
+            if estimate_tokens(text) <= token_budget:
                 return text
-        return full  # pragma: no cover  (_shrinking always reaches 0)
+        # Domains only and still too long: shorten each domain's texts, then say so.
+        for limit in (160, 80, 40):
+            clipped = [
+                MapDomain(
+                    d.domain_id,
+                    clip(d.description, limit),
+                    clip(d.when_to_retrieve, limit),
+                    d.document_count,
+                    d.documents,
+                )
+                for d in self.domains
+            ]
+            text = _dump(KnowledgeMap(clipped, _note(0, token_budget)).as_dict(0))
+            if estimate_tokens(text) <= token_budget:
+                return text
+        note = f"the domains alone exceed the {token_budget}-token budget; texts shortened"
+        return _dump(KnowledgeMap(clipped, note).as_dict(0))
 
 
 def _shrinking(most: int) -> list[int]:

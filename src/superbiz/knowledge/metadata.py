@@ -32,7 +32,7 @@ _GENERIC_HEADINGS = frozenset(
     cause causes steps solution solutions resolution notes references appendix faq example
     examples escalation prerequisites 概述 简介 背景 症状 现象 原因 排查步骤 处理 处理方法 解决方法
     解决方案 步骤 注意事项 参考 附录 升级 总结 示例
-    """.split()  # noqa: SIM905
+    """.split()
 )
 
 
@@ -75,16 +75,15 @@ def derive_metadata(doc: SourceDocument) -> tuple[tuple[str, ...], str]:
             not in _GENERIC_HEADINGS
         ):
             covers.append(name[:MAX_COVER_CHARS])
-    when = ""
-    for paragraph in re.split(r"\n\s*\n", doc.body):
-        lines = [
-            line
-            for line in paragraph.strip().splitlines()
-            if line.strip() and not line.lstrip().startswith(("#", "```", "|", "---"))
-        ]
-        if lines:
-            when = _plain(" ".join(lines))[:MAX_WHEN_CHARS]
-            break
+    prose = re.sub(r"^\s{0,3}(```|~~~).*?^\s{0,3}\1[^\n]*$", "", doc.body, flags=re.S | re.M)
+    first: list[str] = []
+    for line in prose.splitlines():
+        skip = not line.strip() or line.lstrip().startswith(("#", "|", "---"))
+        if skip and first:
+            break  # the first paragraph ends at a blank line, a heading or a table
+        if not skip:
+            first.append(line.strip())
+    when = _plain(" ".join(first))[:MAX_WHEN_CHARS]
     return tuple(dict.fromkeys(covers))[:MAX_COVERS], when or doc.title
 
 
@@ -113,7 +112,7 @@ class LLMMetadataWriter:
     def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
         language = "Chinese" if detect_language(doc.body[:2000]) == "zh" else "English"
         messages = [
-            SystemMessage(_PROMPT.format(language=language)),
+            SystemMessage(_PROMPT.replace("{language}", language)),
             UserMessage(f"Title: {doc.title}\n\n{doc.body[:_BODY_CHARS]}"),
         ]
         problem = ""

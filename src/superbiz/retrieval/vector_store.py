@@ -22,6 +22,20 @@ log = logging.getLogger(__name__)
 
 DENSE_METRIC = "L2"
 _TEXT_MAX = 16384
+
+# English function words, written for this project. In a KB that is mostly Chinese they
+# occur in few documents, so BM25 would weigh them like rare terms and match siblings on
+# "has been only ... more than". Measured on dev: MRR 0.944 → 0.953 (see README).
+ENGLISH_STOP_WORDS = (
+    "a an the and or of to in on at by for with from as is are was were be been being it its "
+    "this that these those has have had not no than then there their they which who what when "
+    "where how will would can could should may might do does did so if but into over under "
+    "more most only very also"
+).split()
+BM25_ANALYZER: dict[str, Any] = {
+    "tokenizer": "jieba",
+    "filter": ["lowercase", {"type": "stop", "stop_words": ENGLISH_STOP_WORDS}],
+}
 _QUERY_BATCH = 200
 _QUERY_LIMIT = 16384
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
@@ -38,7 +52,8 @@ class ChunkRecord:
     heading: str
     chunk_index: int
     content_hash: str
-    text: str
+    text: str  # what the model is shown
+    search_text: str  # what BM25 indexes
     vector: np.ndarray
 
 
@@ -98,6 +113,7 @@ class MilvusChunkStore:
             raise StoreError(f"cannot open Milvus at {uri}: {exc}") from exc
         self.has_bm25 = False
         self.dimension: int | None = None
+        self.outdated = False  # built by an older superbiz: another schema or analyzer
         self._local: Any = None  # in-process Lite collection, False when unavailable
         if self._client.has_collection(collection):
             self._read_schema()
@@ -108,29 +124,41 @@ class MilvusChunkStore:
         by_name = {f["name"]: f for f in fields}
         self.dimension = int(by_name["dense"]["params"]["dim"])
         self.has_bm25 = "sparse" in by_name
+        self.outdated = "search_text" not in by_name
         self._client.load_collection(self.collection)
 
     def ensure_collection(self, dimension: int) -> None:
         """Create the collection for ``dimension``-d vectors, or check the existing one."""
         if self.dimension is not None:
+            if self.outdated:
+                raise IndexMismatchError(
+                    "the vector index was built by an older superbiz (another schema or BM25 "
+                    "analyzer); re-ingest with `superbiz ingest PATH --rebuild`"
+                )
             if self.dimension != dimension:
                 raise IndexMismatchError(
                     f"the vector index holds {self.dimension}-d vectors but the embedder "
                     f"makes {dimension}-d ones; re-ingest with `superbiz ingest PATH --rebuild`"
                 )
             return
-        try:
-            self._create(dimension, bm25=True)
-            self.has_bm25 = True
-        except Exception as exc:  # servers before 2.5 have no BM25 function
-            log.warning("Milvus at %s has no BM25 full-text search (%s); dense only", self.uri, exc)
-            if self._client.has_collection(self.collection):
-                self._client.drop_collection(self.collection)
-            self._create(dimension, bm25=False)
-            self.has_bm25 = False
+        # BM25 with stop words, else BM25 without them, else dense only (Milvus < 2.5).
+        for analyzer in (BM25_ANALYZER, {"tokenizer": "jieba"}, None):
+            try:
+                self._create(dimension, analyzer)
+                break
+            except Exception as exc:
+                if self._client.has_collection(self.collection):
+                    self._client.drop_collection(self.collection)
+                if analyzer is None:
+                    raise StoreError(f"cannot create the collection on {self.uri}: {exc}") from exc
+                log.warning(
+                    "Milvus at %s rejected the BM25 analyzer %s (%s)", self.uri, analyzer, exc
+                )
+        if not self.has_bm25:
+            log.warning("Milvus at %s has no BM25 full-text search; dense search only", self.uri)
         self.dimension = dimension
 
-    def _create(self, dimension: int, *, bm25: bool) -> None:
+    def _create(self, dimension: int, analyzer: dict[str, Any] | None) -> None:
         from pymilvus import DataType, Function, FunctionType
 
         schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -141,10 +169,12 @@ class MilvusChunkStore:
         schema.add_field("heading", DataType.VARCHAR, max_length=2048)
         schema.add_field("chunk_index", DataType.INT64)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX)
+        bm25 = analyzer is not None
         text_args: dict[str, Any] = (
-            {"enable_analyzer": True, "analyzer_params": {"tokenizer": "jieba"}} if bm25 else {}
+            {"enable_analyzer": True, "analyzer_params": analyzer} if bm25 else {}
         )
-        schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX, **text_args)
+        schema.add_field("search_text", DataType.VARCHAR, max_length=_TEXT_MAX, **text_args)
         schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dimension)
         index = self._client.prepare_index_params()
         index.add_index("dense", index_type="AUTOINDEX", metric_type=DENSE_METRIC)
@@ -155,7 +185,7 @@ class MilvusChunkStore:
                 Function(
                     name="text_bm25",
                     function_type=FunctionType.BM25,
-                    input_field_names=["text"],
+                    input_field_names=["search_text"],
                     output_field_names=["sparse"],
                 )
             )
@@ -163,6 +193,8 @@ class MilvusChunkStore:
         self._client.create_collection(
             self.collection, schema=schema, index_params=index, consistency_level="Strong"
         )
+        self.has_bm25 = bm25
+        self.outdated = False
 
     def drop(self) -> None:
         if self._client.has_collection(self.collection):
@@ -187,6 +219,7 @@ class MilvusChunkStore:
                 "chunk_index": c.chunk_index,
                 "content_hash": c.content_hash,
                 "text": c.text[: _TEXT_MAX // 4],
+                "search_text": c.search_text[: _TEXT_MAX // 4],
                 "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
             }
             for c in chunks

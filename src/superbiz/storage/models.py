@@ -90,7 +90,7 @@ class KnowledgeDomainRow(Base):
     __tablename__ = "knowledge_domain"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    domain_id: Mapped[str] = mapped_column(String(64), unique=True)
+    domain_id: Mapped[str] = mapped_column(String(128), unique=True)
     description: Mapped[str | None] = mapped_column(String(256), nullable=True)
     when_to_retrieve: Mapped[str | None] = mapped_column(Text, nullable=True)
     document_count: Mapped[int] = mapped_column(Integer, default=0)

@@ -23,7 +23,7 @@ def upgrade() -> None:
     op.create_table(
         "knowledge_domain",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("domain_id", sa.String(64), nullable=False, unique=True),
+        sa.Column("domain_id", sa.String(128), nullable=False, unique=True),
         sa.Column("description", sa.String(256), nullable=True),
         sa.Column("when_to_retrieve", sa.Text(), nullable=True),
         sa.Column("document_count", sa.Integer(), nullable=False),

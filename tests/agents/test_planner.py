@@ -1,0 +1,454 @@
+"""The Planner: the deterministic ``MapPlanner`` and the ``LLMPlanner`` (validated JSON,
+one repair, then the map planner as fallback), on the small KB's real knowledge map
+(USE, Milvus Lite, SQLite). The LLM is a ``ScriptedChatModel`` or the OpenAI client
+talking to the strict fake server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import SMALL_KB_DOMAINS, write_kb
+from fakes.openai_server import FakeOpenAIServer
+from fakes.scripted_model import ScriptedChatModel
+from superbiz.agents.planner import (
+    LLMPlanner,
+    MapPlanner,
+    Plan,
+    PlannedDomain,
+    PlanRequest,
+    parse_plan,
+)
+from superbiz.agents.prompts import load_prompt
+from superbiz.config import LLMSettings, PlannerSettings, Settings
+from superbiz.exceptions import LLMUnavailableError
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.map import KnowledgeMap, build_map
+from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
+from superbiz.llm.openai_compat import OpenAIChatModel
+from superbiz.retrieval.embedders import Embedder
+
+PAYMENT = "payment/支付失败排查.md"
+REDIS = "infrastructure/redis-pool.md"
+PAYMENT_EVIDENCE = {"path": PAYMENT, "title": "支付失败排查", "domain": "payment", "ref": 1}
+REDIS_EVIDENCE = {"path": REDIS, "title": "Redis 连接池耗尽", "domain": "infrastructure"}
+BOTH = "支付回调超时，同时 Redis connection pool exhausted 怎么办"
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it embeds."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+
+@pytest.fixture(scope="module")
+def kmap(
+    tmp_path_factory: pytest.TempPathFactory, use_embedder: Embedder
+) -> Iterator[KnowledgeMap]:
+    root = tmp_path_factory.mktemp("planner-kb")
+    kb = KnowledgeBase(Settings(data_dir=root / "data"), embedder=use_embedder)
+    try:
+        Ingestor(kb, domains=DomainService(kb)).ingest([write_kb(root / "kb")])
+        yield build_map(kb)
+    finally:
+        kb.close()
+
+
+@pytest.fixture
+def planner(use_embedder: Embedder) -> MapPlanner:
+    return MapPlanner(use_embedder, PlannerSettings())
+
+
+# -- MapPlanner -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "domain"),
+    [
+        ("支付回调超时怎么办？", "payment"),
+        ("退款失败是什么原因", "payment"),
+        ("Redis 连接池耗尽", "infrastructure"),
+        ("How do I raise my API quota?", "api"),
+        ("Clients get HTTP 429 Too Many Requests", "api"),
+        ("What does idempotency mean?", "general"),
+    ],
+)
+def test_the_map_planner_picks_the_domain(
+    planner: MapPlanner, kmap: KnowledgeMap, question: str, domain: str
+) -> None:
+    plan = planner.plan(PlanRequest(question, kmap))
+
+    assert plan == Plan(True, (PlannedDomain(domain, question),), None, "map", None)
+
+
+def test_a_question_spanning_two_domains_plans_both_within_max_domains(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    wide = MapPlanner(use_embedder, PlannerSettings()).plan(PlanRequest(BOTH, kmap))
+    narrow = MapPlanner(use_embedder, PlannerSettings(max_domains=1)).plan(PlanRequest(BOTH, kmap))
+    loose = MapPlanner(use_embedder, PlannerSettings(max_domains=2, relative_cutoff=0.01))
+
+    assert sorted(wide.domain_ids) == ["infrastructure", "payment"]
+    assert len(narrow.domain_ids) == 1 and narrow.domain_ids[0] in wide.domain_ids
+    assert len(loose.plan(PlanRequest("支付回调超时怎么办？", kmap)).domain_ids) == 2
+
+
+def test_a_question_about_a_document_already_held_is_answered_from_evidence(
+    planner: MapPlanner, kmap: KnowledgeMap
+) -> None:
+    plan = planner.plan(PlanRequest("退款失败是什么原因", kmap, [PAYMENT_EVIDENCE]))
+
+    assert plan == Plan(False, (), None, "evidence", "answer from 支付失败排查")
+
+
+def test_evidence_of_another_document_does_not_stop_retrieval(
+    planner: MapPlanner, kmap: KnowledgeMap
+) -> None:
+    plan = planner.plan(PlanRequest("退款失败是什么原因", kmap, [REDIS_EVIDENCE]))
+
+    assert plan.need_retrieval and plan.domain_ids == ["payment"] and plan.source == "map"
+
+
+def test_a_replan_skips_the_consulted_domains_and_retrieves(
+    planner: MapPlanner, kmap: KnowledgeMap
+) -> None:
+    request = PlanRequest(
+        BOTH, kmap, [PAYMENT_EVIDENCE], frozenset({"payment"}), ["Redis connection pool"]
+    )
+
+    plan = planner.plan(request)
+
+    assert plan.need_retrieval and plan.source == "map"
+    assert "payment" not in plan.domain_ids
+    assert plan.domain_ids[0] == "infrastructure"
+
+
+def test_nothing_left_to_consult(planner: MapPlanner, kmap: KnowledgeMap) -> None:
+    everything = frozenset(SMALL_KB_DOMAINS)
+
+    assert planner.plan(PlanRequest("支付回调超时", kmap, exclude=everything)) == Plan(
+        False, (), None, "map", "no domain left to consult"
+    )
+    assert not planner.plan(PlanRequest("支付回调超时", KnowledgeMap([]))).need_retrieval
+
+
+def test_map_entries_are_embedded_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    embedder = CountingEmbedder(use_embedder)
+    planner = MapPlanner(embedder, PlannerSettings())  # type: ignore[arg-type]
+
+    planner.plan(PlanRequest("支付回调超时怎么办？", kmap))
+    first = embedder.texts
+    planner.plan(PlanRequest("How do I raise my API quota?", kmap))
+
+    assert first == sum(len(d.documents) for d in kmap.domains)
+    assert embedder.texts == first
+
+
+# -- LLMPlanner with a scripted model -----------------------------------------------------------
+
+
+def llm_planner(model: Any, use_embedder: Embedder, **settings: Any) -> LLMPlanner:
+    planner_settings = PlannerSettings(**settings)
+    return LLMPlanner(model, MapPlanner(use_embedder, planner_settings), planner_settings)
+
+
+def plan_json(*domains: tuple[str, str], need: bool = True, direct: str | None = None) -> str:
+    return json.dumps(
+        {
+            "need_retrieval": need,
+            "domains": [{"domain": d, "sub_question": q} for d, q in domains],
+            "direct_answer": direct,
+        },
+        ensure_ascii=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "language", "none"),
+    [("支付回调超时怎么办？", "zh", "（无）"), ("How do I raise my API quota?", "en", "(none)")],
+)
+def test_the_map_is_in_the_planner_system_prompt(
+    use_embedder: Embedder, kmap: KnowledgeMap, question: str, language: str, none: str
+) -> None:
+    model = ScriptedChatModel(plan_json(("payment", "回调超时的排查步骤")))
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest(question, kmap))
+
+    [step] = model.steps
+    system, user = step.messages
+    assert isinstance(system, SystemMessage) and user == UserMessage(question)
+    assert step.tools == ()
+    expected = load_prompt("chat-planner-prompt", language).format(  # type: ignore[arg-type]
+        knowledge_map=kmap.to_yaml().strip(), session_evidence=none, max_domains=3
+    )
+    assert system.content == expected
+    assert "available_knowledge_domains:" in system.content
+    for domain in kmap.domains:
+        assert f"domain_id: {domain.domain_id}" in system.content
+    assert '{"need_retrieval": true' in system.content  # the example survives formatting
+    assert plan == Plan(True, (PlannedDomain("payment", "回调超时的排查步骤"),), None, "llm")
+
+
+def test_session_evidence_and_max_domains_reach_the_prompt(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    model = ScriptedChatModel(plan_json(need=False))
+
+    plan = llm_planner(model, use_embedder, max_domains=2).plan(
+        PlanRequest("退款失败是什么原因", kmap, [PAYMENT_EVIDENCE, REDIS_EVIDENCE])
+    )
+
+    system = model.steps[0].system_texts[0]
+    assert "- 支付失败排查 [payment]\n- Redis 连接池耗尽 [infrastructure]" in system
+    assert "最多选 2 个域" in system
+    assert plan == Plan(False, (), None, "llm")
+
+
+def test_a_small_budget_summarises_the_map_in_the_prompt(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    model = ScriptedChatModel(plan_json(("api", "quota")))
+
+    llm_planner(model, use_embedder, map_token_budget=300).plan(
+        PlanRequest("How do I raise my API quota?", kmap)
+    )
+
+    system = model.steps[0].system_texts[0]
+    assert "\nnote: " in system and "300-token budget" in system
+
+
+def test_no_retrieval_with_a_direct_answer(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    model = ScriptedChatModel(plan_json(need=False, direct="  你好！有什么可以帮你？ "))
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest("你好", kmap))
+
+    assert plan == Plan(False, (), "你好！有什么可以帮你？", "llm")
+
+
+def test_malformed_output_is_repaired_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    model = ScriptedChatModel("I think payment.", plan_json(("payment", "回调超时")))
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest("支付回调超时怎么办？", kmap))
+
+    assert plan == Plan(True, (PlannedDomain("payment", "回调超时"),), None, "llm-repaired")
+    first, second = model.steps
+    assert second.messages[:2] == first.messages
+    [repair] = second.messages[2:]
+    assert isinstance(repair, SystemMessage)
+    assert "not a valid plan: no JSON object" in repair.content
+
+
+def test_an_unknown_domain_is_malformed(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    model = ScriptedChatModel(plan_json(("billing", "x")), plan_json(("payment", "回调超时")))
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest("支付回调超时怎么办？", kmap))
+
+    assert plan.source == "llm-repaired" and plan.domain_ids == ["payment"]
+    repair = model.steps[1].system_texts[-1]
+    assert "unknown domain 'billing'" in repair
+    assert "known: api, general, infrastructure, ops, payment" in repair
+
+
+def test_malformed_twice_falls_back_to_the_map_planner(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    model = ScriptedChatModel('{"need_retrieval": "yes"}', plan_json(("billing", "x")))
+    question = "支付回调超时怎么办？"
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest(question, kmap))
+
+    assert len(model.steps) == 2  # one repair, no more
+    assert plan.source == "fallback"
+    assert plan.domains == (PlannedDomain("payment", question),)
+    assert plan.note is not None and plan.note.startswith("planner output rejected: ")
+    assert "unknown domain 'billing'" in plan.note
+
+
+def test_an_unreachable_llm_falls_back_at_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    calls: list[int] = []
+
+    def down(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        calls.append(1)
+        raise LLMUnavailableError("LLM endpoint http://127.0.0.1:9/v1 is unavailable")
+
+    model = ScriptedChatModel(down, down)
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest("How do I raise my API quota?", kmap))
+
+    assert calls == [1]
+    assert (plan.source, plan.domain_ids) == ("fallback", ["api"])
+    assert plan.note == "planner output rejected: LLM endpoint http://127.0.0.1:9/v1 is unavailable"
+
+
+def test_a_replan_may_not_choose_a_consulted_domain(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    model = ScriptedChatModel(
+        plan_json(("payment", "again")), plan_json(("infrastructure", "Redis 连接池"))
+    )
+    request = PlanRequest(BOTH, kmap, (), frozenset({"payment"}), ["Redis connection pool"])
+
+    plan = llm_planner(model, use_embedder).plan(request)
+
+    assert (plan.source, plan.domain_ids) == ("llm-repaired", ["infrastructure"])
+    question = model.steps[0].messages[1].content
+    assert question.startswith(BOTH)
+    assert (
+        "（重新规划：已查询的域 payment；仍缺少的维度：Redis connection pool。请只选其他域。）"
+        in (question)
+    )
+    assert "unknown domain 'payment'" in model.steps[1].system_texts[-1]
+
+
+def test_an_english_replan_note(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    model = ScriptedChatModel(plan_json(("api", "quota")))
+    request = PlanRequest("How do I raise my API quota?", kmap, (), frozenset({"payment"}), [])
+
+    llm_planner(model, use_embedder).plan(request)
+
+    assert (
+        model.steps[0]
+        .messages[1]
+        .content.endswith(
+            "(Re-plan: domains already consulted: payment; still missing: -. "
+            "Choose other domains only.)"
+        )
+    )
+
+
+def test_the_planner_over_the_openai_protocol(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
+    with FakeOpenAIServer() as server:
+        server.script_chat("```json\n" + plan_json(("api", "How to raise the quota")) + "\n```")
+        model = OpenAIChatModel(
+            LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0),
+            sleep=lambda _s: None,
+        )
+        plan = llm_planner(model, use_embedder).plan(
+            PlanRequest("How do I raise my API quota?", kmap)
+        )
+        [request] = server.chat_requests
+
+    assert plan == Plan(True, (PlannedDomain("api", "How to raise the quota"),), None, "llm")
+    system, user = request["messages"]
+    assert system["role"] == "system" and "available_knowledge_domains:" in system["content"]
+    assert user == {"role": "user", "content": "How do I raise my API quota?"}
+    assert "tools" not in request
+
+
+# -- parse_plan -----------------------------------------------------------------------------
+
+ALLOWED = {"api", "payment", "infrastructure"}
+
+
+def parse(reply: str | dict[str, Any], max_domains: int = 3) -> Plan:
+    text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+    return parse_plan(text, ALLOWED, "the question", max_domains)
+
+
+def test_parse_plan_accepts_a_plan() -> None:
+    plan = parse(
+        'Plan:\n```json\n{"need_retrieval": true, "domains": ['
+        '{"domain": " Payment ", "sub_question": " 回调超时 "}, {"domain": "api"}, '
+        '{"domain": "infrastructure", "sub_question": "  "}]}\n```'
+    )
+
+    assert plan == Plan(
+        True,
+        (
+            PlannedDomain("payment", "回调超时"),
+            PlannedDomain("api", "the question"),
+            PlannedDomain("infrastructure", "the question"),
+        ),
+    )
+
+
+def test_parse_plan_keeps_each_domain_once_and_at_most_max_domains() -> None:
+    entries = [{"domain": d} for d in ("api", "api", "payment", "infrastructure")]
+
+    assert parse({"need_retrieval": True, "domains": entries}).domain_ids == [
+        "api",
+        "payment",
+        "infrastructure",
+    ]
+    assert parse({"need_retrieval": True, "domains": entries}, max_domains=2).domain_ids == [
+        "api",
+        "payment",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ({"need_retrieval": False, "direct_answer": " Hi! "}, Plan(False, (), "Hi!")),
+        ({"need_retrieval": False, "direct_answer": "  "}, Plan(False, (), None)),
+        ({"need_retrieval": False}, Plan(False, (), None)),
+        ({"need_retrieval": False, "domains": [{"domain": "nowhere"}]}, Plan(False, (), None)),
+    ],
+)
+def test_parse_plan_without_retrieval(reply: dict[str, Any], expected: Plan) -> None:
+    assert parse(reply) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("payment, please", "no JSON object"),
+        ('{"need_retrieval": true, }', "invalid JSON"),
+        ({"domains": [{"domain": "api"}]}, "'need_retrieval' must be true or false"),
+        ({"need_retrieval": "true", "domains": [{"domain": "api"}]}, "'need_retrieval' must be"),
+        (
+            {"need_retrieval": False, "direct_answer": 42},
+            "'direct_answer' must be a string or null",
+        ),
+        ({"need_retrieval": True}, "'domains' must list at least one domain"),
+        ({"need_retrieval": True, "domains": []}, "'domains' must list at least one domain"),
+        ({"need_retrieval": True, "domains": "api"}, "'domains' must list at least one domain"),
+        ({"need_retrieval": True, "domains": ["api"]}, "each domain entry needs a 'domain' string"),
+        ({"need_retrieval": True, "domains": [{"domain": 1}]}, "needs a 'domain' string"),
+        (
+            {"need_retrieval": True, "domains": [{"domain": "api"}, {"domain": "billing"}]},
+            "unknown domain 'billing'; known: api, infrastructure, payment",
+        ),
+    ],
+)
+def test_parse_plan_rejects(reply: str | dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem.replace("(", r"\(")):
+        parse(reply)
+
+
+def test_plan_as_dict() -> None:
+    plan = Plan(True, (PlannedDomain("api", "q"),), None, "llm-repaired", "n")
+
+    assert plan.as_dict() == {
+        "need_retrieval": True,
+        "domains": [{"domain": "api", "sub_question": "q"}],
+        "direct_answer": None,
+        "source": "llm-repaired",
+        "note": "n",
+    }
+    assert plan.domain_ids == ["api"]
+
+
+def test_prompt_files_exist_in_both_languages() -> None:
+    for language in ("zh", "en"):
+        prompt = load_prompt("chat-planner-prompt", language)  # type: ignore[arg-type]
+        assert "{knowledge_map}" in prompt and "{session_evidence}" in prompt
+        assert "{max_domains}" in prompt

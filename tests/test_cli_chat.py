@@ -1,0 +1,246 @@
+"""``superbiz ask`` through the Supervisor, the ``chat`` REPL, ``map`` and the planner
+numbers of ``eval agent``, end to end (real USE, Milvus Lite, SQLite; extractive mode).
+
+The CLI loads its embedder through ``make_embedder``; the tests hand it the session's one
+real USE model instead of loading it for every command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner, Result
+
+from conftest import SMALL_KB_DOMAINS
+from superbiz import cli
+from superbiz.retrieval.embedders import Embedder
+
+PAYMENT = "payment/支付失败排查.md"
+REDIS = "infrastructure/redis-pool.md"
+RATE_LIMIT = "api/rate-limit.md"
+PAY_Q = "支付回调超时怎么办？"
+REFUND_Q = "退款失败通常是什么原因？"
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        for console in (cli.console, cli.err):
+            patch.setattr(console, "_width", 200)  # one line per plan or lookup
+        yield
+
+
+def invoke(*args: str | Path, input: str | None = None) -> Result:
+    return runner.invoke(cli.app, [str(a) for a in args], input=input)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory, kb_writer: Callable[..., Path]) -> Path:
+    """The small KB as a tiny evaluation dataset."""
+    root = tmp_path_factory.mktemp("cli-chat") / "dataset"
+    kb_writer(root / "corpus")
+    queries = [
+        {"id": "q1", "query": "支付回调超时怎么办", "lang": "zh", "gold": [PAYMENT]},
+        {"id": "q2", "query": "Redis connection pool exhausted", "lang": "en", "gold": [REDIS]},
+        {"id": "q3", "query": "How do I raise my API quota?", "lang": "en", "gold": [RATE_LIMIT]},
+    ]
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(dataset: Path) -> Path:
+    target = dataset.parent / "data"
+    result = invoke("ingest", dataset / "corpus", "--data-dir", target)
+    assert result.exit_code == 0, result.output
+    return target
+
+
+def lines_of(out: str, kind: str) -> list[str]:
+    """The REPL's ``plan ...`` or ``lookup ...`` lines (after the ``you>`` prompt, whose
+    input is not echoed)."""
+    return re.findall(rf"^(?:you> )?({kind} .*)$", out, re.M)
+
+
+@pytest.fixture
+def session() -> str:
+    return f"chat-{uuid.uuid4().hex[:8]}"
+
+
+# -- ask -------------------------------------------------------------------------------------
+
+
+def test_ask_json_has_the_plan(data_dir: Path, session: str) -> None:
+    result = invoke("ask", PAY_Q, "--session", session, "--data-dir", data_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["plan"] == {
+        "need_retrieval": True,
+        "domains": [{"domain": "payment", "sub_question": PAY_Q}],
+        "direct_answer": None,
+        "source": "map",
+        "note": None,
+    }
+    assert "replan" not in data and data["reused_evidence"] == []
+    assert [lookup["domain"] for lookup in data["lookups"]] == ["payment"]
+    assert result.stderr == ""
+
+
+def test_a_follow_up_ask_in_the_session_makes_no_lookup(data_dir: Path, session: str) -> None:
+    first = invoke("ask", PAY_Q, "--session", session, "--data-dir", data_dir, "--json")
+    assert first.exit_code == 0, first.output
+
+    result = invoke("ask", REFUND_Q, "--session", session, "--data-dir", data_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["turn"] == 2
+    assert data["plan"]["need_retrieval"] is False and data["plan"]["source"] == "evidence"
+    assert data["lookups"] == [] and data["reused_evidence"] == [PAYMENT]
+    assert "商户余额不足" in data["answer"]
+    trace = json.loads(invoke("trace", session, "--data-dir", data_dir, "--json").stdout)
+    assert [row["turn"] for row in trace] == [1]
+
+
+def test_ask_plain_shows_the_plan_then_the_lookups(data_dir: Path, session: str) -> None:
+    result = invoke(
+        "ask", "How do I raise my API quota?", "--session", session, "--data-dir", data_dir
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "plan consult api (map)"
+    assert lines[1].startswith("lookup How do I raise my API quota? domain=api executed")
+    assert "verdict=" in lines[1] and "water=low" in lines[1]
+    assert "answer · extractive" in result.stdout and "[Extractive answer]" in result.stdout
+
+
+# -- chat ------------------------------------------------------------------------------------
+
+
+def test_the_chat_repl_plans_looks_up_answers_and_clears(data_dir: Path, session: str) -> None:
+    result = invoke(
+        "chat",
+        "--session",
+        session,
+        "--data-dir",
+        data_dir,
+        input=f"{PAY_Q}\n{REFUND_Q}\n/clear\n/quit\n",
+    )
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"session {session} · model extractive · /clear to forget, /quit to leave" in out
+    plans = lines_of(out, "plan")
+    assert plans == [
+        "plan consult payment (map)",
+        "plan answer from session evidence (evidence)",
+    ]
+    lookups = lines_of(out, "lookup")
+    assert len(lookups) == 1
+    assert re.match(
+        rf"lookup {re.escape(PAY_Q)} domain=payment executed PRECISE verdict=\w+ water=low$",
+        lookups[0],
+    )
+    flat = one_line(out)
+    assert flat.count("【抽取式回答】") == 2
+    assert "支付渠道回调超时时" in flat and "商户余额不足" in flat
+    assert out.count("superbiz") >= 2  # one answer panel per question
+    assert out.index("商户余额不足") > out.index(plans[1])
+    assert "session cleared" in out
+    # /clear forgot the recorded calls too
+    trace = invoke("trace", session, "--data-dir", data_dir)
+    assert trace.exit_code == 1
+    assert one_line(trace.stderr) == f"no tool calls recorded for session '{session}'"
+
+
+def test_after_clear_the_same_question_retrieves_again(data_dir: Path, session: str) -> None:
+    result = invoke(
+        "chat",
+        "--session",
+        session,
+        "--data-dir",
+        data_dir,
+        input=f"{PAY_Q}\n\n/clear\n{REFUND_Q}\n",  # a blank line is ignored; EOF leaves
+    )
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert lines_of(out, "plan") == [
+        "plan consult payment (map)",
+        "plan consult payment (map)",
+    ]
+    lookups = lines_of(out, "lookup")
+    assert len(lookups) == 2 and all("executed" in line for line in lookups)
+    assert "DEDUPED" not in out
+    trace = json.loads(invoke("trace", session, "--data-dir", data_dir, "--json").stdout)
+    assert [(row["turn"], row["executed"]) for row in trace] == [(1, True)]
+
+
+# -- map -------------------------------------------------------------------------------------
+
+
+def test_map_prints_the_knowledge_map(data_dir: Path) -> None:
+    result = invoke("map", "--data-dir", data_dir)
+
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(result.stdout)
+    domains = {d["domain_id"]: d for d in data["available_knowledge_domains"]}
+    assert set(domains) == SMALL_KB_DOMAINS
+    assert domains["payment"]["documents"] == [
+        {"title": "支付失败排查", "covers": ["支付回调超时", "退款失败"]}
+    ]
+    assert domains["payment"]["when_to_retrieve"] == "用户支付失败或回调异常时"
+    assert "note" not in data
+
+
+def test_map_with_a_tiny_budget_says_it_was_summarised(data_dir: Path) -> None:
+    result = invoke("map", "--data-dir", data_dir, "--budget", "250")
+
+    assert result.exit_code == 0, result.output
+    note = yaml.safe_load(result.stdout)["note"]
+    assert "250-token budget" in note
+
+
+# -- eval agent: the planner's numbers ----------------------------------------------------------
+
+
+def test_eval_agent_reports_plan_domain_recall_and_map_build_time(
+    dataset: Path, data_dir: Path
+) -> None:
+    result = invoke(
+        "eval", "agent", dataset, "--profile", "obedient", "--data-dir", data_dir, "--json"
+    )
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["questions"] == 3
+    assert report["plan_domain_recall"] == 1.0
+    assert isinstance(report["map_build_s"], float) and 0 <= report["map_build_s"] < 5
+    assert 1 <= report["planned_domains_mean"] <= 3
+
+
+def test_eval_agent_table_shows_plan_domain_recall(dataset: Path, data_dir: Path) -> None:
+    result = invoke(
+        "eval", "agent", dataset, "--profile", "obedient", "--data-dir", data_dir, "--limit", "1"
+    )
+
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "plan_domain_recall" in line)
+    assert "1.000" in row and "domains/plan" in row
