@@ -174,21 +174,9 @@ class Executor:
             recorder=self.recorder,
         )
         result = TurnResult(session_id, turn, question, language, model=self.model.name)
-        refs: dict[str, Citation] = {}
-        context: list[Message] = []
-        if evidence:
-            for doc in evidence:
-                refs.setdefault(doc.path, replace(doc, ref=len(refs) + 1))
-            context.append(evidence_message([c.as_dict(content=True) for c in refs.values()]))
-        if plan is not None:
-            context.append(plan_message(plan))
-        messages: list[Message] = [
-            SystemMessage(load_prompt("chat-executor-prompt", language)),
-            *context,
-            *history,
-            UserMessage(question),
-        ]
+        refs = {doc.path: replace(doc, ref=i) for i, doc in enumerate(_unique(evidence), 1)}
         earlier = set(refs)
+        messages = self._opening(question, language, history, plan, list(refs.values()))
         for step in range(1, self.governance.max_steps + 1):
             constraint = tool.constraint()
             extra = [SystemMessage(constraint.message)] if constraint.message else []
@@ -214,27 +202,60 @@ class Executor:
                 if on_lookup:
                     on_lookup(outcome)
         else:
-            result.stopped_by = "step_cap"
-            final = self.model.complete([*messages, SystemMessage(_STEP_CAP[language])], [])
-            result.steps += 1
-            for call in final.message.tool_calls:  # past the cap nothing runs, all is recorded
-                outcome = tool.call(
-                    call.arguments,
-                    call_id=call.id,
-                    step=result.steps,
-                    tool_name=call.name,
-                    error=call.error or "the step limit is reached",
-                )
-                if on_lookup:
-                    on_lookup(outcome)
-            result.answer = final.message.content.strip() or _NO_ANSWER[language]
+            self._force_answer(result, tool, messages, on_lookup)
+        self._settle(result, tool, refs, earlier)
+        return result
+
+    @staticmethod
+    def _opening(
+        question: str,
+        language: Language,
+        history: Sequence[Message],
+        plan: dict[str, Any] | None,
+        evidence: list[Citation],
+    ) -> list[Message]:
+        """Prompt, earlier evidence, plan, recent history, question; never the map."""
+        messages: list[Message] = [SystemMessage(load_prompt("chat-executor-prompt", language))]
+        if evidence:
+            messages.append(evidence_message([c.as_dict(content=True) for c in evidence]))
+        if plan is not None:
+            messages.append(plan_message(plan))
+        return [*messages, *history, UserMessage(question)]
+
+    def _force_answer(
+        self,
+        result: TurnResult,
+        tool: LookupTurn,
+        messages: list[Message],
+        on_lookup: OnLookup | None,
+    ) -> None:
+        """The step cap: one last call without tools; calls it makes anyway are recorded
+        as errors and never run."""
+        result.stopped_by = "step_cap"
+        final = self.model.complete([*messages, SystemMessage(_STEP_CAP[result.language])], [])
+        result.steps += 1
+        for call in final.message.tool_calls:
+            outcome = tool.call(
+                call.arguments,
+                call_id=call.id,
+                step=result.steps,
+                tool_name=call.name,
+                error=call.error or "the step limit is reached",
+            )
+            if on_lookup:
+                on_lookup(outcome)
+        result.answer = final.message.content.strip() or _NO_ANSWER[result.language]
+
+    @staticmethod
+    def _settle(
+        result: TurnResult, tool: LookupTurn, refs: dict[str, Citation], earlier: set[str]
+    ) -> None:
+        """Fill in what the turn did: lookups, citations (earlier evidence only when the
+        answer cites it), reused evidence and the dimensions left unfilled."""
         result.lookups = list(tool.outcomes)
         result.governed = tool
-        result.citations = [
-            c
-            for c in refs.values()
-            if c.path not in earlier or c.path in _cited(result.answer, refs)
-        ]
+        cited = _cited(result.answer, refs)
+        result.citations = [c for c in refs.values() if c.path not in earlier or c.path in cited]
         result.reused = [c.path for c in result.citations if c.path in earlier]
         result.governance_ms = tool.governance_ms
         result.unfilled = [
@@ -242,7 +263,6 @@ class Executor:
             for o in tool.outcomes
             if o.arguments.get("missing_dimension") and not (o.result and o.result.found)
         ]
-        return result
 
     @staticmethod
     def _render(outcome: ToolOutcome, refs: dict[str, Citation]) -> str:
@@ -265,3 +285,11 @@ def _cited(answer: str, refs: dict[str, Citation]) -> set[str]:
     """Paths whose ``[ref]`` the answer uses."""
     used = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
     return {path for path, c in refs.items() if c.ref in used}
+
+
+def _unique(evidence: Sequence[Citation]) -> list[Citation]:
+    """Each document once, at its first place."""
+    first: dict[str, Citation] = {}
+    for doc in evidence:
+        first.setdefault(doc.path, doc)
+    return list(first.values())
