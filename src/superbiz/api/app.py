@@ -192,7 +192,10 @@ def _handlers(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         summary = "; ".join(
-            f"{'.'.join(e['loc'][1:] or e['loc']) or 'body'}: {e['msg']}" for e in errors
+            f"body: {e['msg']}"
+            if e["type"] == "json_invalid"
+            else f"{'.'.join(e['loc'][1:] or e['loc']) or 'body'}: {e['msg']}"
+            for e in errors
         )
         return _error(422, "invalid_request", summary or "invalid request", errors=errors)
 

@@ -32,6 +32,7 @@ from rich.table import Table
 from superbiz.agents.runtime import Assistant
 from superbiz.config import Settings
 from superbiz.evaluation.agent import builtin_dataset
+from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm.extractive import ExtractiveChatModel
 
@@ -40,6 +41,10 @@ REQUEST_TIMEOUT_S = 120.0
 WARM_UP_REQUESTS = 3
 
 Notice = Callable[[str], None]
+
+
+class ServiceBenchmarkError(SuperbizError):
+    """The service answered a benchmark request with an error."""
 
 
 def free_port() -> int:
@@ -107,17 +112,20 @@ def _stream_timings(client: httpx.Client, session_id: str, question: str) -> dic
         "POST", "/api/chat_stream", json={"session_id": session_id, "question": question}
     ) as response:
         response.raise_for_status()
+        event = ""
         for line in response.iter_lines():
+            if line.startswith("data:") and event == "error":
+                message = json.loads(line[5:]).get("message")
+                raise ServiceBenchmarkError(f"the service failed on {question!r}: {message}")
             if not line.startswith("event:"):
                 continue
+            event = line[6:].strip()
             now = time.perf_counter() - started
             if first_event is None:
                 first_event = now
-            if first_token is None and line == "event: token":
+            if first_token is None and event == "token":
                 first_token = now
-            if line in ("event: error", "event: done"):
-                if line == "event: error":
-                    raise RuntimeError(f"the stream reported an error for {question!r}")
+            if event == "done":
                 break
     total = time.perf_counter() - started
     return {
@@ -181,6 +189,7 @@ def ensure_example_kb(assistant: Assistant, on_notice: Notice | None = None) -> 
             on_notice(f"{kb.settings.data_dir} is empty: ingesting the example KB")
         Ingestor(kb, domains=assistant.domains).ingest([builtin_dataset() / "corpus"])
         assistant.invalidate_map()
+    kb.check_index()  # an index from another embedder or version fails here, not per request
     return len(kb.documents.all())
 
 

@@ -122,8 +122,8 @@ def embedding_text(title: str, heading: str, text: str) -> str:
     fell from 0.866 to 0.785 on the dev set) and, when the chunk does not start with it,
     its heading path, then the chunk.
 
-    >>> embedding_text("T", "T > Steps", "run it")
-    'T\nT > Steps\nrun it'
+    >>> embedding_text("T", "T > Steps", "run it").splitlines()
+    ['T', 'T > Steps', 'run it']
     """
     head = [title]
     if heading and heading.split(" > ")[-1] not in text[:200]:

@@ -1,0 +1,90 @@
+"""Fixtures for the HTTP service tests: real USE, Milvus Lite, SQLite, extractive model.
+
+``chat_assistant`` serves the small KB read-only for the whole session (tests use fresh
+session ids); tests that change documents build their own with ``make_assistant``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from superbiz.agents.runtime import Assistant
+from superbiz.api import create_app
+from superbiz.config import ServiceSettings, Settings
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.llm.extractive import ExtractiveChatModel
+
+
+@pytest.fixture(scope="session")
+def make_assistant(
+    tmp_path_factory: pytest.TempPathFactory, use_embedder: Any, kb_writer: Callable[..., Path]
+) -> Iterator[Callable[..., Assistant]]:
+    """``make(**settings)`` → an Assistant over a fresh data dir holding the small KB."""
+    opened: list[Assistant] = []
+
+    def make(**overrides: Any) -> Assistant:
+        root = tmp_path_factory.mktemp("api-kb")
+        folder = kb_writer(root / "kb")
+        settings = Settings(data_dir=root / "data", **overrides)
+        kb = KnowledgeBase(settings, embedder=use_embedder)
+        assistant = Assistant(settings, kb=kb, model=ExtractiveChatModel())
+        Ingestor(kb, domains=assistant.domains).ingest([folder])
+        opened.append(assistant)
+        return assistant
+
+    yield make
+    for assistant in opened:
+        assistant.close()
+
+
+@pytest.fixture(scope="session")
+def chat_assistant(make_assistant: Callable[..., Assistant]) -> Assistant:
+    return make_assistant()
+
+
+@pytest.fixture(scope="session")
+def chat_app(chat_assistant: Assistant) -> FastAPI:
+    return create_app(chat_assistant.settings, assistant=chat_assistant, warm_up=False)
+
+
+@pytest.fixture
+def client(chat_app: FastAPI) -> TestClient:
+    """Not a context manager: the lifespan (warm-up, close) is not what these test."""
+    return TestClient(chat_app, raise_server_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def with_api_key() -> Callable[[Settings, str], Settings]:
+    """``with_api_key(settings, key)`` → the same settings with ``service.api-key`` set."""
+
+    def make(settings: Settings, key: str) -> Settings:
+        return settings.model_copy(update={"service": ServiceSettings(api_key=key)})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sse_events() -> Callable[[str], list[tuple[str, dict[str, Any], int]]]:
+    return parse_sse
+
+
+def parse_sse(text: str) -> list[tuple[str, dict[str, Any], int]]:
+    """``(event, data, id)`` for each block of an SSE body."""
+    events = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            fields[name] = value
+        events.append((fields["event"], json.loads(fields["data"]), int(fields["id"])))
+    return events

@@ -1,0 +1,154 @@
+"""Document upload, list and delete: the CLI's ingest path, size limit, safe file names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+
+from superbiz.agents.runtime import Assistant
+from superbiz.api import create_app
+
+LIMIT = 4096
+REFUND = """# 退款到账延迟处理
+
+## 现象
+用户反馈退款已受理但迟迟未到账，渠道侧显示退款处理中。
+
+## 处理
+确认渠道退款单号，超过七个工作日未到账时联系渠道运营加急。
+"""
+
+
+@pytest.fixture(scope="module")
+def docs_assistant(make_assistant: Callable[..., Assistant]) -> Assistant:
+    return make_assistant(ingest={"max_file_bytes": LIMIT})
+
+
+@pytest.fixture
+def client(docs_assistant: Assistant) -> TestClient:
+    app = create_app(docs_assistant.settings, assistant=docs_assistant, warm_up=False)
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def upload(
+    client: TestClient, name: str, data: bytes | str, domain: str | None = None
+) -> tuple[int, dict]:
+    content = data.encode() if isinstance(data, str) else data
+    response = client.post(
+        "/api/documents",
+        files={"file": (name, content, "text/markdown")},
+        data={"domain": domain} if domain else None,
+    )
+    return response.status_code, response.json()
+
+
+def uploads_of(assistant: Assistant) -> list[str]:
+    root = assistant.settings.data_dir / "uploads"
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_upload_ingests_like_the_cli_and_delete_removes_it(
+    client: TestClient, docs_assistant: Assistant
+) -> None:
+    status, body = upload(client, "退款到账延迟.md", REFUND, domain="Billing Ops")
+    assert status == 201, body
+    assert body["status"] == "added"
+    doc = body["document"]
+    assert doc["path"] == "billing-ops/退款到账延迟.md" and doc["domain"] == "billing-ops"
+    assert doc["title"] == "退款到账延迟处理" and doc["uploaded"] is True
+    assert doc["chunk_count"] >= 1
+    # metadata as the CLI derives it without an LLM
+    assert doc["origin"]["covers"] == "derived" and doc["when_to_retrieve"]
+    assert "billing-ops/退款到账延迟.md" in uploads_of(docs_assistant)
+
+    listed = {d["path"]: d for d in client.get("/api/documents").json()["documents"]}
+    assert listed[doc["path"]]["uploaded"] is True
+    assert listed["payment/支付失败排查.md"]["uploaded"] is False
+    kmap = client.get("/api/knowledge/map").json()["available_knowledge_domains"]
+    assert "billing-ops" in [d["domain_id"] for d in kmap]  # map rebuilt, domain computed
+
+    answer = client.post("/api/chat", json={"question": "退款迟迟未到账怎么办"}).json()
+    assert doc["path"] in [c["path"] for c in answer["citations"]]
+
+    again = upload(client, "退款到账延迟.md", REFUND, domain="Billing Ops")
+    assert again[0] == 201 and again[1]["status"] == "unchanged"
+
+    deleted = client.delete(f"/api/documents/{quote(doc['path'])}")
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json() == {"deleted": doc["path"], "domain": "billing-ops", "file_removed": True}
+    assert doc["path"] not in [d["path"] for d in client.get("/api/documents").json()["documents"]]
+    kmap = client.get("/api/knowledge/map").json()["available_knowledge_domains"]
+    assert "billing-ops" not in [d["domain_id"] for d in kmap]
+    assert uploads_of(docs_assistant) == []
+    assert docs_assistant.kb.store.index_state([doc["path"]]) == {}
+    assert client.delete(f"/api/documents/{quote(doc['path'])}").status_code == 404
+
+
+def test_deleting_an_ingested_document_keeps_its_file(
+    client: TestClient, docs_assistant: Assistant
+) -> None:
+    stored = docs_assistant.kb.documents.get("ops/notes/deploy-checklist.md")
+    assert stored is not None
+    response = client.delete("/api/documents/ops/notes/deploy-checklist.md")
+    assert response.status_code == 200
+    assert response.json()["file_removed"] is False
+    assert Path(stored.source_file).is_file()
+    domains = [
+        d["domain_id"]
+        for d in client.get("/api/knowledge/map").json()["available_knowledge_domains"]
+    ]
+    assert "ops" not in domains
+
+
+def test_file_names_cannot_leave_the_uploads_folder(
+    client: TestClient, docs_assistant: Assistant
+) -> None:
+    status, body = upload(client, "../../../etc/evil.md", "# Evil\n\nnot really.\n", "../..")
+    assert status == 201, body
+    assert body["document"]["path"] == "general/evil.md"
+    root = docs_assistant.settings.data_dir / "uploads"
+    assert (root / "general" / "evil.md").is_file()
+    assert not (docs_assistant.settings.data_dir.parent / "etc").exists()
+    status, body = upload(client, "..\\..\\.hidden notes.md", "# Notes\n\ntext\n")
+    assert status == 201 and body["document"]["path"] == "general/hidden notes.md"
+    for path in ("general/evil.md", "general/hidden notes.md"):
+        assert client.delete(f"/api/documents/{quote(path)}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("blob.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR", "binary file (contains NUL bytes)"),
+        ("empty.md", b"   \n", "empty file"),
+        ("latin1.md", "# Café\n".encode("latin-1"), "not UTF-8"),
+        ("broken.md", b"---\ntitle: [unclosed\n---\nbody\n", "malformed frontmatter"),
+        ("report.pdf", b"%PDF-1.7 text", "unsupported file type"),
+    ],
+)
+def test_unusable_files_get_422_with_the_reason(
+    client: TestClient, docs_assistant: Assistant, name: str, data: bytes, reason: str
+) -> None:
+    before = uploads_of(docs_assistant)
+    status, body = upload(client, name, data)
+    assert status == 422, body
+    assert body["error"] == "invalid_document" and reason in body["message"]
+    assert uploads_of(docs_assistant) == before
+
+
+def test_oversize_uploads_get_413(client: TestClient, docs_assistant: Assistant) -> None:
+    status, body = upload(client, "big.md", "# Big\n\n" + "x" * LIMIT)
+    assert status == 413 and str(LIMIT) in body["message"]
+    status, body = upload(client, "huge.md", "# Huge\n\n" + "x" * (LIMIT + 200_000))
+    assert status == 413 and body["error"] == "payload_too_large"
+    assert "big.md" not in " ".join(uploads_of(docs_assistant))
+
+
+def test_upload_needs_a_file(client: TestClient) -> None:
+    response = client.post("/api/documents", data={"domain": "x"})
+    assert response.status_code == 422
+    assert "file: Field required" in response.json()["message"]
+    assert client.delete("/api/documents/no/such.md").status_code == 404
