@@ -155,7 +155,12 @@ class GovernedLookup:
             supplements = [
                 d for d in fresh if d is not top and d.similarity >= thresholds.reference
             ]
-            shown = [top, *supplements[: settings.max_supplements]]
+            limit = (
+                settings.reference_supplements
+                if level is RelevanceLevel.REFERENCE
+                else settings.max_supplements
+            )
+            shown = [top, *supplements[:limit]]
         else:
             would_show = [
                 d
