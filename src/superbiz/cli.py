@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,6 +20,9 @@ from rich.table import Table
 
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import SuperbizError
+
+if TYPE_CHECKING:
+    from superbiz.knowledge.base import KnowledgeBase
 
 app = typer.Typer(
     help="Knowledge assistant whose retrieval is governed by code.",
@@ -64,6 +68,19 @@ def _settings(data_dir: Path | None) -> Settings:
     return load_settings(data_dir=data_dir)
 
 
+@contextmanager
+def _knowledge_base(settings: Settings) -> Iterator[KnowledgeBase]:
+    """The data dir's knowledge base, closed afterwards; errors become one red line."""
+    from superbiz.knowledge.base import KnowledgeBase
+
+    with _errors():
+        kb = KnowledgeBase(settings)
+        try:
+            yield kb
+        finally:
+            kb.close()
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
@@ -93,33 +110,28 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    from superbiz.knowledge.base import KnowledgeBase
     from superbiz.knowledge.domains import DomainService
     from superbiz.knowledge.ingest import Ingestor
     from superbiz.knowledge.metadata import LLMMetadataWriter
     from superbiz.llm import make_chat_model
 
-    with _errors():
-        settings = _settings(data_dir)
-        kb = KnowledgeBase(settings)
+    settings = _settings(data_dir)
+    with _knowledge_base(settings) as kb:
         model = make_chat_model(settings.llm) if settings.llm.configured else None
         ingestor = Ingestor(
             kb,
             metadata=LLMMetadataWriter(model) if model else None,
             domains=DomainService(kb, model),
         )
-        try:
-            with _progress() as progress:
-                task = progress.add_task("ingesting", total=None, item="")
-                report = ingestor.ingest(
-                    paths,
-                    prune=prune,
-                    rebuild=rebuild,
-                    on_total=lambda n: progress.update(task, total=n),
-                    on_progress=lambda label: progress.update(task, advance=1, item=label),
-                )
-        finally:
-            kb.close()
+        with _progress() as progress:
+            task = progress.add_task("ingesting", total=None, item="")
+            report = ingestor.ingest(
+                paths,
+                prune=prune,
+                rebuild=rebuild,
+                on_total=lambda n: progress.update(task, total=n),
+                on_progress=lambda label: progress.update(task, advance=1, item=label),
+            )
     if as_json:
         _print_json(report.as_dict())
         return
@@ -148,16 +160,11 @@ def lookup(
     """One governed lookup: prints what the model would see."""
     from superbiz.governance.lookup import GovernedLookup
     from superbiz.governance.tracker import make_tracker
-    from superbiz.knowledge.base import KnowledgeBase
 
-    with _errors():
-        settings = _settings(data_dir)
-        kb = KnowledgeBase(settings)
-        try:
-            governed = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
-            outcome = governed.lookup(session, query, domain, missing_dimension)
-        finally:
-            kb.close()
+    settings = _settings(data_dir)
+    with _knowledge_base(settings) as kb:
+        governed = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
+        outcome = governed.lookup(session, query, domain, missing_dimension)
     data = outcome.result.as_dict()
     if details:
         data["retrieval_details"] = outcome.details.as_dict()
@@ -214,16 +221,11 @@ def knowledge_map(
     ] = None,
 ) -> None:
     """Print the knowledge map the Planner sees (YAML)."""
-    from superbiz.knowledge.base import KnowledgeBase
     from superbiz.knowledge.map import build_map
 
-    with _errors():
-        settings = _settings(data_dir)
-        kb = KnowledgeBase(settings)
-        try:
-            text = build_map(kb).to_yaml(budget or settings.planner.map_token_budget)
-        finally:
-            kb.close()
+    settings = _settings(data_dir)
+    with _knowledge_base(settings) as kb:
+        text = build_map(kb).to_yaml(budget or settings.planner.map_token_budget)
     sys.stdout.write(text)
 
 
@@ -331,17 +333,12 @@ def trace(
     as_json: JsonFlag = False,
 ) -> None:
     """A session's tool calls, executed and blocked, like the ISS-003 log."""
-    from superbiz.knowledge.base import KnowledgeBase
     from superbiz.storage.invocations import InvocationRepository
 
-    with _errors():
-        kb = KnowledgeBase(_settings(data_dir))
-        try:
-            rows = InvocationRepository(kb.engine).for_session(session)
-        finally:
-            kb.close()
+    with _knowledge_base(_settings(data_dir)) as kb:
+        rows = InvocationRepository(kb.engine).for_session(session)
     if as_json:
-        _print_json([{k: getattr(r, k) for r in [r] for k in r.__dataclass_fields__} for r in rows])
+        _print_json([dataclasses.asdict(r) for r in rows])
         return
     if not rows:
         err.print(f"no tool calls recorded for session {session!r}")
@@ -513,14 +510,9 @@ def calibrate(
     """Measure the embedder's similarities on the KB and propose the two thresholds."""
     from superbiz.evaluation.calibrate import calibrate as run_calibration
     from superbiz.evaluation.calibrate import render_calibration
-    from superbiz.knowledge.base import KnowledgeBase
 
-    with _errors():
-        kb = KnowledgeBase(_settings(data_dir))
-        try:
-            report = run_calibration(kb, sample=sample)
-        finally:
-            kb.close()
+    with _knowledge_base(_settings(data_dir)) as kb:
+        report = run_calibration(kb, sample=sample)
     if as_json:
         _print_json(report)
     else:
