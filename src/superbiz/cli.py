@@ -6,7 +6,7 @@ import dataclasses
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -405,12 +405,7 @@ def eval_retrieval(
             on_total=lambda n: progress.update(task, total=n),
             on_progress=lambda label: progress.update(task, advance=1, item=label),
         )
-    if output:
-        output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
-    if as_json:
-        _print_json(report)
-    else:
-        render_report(report, console)
+    _publish(report, output, as_json, render_report)
 
 
 @eval_app.command("agent")
@@ -456,12 +451,7 @@ def eval_agent(
             on_progress=lambda label: progress.update(task, advance=1, item=label),
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
-    if output:
-        output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
-    if as_json:
-        _print_json(report)
-    else:
-        render_agent_report(report, console)
+    _publish(report, output, as_json, render_agent_report)
 
 
 @eval_app.command("service")
@@ -495,10 +485,7 @@ def eval_service(
             requests=requests,
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
-    if as_json:
-        _print_json(report)
-    else:
-        render_service_report(report, console)
+    _publish(report, None, as_json, render_service_report)
 
 
 @app.command()
@@ -513,10 +500,7 @@ def calibrate(
 
     with _knowledge_base(_settings(data_dir)) as kb:
         report = run_calibration(kb, sample=sample)
-    if as_json:
-        _print_json(report)
-    else:
-        render_calibration(report, console)
+    _publish(report, None, as_json, render_calibration)
 
 
 @app.command()
@@ -572,6 +556,21 @@ def serve(
         )
     err.print(f"[dim]superbiz on http://{host}:{port} · API docs at /docs[/]")
     uvicorn.run(application, host=host, port=port, log_level="info")
+
+
+def _publish(
+    report: dict[str, Any],
+    output: Path | None,
+    as_json: bool,
+    render: Callable[[dict[str, Any], Console], None],
+) -> None:
+    """A benchmark's report: written as JSON to ``output`` if asked, then printed."""
+    if output:
+        output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    if as_json:
+        _print_json(report)
+    else:
+        render(report, console)
 
 
 def _eval_dir(dataset_dir: Path) -> Path:
