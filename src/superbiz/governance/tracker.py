@@ -14,7 +14,6 @@ from typing import Protocol
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
 
 from superbiz.storage.models import SessionRetrievalRow, utcnow
 
@@ -74,6 +73,9 @@ class InMemorySessionTracker:
             self._sessions.pop(session_id, None)
 
 
+_TABLE = SessionRetrievalRow.__table__
+
+
 class SqlSessionTracker:
     """Action memory in the relational store (table ``session_retrievals``)."""
 
@@ -92,9 +94,9 @@ class SqlSessionTracker:
         ]
         if not rows:
             return
-        statement = self._insert(SessionRetrievalRow).values(rows).on_conflict_do_nothing()
-        with Session(self.engine) as session, session.begin():
-            session.execute(statement)
+        statement = self._insert(_TABLE).values(rows).on_conflict_do_nothing()
+        with self.engine.begin() as connection:  # Core, not the ORM: it is on the hot path
+            connection.execute(statement)
 
     def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
         return doc_path in self.retrieved_docs(session_id)
@@ -107,18 +109,16 @@ class SqlSessionTracker:
 
     def retrieved_docs(self, session_id: str) -> dict[str, str]:
         query = (
-            select(SessionRetrievalRow.doc_path, SessionRetrievalRow.domain)
-            .where(SessionRetrievalRow.session_id == session_id)
-            .order_by(SessionRetrievalRow.retrieved_at, SessionRetrievalRow.doc_path)
+            select(_TABLE.c.doc_path, _TABLE.c.domain)
+            .where(_TABLE.c.session_id == session_id)
+            .order_by(_TABLE.c.retrieved_at, _TABLE.c.doc_path)
         )
-        with Session(self.engine) as session:
-            return {doc: domain for doc, domain in session.execute(query)}
+        with self.engine.connect() as connection:
+            return {doc: domain for doc, domain in connection.execute(query)}
 
     def clear_session(self, session_id: str) -> None:
-        with Session(self.engine) as session, session.begin():
-            session.execute(
-                delete(SessionRetrievalRow).where(SessionRetrievalRow.session_id == session_id)
-            )
+        with self.engine.begin() as connection:
+            connection.execute(delete(_TABLE).where(_TABLE.c.session_id == session_id))
 
 
 def make_tracker(backend: str, engine: Engine) -> SessionTracker:
