@@ -18,33 +18,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.cli import app
 from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "payment/支付失败排查.md"
 BROKEN = "payment/broken.md"
-RESULT_KEYS = {
-    "found",
-    "primary",
-    "supplement",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains_this_session",
-    "message",
-    "dedup_reason",
-}
-SEED_DETAIL_KEYS = {
-    "l0_match_count",
-    "l0_titles",
-    "l1_top_score",
-    "l1_top_similarity",
-    "l1_match_count",
-    "l1_scores",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains",
-    "dedup_reason",
-}
 RANKING_KEYS = {"recall@1", "recall@5", "recall@10", "mrr@10"}
 
 

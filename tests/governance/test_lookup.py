@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.config import Settings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup, LookupOutcome, LookupResult
@@ -25,28 +26,6 @@ REDIS = "infrastructure/redis-pool.md"
 RATE_LIMIT = "api/rate-limit.md"
 # An English paraphrase with no exact term of the KB in it: found by L1 only.
 EN_PARAPHRASE = "how to raise the per-tenant request limit"
-SEED_DETAIL_KEYS = {
-    "l0_match_count",
-    "l0_titles",
-    "l1_top_score",
-    "l1_top_similarity",
-    "l1_match_count",
-    "l1_scores",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains",
-    "dedup_reason",
-}
-RESULT_KEYS = {
-    "found",
-    "primary",
-    "supplement",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains_this_session",
-    "message",
-    "dedup_reason",
-}
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.config import GovernanceSettings
 from superbiz.governance.decision import DomainState, Situation, Verdict, breaker_message
 from superbiz.governance.lookup import GovernedLookup, LookupResult
@@ -29,28 +30,6 @@ from superbiz.storage.invocations import Invocation, InvocationRepository
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
 RATE_LIMIT = "api/rate-limit.md"
-SEED_DETAIL_KEYS = {
-    "l0_match_count",
-    "l0_titles",
-    "l1_top_score",
-    "l1_top_similarity",
-    "l1_match_count",
-    "l1_scores",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains",
-    "dedup_reason",
-}
-RESULT_KEYS = {
-    "found",
-    "primary",
-    "supplement",
-    "relevance_level",
-    "completeness_hint",
-    "retrieved_domains_this_session",
-    "message",
-    "dedup_reason",
-}
 
 
 @pytest.fixture

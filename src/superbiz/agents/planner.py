@@ -86,6 +86,8 @@ class MapPlanner:
         self.embedder = embedder
         self.settings = settings
         self._entries: dict[tuple[str, str], np.ndarray] = {}
+        self._exact_map: KnowledgeMap | None = None
+        self._exact_index = ExactIndex()
 
     def plan(self, request: PlanRequest) -> Plan:
         kmap = request.knowledge_map
@@ -110,11 +112,9 @@ class MapPlanner:
         domain_score: dict[str, float] = {}
         for (domain, _), score in zip(documents, scores, strict=True):
             domain_score[domain] = max(domain_score.get(domain, -1.0), float(score))
-        exact = ExactIndex(
-            ExactEntry(doc.path, doc.title, domain, covers=doc.covers) for domain, doc in documents
-        )
-        for match in ExactIndex.naming(exact.match(request.question)):
-            domain_score[match.domain] = 1.0
+        for match in ExactIndex.naming(self._exact(kmap).match(request.question)):
+            if match.domain in domain_score:  # not an excluded domain
+                domain_score[match.domain] = 1.0
         ranked = sorted(domain_score.items(), key=lambda item: item[1], reverse=True)
         top = ranked[0][1]
         cutoff = top * self.settings.relative_cutoff if top > 0 else top
@@ -124,6 +124,17 @@ class MapPlanner:
             tuple(PlannedDomain(d, request.question) for d in chosen),
             source="map",
         )
+
+    def _exact(self, kmap: KnowledgeMap) -> ExactIndex:
+        """The map's titles and covers as an exact index, built once per map."""
+        if self._exact_map is not kmap:
+            self._exact_index = ExactIndex(
+                ExactEntry(doc.path, doc.title, domain.domain_id, covers=doc.covers)
+                for domain in kmap.domains
+                for doc in domain.documents
+            )
+            self._exact_map = kmap
+        return self._exact_index
 
     def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
         """Entry vectors, embedded once per (path, text) and reused across turns."""
