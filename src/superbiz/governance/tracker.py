@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable
 from typing import Protocol
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -81,8 +81,16 @@ class SqlSessionTracker:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        dialect = engine.dialect.name
-        self._insert = pg_insert if dialect == "postgresql" else sqlite_insert
+        # Built once with bound parameters: SQLAlchemy then reuses the compiled SQL,
+        # where a statement with the rows inlined compiled anew on every call (a
+        # lookup spent 1.3 ms instead of 0.2 ms on action memory).
+        insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+        self._mark = insert(_TABLE).on_conflict_do_nothing()
+        self._docs = (
+            select(_TABLE.c.doc_path, _TABLE.c.domain)
+            .where(_TABLE.c.session_id == bindparam("session_id"))
+            .order_by(_TABLE.c.retrieved_at, _TABLE.c.doc_path)
+        )
 
     def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None:
         self.mark_many(session_id, [(domain, doc_path)])
@@ -94,9 +102,8 @@ class SqlSessionTracker:
         ]
         if not rows:
             return
-        statement = self._insert(_TABLE).values(rows).on_conflict_do_nothing()
         with self.engine.begin() as connection:  # Core, not the ORM: it is on the hot path
-            connection.execute(statement)
+            connection.execute(self._mark, rows)
 
     def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
         return doc_path in self.retrieved_docs(session_id)
@@ -108,13 +115,9 @@ class SqlSessionTracker:
         return list(dict.fromkeys(self.retrieved_docs(session_id).values()))
 
     def retrieved_docs(self, session_id: str) -> dict[str, str]:
-        query = (
-            select(_TABLE.c.doc_path, _TABLE.c.domain)
-            .where(_TABLE.c.session_id == session_id)
-            .order_by(_TABLE.c.retrieved_at, _TABLE.c.doc_path)
-        )
         with self.engine.connect() as connection:
-            return {doc: domain for doc, domain in connection.execute(query)}
+            rows = connection.execute(self._docs, {"session_id": session_id})
+            return {doc: domain for doc, domain in rows}
 
     def clear_session(self, session_id: str) -> None:
         with self.engine.begin() as connection:

@@ -201,6 +201,7 @@ class Ingestor:
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
         )
         if report.changed:
+            kb.store.flush()
             kb.invalidate()
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)

@@ -1,0 +1,124 @@
+"""Milvus Lite in this process: its collection object and a vectorised BM25 scorer.
+
+Milvus Lite 3.x is a pure-Python engine that pymilvus reaches over loopback gRPC.
+Two things it does slowly at query time are worked around here, both behind
+fallbacks so that a change in Lite's internals costs speed, never results:
+
+* searching the in-process collection directly skips the gRPC round trip
+  (about 3 ms per dense and 12 ms per BM25 search at dev size);
+* Lite scores BM25 one posting at a time in Python (about 2.5 ms per query on the
+  dev set); each segment's scorer is swapped for ``VectorizedBm25``, the same formula
+  over numpy arrays (about 0.2 ms), with identical rankings (tested).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+try:
+    from milvus_lite.index.sparse_inverted import SparseInvertedIndex
+except ImportError:  # Lite not installed, or reorganised: nothing to accelerate
+    SparseInvertedIndex = None  # type: ignore[assignment,misc]
+
+
+def local_collection(uri: str, collection: str) -> Any | None:
+    """Lite's collection object for the file ``uri``, or None when unavailable."""
+    try:
+        from milvus_lite import server_manager_instance
+
+        entry = server_manager_instance._servers.get(os.path.abspath(uri))
+        return entry[1].get_collection(collection) if entry else None
+    except Exception:  # Lite's layout changed: the client path still works
+        log.debug("Milvus Lite in-process search unavailable", exc_info=True)
+        return None
+
+
+def accelerate_bm25(collection: Any, field: str) -> None:
+    """Give every segment of ``collection`` a vectorised scorer for ``field``.
+
+    Lite builds a segment's scorer lazily at its first search and again after a
+    compaction, so this runs before each search; it costs a loop over the segments.
+    """
+    if SparseInvertedIndex is None:
+        return
+    try:
+        for segment in collection._segments_snapshot():
+            index = segment.sparse_indexes.get(field)
+            if type(index) is SparseInvertedIndex:
+                segment.sparse_indexes[field] = VectorizedBm25.from_index(index)
+    except Exception:
+        log.debug("Milvus Lite BM25 acceleration unavailable", exc_info=True)
+
+
+if SparseInvertedIndex is not None:
+
+    class VectorizedBm25(SparseInvertedIndex):
+        """Lite's BM25 (its k1, b, IDF and length normalisation), one numpy pass per term.
+
+        Each posting's contribution ``idf · tf·(k1+1) / (tf + k1·(1−b+b·dl/avgdl))``
+        depends only on the segment, so it is computed once; a query sums those
+        arrays into a score per row. Ties keep row order, as a stable sort does.
+        """
+
+        _postings: dict[int, tuple[np.ndarray, np.ndarray]]
+
+        @classmethod
+        def from_index(cls, index: Any) -> VectorizedBm25:
+            fast = cls(k1=index.k1, b=index.b)
+            fast.doc_count = index.doc_count
+            fast.avgdl = index.avgdl
+            fast._doc_lengths = index._doc_lengths
+            fast._posting_lists = index._posting_lists
+            fast._df = index._df
+            fast._postings = fast._contributions()
+            return fast
+
+        def _contributions(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+            n, k1, b = self.doc_count, self.k1, self.b
+            avgdl = self.avgdl if self.avgdl > 0 else 1.0
+            lengths = np.asarray(self._doc_lengths, dtype=np.float64)
+            postings = {}
+            for term, entries in self._posting_lists.items():
+                rows = np.fromiter((e[0] for e in entries), np.int64, len(entries))
+                tf = np.fromiter((e[1] for e in entries), np.float64, len(entries))
+                df = self._df[term]
+                idf = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+                norm = tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * lengths[rows] / avgdl))
+                postings[term] = (rows, idf * norm)
+            return postings
+
+        def search(
+            self,
+            query_sparse_vectors: list[dict[int, float]],
+            top_k: int,
+            valid_mask: np.ndarray | None = None,
+        ) -> tuple[np.ndarray, np.ndarray]:
+            nq = len(query_sparse_vectors)
+            ids = np.full((nq, top_k), -1, dtype=np.int64)
+            distances = np.full((nq, top_k), np.inf, dtype=np.float32)
+            rows = len(self._doc_lengths)
+            for qi, query in enumerate(query_sparse_vectors):
+                scores = np.zeros(rows)
+                touched = np.zeros(rows, dtype=bool)
+                for term, weight in query.items():
+                    posting = self._postings.get(term)
+                    if posting is not None:
+                        scores[posting[0]] += posting[1] * weight
+                        touched[posting[0]] = True
+                if valid_mask is not None:
+                    touched &= valid_mask
+                candidates = np.flatnonzero(touched)
+                best = candidates[np.argsort(-scores[candidates], kind="stable")[:top_k]]
+                ids[qi, : len(best)] = best
+                distances[qi, : len(best)] = -scores[best]
+            return ids, distances
+
+else:  # pragma: no cover - only without Lite
+    VectorizedBm25 = None  # type: ignore[assignment,misc]

@@ -1,0 +1,90 @@
+"""Milvus Lite in process: the vectorised BM25 scorer ranks exactly as Lite's own, and
+an ingest leaves nothing for searches to scan row by row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from milvus_lite.index.sparse_inverted import SparseInvertedIndex
+
+from superbiz.config import Settings
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.retrieval._lite import VectorizedBm25, accelerate_bm25
+
+
+def _random_corpus(rng: np.random.Generator, docs: int, vocabulary: int) -> list[dict[int, float]]:
+    corpus = []
+    for _ in range(docs):
+        terms = rng.choice(vocabulary, size=int(rng.integers(0, 12)), replace=False)
+        corpus.append({int(t): float(rng.integers(1, 5)) for t in terms})
+    return corpus
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vectorized_bm25_matches_lite_scores_and_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    corpus = _random_corpus(rng, docs=300, vocabulary=60)
+    lite = SparseInvertedIndex(k1=1.2, b=0.6)
+    lite.build(corpus)
+    fast = VectorizedBm25.from_index(lite)
+    queries = [{int(t): 1.0 for t in rng.choice(70, size=4, replace=False)} for _ in range(40)]
+    queries.append({})  # no terms: no hits
+    mask = rng.random(300) > 0.3
+
+    for valid in (None, mask):
+        lite_ids, lite_dist = lite.search(queries, 15, valid_mask=valid)
+        fast_ids, fast_dist = fast.search(queries, 15, valid_mask=valid)
+        np.testing.assert_allclose(fast_dist, lite_dist, rtol=1e-6)
+        for row in range(len(queries)):
+            lite_hits = dict(zip(lite_ids[row].tolist(), lite_dist[row].tolist(), strict=True))
+            fast_hits = dict(zip(fast_ids[row].tolist(), fast_dist[row].tolist(), strict=True))
+            for hit in lite_hits.keys() & fast_hits.keys():
+                assert fast_hits[hit] == pytest.approx(lite_hits[hit])
+            # Rows tied at the cut-off score may be cut differently; no other row may.
+            boundary = lite_dist[row][-1]
+            for hit in lite_hits.keys() ^ fast_hits.keys():
+                score = lite_hits.get(hit, fast_hits.get(hit))
+                assert score == pytest.approx(boundary)
+        assert (fast_ids[-1] == -1).all()
+
+
+def test_vectorized_bm25_is_empty_for_an_empty_segment() -> None:
+    lite = SparseInvertedIndex()
+    lite.build([])
+    ids, distances = VectorizedBm25.from_index(lite).search([{1: 1.0}], 3)
+    assert (ids == -1).all() and np.isinf(distances).all()
+
+
+def _segments(kb: KnowledgeBase) -> list[Any]:
+    local = kb.store._local_collection()
+    assert local is not None, "the default store is an in-process Milvus Lite file"
+    return list(local._segments_snapshot())
+
+
+def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
+    tmp_path: Path, small_kb: Path, use_embedder: Any
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    try:
+        Ingestor(kb).ingest([small_kb])
+        local = kb.store._local_collection()
+        assert local._memtable.size() == 0  # flushed: nothing scanned row by row
+        assert sum(segment.num_rows for segment in _segments(kb)) > 0
+
+        before = kb.store.search_bm25("Redis connection pool exhausted", 5)
+        after = kb.store.search_bm25("Redis connection pool exhausted", 5)
+        scorers = [segment.sparse_indexes.get("sparse") for segment in _segments(kb)]
+        assert scorers and all(isinstance(s, VectorizedBm25) for s in scorers)
+        assert [h.id for h in after] == [h.id for h in before]
+        assert after[0].doc_path == "infrastructure/redis-pool.md"
+    finally:
+        kb.close()
+
+
+def test_accelerate_bm25_leaves_an_unknown_collection_alone() -> None:
+    accelerate_bm25(object(), "sparse")  # no segments API: nothing to do, no error
