@@ -56,8 +56,8 @@ class RetrievalSettings(_Section):
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(15, ge=1, le=1000)  # per search; dev MRR 0.956 at 15, 0.953 at 20
     max_supplements: int = Field(2, ge=0, le=10)
-    #: a REFERENCE result is less certain (precision 0.78 on dev), so it shows more
-    #: alternatives in the same call instead of inviting re-queries
+    #: a REFERENCE result is less certain (precision 0.80 on dev), so it shows more of
+    #: the hybrid ranking in the same call instead of inviting re-queries
     reference_supplements: int = Field(4, ge=0, le=10)
     excerpt_chars: int = Field(1200, ge=100)
 

@@ -403,6 +403,80 @@ def test_domain_limit_mode_keeps_earlier_turn_domains_closed() -> None:
     assert gov.admit(LookupRequest("billing")).allowed
 
 
+# -- no result from a call that named no domain: one reworded retry first ----------------
+
+
+def guessed(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Admission:
+    """A call that names no domain; ``domain`` is the caller's inference."""
+    admission = gov.admit(LookupRequest(domain))
+    if admission.allowed:
+        gov.record(domain, level, named=False)
+    return admission
+
+
+def test_unnamed_no_result_opens_one_reworded_retry() -> None:
+    gov = make()
+    guessed(gov, "kubernetes", None)
+    assert gov.domain_state("kubernetes") is DomainState.RETRY
+    assert gov.situation() is Situation.RETRY
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.CONTINUE, True)
+    assert constraint.message is not None
+    assert constraint.message.startswith(BREAKER_TEXTS[Situation.RETRY]["en"][:40])
+    assert constraint.closed_domains == constraint.supplement_domains == ()
+    assert guessed(gov, "kubernetes", REF).allowed  # no missing_dimension needed
+
+
+@pytest.mark.parametrize(
+    ("retry_result", "state"),
+    [
+        (P, DomainState.CLOSED),
+        (HR, DomainState.CLOSED),
+        (DD, DomainState.CLOSED),
+        (REF, DomainState.SUPPLEMENT),
+        (None, DomainState.SUPPLEMENT),
+    ],
+)
+def test_retry_then_the_matrix_row_of_its_result(
+    retry_result: RelevanceLevel | None, state: DomainState
+) -> None:
+    gov = make()
+    guessed(gov, "kubernetes", None)
+    guessed(gov, "kubernetes", retry_result)
+    assert gov.domain_state("kubernetes") is state
+    expected = DOMAIN if state is DomainState.CLOSED else NEEDS_DIM
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is expected
+
+
+def test_named_no_result_goes_straight_to_the_supplement_row() -> None:
+    gov = make()
+    lookup(gov, "kubernetes", None)
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is NEEDS_DIM
+
+
+@pytest.mark.parametrize("level", [P, HR, REF, DD])
+def test_unnamed_results_other_than_none_follow_the_matrix(level: RelevanceLevel) -> None:
+    gov = make()
+    guessed(gov, "kubernetes", level)
+    expected = DomainState.SUPPLEMENT if level is REF else DomainState.CLOSED
+    assert gov.domain_state("kubernetes") is expected
+
+
+def test_retry_is_blocked_at_high_water() -> None:
+    gov = make(withhold_after_blocked=100)
+    spend(gov, 7)
+    guessed(gov, "kubernetes", None)
+    assert gov.domain_state("kubernetes") is DomainState.RETRY
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is BUDGET
+
+
+def test_plan_b_has_no_retry() -> None:
+    gov = make(mode="domain-limit")
+    guessed(gov, "kubernetes", None)
+    assert gov.domain_state("kubernetes") is DomainState.CLOSED
+
+
 # -- plan B ---------------------------------------------------------------------------------
 
 

@@ -15,8 +15,12 @@ REFERENCE / no result           one targeted supplement naming            stop
 DEDUPED                         D closed               D closed              stop
 ==============================  =====================  ====================  ==========
 
-Domains not yet retrieved stay open at low and mid water. Plan B (``mode: domain-limit``)
-allows one lookup per domain per session and no supplement. Pure logic, no I/O.
+The seed has no row for a lookup that found nothing. When the call named its domain, D
+has nothing for the question and takes the REFERENCE row. When it named none, D is only
+the nearest guess and the wording may be what missed: one reworded retry comes first
+(``RETRY``), then the REFERENCE row. Domains not yet retrieved stay open at low and mid
+water. Plan B (``mode: domain-limit``) allows one lookup per domain per session and no
+supplement or retry. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class DomainState(StrEnum):
     """A domain's state within the turn."""
 
     OPEN = "open"
+    RETRY = "retry"  # a lookup naming no domain found nothing: one reworded retry left
     SUPPLEMENT = "supplement"  # REFERENCE / no result: one targeted supplement left
     CLOSED = "closed"
 
@@ -100,6 +105,7 @@ class Situation(StrEnum):
     HIGH_ANSWER = "high_answer"
     HIGH_LIMITED = "high_limited"
     SUPPLEMENT = "supplement"
+    RETRY = "retry"
     BLOCKED = "blocked"
     BLOCKED_NEEDS_DIMENSION = "blocked_needs_dimension"
     ANSWER = "answer"
@@ -164,6 +170,13 @@ BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
         "dimension: call lookup_knowledge once with missing_dimension naming the specific "
         "missing dimension (domain: {supplement}); do not repeat the lookup with reworded "
         "queries.",
+    },
+    Situation.RETRY: {
+        "zh": "知识库中没有找到相关文档。可以换用不同的关键词（如告警名、错误信息或组件名）"
+        "重新检索一次；仍然没有结果时，请直接说明知识库中没有相关信息。",
+        "en": "No relevant document was found. You may look up once more with different key "
+        "terms (an alert name, an error message or a component); if that finds nothing "
+        "either, say that the knowledge base has no information on it.",
     },
     Situation.BLOCKED: {
         "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；请基于已有信息回答，"
@@ -339,8 +352,18 @@ class TurnGovernor:
                 self._withheld = True
         return Admission(reason is None, reason, level, domain)
 
-    def record(self, domain: str | None, level: RelevanceLevel | None, tokens: int = 0) -> None:
-        """After an executed lookup: move its domain along the matrix (``None`` = no result)."""
+    def record(
+        self,
+        domain: str | None,
+        level: RelevanceLevel | None,
+        tokens: int = 0,
+        *,
+        named: bool = True,
+    ) -> None:
+        """After an executed lookup: move its domain along the matrix (``None`` = no result).
+
+        ``named``: the call named ``domain`` itself (``False``: the caller inferred it).
+        """
         self.add_tokens(tokens)
         self._has_result = True
         self._last_level = level
@@ -349,7 +372,7 @@ class TurnGovernor:
         if domain is None:
             return
         self._retrieved[domain] = None
-        self._states[domain] = self._next_state(self.domain_state(domain), level)
+        self._states[domain] = self._next_state(self.domain_state(domain), level, named)
 
     def add_tokens(self, n: int) -> None:
         """Tokens spent this turn, for ``indicator: tokens``."""
@@ -408,6 +431,8 @@ class TurnGovernor:
             return Situation.BLOCKED
         if self._last_level in _GOOD:
             return Situation.ANSWER
+        if self._last_level is None and self._domains_in(DomainState.RETRY):
+            return Situation.RETRY
         if self._domains_in(DomainState.SUPPLEMENT):
             return Situation.SUPPLEMENT
         return Situation.CONTINUE
@@ -427,10 +452,16 @@ class TurnGovernor:
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
 
-    def _next_state(self, state: DomainState, level: RelevanceLevel | None) -> DomainState:
-        """OPEN + REFERENCE/no result → SUPPLEMENT (plan A only); anything else → CLOSED."""
-        plan_a = self._settings.mode == "matrix"
-        if state is DomainState.OPEN and plan_a and level not in _CLOSING:
+    def _next_state(
+        self, state: DomainState, level: RelevanceLevel | None, named: bool
+    ) -> DomainState:
+        """Plan A: OPEN + no result from a call naming no domain → RETRY; OPEN or RETRY +
+        REFERENCE/no result → SUPPLEMENT; anything else → CLOSED. Plan B: CLOSED."""
+        if self._settings.mode != "matrix" or level in _CLOSING:
+            return DomainState.CLOSED
+        if state is DomainState.OPEN and level is None and not named:
+            return DomainState.RETRY
+        if state in (DomainState.OPEN, DomainState.RETRY):
             return DomainState.SUPPLEMENT
         return DomainState.CLOSED
 

@@ -209,7 +209,8 @@ class LookupTurn:
         level = outcome.result.relevance_level
         primary = outcome.result.primary
         recorded_domain = governed_domain or (primary.domain if primary else None)
-        self._timed(lambda: self.governor.record(recorded_domain, level))
+        named = domain is not None
+        self._timed(lambda: self.governor.record(recorded_domain, level, named=named))
         if recorded_domain:
             self._asked.append((frozenset(key_terms(query)), recorded_domain))
         return self._finish(

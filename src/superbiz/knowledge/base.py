@@ -103,10 +103,9 @@ class KnowledgeBase:
         return self.documents.domains()
 
     def require_domain(self, domain: str) -> str:
-        known = self.domains()
         normalized = normalize_domain(domain)
-        if normalized not in known:
-            raise UnknownDomainError(domain, sorted(known))
+        if not self.documents.has_domain(normalized):
+            raise UnknownDomainError(domain, sorted(self.domains()))
         return normalized
 
     def close(self) -> None:

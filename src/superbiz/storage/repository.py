@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow
@@ -60,6 +60,9 @@ def _stored(row: DocumentRow) -> StoredDocument:
     )
 
 
+_HAS_DOMAIN = select(DocumentRow.id).where(DocumentRow.domain == bindparam("domain")).limit(1)
+
+
 class DocumentRepository:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -81,6 +84,11 @@ class DocumentRepository:
                 select(DocumentRow.domain, func.count()).group_by(DocumentRow.domain)
             )
             return dict(sorted((domain, count) for domain, count in rows))
+
+    def has_domain(self, domain: str) -> bool:
+        """One indexed point query: the check a governed call makes on every named domain."""
+        with self.engine.connect() as connection:
+            return connection.execute(_HAS_DOMAIN, {"domain": domain}).first() is not None
 
     def save(self, doc: StoredDocument) -> None:
         """Insert or update by path, in one transaction."""
