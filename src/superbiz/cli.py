@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from superbiz.config import Settings, load_settings
@@ -86,6 +93,8 @@ def _print_json(data: Any) -> None:
 
 
 def _progress() -> Progress:
+    """A progress bar redrawn by ``update(..., refresh=True)`` in the caller's thread: an
+    auto-refresh thread would take the GIL in the middle of the lookups a benchmark times."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -94,7 +103,16 @@ def _progress() -> Progress:
         TextColumn("{task.fields[item]}", style="dim"),
         console=err,
         transient=True,
+        auto_refresh=False,
     )
+
+
+def _tracking(progress: Progress, task: TaskID) -> dict[str, Callable[[Any], None]]:
+    """``on_total`` / ``on_progress`` callbacks that move ``task`` and redraw the bar."""
+    return {
+        "on_total": lambda n: progress.update(task, total=n, refresh=True),
+        "on_progress": lambda label: progress.update(task, advance=1, item=label, refresh=True),
+    }
 
 
 @app.command()
@@ -129,8 +147,7 @@ def ingest(
                 paths,
                 prune=prune,
                 rebuild=rebuild,
-                on_total=lambda n: progress.update(task, total=n),
-                on_progress=lambda label: progress.update(task, advance=1, item=label),
+                **_tracking(progress, task),
             )
     if as_json:
         _print_json(report.as_dict())
@@ -402,8 +419,7 @@ def eval_retrieval(
             _settings(data_dir or _eval_dir(dataset_dir)),
             k=k,
             limit=limit,
-            on_total=lambda n: progress.update(task, total=n),
-            on_progress=lambda label: progress.update(task, advance=1, item=label),
+            **_tracking(progress, task),
         )
     _publish(report, output, as_json, render_report)
 
@@ -447,8 +463,7 @@ def eval_agent(
             profile=profile,
             governance=governance == "on",
             limit=limit,
-            on_total=lambda n: progress.update(task, total=n),
-            on_progress=lambda label: progress.update(task, advance=1, item=label),
+            **_tracking(progress, task),
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
     _publish(report, output, as_json, render_agent_report)

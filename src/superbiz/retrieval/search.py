@@ -49,9 +49,8 @@ class HybridSearcher:
     def search(self, query: str, domain: str | None = None) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores."""
         vector = self.embed(query)
-        limit = self.settings.candidates
-        dense = self.store.search_dense(vector, limit, domain)
-        sparse = self.store.search_bm25(query, limit, domain)
+        dense = self.store.search_dense(vector, self.settings.candidates, domain)
+        sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
         return vector, self.rank(vector, dense, sparse)
 
     def embed(self, query: str) -> np.ndarray:
