@@ -414,7 +414,7 @@ def guessed(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Adm
     return admission
 
 
-def test_unnamed_no_result_opens_one_reworded_retry() -> None:
+def test_unnamed_no_result_opens_reworded_retries() -> None:
     gov = make()
     guessed(gov, "kubernetes", None)
     assert gov.domain_state("kubernetes") is DomainState.RETRY
@@ -425,6 +425,7 @@ def test_unnamed_no_result_opens_one_reworded_retry() -> None:
     assert constraint.message.startswith(BREAKER_TEXTS[Situation.RETRY]["en"][:40])
     assert constraint.closed_domains == constraint.supplement_domains == ()
     assert guessed(gov, "kubernetes", REF).allowed  # no missing_dimension needed
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
 
 
 @pytest.mark.parametrize(
@@ -434,7 +435,7 @@ def test_unnamed_no_result_opens_one_reworded_retry() -> None:
         (HR, DomainState.CLOSED),
         (DD, DomainState.CLOSED),
         (REF, DomainState.SUPPLEMENT),
-        (None, DomainState.SUPPLEMENT),
+        (None, DomainState.RETRY),
     ],
 )
 def test_retry_then_the_matrix_row_of_its_result(
@@ -444,8 +445,31 @@ def test_retry_then_the_matrix_row_of_its_result(
     guessed(gov, "kubernetes", None)
     guessed(gov, "kubernetes", retry_result)
     assert gov.domain_state("kubernetes") is state
-    expected = DOMAIN if state is DomainState.CLOSED else NEEDS_DIM
+    expected = {DomainState.CLOSED: DOMAIN, DomainState.SUPPLEMENT: NEEDS_DIM}.get(state)
     assert gov.admit(LookupRequest("kubernetes")).dedup_reason is expected
+
+
+def test_retries_last_while_the_water_is_low() -> None:
+    gov = make()
+    for _ in range(3):  # calls 1-3: low water
+        assert guessed(gov, "kubernetes", None).allowed
+        assert gov.domain_state("kubernetes") is DomainState.RETRY
+    assert guessed(gov, "kubernetes", None).allowed  # admitted at low water (3 calls before)
+    assert gov.water_level is MID
+    assert gov.domain_state("kubernetes") is DomainState.CLOSED  # REFERENCE row, spent
+    assert gov.admit(LookupRequest("kubernetes", "a dimension")).dedup_reason is DOMAIN
+    assert gov.admit(LookupRequest("api")).allowed  # other domains stay open
+
+
+def test_a_retry_domain_takes_the_supplement_row_from_mid_water() -> None:
+    gov = make(withhold_after_blocked=100)
+    guessed(gov, "kubernetes", None)
+    spend(gov, 3)  # other calls raise the water to mid
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    assert gov.constraint().supplement_domains == ("kubernetes",)
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is NEEDS_DIM
+    assert lookup(gov, "kubernetes", None, "timeouts").allowed
+    assert gov.domain_state("kubernetes") is DomainState.CLOSED
 
 
 def test_named_no_result_goes_straight_to_the_supplement_row() -> None:
@@ -463,11 +487,11 @@ def test_unnamed_results_other_than_none_follow_the_matrix(level: RelevanceLevel
     assert gov.domain_state("kubernetes") is expected
 
 
-def test_retry_is_blocked_at_high_water() -> None:
+def test_no_retry_at_high_water() -> None:
     gov = make(withhold_after_blocked=100)
     spend(gov, 7)
     guessed(gov, "kubernetes", None)
-    assert gov.domain_state("kubernetes") is DomainState.RETRY
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
     assert gov.admit(LookupRequest("kubernetes")).dedup_reason is BUDGET
 
 

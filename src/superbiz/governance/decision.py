@@ -17,10 +17,11 @@ DEDUPED                         D closed               D closed              sto
 
 The seed has no row for a lookup that found nothing. When the call named its domain, D
 has nothing for the question and takes the REFERENCE row. When it named none, D is only
-the nearest guess and the wording may be what missed: one reworded retry comes first
-(``RETRY``), then the REFERENCE row. Domains not yet retrieved stay open at low and mid
-water. Plan B (``mode: domain-limit``) allows one lookup per domain per session and no
-supplement or retry. Pure logic, no I/O.
+the nearest guess and the wording may be what missed: while the water is low (the seed's
+"budget ample") D may be retried in other words (``RETRY``); from mid water on it takes
+the REFERENCE row. Domains not yet retrieved stay open at low and mid water. Plan B
+(``mode: domain-limit``) allows one lookup per domain per session and no supplement or
+retry. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class DomainState(StrEnum):
     """A domain's state within the turn."""
 
     OPEN = "open"
-    RETRY = "retry"  # a lookup naming no domain found nothing: one reworded retry left
+    RETRY = "retry"  # lookups naming no domain found nothing: reworded retries at low water
     SUPPLEMENT = "supplement"  # REFERENCE / no result: one targeted supplement left
     CLOSED = "closed"
 
@@ -172,11 +173,11 @@ BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
         "queries.",
     },
     Situation.RETRY: {
-        "zh": "知识库中没有找到相关文档。可以换用不同的关键词（如告警名、错误信息或组件名）"
-        "重新检索一次；仍然没有结果时，请直接说明知识库中没有相关信息。",
-        "en": "No relevant document was found. You may look up once more with different key "
-        "terms (an alert name, an error message or a component); if that finds nothing "
-        "either, say that the knowledge base has no information on it.",
+        "zh": "知识库中没有找到相关文档。检索预算充足时可以换用不同的关键词（如告警名、错误信息或"
+        "组件名）重新检索；仍然没有结果时，请直接说明知识库中没有相关信息。",
+        "en": "No relevant document was found. While the budget is ample you may look up again "
+        "with different key terms (an alert name, an error message or a component); if "
+        "nothing is found, say that the knowledge base has no information on it.",
     },
     Situation.BLOCKED: {
         "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；请基于已有信息回答，"
@@ -329,7 +330,11 @@ class TurnGovernor:
         return max(0, self._settings.high_min_calls - self._calls)
 
     def domain_state(self, domain: str) -> DomainState:
-        return self._states.get(domain.strip(), DomainState.OPEN)
+        """The domain's state now: a ``RETRY`` domain is a ``SUPPLEMENT`` one from mid water."""
+        state = self._states.get(domain.strip(), DomainState.OPEN)
+        if state is DomainState.RETRY and self.water_level is not WaterLevel.LOW:
+            return DomainState.SUPPLEMENT
+        return state
 
     # -- events ------------------------------------------------------------------------
 
@@ -455,15 +460,15 @@ class TurnGovernor:
     def _next_state(
         self, state: DomainState, level: RelevanceLevel | None, named: bool
     ) -> DomainState:
-        """Plan A: OPEN + no result from a call naming no domain → RETRY; OPEN or RETRY +
-        REFERENCE/no result → SUPPLEMENT; anything else → CLOSED. Plan B: CLOSED."""
+        """Plan A: no result from a call naming no domain → RETRY (at low water); OPEN or
+        RETRY + REFERENCE/no result → SUPPLEMENT; anything else → CLOSED. Plan B: CLOSED."""
         if self._settings.mode != "matrix" or level in _CLOSING:
             return DomainState.CLOSED
-        if state is DomainState.OPEN and level is None and not named:
-            return DomainState.RETRY
         if state in (DomainState.OPEN, DomainState.RETRY):
+            if level is None and not named and self.water_level is WaterLevel.LOW:
+                return DomainState.RETRY
             return DomainState.SUPPLEMENT
         return DomainState.CLOSED
 
     def _domains_in(self, state: DomainState) -> tuple[str, ...]:
-        return tuple(d for d, s in self._states.items() if s is state)
+        return tuple(d for d in self._states if self.domain_state(d) is state)
