@@ -13,7 +13,7 @@ import pytest
 
 from fakes.openai_server import FakeOpenAIServer
 from superbiz.config import EmbeddingSettings
-from superbiz.exceptions import IndexMismatchError
+from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -194,6 +194,10 @@ def test_changed_frontmatter_moves_the_document_to_another_domain(
     file.write_text(file.read_text(encoding="utf-8").replace("category: api", "category: ops"))
     assert Ingestor(kb).ingest([small_kb]).updated == ["api/rate-limit.md"]
     assert kb.domains() == {"general": 1, "infrastructure": 1, "ops": 2, "payment": 1}
+    assert kb.require_domain(" OPS ") == "ops"
+    with pytest.raises(UnknownDomainError) as info:
+        kb.require_domain("api")  # its only document moved away
+    assert info.value.known == ["general", "infrastructure", "ops", "payment"]
     assert {c.domain for c in kb.store.chunks_of("api/rate-limit.md")} == {"ops"}
     assert [m.domain for m in kb.exact_index.match("API rate limiting")] == ["ops"]
 
