@@ -1,9 +1,11 @@
 """Milvus Lite in this process: its collection object and a vectorised BM25 scorer.
 
 Milvus Lite 3.x is a pure-Python engine that pymilvus reaches over loopback gRPC.
-Two things it does slowly at query time are worked around here, both behind
+What it does slowly at query time is worked around here, and only here, behind
 fallbacks so that a change in Lite's internals costs speed, never results:
 
+* fresh rows sit in a memtable that every search scans row by row until a flush and
+  Lite's background index build seal them (``wait_for_index_build``);
 * searching the in-process collection directly skips the gRPC round trip
   (about 3 ms per dense and 12 ms per BM25 search at dev size);
 * Lite scores BM25 one posting at a time in Python (about 2.5 ms per query on the
@@ -38,6 +40,14 @@ def local_collection(uri: str, collection: str) -> Any | None:
     except Exception:  # Lite's layout changed: the client path still works
         log.debug("Milvus Lite in-process search unavailable", exc_info=True)
         return None
+
+
+def wait_for_index_build(collection: Any) -> None:
+    """Block until Lite's background compaction and index build are done."""
+    try:
+        collection._wait_for_bg()
+    except Exception:  # only speed is at stake: searches work on any segment
+        log.debug("waiting for Milvus Lite's index build failed", exc_info=True)
 
 
 def accelerate_bm25(collection: Any, field: str) -> None:

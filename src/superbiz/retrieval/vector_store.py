@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from superbiz.exceptions import IndexMismatchError, StoreError
-from superbiz.retrieval._lite import accelerate_bm25, local_collection
+from superbiz.retrieval._lite import accelerate_bm25, local_collection, wait_for_index_build
 
 log = logging.getLogger(__name__)
 
@@ -238,12 +238,8 @@ class MilvusChunkStore:
             return
         self._client.flush(self.collection)
         local = self._local_collection()
-        wait = getattr(local, "_wait_for_bg", None)
-        if wait is not None:
-            try:
-                wait()
-            except Exception:  # only speed is at stake: searches work on any segment
-                log.debug("waiting for Milvus Lite's index build failed", exc_info=True)
+        if local is not None:
+            wait_for_index_build(local)
 
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
         if not doc_paths or self.dimension is None:
