@@ -113,6 +113,7 @@ def assert_row_matches(row: Invocation, outcome: ToolOutcome, turn: LookupTurn) 
     assert row.verdict == ("error" if outcome.error else outcome.verdict.value)
     assert row.error == outcome.error
     assert row.latency_ms == pytest.approx(outcome.latency_ms, abs=0.01)
+    assert row.origin == outcome.origin
     assert row.id is not None and row.created_at is not None
 
 
@@ -159,6 +160,23 @@ def test_executed_call_returns_a_result_and_records_one_row(
     assert details["retrieved_domains"] == ["payment"]
     assert isinstance(details["l1_top_similarity"], float)
     assert len(details["l1_scores"]) == min(details["l1_match_count"], 10) > 0
+
+
+def test_a_planned_call_is_recorded_with_its_origin_and_counted(
+    make_turn: Callable[..., LookupTurn], recorder: InvocationRepository
+) -> None:
+    turn = make_turn("zh")
+
+    planned = turn.call({"query": "支付失败排查", "domain": "payment"}, origin="plan")
+    again = turn.call({"query": "支付失败 怎么办", "domain": "payment"}, call_id="c2", step=1)
+
+    assert (planned.origin, planned.executed) == ("plan", True)
+    assert (again.origin, again.executed) == ("model", False)  # the plan's lookup closed it
+    assert turn.governor.calls == 2
+    first, second = rows(recorder, turn)
+    assert_row_matches(first, planned, turn)
+    assert_row_matches(second, again, turn)
+    assert (first.origin, first.step, second.origin) == ("plan", 0, "model")
 
 
 def test_the_tool_spec_offers_exactly_the_three_arguments() -> None:

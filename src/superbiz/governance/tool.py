@@ -2,7 +2,9 @@
 
 ``LookupTurn`` holds the governance state of one user turn. The executor and the MCP
 server both call it; neither can run a retrieval around it. Every call is recorded,
-blocked and malformed ones included.
+blocked and malformed ones included, with its origin: ``model`` (the model asked for it)
+or ``plan`` (the executor ran a planned lookup before the model's first step; a normal
+governed call all the same, counted in the water level).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from superbiz._text import Language, key_terms
 from superbiz.config import GovernanceSettings
@@ -29,6 +31,7 @@ from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
 
 T = TypeVar("T")
+Origin = Literal["model", "plan"]
 TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
@@ -95,6 +98,7 @@ class ToolOutcome:
     water_level: WaterLevel
     constraint: Constraint
     latency_ms: float
+    origin: Origin = "model"
 
     @property
     def level(self) -> RelevanceLevel | None:
@@ -170,6 +174,7 @@ class LookupTurn:
         step: int = 0,
         tool_name: str = TOOL_NAME,
         error: str | None = None,
+        origin: Origin = "model",
     ) -> ToolOutcome:
         started = time.perf_counter()
         args = dict(arguments or {})
@@ -182,7 +187,7 @@ class LookupTurn:
                 problem = str(exc)
         if problem is not None:
             return self._finish(
-                call_id, step, tool_name, args, started, executed=False, error=problem
+                call_id, step, tool_name, args, started, origin, executed=False, error=problem
             )
 
         query = args["query"].strip()
@@ -200,6 +205,7 @@ class LookupTurn:
                 tool_name,
                 args,
                 started,
+                origin,
                 executed=False,
                 domain=governed_domain,
                 result=result,
@@ -219,6 +225,7 @@ class LookupTurn:
             tool_name,
             args,
             started,
+            origin,
             executed=True,
             domain=recorded_domain,
             result=outcome.result,
@@ -254,6 +261,7 @@ class LookupTurn:
         tool_name: str,
         args: dict[str, Any],
         started: float,
+        origin: Origin,
         *,
         executed: bool,
         domain: str | None = None,
@@ -275,6 +283,7 @@ class LookupTurn:
             water_level=water or self.governor.water_level,
             constraint=constraint,
             latency_ms=latency,
+            origin=origin,
         )
         self.outcomes.append(outcome)
         if self.recorder is not None:
@@ -296,6 +305,7 @@ class LookupTurn:
                     water_level=outcome.water_level.value,
                     latency_ms=round(latency, 3),
                     error=error,
+                    origin=origin,
                 )
             )
         return outcome
