@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from superbiz.agents.grounding import check_citations, draws_on
+from superbiz.agents.grounding import (
+    Grounding,
+    Source,
+    check_citations,
+    draws_on,
+    ground,
+    repair_prompt,
+)
+from superbiz.exceptions import LLMUnavailableError
 
 CORPUS = Path(__file__).parents[2] / "src" / "superbiz" / "examples" / "corpus" / "infrastructure"
 K8S = (CORPUS / "k8s-crashloopbackoff.md").read_text(encoding="utf-8")
@@ -90,3 +98,70 @@ def test_prompt_copies_do_not_draw_on_the_evidence(
 def test_answers_from_the_runbook_draw_on_it(question: str, answer: str, document: str) -> None:
     assert draws_on(answer, question, [document])
     assert not draws_on(answer, question, [])
+
+
+# -- the policy: check, one repair turn, the extractive answer -----------------------------
+
+SOURCES = [Source(1, "Kubernetes pod CrashLoopBackOff runbook", "infrastructure/k8s.md", K8S)]
+GOOD = (
+    "Exit code 137 with reason OOMKilled means the memory limit was exceeded [1]; read the "
+    "exit reason with kubectl describe pod and kubectl logs --previous [1]."
+)
+PARROT = "Based on what is available, configure the pod as follows. [1]"
+QUOTED = "[Extractive answer] quoted\n\n[1] OOMKilled: memory limit exceeded [9]"
+
+
+class Model:
+    """Records the repair prompts it is given and answers from a list."""
+
+    def __init__(self, *answers: str | Exception) -> None:
+        self.answers = list(answers)
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def run(answer: str, model: Model, sources: list[Source] = SOURCES) -> Grounding:
+    return ground(answer, POD, "en", sources, repair=model, extractive=lambda: QUOTED)
+
+
+def test_a_grounded_answer_is_kept_without_a_repair() -> None:
+    model = Model()
+    assert run(GOOD + " See [4].", model) == Grounding(GOOD + " See.", True, 1, "model")
+    assert model.prompts == []
+
+
+def test_a_parrot_gets_one_repair_turn_naming_the_documents() -> None:
+    model = Model(GOOD)
+    assert run(PARROT, model) == Grounding(GOOD, True, 0, "repaired")
+    [prompt] = model.prompts
+    assert "[1] Kubernetes pod CrashLoopBackOff runbook (infrastructure/k8s.md)" in prompt
+
+
+@pytest.mark.parametrize("answer", ["", PARROT, "Generic advice from memory."])
+def test_then_the_extractive_answer_from_the_same_documents(answer: str) -> None:
+    grounding = run(answer, Model("Still generic [2]."))
+    assert grounding.source == "extractive" and grounding.grounded
+    assert grounding.answer == "[Extractive answer] quoted\n\n[1] OOMKilled: memory limit exceeded"
+    assert grounding.invalid_citations == 1  # the repair's [2]; the fallback's own are dropped
+
+
+def test_a_failed_repair_call_falls_back_too() -> None:
+    assert run(PARROT, Model(LLMUnavailableError("down"))).source == "extractive"
+
+
+def test_without_documents_nothing_is_repaired_and_nothing_is_grounded() -> None:
+    model = Model()
+    grounding = run("HikariCP maximum-pool-size [1]", model, [])
+    assert grounding == Grounding("HikariCP maximum-pool-size", False, 1, "no_evidence")
+    assert model.prompts == []
+
+
+def test_repair_prompt_in_both_languages() -> None:
+    for language in ("zh", "en"):
+        assert "[1] Kubernetes pod" in repair_prompt(language, SOURCES)  # type: ignore[arg-type]

@@ -6,18 +6,33 @@ checked against the documents the model was shown (this turn's tool results and 
 session's carried evidence): markers naming none are removed and counted. An answer is
 *grounded* when it cites at least one of those documents and draws on them: enough of
 its own key terms (those not already in the question) occur in the cited documents.
-Pure functions; the executor decides what to do with an ungrounded answer.
+
+:func:`ground` is the policy: an ungrounded answer while documents exist (an empty one
+too) gets one repair turn that names the documents; if that is not grounded either, the
+extractive answer from the same documents replaces it, labelled as such.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from superbiz._text import key_terms
+from superbiz._text import Language, key_terms
+from superbiz.exceptions import LLMError
 
-__all__ = ["EVIDENCE_OVERLAP", "CitationCheck", "check_citations", "draws_on"]
+__all__ = [
+    "EVIDENCE_OVERLAP",
+    "AnswerSource",
+    "CitationCheck",
+    "Grounding",
+    "Source",
+    "check_citations",
+    "draws_on",
+    "ground",
+    "repair_prompt",
+]
 
 #: Share of an answer's own key terms (not in the question) that must occur in the cited
 #: documents. Measured on the example KB: the two prompt copies of the transcripts score
@@ -77,3 +92,82 @@ def draws_on(answer: str, question: str, documents: Iterable[str]) -> bool:
     for document in documents:
         evidence.update(key_terms(document))
     return len(own & evidence) / len(own) >= EVIDENCE_OVERLAP
+
+
+AnswerSource = Literal["model", "repaired", "extractive", "no_evidence"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A document put in front of the model, as it may be cited."""
+
+    ref: int
+    title: str
+    path: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """The answer to show and how it came to be.
+
+    ``source``: ``model`` (its first answer was grounded), ``repaired`` (after the repair
+    turn), ``extractive`` (quoted from the documents instead), ``no_evidence`` (no document
+    was shown, so nothing could ground it). ``invalid_citations`` counts the markers
+    removed from what the model wrote, repair turn included.
+    """
+
+    answer: str
+    grounded: bool
+    invalid_citations: int
+    source: AnswerSource
+
+
+_REPAIR: dict[Language, str] = {
+    "zh": "你的上一个回答没有依据下面这些已检索到的文档（或没有正确引用它们）。"
+    "请只根据这些文档重新回答用户的问题，写出文档中的具体内容，"
+    "并在用到的句子后用方括号标注文档编号；不要调用工具。\n{documents}",
+    "en": "Your last answer did not draw on the retrieved documents below (or did not cite them "
+    "correctly). Answer the user's question again from these documents only, with their "
+    "concrete content, citing each document's number in square brackets after the "
+    "sentences that use it; do not call any tool.\n{documents}",
+}
+
+
+def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
+    """The repair turn's instruction: which documents the model has, by number."""
+    listed = "\n".join(f"[{s.ref}] {s.title} ({s.path})" for s in sources)
+    return _REPAIR[language].format(documents=listed)
+
+
+def _grounded(check: CitationCheck, question: str, sources: Sequence[Source]) -> bool:
+    cited = [s.content for s in sources if s.ref in check.cited]
+    return bool(cited) and draws_on(check.answer, question, cited)
+
+
+def ground(
+    answer: str,
+    question: str,
+    language: Language,
+    sources: Sequence[Source],
+    *,
+    repair: Callable[[str], str],
+    extractive: Callable[[], str],
+) -> Grounding:
+    """Check ``answer``; when it is not grounded, ``repair`` once (it gets the repair
+    prompt and returns the model's new answer), then fall back to ``extractive``."""
+    valid = {s.ref for s in sources}
+    first = check_citations(answer, valid)
+    if not sources:
+        return Grounding(first.answer, False, first.invalid, "no_evidence")
+    if _grounded(first, question, sources):
+        return Grounding(first.answer, True, first.invalid, "model")
+    try:
+        second = check_citations(repair(repair_prompt(language, sources)), valid)
+    except LLMError:  # the model failed on the repair: the documents still answer
+        second = CitationCheck("", (), 0)
+    invalid = first.invalid + second.invalid
+    if _grounded(second, question, sources):
+        return Grounding(second.answer, True, invalid, "repaired")
+    quoted = check_citations(extractive(), valid)
+    return Grounding(quoted.answer, bool(quoted.cited), invalid, "extractive")
