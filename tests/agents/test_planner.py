@@ -16,6 +16,7 @@ import pytest
 
 from conftest import SMALL_KB_DOMAINS, write_kb
 from fakes.openai_server import FakeOpenAIServer
+from fakes.real_transcripts import load_transcript
 from fakes.scripted_model import ScriptedChatModel
 from superbiz.agents.planner import (
     LLMPlanner,
@@ -282,6 +283,18 @@ def test_malformed_twice_falls_back_to_the_map_planner(
     assert plan.domains == (PlannedDomain("payment", question),)
     assert plan.note is not None and plan.note.startswith("planner output rejected: ")
     assert "unknown domain 'billing'" in plan.note
+
+
+def test_a_recorded_html_escaped_reply_is_a_plan_without_repair(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    first = next(e for e in load_transcript() if e.is_planner and "&#34;" in e.reply)
+    model = ScriptedChatModel(first.reply)
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest(first.question, kmap))
+
+    assert plan == Plan(True, (PlannedDomain("payment", first.question),), None, "llm")
+    assert len(model.steps) == 1
 
 
 def test_an_unreachable_llm_falls_back_at_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:

@@ -21,7 +21,7 @@ from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.map import KnowledgeMap, MapDocument
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
@@ -195,8 +195,7 @@ class PlanReply(BaseModel):
         if not self.need_retrieval:
             return Plan(False, (), (self.direct_answer or "").strip() or None, source)
         planned = [
-            PlannedDomain(e.domain, _sub_question(e.sub_question) or question)
-            for e in self.domains
+            PlannedDomain(e.domain, _sub_question(e.sub_question) or question) for e in self.domains
         ]
         unique = list({p.domain: p for p in planned}.values())
         return Plan(True, tuple(unique[:max_domains]), source=source)
@@ -227,7 +226,7 @@ class LLMPlanner:
         question = request.question
         if request.exclude or request.missing:
             question += "\n\n" + _replan_note(request, language)
-        messages = [SystemMessage(system), UserMessage(question)]
+        messages: list[Message] = [SystemMessage(system), UserMessage(question)]
         try:
             reply = ask_structured(
                 self.model, messages, PlanReply, what="plan", context={"allowed": allowed}

@@ -16,7 +16,7 @@ from superbiz._text import clip
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
 from superbiz.storage.repository import DomainRecord, DomainRepository, StoredDocument
 
@@ -95,7 +95,10 @@ class DomainService:
             f"- {d.title}: {d.when_to_retrieve or ''} (covers: {', '.join(d.covers)})"
             for d in docs[:60]
         )
-        messages = [SystemMessage(_PROMPT), UserMessage(f"Domain: {domain}\n{listing}")]
+        messages: list[Message] = [
+            SystemMessage(_PROMPT),
+            UserMessage(f"Domain: {domain}\n{listing}"),
+        ]
         try:
             reply = ask_structured(self.model, messages, DomainReply, what="domain summary")
         except SuperbizError as exc:  # a failing LLM must not leave a stale domain

@@ -20,7 +20,7 @@ from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.chunking import split_sections
 from superbiz.knowledge.documents import SourceDocument
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
 
 MAX_COVERS = 6
@@ -130,7 +130,7 @@ class LLMMetadataWriter:
 
     def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
         language = "Chinese" if detect_language(doc.body[:2000]) == "zh" else "English"
-        messages = [
+        messages: list[Message] = [
             SystemMessage(_PROMPT.replace("{language}", language)),
             UserMessage(f"Title: {doc.title}\n\n{doc.body[:_BODY_CHARS]}"),
         ]

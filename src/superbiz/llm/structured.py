@@ -89,9 +89,7 @@ def _first_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     return None, problem
 
 
-def parse_structured(
-    reply: str, schema: type[T], context: Mapping[str, Any] | None = None
-) -> T:
+def parse_structured(reply: str, schema: type[T], context: Mapping[str, Any] | None = None) -> T:
     """``reply``'s object validated by ``schema``; raises ``ValueError`` with a brief reason
     (the wording a repair turn shows the model).
 
