@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, StrictBool, ValidationInfo, field_validator, model_validator
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
@@ -246,16 +247,11 @@ class LLMPlanner:
 
 def _evidence_list(evidence: Sequence[dict[str, Any]], language: Language) -> str:
     if not evidence:
-        return "（无）" if language == "zh" else "(none)"
+        return localized("planner.no_evidence", language)
     return "\n".join(f"- {e.get('title')} [{e.get('domain')}]" for e in evidence)
 
 
 def _replan_note(request: PlanRequest, language: Language) -> str:
     consulted = ", ".join(sorted(request.exclude)) or "-"
     missing = "; ".join(request.missing) or "-"
-    if language == "zh":
-        return f"（重新规划：已查询的域 {consulted}；仍缺少的维度：{missing}。请只选其他域。）"
-    return (
-        f"(Re-plan: domains already consulted: {consulted}; still missing: {missing}. "
-        "Choose other domains only.)"
-    )
+    return localized("planner.replan", language).format(consulted=consulted, missing=missing)
