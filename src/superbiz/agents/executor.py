@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
@@ -29,17 +30,6 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.storage.invocations import InvocationRepository
-
-_STEP_CAP: dict[Language, str] = {
-    "zh": "已达到本轮的最大步数，lookup_knowledge 不再可用。"
-    "请立即基于已有信息给出最终回答，并说明局限。",
-    "en": "The step limit for this turn is reached and lookup_knowledge is no longer available. "
-    "Give your final answer now from what you have, and state its limits.",
-}
-_NO_ANSWER: dict[Language, str] = {
-    "zh": "未能生成回答。",
-    "en": "No answer could be produced.",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +178,7 @@ class Executor:
             reply = response.message
             messages.append(reply)
             if not reply.tool_calls:
-                result.answer = reply.content.strip() or _NO_ANSWER[language]
+                result.answer = reply.content.strip() or localized("executor.no_answer", language)
                 break
             for call in reply.tool_calls:
                 outcome = tool.call(
@@ -232,7 +222,9 @@ class Executor:
         """The step cap: one last call without tools; calls it makes anyway are recorded
         as errors and never run."""
         result.stopped_by = "step_cap"
-        final = self.model.complete([*messages, SystemMessage(_STEP_CAP[result.language])], [])
+        final = self.model.complete(
+            [*messages, SystemMessage(localized("executor.step_cap", result.language))], []
+        )
         result.steps += 1
         for call in final.message.tool_calls:
             outcome = tool.call(
@@ -244,7 +236,9 @@ class Executor:
             )
             if on_lookup:
                 on_lookup(outcome)
-        result.answer = final.message.content.strip() or _NO_ANSWER[result.language]
+        result.answer = final.message.content.strip() or localized(
+            "executor.no_answer", result.language
+        )
 
     @staticmethod
     def _settle(

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -92,23 +93,6 @@ class LookupOutcome:
         return self.details.shown
 
 
-_MESSAGES: dict[str, dict[Language, str]] = {
-    "found": {
-        "zh": "找到 {n} 篇文档：{titles}",
-        "en": "Found {n} document(s): {titles}",
-    },
-    "none": {
-        "zh": "知识库中没有找到与该问题相关的文档",
-        "en": "No relevant document was found in the knowledge base",
-    },
-    "deduped": {
-        "zh": "相关文档本次会话已检索过：{titles}。请直接基于已有信息回答，不要重复检索",
-        "en": "The relevant documents were already retrieved in this session: {titles}. "
-        "Answer from what you already have; do not look them up again",
-    },
-}
-
-
 #: a supplement below the reference cosine still qualifies with this share of the
 #: primary document's fused score
 SUPPLEMENT_SCORE_SHARE = 0.5
@@ -131,8 +115,8 @@ def supplements(top: DocHit, rest: list[DocHit], reference: float, limit: int) -
 
 
 def _titles(titles: list[str], language: Language) -> str:
-    quoted = [f"《{t}》" if language == "zh" else f'"{t}"' for t in titles]
-    return ("、" if language == "zh" else ", ").join(quoted)
+    quoted = [localized("common.title", language).format(title=t) for t in titles]
+    return localized("common.title_separator", language).join(quoted)
 
 
 class GovernedLookup:
@@ -199,13 +183,15 @@ class GovernedLookup:
         hint = completeness_hint(level, language)
 
         if shown:
-            message = _MESSAGES["found"][language].format(
+            message = localized("lookup.found", language).format(
                 n=len(shown), titles=_titles([d.title for d in shown], language)
             )
         elif dedup_reason:
-            message = _MESSAGES["deduped"][language].format(titles=_titles(already, language))
+            message = localized("lookup.deduped", language).format(
+                titles=_titles(already, language)
+            )
         else:
-            message = _MESSAGES["none"][language]
+            message = localized("lookup.none", language)
 
         result = LookupResult(
             found=bool(shown),

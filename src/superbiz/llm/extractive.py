@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language, key_terms, normalize
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.context import read_evidence, read_plan
@@ -33,18 +34,6 @@ from superbiz.llm.messages import (
 
 LOOKUP = "lookup_knowledge"
 PASSAGE_CHARS = 700
-
-_LABEL: dict[Language, str] = {
-    "zh": "【抽取式回答】未配置大模型，以下内容直接摘自知识库，请以原文为准。",
-    "en": "[Extractive answer] No LLM is configured; the passages below are quoted "
-    "from the knowledge base.",
-}
-_NOTHING: dict[Language, str] = {
-    "zh": "知识库中没有找到与该问题相关的内容。可以换一种说法描述现象，或联系相关负责人补充文档。",
-    "en": "The knowledge base has nothing relevant to this question. Try describing the "
-    "symptom differently, or ask the owning team to add a runbook.",
-}
-_SOURCES: dict[Language, str] = {"zh": "来源：", "en": "Sources:"}
 
 
 @dataclass(slots=True)
@@ -184,16 +173,20 @@ def compose_answer(view: TurnView) -> str:
     language = view.language
     docs = view.documents()
     if not docs:
-        return f"{_LABEL[language]}\n\n{_NOTHING[language]}"
+        return (
+            localized("extractive.label", language)
+            + "\n\n"
+            + localized("extractive.nothing", language)
+        )
     terms = key_terms(view.question)
-    parts = [_LABEL[language]]
+    parts = [localized("extractive.label", language)]
     sources = []
     for number, doc in enumerate(docs, start=1):
         ref = doc.ref or number
-        title = f"《{doc.title}》" if language == "zh" else f'"{doc.title}"'
+        title = localized("common.title", language).format(title=doc.title)
         parts.append(f"[{ref}] {title}\n{best_passage(doc.text, terms)}")
         sources.append(f"[{ref}] {doc.title} ({doc.path})")
-    parts.append(_SOURCES[language] + "\n" + "\n".join(sources))
+    parts.append(localized("extractive.sources", language) + "\n" + "\n".join(sources))
     return "\n\n".join(parts)
 
 
