@@ -16,10 +16,11 @@ Chat replies are consumed in order, one per ``/v1/chat/completions`` request (re
 requests consume nothing). With no reply scripted the server answers HTTP 500, which
 makes a forgotten script fail loudly. Embeddings are computed unless an error is scripted.
 
-Replay mode answers from a transcript of a real model (``request``/``status``/``response``
-per JSON line, as in ``tests/data/llm-transcripts/``) once the script is empty::
+Replay mode answers from recordings of a real model (anything with ``request``,
+``status`` and ``response``, e.g. ``fakes.real_transcripts.load_transcript()``) once the
+script is empty::
 
-    server.replay(load_transcript(path))
+    server.replay(load_transcript())
 
 Each request gets the response recorded for the request that matches it loosely: the
 same last user-or-tool message (else the same last user message), preferring one that
@@ -46,8 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "DropConnection",
@@ -60,7 +60,6 @@ __all__ = [
     "drop_connection",
     "error_reply",
     "fake_embedding",
-    "load_transcript",
     "malformed_arguments_reply",
     "text_reply",
     "tool_call_reply",
@@ -153,23 +152,17 @@ def drop_connection() -> DropConnection:
 # -- replayed transcripts --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Recording:
-    """One recorded exchange with a real server."""
+class Recording(Protocol):
+    """One recorded exchange with a real server (``fakes.real_transcripts.Exchange``)."""
 
-    request: dict[str, Any]
-    status: int
-    response: Any
+    @property
+    def request(self) -> dict[str, Any]: ...
 
+    @property
+    def status(self) -> int: ...
 
-def load_transcript(path: str | Path) -> list[Recording]:
-    """The recordings of a transcript file, one JSON object per line."""
-    recordings = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            item = json.loads(line)
-            recordings.append(Recording(item["request"], int(item["status"]), item["response"]))
-    return recordings
+    @property
+    def response(self) -> Any: ...
 
 
 def _normalised(value: Any) -> str:

@@ -8,7 +8,6 @@ import math
 import struct
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -18,9 +17,9 @@ from fakes.openai_server import (
     FakeOpenAIServer,
     error_reply,
     fake_embedding,
-    load_transcript,
     tool_call_reply,
 )
+from fakes.real_transcripts import load_transcript
 
 CALL = {
     "id": "call_1",
@@ -207,14 +206,12 @@ def test_api_key_is_enforced_when_set() -> None:
             client.chat.completions.create(model="m", messages=[USER])  # type: ignore[list-item]
 
 
-TRANSCRIPT = Path(__file__).parents[1] / "data" / "llm-transcripts"
-QWEN = TRANSCRIPT / "qwen2.5-coder-1.5b-example-kb.jsonl"
 Q1 = "支付回调超时，是不是 Redis 连接池的问题？"
 TOOLS = [{"type": "function", "function": {"name": "lookup_knowledge", "parameters": {}}}]
 
 
 def test_replay_matches_loosely_in_order_then_repeats(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.replay(load_transcript(QWEN))
+    fake_openai.replay(load_transcript())
     planner = [
         {"role": "system", "content": "A rewritten planner prompt."},
         {"role": "user", "content": f"  {Q1} "},
@@ -233,7 +230,7 @@ def test_replay_matches_loosely_in_order_then_repeats(fake_openai: FakeOpenAISer
 def test_replay_prefers_the_recording_with_tools_and_falls_back_to_the_user_message(
     fake_openai: FakeOpenAIServer,
 ) -> None:
-    fake_openai.replay(load_transcript(QWEN))
+    fake_openai.replay(load_transcript())
     executor = [{"role": "system", "content": "executor"}, {"role": "user", "content": Q1}]
     answer = chat(fake_openai, executor, tools=TOOLS)[1]["choices"][0]["message"]["content"]
     assert answer.startswith("基于已有信息")  # recording 2, the executor's
@@ -248,7 +245,7 @@ def test_replay_prefers_the_recording_with_tools_and_falls_back_to_the_user_mess
 
 
 def test_replay_is_strict_and_loud(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.replay(load_transcript(QWEN))
+    fake_openai.replay(load_transcript())
     null_content = [
         {"role": "user", "content": Q1},
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
@@ -259,7 +256,7 @@ def test_replay_is_strict_and_loud(fake_openai: FakeOpenAIServer) -> None:
 
 
 def test_replay_streams_and_scripts_come_first(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.replay(load_transcript(QWEN))
+    fake_openai.replay(load_transcript())
     fake_openai.script_chat("scripted")
     client = openai.OpenAI(base_url=fake_openai.base_url, api_key="x", max_retries=0)
     messages: Any = [

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from superbiz._messages import localized
 from superbiz._text import Language, key_terms
 from superbiz.exceptions import LLMError
 
@@ -123,21 +124,10 @@ class Grounding:
     source: AnswerSource
 
 
-_REPAIR: dict[Language, str] = {
-    "zh": "你的上一个回答没有依据下面这些已检索到的文档（或没有正确引用它们）。"
-    "请只根据这些文档重新回答用户的问题，写出文档中的具体内容，"
-    "并在用到的句子后用方括号标注文档编号；不要调用工具。\n{documents}",
-    "en": "Your last answer did not draw on the retrieved documents below (or did not cite them "
-    "correctly). Answer the user's question again from these documents only, with their "
-    "concrete content, citing each document's number in square brackets after the "
-    "sentences that use it; do not call any tool.\n{documents}",
-}
-
-
 def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
     """The repair turn's instruction: which documents the model has, by number."""
     listed = "\n".join(f"[{s.ref}] {s.title} ({s.path})" for s in sources)
-    return _REPAIR[language].format(documents=listed)
+    return localized("grounding.repair", language).format(documents=listed)
 
 
 def _grounded(check: CitationCheck, question: str, sources: Sequence[Source]) -> bool:

@@ -17,7 +17,6 @@ Two uses of one grammar:
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import uuid
@@ -34,6 +33,7 @@ from superbiz.llm.messages import (
     ToolSpec,
     UserMessage,
 )
+from superbiz.llm.structured import extract_json
 
 __all__ = [
     "ANSWER_ACTION",
@@ -49,7 +49,6 @@ __all__ = [
 ANSWER_ACTION = "answer"
 TOOL_CALL_TAG = "<tool_call>"
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 #: keys that name the tool, in the shapes models write (Hermes, OpenAI-like, action)
 _NAME_KEYS = ("name", "action", "tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
@@ -68,20 +67,15 @@ def _new_id() -> str:
 
 
 def _loads(text: str) -> Any:
-    """JSON as small models write it: fenced, HTML-escaped, or with words around it."""
-    text = text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    for candidate in dict.fromkeys((text, html.unescape(text))):
-        start, end = candidate.find("{"), candidate.rfind("}")
-        outer = candidate[start : end + 1] if 0 <= start < end else candidate
-        for piece in dict.fromkeys((candidate, outer)):
-            try:
-                return json.loads(piece)
-            except ValueError:
-                continue
-    raise ValueError("not a JSON object")
+    """JSON as small models write it (fenced, HTML-escaped, words around it); a list of
+    calls is read whole."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    return extract_json(stripped)
 
 
 def _call_from_object(value: Mapping[str, Any]) -> ToolCall | None:
