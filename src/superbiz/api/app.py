@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import cache
 from http import HTTPStatus
 from typing import Any
 
@@ -110,7 +111,8 @@ def create_app(
     _handlers(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.openapi = _with_schemas(app.openapi, (ErrorBody, *TURN_EVENTS))  # type: ignore[method-assign]
+    referenced = (ErrorBody, *TURN_EVENTS)
+    app.openapi = _with_schemas(app.openapi, referenced)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(UploadLimit, limit=service.settings.ingest.max_file_bytes)
     app.add_middleware(RequestTimer, metrics=service.metrics)
@@ -118,24 +120,29 @@ def create_app(
 
 
 def _with_schemas(
-    openapi: Callable[[], dict[str, Any]], models: Sequence[type[BaseModel]]
+    openapi: Callable[[], dict[str, Any]], models: tuple[type[BaseModel], ...]
 ) -> Callable[[], dict[str, Any]]:
     """The OpenAPI document with ``models`` among its components: the error responses
     and the stream's ``itemSchema`` refer to them by hand (see ``superbiz.api.errors``
     and ``superbiz.api.routes.chat``)."""
 
     def schema() -> dict[str, Any]:
-        document = openapi()  # FastAPI caches it: this runs its body once
+        document = openapi()  # built once, then cached by FastAPI
         components = document.setdefault("components", {}).setdefault("schemas", {})
-        _, defined = models_json_schema(
-            [(model, "serialization") for model in models],
-            ref_template="#/components/schemas/{model}",
-        )
-        for name, definition in defined.get("$defs", {}).items():
+        for name, definition in _definitions(models).items():
             components.setdefault(name, definition)
         return document
 
     return schema
+
+
+@cache
+def _definitions(models: tuple[type[BaseModel], ...]) -> dict[str, Any]:
+    _, defined = models_json_schema(
+        [(model, "serialization") for model in models],
+        ref_template="#/components/schemas/{model}",
+    )
+    return dict(defined.get("$defs", {}))
 
 
 def _handlers(app: FastAPI) -> None:

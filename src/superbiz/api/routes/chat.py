@@ -35,6 +35,9 @@ router = APIRouter(prefix="/api", tags=["chat"], dependencies=Authorized, respon
 
 
 class EventStream(StreamingResponse):
+    """Server-sent events; as the route's response class it puts the stream's
+    documentation under ``text/event-stream``."""
+
     media_type = "text/event-stream"
 
 
