@@ -1,4 +1,5 @@
-"""``/docs`` documents every response: typed 2xx bodies, stream events, JSON errors."""
+"""``/docs`` documents every response (typed 2xx bodies, stream events, JSON errors),
+and what is served matches it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from superbiz.agents.runtime import Assistant
 from superbiz.api.responses import TURN_EVENTS
+from superbiz.storage.invocations import Invocation
 
 REF = "#/components/schemas/"
 
@@ -112,3 +115,32 @@ def test_streamed_events_carry_their_documented_fields(
     for name, data, _ in events:
         schema = document["components"]["schemas"][models[name].__name__]
         assert set(schema.get("required", [])) <= data.keys() <= schema["properties"].keys()
+
+
+def test_a_malformed_call_is_served_as_recorded(
+    client: TestClient, chat_assistant: Assistant
+) -> None:
+    session = f"t-{uuid.uuid4().hex[:10]}"
+    chat_assistant.invocations.add(
+        Invocation(
+            session_id=session,
+            turn=1,
+            step=1,
+            tool_name="lookup_knowledge",
+            arguments={},
+            domain=None,
+            relevance_level=None,
+            dedup_reason=None,
+            retrieval_details=None,
+            executed=False,
+            verdict="error",
+            water_level="low",
+            latency_ms=0.1,
+            error="query is required",
+        )
+    )
+    response = client.get(f"/api/sessions/{session}/invocations")
+    assert response.status_code == 200, response.text
+    (call,) = response.json()["invocations"]
+    assert call["verdict"] == "error" and call["error"] == "query is required"
+    assert call["retrieval_details"] is None and call["relevance_level"] is None

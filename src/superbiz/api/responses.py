@@ -166,7 +166,7 @@ class RecordedInvocation(BaseModel):
     dedup_reason: DedupReason | None
     retrieval_details: RetrievalRecord | None
     executed: bool
-    verdict: Verdict
+    verdict: Verdict | Literal["error"] = Field(description="`error`: a malformed call.")
     water_level: WaterLevel
     latency_ms: float
     error: str | None
