@@ -72,7 +72,7 @@ class Retriever:
     ) -> None:
         self._searcher = searcher
         self._exact_index = exact_index
-        self.thresholds = thresholds
+        self._thresholds = thresholds
         self._settings = settings
 
     def retrieve(
@@ -92,7 +92,7 @@ class Retriever:
         if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
             exact_count = 0  # the exact match has no chunks (index being repaired)
         top_similarity = top.similarity if top else None
-        level = relevance_level(exact_count, top_similarity, self.thresholds)
+        level = relevance_level(exact_count, top_similarity, self._thresholds)
 
         shown: list[DocHit] = []
         if level is not None and top is not None:
@@ -101,13 +101,13 @@ class Retriever:
                 if level is RelevanceLevel.REFERENCE
                 else self._settings.max_supplements
             )
-            shown = [top, *supplements(top, fresh[1:], self.thresholds.reference, limit)]
+            shown = [top, *supplements(top, fresh[1:], self._thresholds.reference, limit)]
         named = {m.doc_path for m in naming}
         withheld = [
             d
             for d in ranked
             if d.doc_path in excluded
-            and (d.similarity >= self.thresholds.reference or d.doc_path in named)
+            and (d.similarity >= self._thresholds.reference or d.doc_path in named)
         ]
         return Retrieval(
             ranked=ranked,
@@ -128,7 +128,7 @@ class Retriever:
         domains = {m.domain for m in ExactIndex.naming(matches) or matches}
         if len(domains) == 1:
             return domains.pop()
-        hits = self._searcher.store.search_dense(self._searcher.embed(query), 3)
+        hits = self._searcher.nearest_chunks(query, 3)
         if not hits:
             return None
         votes = Counter(hit.domain for hit in hits)

@@ -52,6 +52,10 @@ class HybridSearcher:
         sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
         return vector, self.rank(vector, dense, sparse)
 
+    def nearest_chunks(self, query: str, limit: int) -> list[ChunkHit]:
+        """The chunks nearest to ``query`` by dense search alone (no BM25, no fusion)."""
+        return self.store.search_dense(self.embed(query), limit)
+
     def embed(self, query: str) -> np.ndarray:
         """The query's vector; the last few are cached because a governed call embeds its
         query once to infer its domain and once more to search."""
