@@ -111,11 +111,13 @@ class OpenAIEmbedder(Embedder):
         size = self._settings.batch_size
         for start in range(0, len(texts), size):
             batch = texts[start : start + size]
+            # Sent only when configured: the model's own dimension otherwise.
+            extra: dict[str, Any] = (
+                {"dimensions": self._settings.dimensions} if self._settings.dimensions else {}
+            )
             try:
                 response = self._client.embeddings.create(
-                    model=self._settings.model,
-                    input=batch,
-                    dimensions=self._settings.dimensions or openai.omit,
+                    model=self._settings.model, input=batch, **extra
                 )
             except openai.APIError as exc:
                 raise EmbeddingError(
