@@ -15,7 +15,6 @@ import pytest
 
 from conftest import SMALL_KB_DOMAINS, write_kb
 from fakes.openai_server import FakeOpenAIServer
-from fakes.scripted_model import ScriptedChatModel
 from superbiz.agents.planner import (
     LLMPlanner,
     MapPlanner,
@@ -34,6 +33,7 @@ from superbiz.knowledge.map import KnowledgeMap, build_map
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"

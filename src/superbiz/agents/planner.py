@@ -15,14 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
 
 from superbiz._text import Language, detect_language
+from superbiz.agents.context import PLAN_HEADER, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.map import KnowledgeMap, MapDocument
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 
@@ -48,13 +50,26 @@ class Plan:
         return [d.domain for d in self.domains]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "need_retrieval": self.need_retrieval,
-            "domains": [{"domain": d.domain, "sub_question": d.sub_question} for d in self.domains],
-            "direct_answer": self.direct_answer,
-            "source": self.source,
-            "note": self.note,
-        }
+        """The plan as JSON output (CLI, API, chat store) and the plan message carry it."""
+        return _PLAN.dump_python(self, mode="json")
+
+    def to_message(self) -> SystemMessage:
+        """The plan as the executor's model reads it."""
+        return context_message(PLAN_HEADER, self.as_dict())
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message]) -> Plan | None:
+        """The plan the executor handed the model, or ``None`` without a readable one."""
+        text = read_context(messages, PLAN_HEADER)
+        if text is None:
+            return None
+        try:
+            return _PLAN.validate_json(text)
+        except ValidationError:
+            return None
+
+
+_PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
 
 
 @dataclass(frozen=True, slots=True)
