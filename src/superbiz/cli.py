@@ -195,12 +195,13 @@ def _render_lookup(data: dict[str, Any]) -> None:
     from superbiz.retrieval.relevance import RelevanceLevel
 
     level = data["relevance_level"] or "NO RESULT"
-    colour = {
+    colours: dict[str, str] = {
         RelevanceLevel.PRECISE: "green",
         RelevanceLevel.HIGHLY_RELEVANT: "cyan",
         RelevanceLevel.REFERENCE: "yellow",
         RelevanceLevel.DEDUPED: "magenta",
-    }.get(level, "red")
+    }
+    colour = colours.get(level, "red")
     domains = ", ".join(data["retrieved_domains_this_session"])
     head = f"[bold {colour}]{level}[/]"
     if data.get("dedup_reason"):
@@ -256,12 +257,11 @@ def ask(
     as_json: JsonFlag = False,
 ) -> None:
     """Answer a question through the governed executor (extractive without an LLM)."""
-    from superbiz.agents.executor import lookup_summary
     from superbiz.agents.runtime import open_runtime
 
     def show(outcome: ToolOutcome) -> None:
         if not as_json:
-            err.print(_lookup_line(lookup_summary(outcome)))
+            err.print(_lookup_line(outcome))
 
     def show_plan(plan: Plan) -> None:
         if not as_json:
@@ -284,7 +284,6 @@ def chat(
 ) -> None:
     """Interactive multi-turn chat; shows the plan and every lookup as it happens.
     Type /clear to forget the session, /quit (or Ctrl-D) to leave."""
-    from superbiz.agents.executor import lookup_summary
     from superbiz.agents.runtime import open_runtime
 
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
@@ -310,7 +309,7 @@ def chat(
                 session,
                 question,
                 on_plan=lambda plan: console.print(_plan_line(plan)),
-                on_lookup=lambda o: console.print(_lookup_line(lookup_summary(o))),
+                on_lookup=lambda o: console.print(_lookup_line(o)),
             )
             console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
 
@@ -322,17 +321,17 @@ def _plan_line(plan: Plan) -> str:
     return f"[dim]plan[/] consult {', '.join(plan.domain_ids)} [dim]({plan.source})[/]"
 
 
-def _lookup_line(lookup: dict[str, Any]) -> str:
-    status = "executed" if lookup["executed"] else "[magenta]blocked[/]"
-    if lookup["error"]:
-        status = f"[red]error[/] {escape(lookup['error'])}"
-    query = escape(str(lookup["arguments"].get("query", "")))[:60]
-    level = lookup["relevance_level"] or "-"
-    reason = f" ({lookup['dedup_reason']})" if lookup["dedup_reason"] else ""
+def _lookup_line(lookup: ToolOutcome) -> str:
+    status = "executed" if lookup.executed else "[magenta]blocked[/]"
+    if lookup.error:
+        status = f"[red]error[/] {escape(lookup.error)}"
+    query = escape(str(lookup.arguments.get("query", "")))[:60]
+    level = lookup.level.value if lookup.level else "-"
+    reason = f" ({lookup.dedup_reason})" if lookup.dedup_reason else ""
     return (
-        f"[dim]lookup[/] {query!s} [dim]domain[/]={lookup['domain'] or '-'} "
-        f"{status} [bold]{level}[/]{reason} [dim]verdict[/]={lookup['verdict']} "
-        f"[dim]water[/]={lookup['water_level']}"
+        f"[dim]lookup[/] {query!s} [dim]domain[/]={lookup.domain or '-'} "
+        f"{status} [bold]{level}[/]{reason} [dim]verdict[/]={lookup.verdict.value} "
+        f"[dim]water[/]={lookup.water_level.value}"
     )
 
 

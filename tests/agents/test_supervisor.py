@@ -102,7 +102,7 @@ def session() -> str:
 
 
 def assistant_for(kb: KnowledgeBase, model: Any = None) -> Runtime:
-    """An Runtime on the shared KB (never closed here: the module closes the KB)."""
+    """A runtime on the shared KB (never closed here: the module closes the KB)."""
     return open_runtime(kb.settings, kb=kb, model=model)
 
 

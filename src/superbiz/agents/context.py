@@ -55,7 +55,8 @@ def read_context(messages: Sequence[Message], header: str) -> str | None:
 
 def dump_evidence(citations: Iterable[Citation]) -> list[dict[str, Any]]:
     """Citations with their content, as the chat store and the evidence message keep them."""
-    return _EVIDENCE.dump_python(list(citations), mode="json")
+    items: list[dict[str, Any]] = _EVIDENCE.dump_python(list(citations), mode="json")
+    return items
 
 
 def load_evidence(items: object) -> list[Citation]:

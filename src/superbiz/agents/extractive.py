@@ -120,12 +120,11 @@ class TurnView:
     def evidence_documents(self) -> list[Citation]:
         """Earlier evidence that mentions the question's terms, most mentions first."""
         terms = key_terms(self.question)
-        scored = []
-        for item in self.evidence:
-            hits = sum(term in normalize(f"{item.title} {item.content}") for term in terms)
-            if hits:
-                scored.append((-hits, len(scored), item))
-        return [item for _, _, item in sorted(scored, key=lambda x: x[:2])]
+        scored = [
+            (sum(term in normalize(f"{item.title} {item.content}") for term in terms), item)
+            for item in self.evidence
+        ]
+        return [item for hits, item in sorted(scored, key=lambda pair: -pair[0]) if hits]
 
     def documents(self) -> list[Citation]:
         """Documents shown this turn, primary first, each once; earlier evidence when the

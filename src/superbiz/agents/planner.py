@@ -51,7 +51,8 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as JSON output (CLI, API, chat store) and the plan message carry it."""
-        return _PLAN.dump_python(self, mode="json")
+        data: dict[str, Any] = _PLAN.dump_python(self, mode="json")
+        return data
 
     def to_message(self) -> SystemMessage:
         """The plan as the executor's model reads it."""
