@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -48,6 +48,7 @@ from superbiz.knowledge.map import build_map
 
 __all__ = [
     "MAP_URI",
+    "DomainSummary",
     "GovernedRetrieval",
     "ToolAnswer",
     "build_server",
@@ -117,6 +118,15 @@ def answer_view(outcome: ToolOutcome, session_id: str) -> dict[str, Any]:
     return view
 
 
+class DomainSummary(TypedDict):
+    """A domain as ``list_domains`` reports it."""
+
+    domain_id: str
+    document_count: int
+    description: str
+    when_to_retrieve: str
+
+
 class GovernedRetrieval:
     """The server's state, free of any transport: one knowledge base and one
     ``LookupTurn`` per superbiz session.
@@ -160,7 +170,7 @@ class GovernedRetrieval:
                 outcome = turn.call(args, call_id=call_id, step=step, error=f"lookup failed: {exc}")
         return ToolAnswer(answer_view(outcome, session_id), is_error=outcome.error is not None)
 
-    def domains(self) -> list[dict[str, Any]]:
+    def domains(self) -> list[DomainSummary]:
         """Domain ids with their document counts and the map's descriptions."""
         with self._lock:
             knowledge_map = build_map(self.runtime.kb)
