@@ -26,7 +26,7 @@ from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api.errors import error_response, error_status
 from superbiz.api.metrics import RequestTimer
 from superbiz.api.responses import TURN_EVENTS, ErrorBody, FieldError
@@ -71,7 +71,7 @@ class UploadLimit:
 def create_app(
     settings: Settings | None = None,
     *,
-    assistant: Assistant | None = None,
+    assistant: Runtime | None = None,
     warm_up: bool = True,
 ) -> FastAPI:
     """The app for ``settings`` (loaded from the environment when ``None``).
@@ -81,7 +81,7 @@ def create_app(
     """
     settings = settings or (assistant.settings if assistant else load_settings())
     owns = assistant is None
-    service = Service(assistant or Assistant(settings), owns_assistant=owns)
+    service = Service(assistant or open_runtime(settings), owns_assistant=owns)
     background: set[asyncio.Task[None]] = set()
 
     @asynccontextmanager

@@ -2,7 +2,7 @@
 
 Milvus Lite, SQLite and the embedder live in this one process and are not safe to use
 from several threads at once, so every method here runs in a worker thread while
-holding the lock of its ``Assistant`` (one lock per assistant, however many apps share
+holding the lock of its ``Runtime`` (one lock per assistant, however many apps share
 it). Concurrent sessions are therefore served one turn at a time; each turn reports to
 the listener of the request that asked, so their events never mix.
 """
@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from sqlalchemy import text
 
+from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import Plan
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
 from superbiz.api.metrics import ServiceMetrics
@@ -54,7 +55,6 @@ from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.knowledge.metadata import LLMMetadataWriter
-from superbiz.llm.extractive import ExtractiveChatModel
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ MAX_NAME_CHARS = 120
 #: how long a health check waits for a running turn before calling the stores busy
 HEALTH_WAIT_S = 10.0
 
-_LOCKS: weakref.WeakKeyDictionary[Assistant, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[Runtime, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
 
@@ -73,7 +73,7 @@ class NotFoundError(LookupError):
     """A document or session the caller named does not exist (→ 404)."""
 
 
-def assistant_lock(assistant: Assistant) -> threading.Lock:
+def assistant_lock(assistant: Runtime) -> threading.Lock:
     """The one lock of ``assistant``, shared by every service built on it."""
     with _LOCKS_GUARD:
         lock = _LOCKS.get(assistant)
@@ -139,7 +139,7 @@ class Service:
 
     def __init__(
         self,
-        assistant: Assistant,
+        assistant: Runtime,
         *,
         metrics: ServiceMetrics | None = None,
         owns_assistant: bool = False,
