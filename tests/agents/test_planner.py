@@ -17,7 +17,6 @@ import pytest
 from conftest import SMALL_KB_DOMAINS, write_kb
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import load_transcript
-from fakes.scripted_model import ScriptedChatModel
 from superbiz.agents.planner import (
     LLMPlanner,
     MapPlanner,
@@ -37,6 +36,7 @@ from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.llm.structured import parse_structured
 from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"

@@ -20,7 +20,6 @@ import pytest
 from typer.testing import CliRunner
 
 from fakes.openai_server import FakeOpenAIServer
-from fakes.scripted_model import ScriptedChatModel
 from superbiz import cli
 from superbiz.config import LLMSettings, Settings
 from superbiz.exceptions import LLMUnavailableError
@@ -43,6 +42,7 @@ from superbiz.llm.structured import parse_structured
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import MatchField
 from superbiz.storage.repository import StoredDocument
+from superbiz.testing import ScriptedChatModel
 
 ROLLBACK = "ops/rollback.md"
 FAILOVER = "ops/failover.md"

@@ -11,11 +11,11 @@ import pytest
 from pydantic import BaseModel, Field
 
 from fakes.real_transcripts import load_transcript
-from fakes.scripted_model import ScriptedChatModel
 from superbiz.agents.planner import PlanReply
 from superbiz.exceptions import LLMError, LLMUnavailableError, StructuredOutputError
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured, extract_json, parse_structured, schema_hint
+from superbiz.testing import ScriptedChatModel
 
 EXAMPLE_KB_DOMAINS = {"api", "database", "infrastructure", "payment"}
 

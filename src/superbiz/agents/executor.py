@@ -17,12 +17,13 @@ from typing import Any, Literal
 
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language
+from superbiz.agents.context import Citation, evidence_message
+from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel
-from superbiz.llm.context import evidence_message, plan_message
 from superbiz.llm.messages import (
     Message,
     SystemMessage,
@@ -30,19 +31,6 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.storage.invocations import InvocationRepository
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    ref: int
-    title: str
-    path: str
-    domain: str
-    content: str = ""  # what the model was shown; kept as session evidence
-
-    def as_dict(self, *, content: bool = False) -> dict[str, Any]:
-        data = {"ref": self.ref, "title": self.title, "path": self.path, "domain": self.domain}
-        return {**data, "content": self.content} if content else data
 
 
 @dataclass(slots=True)
@@ -92,15 +80,6 @@ class TurnResult:
         }
 
 
-def vars_of(citation: Citation) -> dict[str, Any]:
-    return {
-        "ref": citation.ref,
-        "title": citation.title,
-        "path": citation.path,
-        "domain": citation.domain,
-    }
-
-
 def lookup_summary(outcome: ToolOutcome) -> dict[str, Any]:
     """One lookup as the CLI and API report it."""
     return {
@@ -143,7 +122,7 @@ class Executor:
         *,
         turn: int | None = None,
         history: Sequence[Message] = (),
-        plan: dict[str, Any] | None = None,
+        plan: Plan | None = None,
         evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
         resume: LookupTurn | None = None,
@@ -201,15 +180,15 @@ class Executor:
         question: str,
         language: Language,
         history: Sequence[Message],
-        plan: dict[str, Any] | None,
+        plan: Plan | None,
         evidence: list[Citation],
     ) -> list[Message]:
         """Prompt, earlier evidence, plan, recent history, question; never the map."""
         messages: list[Message] = [SystemMessage(load_prompt("chat-executor-prompt", language))]
         if evidence:
-            messages.append(evidence_message([c.as_dict(content=True) for c in evidence]))
+            messages.append(evidence_message(evidence))
         if plan is not None:
-            messages.append(plan_message(plan))
+            messages.append(plan.to_message())
         return [*messages, *history, UserMessage(question)]
 
     def _force_answer(

@@ -13,10 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, StrictBool, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language
+from superbiz.agents.context import PLAN_HEADER, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
@@ -49,13 +58,27 @@ class Plan:
         return [d.domain for d in self.domains]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "need_retrieval": self.need_retrieval,
-            "domains": [{"domain": d.domain, "sub_question": d.sub_question} for d in self.domains],
-            "direct_answer": self.direct_answer,
-            "source": self.source,
-            "note": self.note,
-        }
+        """The plan as JSON output (CLI, API, chat store) and the plan message carry it."""
+        data: dict[str, Any] = _PLAN.dump_python(self, mode="json")
+        return data
+
+    def to_message(self) -> SystemMessage:
+        """The plan as the executor's model reads it."""
+        return context_message(PLAN_HEADER, self.as_dict())
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message]) -> Plan | None:
+        """The plan the executor handed the model, or ``None`` without a readable one."""
+        text = read_context(messages, PLAN_HEADER)
+        if text is None:
+            return None
+        try:
+            return _PLAN.validate_json(text)
+        except ValidationError:
+            return None
+
+
+_PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
 from superbiz.exceptions import SuperbizError
-from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tracker import make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 
@@ -98,11 +97,9 @@ def evaluate_retrieval(
     started = time.perf_counter()
     kb = prepare_dataset(dataset_dir, settings)
     ingest_s = time.perf_counter() - started
-    try:
-        tracker = make_tracker(settings.session.backend, kb.engine)
-        governed = GovernedLookup(kb, tracker)
-        governed.lookup("eval:warm-up", "warm up", None)  # load models before timing
-        tracker.clear_session("eval:warm-up")
+    with open_lookup(settings, kb=kb) as runtime:
+        tracker, governed = runtime.tracker, runtime.lookup
+        runtime.warm_up()
         if on_total:
             on_total(len(queries))
 
@@ -136,8 +133,6 @@ def evaluate_retrieval(
                 level_hits[name] += 1
             if on_progress:
                 on_progress(item.id)
-    finally:
-        kb.close()
 
     return {
         "dataset": str(dataset_dir),

@@ -163,7 +163,7 @@ class LookupTurn:
         domain: str | None = None
         if problem is None and (args.get("domain") or "").strip():
             try:
-                domain = self.lookup.kb.require_domain(args["domain"])
+                domain = self.lookup.require_domain(args["domain"])
             except UnknownDomainError as exc:
                 problem = str(exc)
         if problem is not None:
