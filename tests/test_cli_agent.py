@@ -124,7 +124,9 @@ def test_ask_json_prints_the_answer_citations_and_lookups(data_dir: Path, sessio
     assert lookup["arguments"]["query"] == "支付回调超时怎么办？"
     assert lookup["executed"] is True and lookup["relevance_level"] == "PRECISE"
     assert lookup["documents"] == [PAYMENT] and lookup["error"] is None
-    assert (data["steps"], data["stopped_by"]) == (2, "answer")
+    assert lookup["origin"] == "plan"  # run by code before the model's first step
+    assert (data["steps"], data["stopped_by"]) == (1, "answer")
+    assert (data["grounded"], data["invalid_citations"]) == (True, 0)
     assert result.stderr == ""  # --json: nothing else is printed
 
 

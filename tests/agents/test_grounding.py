@@ -132,13 +132,13 @@ def run(answer: str, model: Model, sources: list[Source] = SOURCES) -> Grounding
 
 def test_a_grounded_answer_is_kept_without_a_repair() -> None:
     model = Model()
-    assert run(GOOD + " See [4].", model) == Grounding(GOOD + " See.", True, 1, "model")
+    assert run(GOOD + " See [4].", model) == Grounding(GOOD + " See.", True, 1, "model", (1,))
     assert model.prompts == []
 
 
 def test_a_parrot_gets_one_repair_turn_naming_the_documents() -> None:
     model = Model(GOOD)
-    assert run(PARROT, model) == Grounding(GOOD, True, 0, "repaired")
+    assert run(PARROT, model) == Grounding(GOOD, True, 0, "repaired", (1,))
     [prompt] = model.prompts
     assert "[1] Kubernetes pod CrashLoopBackOff runbook (infrastructure/k8s.md)" in prompt
 

@@ -122,6 +122,7 @@ class Grounding:
     grounded: bool
     invalid_citations: int
     source: AnswerSource
+    cited: tuple[int, ...] = ()
 
 
 def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
@@ -151,13 +152,13 @@ def ground(
     if not sources:
         return Grounding(first.answer, False, first.invalid, "no_evidence")
     if _grounded(first, question, sources):
-        return Grounding(first.answer, True, first.invalid, "model")
+        return Grounding(first.answer, True, first.invalid, "model", first.cited)
     try:
         second = check_citations(repair(repair_prompt(language, sources)), valid)
     except LLMError:  # the model failed on the repair: the documents still answer
         second = CitationCheck("", (), 0)
     invalid = first.invalid + second.invalid
     if _grounded(second, question, sources):
-        return Grounding(second.answer, True, invalid, "repaired")
+        return Grounding(second.answer, True, invalid, "repaired", second.cited)
     quoted = check_citations(extractive(), valid)
-    return Grounding(quoted.answer, bool(quoted.cited), invalid, "extractive")
+    return Grounding(quoted.answer, bool(quoted.cited), invalid, "extractive", quoted.cited)
