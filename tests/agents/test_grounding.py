@@ -165,3 +165,15 @@ def test_without_documents_nothing_is_repaired_and_nothing_is_grounded() -> None
 def test_repair_prompt_in_both_languages() -> None:
     for language in ("zh", "en"):
         assert "[1] Kubernetes pod" in repair_prompt(language, SOURCES)  # type: ignore[arg-type]
+
+
+def test_a_quoting_player_is_checked_never_repaired() -> None:
+    quoted = "[Extractive answer] label\n\n[1] short [7]\n\nSources:\n[1] title (path)"
+    grounding = ground(quoted, POD, "en", SOURCES, repair=None, extractive=lambda: "unused")
+    assert grounding == Grounding(
+        "[Extractive answer] label\n\n[1] short\n\nSources:\n[1] title (path)",
+        True,
+        1,
+        "model",
+        (1,),
+    )

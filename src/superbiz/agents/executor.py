@@ -22,7 +22,7 @@ from typing import Any, Literal
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language, key_terms
 from superbiz.agents.context import Citation, evidence_message
-from superbiz.agents.extractive import TurnView, compose_answer
+from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
@@ -158,6 +158,10 @@ class Executor:
         self.lookup = lookup
         self.governance = governance
         self.recorder = recorder
+        #: the model quotes the documents itself (the extractive policy, the behaviour
+        #: profiles): its citations are checked, its answers never repaired. Decided
+        #: here, before a caller wraps the model (the HTTP service streams it).
+        self.quotes = isinstance(model, ExtractiveChatModel)
         # Turns counted here too: a turn without tool calls leaves no recorded row.
         self._turns: dict[str, int] = {}
 
@@ -292,7 +296,7 @@ class Executor:
             result.question,
             result.language,
             sources,
-            repair=repair,
+            repair=None if self.quotes else repair,
             extractive=quote,
         )
         result.answer = grounding.answer or localized("executor.no_answer", result.language)

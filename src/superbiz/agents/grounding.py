@@ -142,15 +142,23 @@ def ground(
     language: Language,
     sources: Sequence[Source],
     *,
-    repair: Callable[[str], str],
+    repair: Callable[[str], str] | None,
     extractive: Callable[[], str],
 ) -> Grounding:
     """Check ``answer``; when it is not grounded, ``repair`` once (it gets the repair
-    prompt and returns the model's new answer), then fall back to ``extractive``."""
+    prompt and returns the model's new answer), then fall back to ``extractive``.
+
+    ``repair=None`` is for a player that quotes the documents itself (the extractive
+    policy, the behaviour profiles): its answer is grounded when it cites one, and is
+    never repaired (a quote is mostly the documents' words, its label and source list
+    are not, so the evidence test would misjudge a short one).
+    """
     valid = {s.ref for s in sources}
     first = check_citations(answer, valid)
     if not sources:
         return Grounding(first.answer, False, first.invalid, "no_evidence")
+    if repair is None:
+        return Grounding(first.answer, bool(first.cited), first.invalid, "model", first.cited)
     if _grounded(first, question, sources):
         return Grounding(first.answer, True, first.invalid, "model", first.cited)
     try:
