@@ -431,6 +431,34 @@ def test_a_paraphrase_is_inferred_to_the_domain_of_the_earlier_query(
     assert other.executed and other.domain == "payment"
 
 
+def test_a_weak_planned_lookup_leaves_paraphrases_to_the_knowledge_base(
+    make_turn: Callable[..., LookupTurn],
+) -> None:
+    """The plan's domain is the planner's guess: when it found nothing good there, the
+    model's paraphrase goes where the knowledge base points, not back to the guess."""
+    turn = make_turn("zh")
+    planned = turn.call({"query": "Redis 连接池耗尽", "domain": "payment"}, origin="plan")
+    assert planned.executed and planned.level is not RelevanceLevel.PRECISE
+
+    paraphrase = turn.call({"query": "Redis 连接池耗尽的详细说明"})
+
+    assert paraphrase.executed and paraphrase.domain == "infrastructure"
+    assert REDIS in paraphrase.shown
+
+
+def test_a_good_planned_lookup_keeps_its_paraphrases(
+    make_turn: Callable[..., LookupTurn],
+) -> None:
+    turn = make_turn("zh")
+    planned = turn.call({"query": "Redis 连接池耗尽", "domain": "infrastructure"}, origin="plan")
+    assert planned.level is RelevanceLevel.PRECISE
+
+    paraphrase = turn.call({"query": "Redis 连接池耗尽的详细说明"})
+
+    assert paraphrase.domain == "infrastructure"
+    assert_blocked(paraphrase, "domain_retrieved")
+
+
 def test_a_paraphrase_follows_the_domain_the_earlier_call_named(
     make_turn: Callable[..., LookupTurn],
 ) -> None:

@@ -42,6 +42,7 @@ from superbiz.retrieval.relevance import RelevanceLevel
 
 __all__ = [
     "BREAKER_TEXTS",
+    "GOOD_LEVELS",
     "Admission",
     "Constraint",
     "DedupReason",
@@ -167,8 +168,9 @@ BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
 }
 _LAYOUT = "{body}\n{footer}"
 
-_GOOD = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
-_CLOSING = _GOOD | {RelevanceLevel.DEDUPED}
+#: results that answer: their domain closes
+GOOD_LEVELS = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
+_CLOSING = GOOD_LEVELS | {RelevanceLevel.DEDUPED}
 
 
 def breaker_message(
@@ -352,7 +354,7 @@ class TurnGovernor:
             verdict = Verdict.STOP
         elif self.capped:
             verdict = Verdict.CONTINUE
-        elif self._has_result and self._last_level in _GOOD:
+        elif self._has_result and self._last_level in GOOD_LEVELS:
             verdict = Verdict.ANSWER
         elif supplement:
             verdict = Verdict.SUPPLEMENT
@@ -383,7 +385,7 @@ class TurnGovernor:
             # A fresh turn needs no prompt, unless the tool is already taken away.
             return Situation.HIGH_LIMITED if high else None
         if high:
-            good = self._has_result and self._last_level in _GOOD
+            good = self._has_result and self._last_level in GOOD_LEVELS
             return Situation.HIGH_ANSWER if good else Situation.HIGH_LIMITED
         if self.capped:  # below the cap it says nothing, like the frameworks' counters
             return None
@@ -391,7 +393,7 @@ class TurnGovernor:
             return Situation.BLOCKED_NEEDS_DIMENSION
         if self._last_block is not None or self._last_level is RelevanceLevel.DEDUPED:
             return Situation.BLOCKED
-        if self._last_level in _GOOD:
+        if self._last_level in GOOD_LEVELS:
             return Situation.ANSWER
         if self._last_level is None and self._domains_in(DomainState.RETRY):
             return Situation.RETRY

@@ -19,6 +19,7 @@ from superbiz._text import Language, key_terms
 from superbiz.config import GovernanceSettings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
+    GOOD_LEVELS,
     Constraint,
     DedupReason,
     LookupRequest,
@@ -198,7 +199,9 @@ class LookupTurn:
         recorded_domain = governed_domain or (primary.domain if primary else None)
         named = domain is not None
         self._timed(lambda: self.governor.record(recorded_domain, level, named=named))
-        if recorded_domain:
+        # A planned lookup's domain is the planner's guess: the model's paraphrases are
+        # attributed to it only when it answered there (else the knowledge base infers)
+        if recorded_domain and (origin == "model" or level in GOOD_LEVELS):
             self._asked.append((frozenset(key_terms(query)), recorded_domain))
         return self._finish(
             call_id,
