@@ -312,7 +312,7 @@ def render_agent_report(report: dict[str, Any], console: Console) -> None:
     console.print(table)
     console.print(
         f"plan_domain_recall {report['plan_domain_recall']:.3f} "
-        f"({report['planned_domains_mean']:.2f} domains per plan)"
+        f"({report['planned_domains_mean']:.2f} domains/plan)"
     )
     for run in runs:
         blocked, governance = run["blocked_call_ms"], run["governance_ms_per_step"]
