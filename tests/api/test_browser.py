@@ -212,7 +212,9 @@ def _refused_posts(url: str) -> float:
     for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
         for sample in family.samples:
             labels = sample.labels
-            if sample.name.endswith("_count") and labels.get("status") == "403":
-                if labels.get("method") == "POST":
-                    return sample.value
+            if sample.name.endswith("_count") and (labels["method"], labels["status"]) == (
+                "POST",
+                "403",
+            ):
+                return sample.value
     return 0.0

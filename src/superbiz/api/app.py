@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 #: error kinds of our own HTTPExceptions (the HTTP phrases change between versions)
 KINDS = {413: "payload_too_large", 422: "invalid_request"}
 
+
 def create_app(
     settings: Settings | None = None,
     *,
