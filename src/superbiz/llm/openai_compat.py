@@ -102,8 +102,9 @@ def _describe(exc: BaseException) -> str:
     seen = {id(exc)}
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if str(cause) and str(cause) not in text:
-            text += f" ({type(cause).__name__}: {cause})"
+        first = str(cause).strip().split("\n", 1)[0]  # the message stays one line
+        if first and first not in text:
+            text += f" ({type(cause).__name__}: {first})"
             break
         cause = cause.__cause__ or cause.__context__
     return text
