@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx
+import httpx2
 import openai
 
 from superbiz.config import LLMSettings
@@ -123,11 +123,11 @@ def _retry_after(exc: BaseException) -> float | None:
     return min(seconds, RETRY_AFTER_CAP_S)
 
 
-class _DeadlineStream(httpx.SyncByteStream):
+class _DeadlineStream(httpx2.SyncByteStream):
     """A response body that ends with ``ReadTimeout`` once its request's deadline has
     passed, however steadily the server drips bytes (each read has its own timeout)."""
 
-    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request, end: float) -> None:
+    def __init__(self, inner: httpx2.SyncByteStream, request: httpx2.Request, end: float) -> None:
         self.inner = inner
         self.request = request
         self.end = end
@@ -135,7 +135,7 @@ class _DeadlineStream(httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.inner:
             if time.monotonic() > self.end:
-                raise httpx.ReadTimeout(
+                raise httpx2.ReadTimeout(
                     "the response did not finish within its deadline", request=self.request
                 )
             yield chunk
@@ -144,7 +144,7 @@ class _DeadlineStream(httpx.SyncByteStream):
         self.inner.close()
 
 
-class DeadlineTransport(httpx.HTTPTransport):
+class DeadlineTransport(httpx2.HTTPTransport):
     """Every request ends within ``total_s`` (and within the turn's deadline): its
     connect and read timeouts are cut to what is left, and its body to the end time."""
 
@@ -153,13 +153,13 @@ class DeadlineTransport(httpx.HTTPTransport):
         self.total_s = total_s
         self.connect_s = connect_s
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         left = self.total_s
         turn_left = deadline.remaining()
         if turn_left is not None:
             left = min(left, turn_left)
         if left <= 0:
-            raise httpx.ConnectTimeout("the turn's deadline has passed", request=request)
+            raise httpx2.ConnectTimeout("the turn's deadline has passed", request=request)
         timeouts = dict(request.extensions.get("timeout") or {})
         request.extensions["timeout"] = {
             "connect": min(timeouts.get("connect") or left, self.connect_s, left),
@@ -169,7 +169,7 @@ class DeadlineTransport(httpx.HTTPTransport):
         }
         end = time.monotonic() + left
         response = super().handle_request(request)
-        assert isinstance(response.stream, httpx.SyncByteStream)
+        assert isinstance(response.stream, httpx2.SyncByteStream)
         response.stream = _DeadlineStream(response.stream, request, end)
         return response
 
@@ -287,9 +287,9 @@ class OpenAIChatModel:
         self._client = client or openai.OpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             max_retries=0,
-            http_client=httpx.Client(
+            http_client=httpx2.Client(
                 transport=DeadlineTransport(settings.timeout_s, settings.connect_timeout_s)
             ),
         )
@@ -389,7 +389,7 @@ class OpenAIChatModel:
                         f"LLM endpoint {self.base_url} broke off the stream: {_describe(exc)}"
                     ) from None
                 last = exc
-            except httpx.TransportError as exc:  # raised while reading the stream's body
+            except httpx2.TransportError as exc:  # raised while reading the stream's body
                 if yielded:
                     raise self._unavailable(exc, attempt + 1, "broke off the stream") from None
                 last = exc
@@ -463,7 +463,7 @@ class OpenAIChatModel:
     ) -> LLMError:
         """The caller's error: :class:`LLMTimeoutError` when a deadline ended the call."""
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return LLMTimeoutError(
                 f"LLM endpoint {self.base_url} did not answer in time after {tries} "
                 f"(llm.timeout-s {self.settings.timeout_s:g} s, llm.turn-timeout-s "
