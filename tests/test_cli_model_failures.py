@@ -69,3 +69,26 @@ def test_a_model_failure_is_one_red_line(data_dir: Path, case: str) -> None:
     [line] = [text for text in lines if text.startswith("error:")]
     assert line == lines[-1]  # the progress lines before it, then one line
     assert line.startswith("error: LLM endpoint") and reason in line
+
+
+def test_chat_reports_a_failed_turn_and_goes_on(data_dir: Path) -> None:
+    with FakeOpenAIServer() as fake:
+        failure = error_reply(500, "upstream exploded")
+        # the planner (then its repair turn) gets prose and falls back; the executor answers
+        fake.script_chat(failure, failure, *["plain answer"] * 3)
+        env = {
+            "SUPERBIZ_LLM__MODEL": "fake-model",
+            "SUPERBIZ_LLM__BASE_URL": fake.base_url,
+            "SUPERBIZ_LLM__MAX_RETRIES": "0",
+        }
+        result = runner.invoke(
+            cli.app,
+            ["chat", "--session", "chat-1", "--data-dir", str(data_dir)],
+            input="支付回调超时怎么办？\n你好\n/quit\n",
+            env=env,
+        )
+
+    assert result.exit_code == 0, result.output
+    [line] = [text for text in result.stderr.splitlines() if text.startswith("error:")]
+    assert "upstream exploded" in line and "Traceback" not in result.output
+    assert "plain answer" in result.stdout  # the next question was answered
