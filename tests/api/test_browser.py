@@ -212,7 +212,7 @@ def _refused_posts(url: str) -> float:
     for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
         for sample in family.samples:
             labels = sample.labels
-            if sample.name.endswith("_count") and (labels["method"], labels["status"]) == (
+            if sample.name.endswith("_count") and (labels.get("method"), labels.get("status")) == (
                 "POST",
                 "403",
             ):
