@@ -114,3 +114,14 @@ def test_an_answer_is_capped_before_it_is_stored(runtime: Callable[..., Runtime]
     assert len(turn.result.answer) <= 1000
     assert turn.result.answer.endswith("(chat.max-answer-chars)]")
     assert assistant.chats.messages("s1")[-1].content == turn.result.answer
+
+
+def test_a_question_with_a_nul_is_stored_without_it(runtime: Callable[..., Runtime]) -> None:
+    """PostgreSQL refuses NUL in text: the turn would fail after its lookups."""
+    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    assistant = runtime(model)
+
+    turn = assistant.ask("s1", "支付回调\x00超时怎么办？\x1b")
+
+    assert turn.result.evidence == [PAYMENT]
+    assert assistant.chats.messages("s1")[0].content == "支付回调超时怎么办？"

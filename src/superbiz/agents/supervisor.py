@@ -17,6 +17,7 @@ What goes back to the model stays bounded: earlier turns within
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,6 +35,8 @@ from superbiz.storage.chat import ChatMessage, ChatRepository
 log = logging.getLogger(__name__)
 
 HISTORY_TURNS = 3
+#: C0 controls but tab and newlines, and DEL: never part of a question
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: what replaces the end of an answer over ``chat.max-answer-chars``
 CUT_NOTE = "\n\n[… answer cut at {limit} characters (chat.max-answer-chars)]"
 
@@ -84,7 +87,9 @@ class Supervisor:
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
     ) -> SupervisedTurn:
-        """One turn, within the turn deadline; a failed turn changes nothing."""
+        """One turn, within the turn deadline; a failed turn changes nothing. Control
+        characters are taken out of the question (PostgreSQL cannot store a NUL)."""
+        question = CONTROL.sub("", question)
         tracker = self.executor.lookup.tracker
         before = tracker.retrieved_docs(session_id)
         try:
