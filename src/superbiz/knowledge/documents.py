@@ -325,7 +325,8 @@ def first_heading(body: str) -> str | None:
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     """YAML gives dates and other non-JSON values; the store keeps their text form."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    safe: dict[str, Any] = json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    return safe
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
