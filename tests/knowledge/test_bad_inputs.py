@@ -4,6 +4,7 @@ PostgreSQL (real USE embedder, Milvus Lite). The corpus is written by the tests.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ REASONS = {
     "links/loop.md": "symlink loop",
     "links/up": "symlink loop: a folder link to ",
     "links/broken.md": "broken symlink (its target ",
+    "ops/latin1-\\xe9.md": "file name is not valid UTF-8: rename the file",
 }
 
 
@@ -96,6 +98,7 @@ def corpus(tmp_path: Path) -> Path:
     (links / "loop.md").symlink_to(links / "loop.md")
     (links / "up").symlink_to(root, target_is_directory=True)
     (links / "broken.md").symlink_to(links / "missing.md")
+    (root / "ops" / os.fsdecode(b"latin1-\xe9.md")).write_text("# Name\nbody\n")
     return root
 
 

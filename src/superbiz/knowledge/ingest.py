@@ -120,18 +120,28 @@ def _walk(root: Path, extensions: Sequence[str]) -> list[_Candidate | tuple[str,
                 dirs.remove(name)
             elif (here / name).is_symlink():
                 dirs.remove(name)
-                label = (here / name).relative_to(root).as_posix()
-                found.append((label, (label, _linked_folder(here / name, root))))
+                label = _shown((here / name).relative_to(root).as_posix())
+                found.append((label, (label, _shown(_linked_folder(here / name, root)))))
         for name in files:
             file = here / name
             if name.startswith("."):
                 continue
-            if file.suffix.lower() in extensions:
-                found.append((file.relative_to(root).as_posix(), _Candidate(file, root)))
-            elif file.is_symlink() and _is_loop(file):
-                label = file.relative_to(root).as_posix()
-                found.append((label, (label, "symlink loop")))
+            relative = file.relative_to(root).as_posix()
+            label = _shown(relative)
+            if file.suffix.lower() not in extensions:
+                if file.is_symlink() and _is_loop(file):
+                    found.append((label, (label, "symlink loop")))
+            elif label != relative:
+                found.append((label, (label, "file name is not valid UTF-8: rename the file")))
+            else:
+                found.append((label, _Candidate(file, root)))
     return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _shown(name: str) -> str:
+    """``name`` printable: bytes that are not UTF-8 (which Python keeps as surrogates and
+    no store accepts) written as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _linked_folder(link: Path, root: Path) -> str:
