@@ -304,8 +304,8 @@ class Ingestor:
         store.delete_documents([p.doc.path for p in pending])
         work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
         batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
-        # Embedding (numpy, off the GIL) of the next batch overlaps the insert of this
-        # one (Milvus Lite analyses the BM25 text in Python): about a third faster.
+        # The next batch is embedded (numpy, mostly off the GIL) while this one is
+        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as embedder:
             upcoming = embedder.submit(self._embed, batches[0]) if batches else None
             for number, batch in enumerate(batches):
