@@ -71,6 +71,7 @@ REASONS = {
     "links/up": "symlink loop: a folder link to ",
     "links/broken.md": "broken symlink (its target ",
     "ops/latin1-\\xe9.md": "file name is not valid UTF-8: rename the file",
+    "ops/fifo.md": "not a regular file",
 }
 
 
@@ -99,6 +100,7 @@ def corpus(tmp_path: Path) -> Path:
     (links / "up").symlink_to(root, target_is_directory=True)
     (links / "broken.md").symlink_to(links / "missing.md")
     (root / "ops" / os.fsdecode(b"latin1-\xe9.md")).write_text("# Name\nbody\n")
+    os.mkfifo(root / "ops" / "fifo.md")  # reading it would block forever
     return root
 
 

@@ -99,6 +99,8 @@ def load_document(
         raise DocumentError(label, f"symlink to {real}, outside the KB folder {base}")
     relative = PurePosixPath(real.relative_to(base).as_posix())
     label = str(relative)
+    if not real.is_file():  # a FIFO would block the read forever
+        raise DocumentError(label, "not a regular file")
     size = real.stat().st_size
     if size > max_bytes:
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
