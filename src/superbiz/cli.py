@@ -499,6 +499,34 @@ def eval_service(
     _publish(report, None, as_json, render_service_report)
 
 
+@eval_app.command("ingest")
+def eval_ingest(
+    path: Annotated[
+        Path | None, typer.Argument(help="Files or a folder to ingest (or --synthetic-mb).")
+    ] = None,
+    synthetic_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--synthetic-mb", help="Ingest one generated single-line file this big.", min=0.001
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """Chunks per second and peak memory of an ingest from scratch into a temporary KB
+    (the configured embedder; SQLite and Milvus Lite in a temporary folder)."""
+    from superbiz.evaluation.ingest import benchmark_ingest, render_ingest_report
+
+    if (path is None) == (synthetic_mb is None):
+        err.print("[bold red]error:[/] give a PATH or --synthetic-mb, not both")
+        raise typer.Exit(2)
+    with _errors():
+        report = benchmark_ingest(_settings(None), path, synthetic_mb=synthetic_mb)
+    _publish(report, output, as_json, render_ingest_report)
+
+
 @app.command()
 def calibrate(
     data_dir: DataDir = None,

@@ -9,12 +9,13 @@ Precedence: explicit arguments > environment > YAML file > defaults.
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from superbiz.exceptions import ConfigError
@@ -90,16 +91,30 @@ class VectorSettings(_Section):
 
 
 class IngestSettings(_Section):
+    """``encodings`` are tried in order for a file without a byte-order mark (UTF-8,
+    UTF-16 and UTF-32 marks are always honoured); add ``gb18030`` to accept GBK files."""
+
     max_file_bytes: int = Field(5_000_000, ge=1)
     chunk_size: int = Field(800, ge=100)
     chunk_overlap: int = Field(100, ge=0)
     extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+    encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("ingest.chunk-overlap must be smaller than ingest.chunk-size")
         return self
+
+    @field_validator("encodings")
+    @classmethod
+    def _known_encodings(cls, encodings: tuple[str, ...]) -> tuple[str, ...]:
+        for name in encodings:
+            try:
+                codecs.lookup(name)
+            except LookupError:
+                raise ValueError(f"ingest.encodings: unknown encoding {name!r}") from None
+        return encodings
 
 
 class SessionSettings(_Section):

@@ -13,6 +13,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
+#: column sizes that ingestion checks before writing (PostgreSQL refuses longer values)
+PATH_MAX = 1024
+TITLE_MAX = 512
+DOMAIN_MAX = 128
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -27,9 +33,9 @@ class DocumentRow(Base):
     __tablename__ = "documents"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    path: Mapped[str] = mapped_column(String(1024), unique=True)
-    title: Mapped[str] = mapped_column(String(512))
-    domain: Mapped[str] = mapped_column(String(128), index=True)
+    path: Mapped[str] = mapped_column(String(PATH_MAX), unique=True)
+    title: Mapped[str] = mapped_column(String(TITLE_MAX))
+    domain: Mapped[str] = mapped_column(String(DOMAIN_MAX), index=True)
     content_hash: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(Integer)
     chunk_count: Mapped[int] = mapped_column(Integer)

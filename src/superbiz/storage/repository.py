@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, bindparam, delete, func, select
+from sqlalchemy import CursorResult, Engine, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow
@@ -111,7 +111,7 @@ class DocumentRepository:
             return 0
         with Session(self.engine) as session, session.begin():
             result = session.execute(delete(DocumentRow).where(DocumentRow.path.in_(paths)))
-            return result.rowcount or 0
+            return cast(CursorResult[Any], result).rowcount or 0
 
     def delete_all(self) -> None:
         with Session(self.engine) as session, session.begin():
