@@ -280,7 +280,8 @@ class Service:
         relative = PurePosixPath(folder, name)
         target = (self.uploads / folder / name).resolve()
         self._check_replace(str(relative), target, data, overwrite)
-        parse_document(data, relative)  # refuse binary, empty or malformed before storing
+        # refuse binary, empty, wrongly encoded or malformed before storing
+        parse_document(data, relative, self.settings.ingest.encodings)
         if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
             raise DocumentError(name, "file name leaves the uploads folder")
         target.parent.mkdir(parents=True, exist_ok=True)
