@@ -297,3 +297,99 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
     assert len(report.added) == len(SMALL_KB) and not report.skipped
     yield kb
     kb.close()
+
+
+# -- a Milvus server (the server profile) ----------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float, alive: Callable[[], bool]) -> bool:
+    """True once 127.0.0.1:``port`` accepts connections; False on timeout or when
+    ``alive()`` says the process that should listen has exited."""
+    import socket
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+class MilvusServer:
+    """``milvus-lite server`` in a subprocess: the gRPC protocol of Milvus standalone,
+    BM25 included. ``stop()`` and ``start()`` let a test take it away and bring it back
+    (same port, same data)."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.process: Any = None
+        self.log = data_dir.parent / f"milvus-server-{port}.log"
+
+    def start(self, timeout_s: float = 60.0) -> str | None:
+        """Start and wait until it listens; ``None``, else why it did not come up."""
+        import shutil
+        import subprocess
+        import sys
+
+        exe = shutil.which("milvus-lite", path=str(Path(sys.executable).parent)) or shutil.which(
+            "milvus-lite"
+        )
+        if exe is None:
+            return "the milvus-lite command is not installed (pip install milvus-lite)"
+        command = [exe, "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1"]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*command, "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        if wait_for_port(self.port, timeout_s, lambda: self.process.poll() is None):
+            return None
+        self.stop()
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+        return f"milvus-lite server did not listen on {self.port}: {' | '.join(tail)}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except Exception:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
+    """A Milvus server for the whole session; tests isolate themselves by collection name
+    (``milvus_collection``). Skipped when it cannot start, failed when CI requires it."""
+    server = MilvusServer(tmp_path_factory.mktemp("milvus-server") / "data", free_port())
+    problem = server.start()
+    if problem is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(
+                f"a Milvus server is required (SUPERBIZ_TEST_REQUIRE_SERVICES=1): {problem}"
+            )
+        pytest.skip(f"no Milvus server for the server-profile tests: {problem}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def milvus_collection() -> str:
+    """A collection name no other test uses."""
+    return f"t_{uuid.uuid4().hex}"
