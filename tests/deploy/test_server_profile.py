@@ -195,3 +195,20 @@ def test_a_server_without_bm25_falls_back_to_dense_search_with_one_warning(
     finally:
         store.drop()
         store.close()
+
+
+def test_milvus_down_at_start_up_is_a_store_error_until_it_comes_up(
+    tmp_path: Path, small_kb: Path, open_kb: Any
+) -> None:
+    server = MilvusServer(tmp_path / "milvus", free_port())
+    settings = Settings(data_dir=tmp_path / "data", vector=VectorSettings(uri=server.uri))
+    kb = open_kb(settings)  # the relational store opens; Milvus is reached lazily
+    with pytest.raises(StoreError, match=rf"cannot open Milvus at {server.uri}"):
+        _ = kb.store
+    if (problem := server.start()) is not None:
+        pytest.skip(problem)
+    try:
+        Ingestor(kb).ingest([small_kb])
+        assert _ranking(kb, "HTTP 429 Too Many Requests", None)[1][0] == "api/rate-limit.md"
+    finally:
+        server.stop()

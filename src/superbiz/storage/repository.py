@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, bindparam, delete, func, select, update
+from sqlalchemy import CursorResult, Delete, Engine, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow, KnowledgeVersionRow
@@ -75,6 +75,12 @@ def _bump_version(session: Session) -> None:
     session.execute(_BUMP)
 
 
+def _deleted(session: Session, statement: Delete) -> int:
+    """Run a DELETE; how many rows it removed."""
+    result = cast("CursorResult[Any]", session.execute(statement))
+    return result.rowcount or 0
+
+
 def knowledge_version(engine: Engine) -> int:
     """The current count of changes to documents and domains: one indexed point query,
     cheap enough to run at the start of every turn."""
@@ -130,8 +136,7 @@ class DocumentRepository:
         if not paths:
             return 0
         with Session(self.engine) as session, session.begin():
-            result = session.execute(delete(DocumentRow).where(DocumentRow.path.in_(paths)))
-            deleted = result.rowcount or 0
+            deleted = _deleted(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
             if deleted:
                 _bump_version(session)
             return deleted
@@ -201,8 +206,6 @@ class DomainRepository:
 
     def delete(self, domain_id: str) -> None:
         with Session(self.engine) as session, session.begin():
-            result = session.execute(
-                delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
-            )
-            if result.rowcount:
+            statement = delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
+            if _deleted(session, statement):
                 _bump_version(session)
