@@ -8,6 +8,7 @@ PostgreSQL tests get a fresh schema each (``t_<uuid>``), selected through the UR
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -393,3 +394,74 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusSe
 def milvus_collection() -> str:
     """A collection name no other test uses."""
     return f"t_{uuid.uuid4().hex}"
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to ``target``; ``stop()`` cuts every connection and
+    refuses new ones, as a database server that went away would, ``start()`` brings it
+    back on the same port. Lets a test take PostgreSQL away from one process only."""
+
+    def __init__(self, target: tuple[str, int], port: int) -> None:
+        self.target = target
+        self.port = port
+        import threading
+
+        self._listener: Any = None
+        self._sockets: list[Any] = []
+        self._guard = threading.Lock()
+
+    def start(self) -> None:
+        import socket
+        import threading
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: Any) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # stopped
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._guard:
+                self._sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: Any, sink: Any) -> None:
+        import socket
+
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        import socket
+
+        with self._guard:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, []
+        for sock in [listener, *sockets] if listener else sockets:
+            with contextlib.suppress(OSError):  # wakes the thread blocked on it
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

@@ -23,9 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from conftest import (
     MilvusServer,
+    TcpProxy,
     _libpq_url,
     _require_postgres,
     _with_query,
@@ -46,6 +48,8 @@ class Replicas:
     env: dict[str, str]
     data_dir: Path
     milvus: MilvusServer
+    #: replica 0 reaches PostgreSQL through it (replica 1 directly)
+    postgres: TcpProxy
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def client(self, index: int) -> httpx.Client:
@@ -116,16 +120,21 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> Ite
         SUPERBIZ_DATABASE_URL=database_url,
         SUPERBIZ_VECTOR__URI=milvus.uri,
     )
+    target = make_url(database_url)
+    proxy = TcpProxy((target.host or "127.0.0.1", target.port or 5432), free_port())
+    proxy.start()
+    proxied = target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     ports = [free_port(), free_port()]
-    group = Replicas([f"http://127.0.0.1:{port}" for port in ports], env, data_dir, milvus)
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    group = Replicas(urls, env, data_dir, milvus, proxy)
     try:
-        for port in ports:
+        for port, url in zip(ports, [proxied, database_url], strict=True):
             log = root / f"serve-{port}.log"
             with log.open("wb") as out:
                 group.processes.append(
                     subprocess.Popen(
                         [_superbiz(), "serve", "--port", str(port)],
-                        env=env,
+                        env={**env, "SUPERBIZ_DATABASE_URL": url},
                         cwd=root,
                         stdout=out,
                         stderr=subprocess.STDOUT,
@@ -144,6 +153,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> Ite
                 process.kill()
                 process.wait(10)
         milvus.stop()
+        proxy.stop()
         with psycopg.connect(_libpq_url(base), autocommit=True) as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -277,6 +287,33 @@ def test_a_turn_waits_for_the_same_session_running_in_another_replica(
     finally:
         locks.close()
     assert [a["turn"] for a in answers] == [1]
+
+
+def test_postgres_going_away_is_a_503_naming_it_and_the_next_turn_works(
+    replicas: Replicas,
+) -> None:
+    """PostgreSQL is taken away from replica 0 only (its connections cut, new ones
+    refused); replica 1 keeps serving throughout."""
+    session = f"pg-{uuid.uuid4().hex[:8]}"
+    replicas.postgres.stop()
+    try:
+        with replicas.client(0) as client:
+            health = client.get("/healthz")
+            assert health.status_code == 503
+            assert health.json()["checks"]["database"] == "failed"
+            failed = client.post(
+                "/api/chat", json={"session_id": session, "question": "Redis connection pool"}
+            )
+            assert failed.status_code == 503, failed.text
+            assert failed.json()["error"] == "store_unavailable"
+            assert "relational store (postgresql" in failed.json()["message"]
+        assert replicas.get(1, "/healthz")["status"] == "ok"
+    finally:
+        replicas.postgres.start()
+    answer = replicas.ask(0, session, "Redis connection pool exhausted 怎么办？")
+    assert answer["turn"] == 1 and REDIS_DOC in _cited(answer)
+    messages = replicas.get(1, f"/api/sessions/{session}")["messages"]
+    assert [(m["turn"], m["role"]) for m in messages] == [(1, "user"), (1, "assistant")]
 
 
 def test_milvus_going_away_is_a_503_naming_it_and_the_next_turn_works(
