@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from superbiz.config import Settings, load_settings
-from superbiz.exceptions import SuperbizError
+from superbiz.exceptions import LLMError, SuperbizError
 
 if TYPE_CHECKING:
     from superbiz.agents.planner import Plan
@@ -305,12 +305,16 @@ def chat(
                 runtime.clear_session(session)
                 console.print("[dim]session cleared[/]")
                 continue
-            turn = runtime.ask(
-                session,
-                question,
-                on_plan=lambda plan: console.print(_plan_line(plan)),
-                on_lookup=lambda o: console.print(_lookup_line(o)),
-            )
+            try:
+                turn = runtime.ask(
+                    session,
+                    question,
+                    on_plan=lambda plan: console.print(_plan_line(plan)),
+                    on_lookup=lambda o: console.print(_lookup_line(o)),
+                )
+            except LLMError as exc:  # the session is as it was: the user may ask again
+                err.print(f"[bold red]error:[/] {escape(str(exc))}")
+                continue
             console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
 
 

@@ -66,6 +66,11 @@ class LLMUnavailableError(LLMError):
     """The LLM endpoint cannot be reached or keeps failing after retries."""
 
 
+class LLMTimeoutError(LLMUnavailableError):
+    """A model call or the whole turn ran past its deadline (``llm.timeout-s``,
+    ``llm.turn-timeout-s``)."""
+
+
 class LLMResponseError(LLMError):
     """The LLM endpoint answered with something that is not a usable response."""
 

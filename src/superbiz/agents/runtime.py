@@ -97,7 +97,14 @@ class Runtime(LookupRuntime):
         self.domains = DomainService(self.kb, llm)
         self.executor = Executor(self.model, self.lookup, settings.governance, self.invocations)
         self.planner = self._planner(llm)
-        self.supervisor = Supervisor(self.planner, self.executor, self.chats, self.knowledge_map)
+        self.supervisor = Supervisor(
+            self.planner,
+            self.executor,
+            self.chats,
+            self.knowledge_map,
+            settings=settings.chat,
+            turn_timeout_s=None if llm is None else settings.llm.turn_timeout_s,
+        )
         self._map: KnowledgeMap | None = None
         self._map_version = -1
 
