@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,46 @@ def domain_filter(domain: str | None) -> Filter | None:
     return Filter("domain == {domain}", {"domain": domain}) if domain else None
 
 
+#: Milvus' ErrCollectionNotLoaded: a restarted server may hold the collection released
+_NOT_LOADED = 101
+
+
+class _GuardedClient:
+    """The pymilvus client with every failure turned into a ``StoreError`` that names the
+    server, so that a Milvus server that is down answers 503 with the store named (see
+    ``superbiz.api.errors``) and the first call after it is back works: a lost connection
+    is dropped and the next call opens a new one (pymilvus' own recovery gives up on the
+    channel of a restarted server), and a collection found released is loaded again."""
+
+    def __init__(self, connect: Callable[[], Any], uri: str) -> None:
+        self._connect = connect
+        self._uri = uri
+        self._client: Any = connect()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from pymilvus.client.types import Status
+            from pymilvus.exceptions import MilvusException
+
+            try:
+                if self._client is None:
+                    self._client = self._connect()
+                try:
+                    return getattr(self._client, name)(*args, **kwargs)
+                except MilvusException as exc:
+                    if exc.code != _NOT_LOADED or not args:
+                        raise
+                    self._client.load_collection(args[0])
+                    return getattr(self._client, name)(*args, **kwargs)
+            except MilvusException as exc:
+                if exc.code == Status.CONNECT_FAILED and self._client is not None:
+                    self._client, lost = None, self._client
+                    lost.close()
+                raise StoreError(f"vector store (Milvus at {self._uri}): {exc.message}") from exc
+
+        return call
+
+
 class MilvusChunkStore:
     """The ``ChunkStore`` of production: one Milvus collection (see the module docstring)."""
 
@@ -135,8 +175,11 @@ class MilvusChunkStore:
             logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
-            # pooled gRPC channel that the in-process server has since dropped.
-            self._client = MilvusClient(uri=uri, token=token or "", dedicated=local)
+            # pooled gRPC channel that the in-process server has since dropped, nor a
+            # reconnecting server client a broken one (see _GuardedClient).
+            self._client = _GuardedClient(
+                lambda: MilvusClient(uri=uri, token=token or "", dedicated=True), uri
+            )
         except Exception as exc:  # pymilvus raises several unrelated types here
             if local:
                 raise StoreError(
@@ -144,7 +187,7 @@ class MilvusChunkStore:
                     "(Milvus Lite allows one process per file; stop the other one, or set "
                     "vector.uri to a Milvus server)"
                 ) from exc
-            raise StoreError(f"cannot open Milvus at {uri}: {exc}") from exc
+            raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
         self.page_size = QUERY_PAGE
         self.has_bm25 = False
         self.dimension: int | None = None
