@@ -1,4 +1,4 @@
-"""Migration 0004: rows recorded before ``tool_invocation.origin`` existed read as ``model``."""
+"""Migration 0006: rows recorded before ``tool_invocation.origin`` existed read as ``model``."""
 
 from __future__ import annotations
 

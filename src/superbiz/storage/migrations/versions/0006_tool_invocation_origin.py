@@ -1,8 +1,8 @@
 """tool_invocation.origin: who asked for the call (``model``, or ``plan`` when code ran a
 planned lookup before the model's first step).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0006
+Revises: 0005 (after the knowledge version, so a database already at 0005 gets it too)
 Create Date: 2026-11-30
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
