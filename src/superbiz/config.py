@@ -75,6 +75,10 @@ class EmbeddingSettings(_Section):
     model: str = "use-multilingual-v3"
     base_url: str | None = None
     api_key: str | None = None
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
     dimensions: int | None = Field(None, ge=1)
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
@@ -114,6 +118,10 @@ class LLMSettings(_Section):
 
     base_url: str | None = None
     api_key: str | None = None
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
@@ -156,9 +164,16 @@ class PlannerSettings(_Section):
 
 class ServiceSettings(_Section):
     """The HTTP service: with ``api_key`` set, write endpoints (chat, clear, document
-    upload and delete) need it as ``X-API-Key`` or ``Authorization: Bearer``."""
+    upload and delete) need it as ``X-API-Key`` or ``Authorization: Bearer``. A second
+    request in a busy session waits ``session_wait_s`` for the turn ahead, then gets 409;
+    a streamed turn sends a keep-alive comment after ``sse_keepalive_s`` of silence, so
+    a proxy's idle timeout does not cut a long model step."""
 
     api_key: str | None = None
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
 
 
 class Settings(BaseSettings):

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from superbiz.agents.session_lock import SessionBusyError
 from superbiz.api.responses import ErrorBody, FieldError
 from superbiz.exceptions import (
     ConfigError,
@@ -29,6 +30,7 @@ ERROR_STATUS: tuple[tuple[type[SuperbizError], int, str], ...] = (
     (LLMUnavailableError, 503, "llm_unavailable"),
     (LLMError, 502, "llm_error"),
     (IndexMismatchError, 409, "index_mismatch"),
+    (SessionBusyError, 409, "session_busy"),
     (StoreError, 503, "store_unavailable"),
     (EmbeddingError, 503, "embedding_unavailable"),
 )

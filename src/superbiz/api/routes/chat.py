@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 
 from superbiz.api.deps import Authorized, Background, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
-from superbiz.api.events import sse, thread_emitter
+from superbiz.api.events import sse_events, thread_emitter
 from superbiz.api.responses import (
     TURN_EVENTS,
     ChatAnswer,
@@ -139,7 +139,5 @@ async def _stream_turn(
     task = loop.create_task(produce())
     background.add(task)
     task.add_done_callback(background.discard)
-    number = 0
-    while (event := await queue.get()) is not None:
-        number += 1
-        yield sse(event, number)
+    async for chunk in sse_events(queue, service.settings.service.sse_keepalive_s):
+        yield chunk
