@@ -82,7 +82,8 @@ class LocalSessionLocks:
                 else:
                     del self._busy[session_id]
 
-    def busy(self, session_id: str) -> bool:
-        """Whether a turn of ``session_id`` holds the lock or waits for it."""
+    def queued(self, session_id: str) -> int:
+        """How many turns of ``session_id`` hold the lock or wait for it."""
         with self._guard:
-            return session_id in self._busy
+            queue = self._busy.get(session_id)
+            return 0 if queue is None else 1 + len(queue.waiters)

@@ -309,6 +309,22 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
+        try:
+            return self._searched(data, field, metric, limit, domain, output)
+        except Exception as exc:  # Lite and pymilvus raise many types: name the store
+            lines = str(exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            raise StoreError(f"the vector store ({self.uri}) failed: {detail}") from exc
+
+    def _searched(
+        self,
+        data: list[float] | str,
+        field: str,
+        metric: str,
+        limit: int,
+        domain: str | None,
+        output: list[str],
+    ) -> list[ChunkHit]:
         local = self._local_collection()
         if local is not None:
             if metric == "BM25":
