@@ -79,6 +79,8 @@ class EmbeddingSettings(_Section):
     session_wait_s: float = Field(30.0, ge=0)
     #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
     sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
     dimensions: int | None = Field(None, ge=1)
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
@@ -122,6 +124,8 @@ class LLMSettings(_Section):
     session_wait_s: float = Field(30.0, ge=0)
     #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
     sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
@@ -167,13 +171,16 @@ class ServiceSettings(_Section):
     upload and delete) need it as ``X-API-Key`` or ``Authorization: Bearer``. A second
     request in a busy session waits ``session_wait_s`` for the turn ahead, then gets 409;
     a streamed turn sends a keep-alive comment after ``sse_keepalive_s`` of silence, so
-    a proxy's idle timeout does not cut a long model step."""
+    a proxy's idle timeout does not cut a long model step. At most ``max_concurrent_turns``
+    turns run at once; more wait for a slot."""
 
     api_key: str | None = None
     #: how long a request waits for the running turn of its session before a 409
     session_wait_s: float = Field(30.0, ge=0)
     #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
     sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
 
 
 class Settings(BaseSettings):

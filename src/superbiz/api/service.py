@@ -139,11 +139,21 @@ class Service:
         self.stores = assistant.store_lock
         self.uploads = self.settings.data_dir / UPLOADS
         self._writes = threading.Lock()  # one upload or delete at a time
+        self._turn_threads = anyio.CapacityLimiter(self.settings.service.max_concurrent_turns)
 
     # -- threading ------------------------------------------------------------------------
     async def run(self, method: Callable[..., T], *args: Any) -> T:
         """``method(*args)`` in a worker thread."""
         return await anyio.to_thread.run_sync(partial(method, *args))
+
+    async def run_turn(
+        self, session_id: str, question: str, emit: Emit | None = None
+    ) -> SupervisedTurn:
+        """``ask`` in a worker thread of the turns' own pool: turns waiting for a model
+        never take the threads that reads and health checks need."""
+        return await anyio.to_thread.run_sync(
+            partial(self.ask, session_id, question, emit), limiter=self._turn_threads
+        )
 
     # -- chat ----------------------------------------------------------------------------
     def ask(self, session_id: str, question: str, emit: Emit | None = None) -> SupervisedTurn:

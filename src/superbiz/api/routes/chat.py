@@ -72,7 +72,7 @@ def _event_items() -> dict[str, object]:
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
 async def chat(body: ChatRequest, service: ServiceDep) -> ChatAnswer:
-    turn = await service.run(service.ask, body.session_id, body.question)
+    turn = await service.run_turn(body.session_id, body.question)
     return service.turn_view(turn)
 
 
@@ -115,7 +115,7 @@ async def _stream_turn(
 
     async def produce() -> None:
         try:
-            await service.run(service.ask, session_id, question, emit)
+            await service.run_turn(session_id, question, emit)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(
