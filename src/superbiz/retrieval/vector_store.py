@@ -433,6 +433,24 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
+        try:
+            return self._searched(data, field, metric, limit, domain, output)
+        except StoreError:
+            raise  # the client wrapper has named the store already
+        except Exception as exc:  # Lite and pymilvus raise many types: name the store
+            lines = str(exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            raise StoreError(f"the vector store ({self.uri}) failed: {detail}") from exc
+
+    def _searched(
+        self,
+        data: list[float] | str,
+        field: str,
+        metric: str,
+        limit: int,
+        domain: str | None,
+        output: list[str],
+    ) -> list[ChunkHit]:
         where = domain_filter(domain)
         local = self._local_collection()
         if local is not None:
