@@ -180,6 +180,8 @@ class LookupTurn:
         admission = self._timed(lambda: self.governor.admit(request))
         if not admission.allowed:
             assert admission.dedup_reason is not None
+            if governed_domain and domain is None:  # its paraphrases need no new inference
+                self._asked.append((frozenset(key_terms(query)), governed_domain))
             result = self._blocked(admission.dedup_reason, governed_domain)
             return self._finish(
                 call_id,
