@@ -459,6 +459,29 @@ def test_a_good_planned_lookup_keeps_its_paraphrases(
     assert_blocked(paraphrase, "domain_retrieved")
 
 
+def test_a_blocked_calls_inferred_domain_serves_its_paraphrases(
+    make_turn: Callable[..., LookupTurn], lookup: GovernedLookup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inferred: list[str] = []
+    original = lookup.infer_domain
+
+    def infer(query: str) -> str | None:
+        inferred.append(query)
+        return original(query)
+
+    monkeypatch.setattr(lookup, "infer_domain", infer)
+    turn = make_turn("zh")
+    assert turn.call({"query": "Redis 连接池耗尽", "domain": "infrastructure"}).executed
+
+    first = turn.call({"query": "maxTotal 配置 慢查询"})
+    again = turn.call({"query": "maxTotal 配置 慢查询 的排查步骤"})
+
+    assert inferred == ["maxTotal 配置 慢查询"]  # one inference; the paraphrase is remembered
+    assert_blocked(first, "domain_retrieved")
+    assert_blocked(again, "domain_retrieved")
+    assert again.domain == first.domain == "infrastructure"
+
+
 def test_a_paraphrase_follows_the_domain_the_earlier_call_named(
     make_turn: Callable[..., LookupTurn],
 ) -> None:
