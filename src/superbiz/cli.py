@@ -29,6 +29,8 @@ from superbiz.config import Settings, load_settings
 from superbiz.exceptions import SuperbizError
 
 if TYPE_CHECKING:
+    from superbiz.agents.planner import Plan
+    from superbiz.governance.tool import ToolOutcome
     from superbiz.knowledge.base import KnowledgeBase
 
 app = typer.Typer(
@@ -135,7 +137,7 @@ def ingest(
 
     settings = _settings(data_dir)
     with _knowledge_base(settings) as kb:
-        model = make_chat_model(settings.llm) if settings.llm.configured else None
+        model = make_chat_model(settings.llm)
         ingestor = Ingestor(
             kb,
             metadata=LLMMetadataWriter(model) if model else None,
@@ -175,13 +177,10 @@ def lookup(
     ] = False,
 ) -> None:
     """One governed lookup: prints what the model would see."""
-    from superbiz.governance.lookup import GovernedLookup
-    from superbiz.governance.tracker import make_tracker
+    from superbiz.agents.runtime import open_lookup
 
-    settings = _settings(data_dir)
-    with _knowledge_base(settings) as kb:
-        governed = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
-        outcome = governed.lookup(session, query, domain, missing_dimension)
+    with _errors(), open_lookup(_settings(data_dir)) as runtime:
+        outcome = runtime.lookup.lookup(session, query, domain, missing_dimension)
     data = outcome.result.as_dict()
     if details:
         data["retrieval_details"] = outcome.details.as_dict()
@@ -192,13 +191,17 @@ def lookup(
 
 
 def _render_lookup(data: dict[str, Any]) -> None:
+    from superbiz.governance.tool import TOOL_NAME
+    from superbiz.retrieval.relevance import RelevanceLevel
+
     level = data["relevance_level"] or "NO RESULT"
-    colour = {
-        "PRECISE": "green",
-        "HIGHLY_RELEVANT": "cyan",
-        "REFERENCE": "yellow",
-        "DEDUPED": "magenta",
-    }.get(level, "red")
+    colours: dict[str, str] = {
+        RelevanceLevel.PRECISE: "green",
+        RelevanceLevel.HIGHLY_RELEVANT: "cyan",
+        RelevanceLevel.REFERENCE: "yellow",
+        RelevanceLevel.DEDUPED: "magenta",
+    }
+    colour = colours.get(level, "red")
     domains = ", ".join(data["retrieved_domains_this_session"])
     head = f"[bold {colour}]{level}[/]"
     if data.get("dedup_reason"):
@@ -209,7 +212,7 @@ def _render_lookup(data: dict[str, Any]) -> None:
         f"[dim]retrieved domains this session:[/] {domains or '-'}",
         f"[dim]message:[/] {escape(data['message'])}",
     ]
-    console.print(Panel("\n".join(lines), title="lookup_knowledge", expand=False))
+    console.print(Panel("\n".join(lines), title=TOOL_NAME, expand=False))
     if primary := data.get("primary"):
         console.print(
             Panel(
@@ -254,23 +257,18 @@ def ask(
     as_json: JsonFlag = False,
 ) -> None:
     """Answer a question through the governed executor (extractive without an LLM)."""
-    from superbiz.agents.executor import lookup_summary
-    from superbiz.agents.runtime import Assistant
+    from superbiz.agents.runtime import open_runtime
 
-    def show(outcome: Any) -> None:
+    def show(outcome: ToolOutcome) -> None:
         if not as_json:
-            err.print(_lookup_line(lookup_summary(outcome)))
+            err.print(_lookup_line(outcome))
 
-    def show_plan(plan: Any) -> None:
+    def show_plan(plan: Plan) -> None:
         if not as_json:
-            err.print(_plan_line(plan.as_dict()))
+            err.print(_plan_line(plan))
 
-    with _errors():
-        assistant = Assistant(_settings(data_dir))
-        try:
-            turn = assistant.ask(session, question, on_plan=show_plan, on_lookup=show)
-        finally:
-            assistant.close()
+    with _errors(), open_runtime(_settings(data_dir)) as runtime:
+        turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show)
     if as_json:
         _print_json(turn.as_dict())
         return
@@ -286,60 +284,54 @@ def chat(
 ) -> None:
     """Interactive multi-turn chat; shows the plan and every lookup as it happens.
     Type /clear to forget the session, /quit (or Ctrl-D) to leave."""
-    from superbiz.agents.executor import lookup_summary
-    from superbiz.agents.runtime import Assistant
+    from superbiz.agents.runtime import open_runtime
 
-    with _errors():
-        assistant = Assistant(_settings(data_dir))
-        try:
-            console.print(
-                f"[dim]session {escape(session)} · model {assistant.model.name} · "
-                "/clear to forget, /quit to leave[/]"
+    with _errors(), open_runtime(_settings(data_dir)) as runtime:
+        console.print(
+            f"[dim]session {escape(session)} · model {runtime.model.name} · "
+            "/clear to forget, /quit to leave[/]"
+        )
+        while True:
+            try:
+                question = console.input("[bold]you>[/] ").strip()
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                break
+            if not question:
+                continue
+            if question in ("/quit", "/exit"):
+                break
+            if question == "/clear":
+                runtime.clear_session(session)
+                console.print("[dim]session cleared[/]")
+                continue
+            turn = runtime.ask(
+                session,
+                question,
+                on_plan=lambda plan: console.print(_plan_line(plan)),
+                on_lookup=lambda o: console.print(_lookup_line(o)),
             )
-            while True:
-                try:
-                    question = console.input("[bold]you>[/] ").strip()
-                except (EOFError, KeyboardInterrupt):
-                    console.print()
-                    break
-                if not question:
-                    continue
-                if question in ("/quit", "/exit"):
-                    break
-                if question == "/clear":
-                    assistant.clear_session(session)
-                    console.print("[dim]session cleared[/]")
-                    continue
-                turn = assistant.ask(
-                    session,
-                    question,
-                    on_plan=lambda plan: console.print(_plan_line(plan.as_dict())),
-                    on_lookup=lambda o: console.print(_lookup_line(lookup_summary(o))),
-                )
-                console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
-        finally:
-            assistant.close()
+            console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
 
 
-def _plan_line(plan: dict[str, Any]) -> str:
-    if not plan["need_retrieval"]:
-        how = "direct answer" if plan["direct_answer"] else "answer from session evidence"
-        return f"[dim]plan[/] {how} [dim]({plan['source']})[/]"
-    domains = ", ".join(d["domain"] for d in plan["domains"])
-    return f"[dim]plan[/] consult {domains} [dim]({plan['source']})[/]"
+def _plan_line(plan: Plan) -> str:
+    if not plan.need_retrieval:
+        how = "direct answer" if plan.direct_answer else "answer from session evidence"
+        return f"[dim]plan[/] {how} [dim]({plan.source})[/]"
+    return f"[dim]plan[/] consult {', '.join(plan.domain_ids)} [dim]({plan.source})[/]"
 
 
-def _lookup_line(lookup: dict[str, Any]) -> str:
-    status = "executed" if lookup["executed"] else "[magenta]blocked[/]"
-    if lookup["error"]:
-        status = f"[red]error[/] {escape(lookup['error'])}"
-    query = escape(str(lookup["arguments"].get("query", "")))[:60]
-    level = lookup["relevance_level"] or "-"
-    reason = f" ({lookup['dedup_reason']})" if lookup["dedup_reason"] else ""
+def _lookup_line(lookup: ToolOutcome) -> str:
+    status = "executed" if lookup.executed else "[magenta]blocked[/]"
+    if lookup.error:
+        status = f"[red]error[/] {escape(lookup.error)}"
+    query = escape(str(lookup.arguments.get("query", "")))[:60]
+    level = lookup.level.value if lookup.level else "-"
+    reason = f" ({lookup.dedup_reason})" if lookup.dedup_reason else ""
     return (
-        f"[dim]lookup[/] {query!s} [dim]domain[/]={lookup['domain'] or '-'} "
-        f"{status} [bold]{level}[/]{reason} [dim]verdict[/]={lookup['verdict']} "
-        f"[dim]water[/]={lookup['water_level']}"
+        f"[dim]lookup[/] {query!s} [dim]domain[/]={lookup.domain or '-'} "
+        f"{status} [bold]{level}[/]{reason} [dim]verdict[/]={lookup.verdict.value} "
+        f"[dim]water[/]={lookup.water_level.value}"
     )
 
 
@@ -350,10 +342,10 @@ def trace(
     as_json: JsonFlag = False,
 ) -> None:
     """A session's tool calls, executed and blocked, like the ISS-003 log."""
-    from superbiz.storage.invocations import InvocationRepository
+    from superbiz.agents.runtime import open_lookup
 
-    with _knowledge_base(_settings(data_dir)) as kb:
-        rows = InvocationRepository(kb.engine).for_session(session)
+    with _errors(), open_lookup(_settings(data_dir)) as runtime:
+        rows = runtime.invocations.for_session(session)
     if as_json:
         _print_json([dataclasses.asdict(r) for r in rows])
         return

@@ -56,3 +56,7 @@ class LLMUnavailableError(LLMError):
 
 class LLMResponseError(LLMError):
     """The LLM endpoint answered with something that is not a usable response."""
+
+
+class StructuredOutputError(LLMError):
+    """The model gave no reply matching the requested schema, even after one repair turn."""

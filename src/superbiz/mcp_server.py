@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -38,17 +38,17 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from superbiz._text import detect_language
+from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
 from superbiz.exceptions import SuperbizError
-from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
-from superbiz.governance.tracker import SessionTracker, make_tracker
+from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.map import build_map
-from superbiz.storage.invocations import InvocationRepository
 
 __all__ = [
     "MAP_URI",
+    "DomainSummary",
     "GovernedRetrieval",
     "ToolAnswer",
     "build_server",
@@ -118,6 +118,15 @@ def answer_view(outcome: ToolOutcome, session_id: str) -> dict[str, Any]:
     return view
 
 
+class DomainSummary(TypedDict):
+    """A domain as ``list_domains`` reports it."""
+
+    domain_id: str
+    document_count: int
+    description: str
+    when_to_retrieve: str
+
+
 class GovernedRetrieval:
     """The server's state, free of any transport: one knowledge base and one
     ``LookupTurn`` per superbiz session.
@@ -135,10 +144,7 @@ class GovernedRetrieval:
         tracker: SessionTracker | None = None,
     ) -> None:
         self.settings = settings
-        self.kb = kb or KnowledgeBase(settings)
-        self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
-        self.lookup = GovernedLookup(self.kb, self.tracker)
-        self.invocations = InvocationRepository(self.kb.engine)
+        self.runtime = open_lookup(settings, kb=kb, tracker=tracker)
         self._turns: OrderedDict[str, LookupTurn] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -146,8 +152,8 @@ class GovernedRetrieval:
         """Load the embedder and open the index now: the first call then answers at
         once, and an index built by another embedder fails at start, not mid-session."""
         with self._lock:
-            _ = self.kb.searcher
-            _ = self.kb.exact_index
+            _ = self.runtime.kb.searcher
+            _ = self.runtime.kb.exact_index
 
     def call(
         self, session_id: str, arguments: Mapping[str, Any], *, call_id: str = ""
@@ -164,10 +170,10 @@ class GovernedRetrieval:
                 outcome = turn.call(args, call_id=call_id, step=step, error=f"lookup failed: {exc}")
         return ToolAnswer(answer_view(outcome, session_id), is_error=outcome.error is not None)
 
-    def domains(self) -> list[dict[str, Any]]:
+    def domains(self) -> list[DomainSummary]:
         """Domain ids with their document counts and the map's descriptions."""
         with self._lock:
-            knowledge_map = build_map(self.kb)
+            knowledge_map = build_map(self.runtime.kb)
         return [
             {
                 "domain_id": d.domain_id,
@@ -181,12 +187,12 @@ class GovernedRetrieval:
     def map_yaml(self) -> str:
         """The knowledge map the Planner sees, within the planner's token budget."""
         with self._lock:
-            return build_map(self.kb).to_yaml(self.settings.planner.map_token_budget)
+            return build_map(self.runtime.kb).to_yaml(self.settings.planner.map_token_budget)
 
     def close(self) -> None:
         with self._lock:
             self._turns.clear()
-            self.kb.close()
+            self.runtime.close()
 
     def _turn(self, session_id: str, query: Any) -> LookupTurn:
         """The session's turn, made on its first call; a session resumed by a new server
@@ -196,12 +202,12 @@ class GovernedRetrieval:
             self._turns.move_to_end(session_id)
             return turn
         turn = LookupTurn(
-            self.lookup,
+            self.runtime.lookup,
             self.settings.governance,
             session_id=session_id,
-            turn=self.invocations.last_turn(session_id) + 1,
+            turn=self.runtime.invocations.last_turn(session_id) + 1,
             language=detect_language(query if isinstance(query, str) else ""),
-            recorder=self.invocations,
+            recorder=self.runtime.invocations,
         )
         self._turns[session_id] = turn
         while len(self._turns) > MAX_SESSIONS:

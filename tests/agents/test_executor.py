@@ -21,14 +21,6 @@ from fakes.openai_server import (
     text_reply,
     tool_call_reply,
 )
-from fakes.scripted_model import (
-    ScriptedChatModel,
-    answer,
-    call,
-    calls,
-    lookup,
-    malformed,
-)
 from superbiz.agents.executor import Executor, TurnResult, lookup_summary
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings, LLMSettings
@@ -41,6 +33,14 @@ from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.storage.invocations import InvocationRepository
+from superbiz.testing import (
+    ScriptedChatModel,
+    answer,
+    call,
+    calls,
+    lookup,
+    malformed,
+)
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"

@@ -7,6 +7,7 @@ talking to the strict fake server.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -15,14 +16,14 @@ import pytest
 
 from conftest import SMALL_KB_DOMAINS, write_kb
 from fakes.openai_server import FakeOpenAIServer
-from fakes.scripted_model import ScriptedChatModel
+from fakes.real_transcripts import load_transcript
 from superbiz.agents.planner import (
     LLMPlanner,
     MapPlanner,
     Plan,
     PlannedDomain,
+    PlanReply,
     PlanRequest,
-    parse_plan,
 )
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import LLMSettings, PlannerSettings, Settings
@@ -33,7 +34,9 @@ from superbiz.knowledge.ingest import Ingestor
 from superbiz.knowledge.map import KnowledgeMap, build_map
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
+from superbiz.llm.structured import parse_structured
 from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
@@ -282,6 +285,18 @@ def test_malformed_twice_falls_back_to_the_map_planner(
     assert "unknown domain 'billing'" in plan.note
 
 
+def test_a_recorded_html_escaped_reply_is_a_plan_without_repair(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    first = next(e for e in load_transcript() if e.is_planner and "&#34;" in e.reply)
+    model = ScriptedChatModel(first.reply)
+
+    plan = llm_planner(model, use_embedder).plan(PlanRequest(first.question, kmap))
+
+    assert plan == Plan(True, (PlannedDomain("payment", first.question),), None, "llm")
+    assert len(model.steps) == 1
+
+
 def test_an_unreachable_llm_falls_back_at_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
     calls: list[int] = []
 
@@ -353,17 +368,18 @@ def test_the_planner_over_the_openai_protocol(use_embedder: Embedder, kmap: Know
     assert "tools" not in request
 
 
-# -- parse_plan -----------------------------------------------------------------------------
+# -- PlanReply ------------------------------------------------------------------------------
 
 ALLOWED = {"api", "payment", "infrastructure"}
 
 
 def parse(reply: str | dict[str, Any], max_domains: int = 3) -> Plan:
     text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
-    return parse_plan(text, ALLOWED, "the question", max_domains)
+    reply_ = parse_structured(text, PlanReply, {"allowed": ALLOWED})
+    return reply_.to_plan("the question", max_domains, "map")
 
 
-def test_parse_plan_accepts_a_plan() -> None:
+def test_plan_reply_accepts_a_plan() -> None:
     plan = parse(
         'Plan:\n```json\n{"need_retrieval": true, "domains": ['
         '{"domain": " Payment ", "sub_question": " 回调超时 "}, {"domain": "api"}, '
@@ -380,7 +396,7 @@ def test_parse_plan_accepts_a_plan() -> None:
     )
 
 
-def test_parse_plan_keeps_each_domain_once_and_at_most_max_domains() -> None:
+def test_plan_reply_keeps_each_domain_once_and_at_most_max_domains() -> None:
     entries = [{"domain": d} for d in ("api", "api", "payment", "infrastructure")]
 
     assert parse({"need_retrieval": True, "domains": entries}).domain_ids == [
@@ -403,7 +419,7 @@ def test_parse_plan_keeps_each_domain_once_and_at_most_max_domains() -> None:
         ({"need_retrieval": False, "domains": [{"domain": "nowhere"}]}, Plan(False, (), None)),
     ],
 )
-def test_parse_plan_without_retrieval(reply: dict[str, Any], expected: Plan) -> None:
+def test_plan_reply_without_retrieval(reply: dict[str, Any], expected: Plan) -> None:
     assert parse(reply) == expected
 
 
@@ -412,25 +428,28 @@ def test_parse_plan_without_retrieval(reply: dict[str, Any], expected: Plan) -> 
     [
         ("payment, please", "no JSON object"),
         ('{"need_retrieval": true, }', "invalid JSON"),
-        ({"domains": [{"domain": "api"}]}, "'need_retrieval' must be true or false"),
-        ({"need_retrieval": "true", "domains": [{"domain": "api"}]}, "'need_retrieval' must be"),
+        ({"domains": [{"domain": "api"}]}, "'need_retrieval': Field required"),
+        (
+            {"need_retrieval": "true", "domains": [{"domain": "api"}]},
+            "'need_retrieval': Input should be a valid boolean",
+        ),
         (
             {"need_retrieval": False, "direct_answer": 42},
-            "'direct_answer' must be a string or null",
+            "'direct_answer': Input should be a valid string",
         ),
         ({"need_retrieval": True}, "'domains' must list at least one domain"),
         ({"need_retrieval": True, "domains": []}, "'domains' must list at least one domain"),
-        ({"need_retrieval": True, "domains": "api"}, "'domains' must list at least one domain"),
-        ({"need_retrieval": True, "domains": ["api"]}, "each domain entry needs a 'domain' string"),
-        ({"need_retrieval": True, "domains": [{"domain": 1}]}, "needs a 'domain' string"),
+        ({"need_retrieval": True, "domains": "api"}, "'domains': Input should be a valid list"),
+        ({"need_retrieval": True, "domains": ["api"]}, "'domains.0': Input should be a valid"),
+        ({"need_retrieval": True, "domains": [{"domain": 1}]}, "'domains.0.domain': Input"),
         (
             {"need_retrieval": True, "domains": [{"domain": "api"}, {"domain": "billing"}]},
             "unknown domain 'billing'; known: api, infrastructure, payment",
         ),
     ],
 )
-def test_parse_plan_rejects(reply: str | dict[str, Any], problem: str) -> None:
-    with pytest.raises(ValueError, match=problem.replace("(", r"\(")):
+def test_plan_reply_rejects(reply: str | dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
         parse(reply)
 
 

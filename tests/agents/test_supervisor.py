@@ -1,7 +1,7 @@
-"""The Supervisor through ``Assistant``: plan → executor → answer, multi-turn sessions.
+"""The Supervisor through ``Runtime``: plan → executor → answer, multi-turn sessions.
 
 One small KB per database (SQLite and PostgreSQL), ingested once for the module; every
-test uses its own session ids. Without an LLM the Assistant is extractive (MapPlanner +
+test uses its own session ids. Without an LLM the Runtime is extractive (MapPlanner +
 extractive model); with a model, a spy routes the planner's calls to scripted plans and
 the executor's to the extractive player (or a ``ScriptedChatModel`` plays both), so the
 messages each agent saw can be inspected.
@@ -20,18 +20,17 @@ from typing import Any
 import pytest
 
 from conftest import POSTGRES_URL, _libpq_url, _require_postgres, _with_query, write_kb
-from fakes.scripted_model import ScriptedChatModel, answer, lookup
+from superbiz.agents.context import EVIDENCE_HEADER, PLAN_HEADER
+from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import MapPlanner, Plan
 from superbiz.agents.prompts import load_prompt
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.config import Settings
 from superbiz.governance.tool import ToolOutcome
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.llm.context import EVIDENCE_HEADER, PLAN_HEADER
-from superbiz.llm.extractive import ExtractiveChatModel
 from superbiz.llm.messages import (
     AssistantMessage,
     ChatResponse,
@@ -41,6 +40,7 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel, answer, lookup
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
@@ -101,13 +101,13 @@ def session() -> str:
     return f"sup-{uuid.uuid4().hex[:8]}"
 
 
-def assistant_for(kb: KnowledgeBase, model: Any = None) -> Assistant:
-    """An Assistant on the shared KB (never closed here: the module closes the KB)."""
-    return Assistant(kb.settings, kb=kb, model=model)
+def assistant_for(kb: KnowledgeBase, model: Any = None) -> Runtime:
+    """A runtime on the shared KB (never closed here: the module closes the KB)."""
+    return open_runtime(kb.settings, kb=kb, model=model)
 
 
 @pytest.fixture
-def assistant(supervised_kb: KnowledgeBase) -> Assistant:
+def assistant(supervised_kb: KnowledgeBase) -> Runtime:
     return assistant_for(supervised_kb)
 
 
@@ -157,14 +157,14 @@ def plan(*domains: str, need: bool = True, direct: str | None = None) -> dict[st
     }
 
 
-def invocation_turns(assistant: Assistant, session: str) -> list[int]:
+def invocation_turns(assistant: Runtime, session: str) -> list[int]:
     return [i.turn for i in assistant.invocations.for_session(session)]
 
 
 # -- extractive mode: plan → executor → stored turn -----------------------------------------
 
 
-def test_a_turn_plans_executes_and_is_stored(assistant: Assistant, session: str) -> None:
+def test_a_turn_plans_executes_and_is_stored(assistant: Runtime, session: str) -> None:
     plans: list[Plan] = []
     lookups: list[ToolOutcome] = []
 
@@ -215,7 +215,7 @@ def test_a_turn_plans_executes_and_is_stored(assistant: Assistant, session: str)
     ids=["zh", "en"],
 )
 def test_a_follow_up_is_answered_from_session_evidence_with_no_lookup(
-    assistant: Assistant, session: str, first: str, follow_up: str, document: str, fact: str
+    assistant: Runtime, session: str, first: str, follow_up: str, document: str, fact: str
 ) -> None:
     one = assistant.ask(session, first)
     assert document in one.result.evidence and one.result.executed == 1
@@ -242,7 +242,7 @@ def test_a_follow_up_is_answered_from_session_evidence_with_no_lookup(
     assert assistant.tracker.is_doc_retrieved(session, document)
 
 
-def test_a_new_topic_after_a_follow_up_retrieves_again(assistant: Assistant, session: str) -> None:
+def test_a_new_topic_after_a_follow_up_retrieves_again(assistant: Runtime, session: str) -> None:
     assistant.ask(session, PAY_Q)
     assistant.ask(session, REFUND_Q)
 
@@ -254,7 +254,7 @@ def test_a_new_topic_after_a_follow_up_retrieves_again(assistant: Assistant, ses
 
 
 def test_clearing_a_session_forgets_messages_action_memory_and_calls(
-    assistant: Assistant, session: str
+    assistant: Runtime, session: str
 ) -> None:
     assistant.ask(session, PAY_Q)
     assert assistant.tracker.retrieved_docs(session) == {PAYMENT: "payment"}
@@ -277,7 +277,7 @@ def test_clearing_a_session_forgets_messages_action_memory_and_calls(
     assert invocation_turns(assistant, session) == [1]
 
 
-def test_the_knowledge_map_is_built_once_until_invalidated(assistant: Assistant) -> None:
+def test_the_knowledge_map_is_built_once_until_invalidated(assistant: Runtime) -> None:
     first = assistant.knowledge_map()
 
     assert assistant.knowledge_map() is first

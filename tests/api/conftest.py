@@ -15,27 +15,27 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.extractive import ExtractiveChatModel
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import ServiceSettings, Settings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.llm.extractive import ExtractiveChatModel
 
 
 @pytest.fixture(scope="session")
 def make_assistant(
     tmp_path_factory: pytest.TempPathFactory, use_embedder: Any, kb_writer: Callable[..., Path]
-) -> Iterator[Callable[..., Assistant]]:
-    """``make(**settings)`` → an Assistant over a fresh data dir holding the small KB."""
-    opened: list[Assistant] = []
+) -> Iterator[Callable[..., Runtime]]:
+    """``make(**settings)`` → an Runtime over a fresh data dir holding the small KB."""
+    opened: list[Runtime] = []
 
-    def make(**overrides: Any) -> Assistant:
+    def make(**overrides: Any) -> Runtime:
         root = tmp_path_factory.mktemp("api-kb")
         folder = kb_writer(root / "kb")
         settings = Settings(data_dir=root / "data", **overrides)
         kb = KnowledgeBase(settings, embedder=use_embedder)
-        assistant = Assistant(settings, kb=kb, model=ExtractiveChatModel())
+        assistant = open_runtime(settings, kb=kb, model=ExtractiveChatModel())
         Ingestor(kb, domains=assistant.domains).ingest([folder])
         opened.append(assistant)
         return assistant
@@ -46,12 +46,12 @@ def make_assistant(
 
 
 @pytest.fixture(scope="session")
-def chat_assistant(make_assistant: Callable[..., Assistant]) -> Assistant:
+def chat_assistant(make_assistant: Callable[..., Runtime]) -> Runtime:
     return make_assistant()
 
 
 @pytest.fixture(scope="session")
-def chat_app(chat_assistant: Assistant) -> FastAPI:
+def chat_app(chat_assistant: Runtime) -> FastAPI:
     return create_app(chat_assistant.settings, assistant=chat_assistant, warm_up=False)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.config import Settings
 
@@ -26,7 +26,7 @@ WRITES: list[tuple[str, str, dict[str, Any], int]] = [
 
 @pytest.fixture(scope="module")
 def client(
-    chat_assistant: Assistant, with_api_key: Callable[[Settings, str], Settings]
+    chat_assistant: Runtime, with_api_key: Callable[[Settings, str], Settings]
 ) -> TestClient:
     app = create_app(
         with_api_key(chat_assistant.settings, KEY), assistant=chat_assistant, warm_up=False

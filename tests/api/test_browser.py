@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.evaluation.service import LiveServer
 
@@ -56,7 +56,7 @@ def _missing(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def page_url(make_assistant: Callable[..., Assistant]) -> Iterator[str]:
+def page_url(make_assistant: Callable[..., Runtime]) -> Iterator[str]:
     if not CHROMIUM.exists():
         _missing(
             f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei` to run the "

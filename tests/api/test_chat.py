@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.exceptions import ConfigError, LLMUnavailableError, UnknownDomainError
 
 PAYMENT = "payment/支付失败排查.md"
@@ -132,7 +132,7 @@ def test_stream_sends_plan_lookups_tokens_answer_done_in_order(
 
 def test_a_failing_turn_streams_error_then_done(
     client: TestClient,
-    chat_assistant: Assistant,
+    chat_assistant: Runtime,
     monkeypatch: pytest.MonkeyPatch,
     sse_events: Any,
 ) -> None:
@@ -160,7 +160,7 @@ def test_a_failing_turn_streams_error_then_done(
 )
 def test_errors_are_json_without_a_trace(
     client: TestClient,
-    chat_assistant: Assistant,
+    chat_assistant: Runtime,
     monkeypatch: pytest.MonkeyPatch,
     exc: Exception,
     status: int,
@@ -225,7 +225,7 @@ def test_knowledge_map_json_and_yaml(client: TestClient) -> None:
 
 
 def test_healthz_checks_both_stores(
-    client: TestClient, chat_assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, chat_assistant: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     healthy = client.get("/healthz")
     assert healthy.status_code == 200

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.evaluation.service import LiveServer
 
@@ -31,7 +31,7 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def server_url(chat_assistant: Assistant) -> Iterator[str]:
+def server_url(chat_assistant: Runtime) -> Iterator[str]:
     app = create_app(chat_assistant.settings, assistant=chat_assistant, warm_up=False)
     with LiveServer(app) as server:
         yield server.url

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 
 LIMIT = 4096
@@ -24,12 +24,12 @@ REFUND = """# 退款到账延迟处理
 
 
 @pytest.fixture(scope="module")
-def docs_assistant(make_assistant: Callable[..., Assistant]) -> Assistant:
+def docs_assistant(make_assistant: Callable[..., Runtime]) -> Runtime:
     return make_assistant(ingest={"max_file_bytes": LIMIT})
 
 
 @pytest.fixture
-def client(docs_assistant: Assistant) -> TestClient:
+def client(docs_assistant: Runtime) -> TestClient:
     app = create_app(docs_assistant.settings, assistant=docs_assistant, warm_up=False)
     return TestClient(app, raise_server_exceptions=False)
 
@@ -46,13 +46,13 @@ def upload(
     return response.status_code, response.json()
 
 
-def uploads_of(assistant: Assistant) -> list[str]:
+def uploads_of(assistant: Runtime) -> list[str]:
     root = assistant.settings.data_dir / "uploads"
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
 
 def test_upload_ingests_like_the_cli_and_delete_removes_it(
-    client: TestClient, docs_assistant: Assistant
+    client: TestClient, docs_assistant: Runtime
 ) -> None:
     status, body = upload(client, "退款到账延迟.md", REFUND, domain="Billing Ops")
     assert status == 201, body
@@ -89,7 +89,7 @@ def test_upload_ingests_like_the_cli_and_delete_removes_it(
 
 
 def test_deleting_an_ingested_document_keeps_its_file(
-    client: TestClient, docs_assistant: Assistant
+    client: TestClient, docs_assistant: Runtime
 ) -> None:
     stored = docs_assistant.kb.documents.get("ops/notes/deploy-checklist.md")
     assert stored is not None
@@ -105,7 +105,7 @@ def test_deleting_an_ingested_document_keeps_its_file(
 
 
 def test_file_names_cannot_leave_the_uploads_folder(
-    client: TestClient, docs_assistant: Assistant
+    client: TestClient, docs_assistant: Runtime
 ) -> None:
     status, body = upload(client, "../../../etc/evil.md", "# Evil\n\nnot really.\n", "../..")
     assert status == 201, body
@@ -130,7 +130,7 @@ def test_file_names_cannot_leave_the_uploads_folder(
     ],
 )
 def test_unusable_files_get_422_with_the_reason(
-    client: TestClient, docs_assistant: Assistant, name: str, data: bytes, reason: str
+    client: TestClient, docs_assistant: Runtime, name: str, data: bytes, reason: str
 ) -> None:
     before = uploads_of(docs_assistant)
     status, body = upload(client, name, data)
@@ -139,7 +139,7 @@ def test_unusable_files_get_422_with_the_reason(
     assert uploads_of(docs_assistant) == before
 
 
-def test_oversize_uploads_get_413(client: TestClient, docs_assistant: Assistant) -> None:
+def test_oversize_uploads_get_413(client: TestClient, docs_assistant: Runtime) -> None:
     status, body = upload(client, "big.md", "# Big\n\n" + "x" * LIMIT)
     assert status == 413 and str(LIMIT) in body["message"]
     status, body = upload(client, "huge.md", "# Huge\n\n" + "x" * (LIMIT + 200_000))

@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from conftest import SMALL_KB, SMALL_KB_DOMAINS
-from fakes.scripted_model import ScriptedChatModel
 from superbiz import cli
 from superbiz.config import Settings
 from superbiz.exceptions import LLMUnavailableError
@@ -45,6 +44,7 @@ from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.db import open_database
 from superbiz.storage.models import KnowledgeDomainRow
 from superbiz.storage.repository import DomainRecord, StoredDocument
+from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 PAYMENT_MD = SMALL_KB[PAYMENT]

@@ -20,7 +20,6 @@ import pytest
 from typer.testing import CliRunner
 
 from fakes.openai_server import FakeOpenAIServer
-from fakes.scripted_model import ScriptedChatModel
 from superbiz import cli
 from superbiz.config import LLMSettings, Settings
 from superbiz.exceptions import LLMUnavailableError
@@ -33,16 +32,17 @@ from superbiz.knowledge.metadata import (
     MAX_COVERS,
     MAX_WHEN_CHARS,
     LLMMetadataWriter,
-    MetadataError,
+    MetadataReply,
     derive_metadata,
     enrich,
-    parse_metadata,
 )
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
+from superbiz.llm.structured import parse_structured
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import MatchField
 from superbiz.storage.repository import StoredDocument
+from superbiz.testing import ScriptedChatModel
 
 ROLLBACK = "ops/rollback.md"
 FAILOVER = "ops/failover.md"
@@ -275,7 +275,12 @@ def test_an_llm_that_fails_leaves_derived_metadata_and_the_reason() -> None:
     assert enriched.failure == "LLM endpoint http://127.0.0.1:9/v1 is unavailable"
 
 
-# -- parse_metadata ---------------------------------------------------------------------------
+# -- MetadataReply ----------------------------------------------------------------------------
+
+
+def parse_metadata(reply: str) -> tuple[tuple[str, ...], str]:
+    value = parse_structured(reply, MetadataReply)
+    return tuple(value.covers), value.when_to_retrieve
 
 
 @pytest.mark.parametrize(
@@ -313,18 +318,18 @@ def test_parse_metadata_clips_to_the_limits() -> None:
     [
         ("no json here", "no JSON object"),
         ('{"covers": ["a", }', "invalid JSON"),
-        ('{"when_to_retrieve": "w"}', "'covers' must be a non-empty list of strings"),
-        ('{"covers": "a, b", "when_to_retrieve": "w"}', "'covers' must be a non-empty list"),
-        ('{"covers": [], "when_to_retrieve": "w"}', "'covers' must be a non-empty list"),
-        ('{"covers": ["a", 3], "when_to_retrieve": "w"}', "'covers' must be a non-empty list"),
-        ('{"covers": [" ", ""], "when_to_retrieve": "w"}', "'covers' has only empty strings"),
-        ('{"covers": ["a"]}', "'when_to_retrieve' must be a non-empty string"),
-        ('{"covers": ["a"], "when_to_retrieve": "  "}', "'when_to_retrieve' must be a non-empty"),
-        ('{"covers": ["a"], "when_to_retrieve": ["w"]}', "'when_to_retrieve' must be a non-empty"),
+        ('{"when_to_retrieve": "w"}', "'covers': Field required"),
+        ('{"covers": "a, b", "when_to_retrieve": "w"}', "'covers': Input should be a valid list"),
+        ('{"covers": [], "when_to_retrieve": "w"}', "'covers': List should have at least 1 item"),
+        ('{"covers": ["a", 3], "when_to_retrieve": "w"}', "'covers.1': Input should be a valid"),
+        ('{"covers": [" ", ""], "when_to_retrieve": "w"}', "'covers': only empty strings"),
+        ('{"covers": ["a"]}', "'when_to_retrieve': Field required"),
+        ('{"covers": ["a"], "when_to_retrieve": "  "}', "'when_to_retrieve': String should have"),
+        ('{"covers": ["a"], "when_to_retrieve": ["w"]}', "'when_to_retrieve': Input should be"),
     ],
 )
 def test_parse_metadata_rejects(reply: str, problem: str) -> None:
-    with pytest.raises(MetadataError, match=re.escape(problem)):
+    with pytest.raises(ValueError, match=re.escape(problem)):
         parse_metadata(reply)
 
 

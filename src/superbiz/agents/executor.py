@@ -15,13 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
+from superbiz.agents.context import Citation, evidence_message
+from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel
-from superbiz.llm.context import evidence_message, plan_message
 from superbiz.llm.messages import (
     Message,
     SystemMessage,
@@ -29,30 +31,6 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.storage.invocations import InvocationRepository
-
-_STEP_CAP: dict[Language, str] = {
-    "zh": "已达到本轮的最大步数，lookup_knowledge 不再可用。"
-    "请立即基于已有信息给出最终回答，并说明局限。",
-    "en": "The step limit for this turn is reached and lookup_knowledge is no longer available. "
-    "Give your final answer now from what you have, and state its limits.",
-}
-_NO_ANSWER: dict[Language, str] = {
-    "zh": "未能生成回答。",
-    "en": "No answer could be produced.",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    ref: int
-    title: str
-    path: str
-    domain: str
-    content: str = ""  # what the model was shown; kept as session evidence
-
-    def as_dict(self, *, content: bool = False) -> dict[str, Any]:
-        data = {"ref": self.ref, "title": self.title, "path": self.path, "domain": self.domain}
-        return {**data, "content": self.content} if content else data
 
 
 @dataclass(slots=True)
@@ -102,15 +80,6 @@ class TurnResult:
         }
 
 
-def vars_of(citation: Citation) -> dict[str, Any]:
-    return {
-        "ref": citation.ref,
-        "title": citation.title,
-        "path": citation.path,
-        "domain": citation.domain,
-    }
-
-
 def lookup_summary(outcome: ToolOutcome) -> dict[str, Any]:
     """One lookup as the CLI and API report it."""
     return {
@@ -153,7 +122,7 @@ class Executor:
         *,
         turn: int | None = None,
         history: Sequence[Message] = (),
-        plan: dict[str, Any] | None = None,
+        plan: Plan | None = None,
         evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
         resume: LookupTurn | None = None,
@@ -188,7 +157,7 @@ class Executor:
             reply = response.message
             messages.append(reply)
             if not reply.tool_calls:
-                result.answer = reply.content.strip() or _NO_ANSWER[language]
+                result.answer = reply.content.strip() or localized("executor.no_answer", language)
                 break
             for call in reply.tool_calls:
                 outcome = tool.call(
@@ -211,15 +180,15 @@ class Executor:
         question: str,
         language: Language,
         history: Sequence[Message],
-        plan: dict[str, Any] | None,
+        plan: Plan | None,
         evidence: list[Citation],
     ) -> list[Message]:
         """Prompt, earlier evidence, plan, recent history, question; never the map."""
         messages: list[Message] = [SystemMessage(load_prompt("chat-executor-prompt", language))]
         if evidence:
-            messages.append(evidence_message([c.as_dict(content=True) for c in evidence]))
+            messages.append(evidence_message(evidence))
         if plan is not None:
-            messages.append(plan_message(plan))
+            messages.append(plan.to_message())
         return [*messages, *history, UserMessage(question)]
 
     def _force_answer(
@@ -232,7 +201,9 @@ class Executor:
         """The step cap: one last call without tools; calls it makes anyway are recorded
         as errors and never run."""
         result.stopped_by = "step_cap"
-        final = self.model.complete([*messages, SystemMessage(_STEP_CAP[result.language])], [])
+        final = self.model.complete(
+            [*messages, SystemMessage(localized("executor.step_cap", result.language))], []
+        )
         result.steps += 1
         for call in final.message.tool_calls:
             outcome = tool.call(
@@ -244,7 +215,9 @@ class Executor:
             )
             if on_lookup:
                 on_lookup(outcome)
-        result.answer = final.message.content.strip() or _NO_ANSWER[result.language]
+        result.answer = final.message.content.strip() or localized(
+            "executor.no_answer", result.language
+        )
 
     @staticmethod
     def _settle(

@@ -8,21 +8,31 @@ session already holds.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
+from pydantic import (
+    BaseModel,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
+from superbiz.agents.context import PLAN_HEADER, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.map import KnowledgeMap, MapDocument
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
+from superbiz.llm.structured import ask_structured
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 
@@ -48,13 +58,27 @@ class Plan:
         return [d.domain for d in self.domains]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "need_retrieval": self.need_retrieval,
-            "domains": [{"domain": d.domain, "sub_question": d.sub_question} for d in self.domains],
-            "direct_answer": self.direct_answer,
-            "source": self.source,
-            "note": self.note,
-        }
+        """The plan as JSON output (CLI, API, chat store) and the plan message carry it."""
+        data: dict[str, Any] = _PLAN.dump_python(self, mode="json")
+        return data
+
+    def to_message(self) -> SystemMessage:
+        """The plan as the executor's model reads it."""
+        return context_message(PLAN_HEADER, self.as_dict())
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message]) -> Plan | None:
+        """The plan the executor handed the model, or ``None`` without a readable one."""
+        text = read_context(messages, PLAN_HEADER)
+        if text is None:
+            return None
+        try:
+            return _PLAN.validate_json(text)
+        except ValidationError:
+            return None
+
+
+_PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +180,56 @@ def _entry_text(doc: MapDocument) -> str:
     return "\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]).strip()
 
 
+class PlanReplyDomain(BaseModel):
+    """One planned domain as the model writes it."""
+
+    domain: str
+    sub_question: str | None = None
+
+    @field_validator("domain")
+    @classmethod
+    def _normalise(cls, domain: str) -> str:
+        return domain.strip().lower()
+
+
+class PlanReply(BaseModel):
+    """The planner's JSON as the model writes it; validation needs ``context["allowed"]``,
+    the domains this plan may name."""
+
+    need_retrieval: StrictBool
+    domains: list[PlanReplyDomain] = []
+    direct_answer: str | None = None
+
+    @model_validator(mode="after")
+    def _known_domains(self, info: ValidationInfo) -> PlanReply:
+        if not self.need_retrieval:
+            return self
+        if not self.domains:
+            raise ValueError("'domains' must list at least one domain when retrieval is needed")
+        allowed: set[str] = (info.context or {}).get("allowed", set())
+        for entry in self.domains:
+            if entry.domain not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise ValueError(f"unknown domain {entry.domain!r}; known: {known}")
+        return self
+
+    def to_plan(self, question: str, max_domains: int, source: PlanSource) -> Plan:
+        """Each domain once, at most ``max_domains``; a sub-question with no word in it
+        (a copied ``"..."``) becomes the question itself."""
+        if not self.need_retrieval:
+            return Plan(False, (), (self.direct_answer or "").strip() or None, source)
+        planned = [
+            PlannedDomain(e.domain, _sub_question(e.sub_question) or question) for e in self.domains
+        ]
+        unique = list({p.domain: p for p in planned}.values())
+        return Plan(True, tuple(unique[:max_domains]), source=source)
+
+
+def _sub_question(text: str | None) -> str:
+    text = (text or "").strip()
+    return text if any(ch.isalnum() for ch in text) else ""
+
+
 class LLMPlanner:
     """Plans with the chat model; malformed output → one repair → the map planner."""
 
@@ -176,91 +250,31 @@ class LLMPlanner:
         question = request.question
         if request.exclude or request.missing:
             question += "\n\n" + _replan_note(request, language)
-        messages = [SystemMessage(system), UserMessage(question)]
-        problem = ""
-        for attempt in range(2):
-            try:
-                reply = self.model.complete(messages).message.content
-            except LLMError as exc:
-                problem = str(exc)
-                break
-            try:
-                plan = parse_plan(reply, allowed, request.question, self.settings.max_domains)
-                return Plan(
-                    plan.need_retrieval,
-                    plan.domains,
-                    plan.direct_answer,
-                    "llm" if attempt == 0 else "llm-repaired",
-                )
-            except ValueError as exc:
-                problem = str(exc)
-                messages.append(
-                    SystemMessage(
-                        f"That answer was not a valid plan: {problem}. Answer again with only the "
-                        "JSON object, using domain_id values from the map."
-                    )
-                )
-        plan = self.fallback.plan(request)
-        return Plan(
-            plan.need_retrieval,
-            plan.domains,
-            plan.direct_answer,
-            "fallback",
-            f"planner output rejected: {problem}",
-        )
-
-
-def parse_plan(reply: str, allowed: set[str], question: str, max_domains: int) -> Plan:
-    """Validate the planner's JSON; raises ``ValueError`` saying what is wrong.
-
-    >>> parse_plan('{"need_retrieval": true, "domains": [{"domain": "api"}]}', {"api"}, "q", 3)
-    Plan(need_retrieval=True, domains=(PlannedDomain(domain='api', sub_question='q'),), \
-direct_answer=None, source='map', note=None)
-    """
-    match = re.search(r"\{.*\}", reply, re.S)
-    if not match:
-        raise ValueError("no JSON object")
-    try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON ({exc.msg})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("need_retrieval"), bool):
-        raise ValueError("'need_retrieval' must be true or false")
-    direct = data.get("direct_answer")
-    if direct is not None and not isinstance(direct, str):
-        raise ValueError("'direct_answer' must be a string or null")
-    if not data["need_retrieval"]:
-        return Plan(False, (), (direct or "").strip() or None)
-    entries = data.get("domains")
-    if not isinstance(entries, list) or not entries:
-        raise ValueError("'domains' must list at least one domain when retrieval is needed")
-    planned = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("domain"), str):
-            raise ValueError("each domain entry needs a 'domain' string")
-        domain = entry["domain"].strip().lower()
-        if domain not in allowed:
-            raise ValueError(f"unknown domain {domain!r}; known: {', '.join(sorted(allowed))}")
-        sub = entry.get("sub_question")
-        planned.append(
-            PlannedDomain(domain, sub.strip() if isinstance(sub, str) and sub.strip() else question)
-        )
-    unique = list({p.domain: p for p in planned}.values())
-    return Plan(True, tuple(unique[:max_domains]))
+        messages: list[Message] = [SystemMessage(system), UserMessage(question)]
+        try:
+            reply = ask_structured(
+                self.model, messages, PlanReply, what="plan", context={"allowed": allowed}
+            )
+        except LLMError as exc:
+            plan = self.fallback.plan(request)
+            return Plan(
+                plan.need_retrieval,
+                plan.domains,
+                plan.direct_answer,
+                "fallback",
+                f"planner output rejected: {exc}",
+            )
+        source: PlanSource = "llm-repaired" if reply.repaired else "llm"
+        return reply.value.to_plan(request.question, self.settings.max_domains, source)
 
 
 def _evidence_list(evidence: Sequence[dict[str, Any]], language: Language) -> str:
     if not evidence:
-        return "（无）" if language == "zh" else "(none)"
+        return localized("planner.no_evidence", language)
     return "\n".join(f"- {e.get('title')} [{e.get('domain')}]" for e in evidence)
 
 
 def _replan_note(request: PlanRequest, language: Language) -> str:
     consulted = ", ".join(sorted(request.exclude)) or "-"
     missing = "; ".join(request.missing) or "-"
-    if language == "zh":
-        return f"（重新规划：已查询的域 {consulted}；仍缺少的维度：{missing}。请只选其他域。）"
-    return (
-        f"(Re-plan: domains already consulted: {consulted}; still missing: {missing}. "
-        "Choose other domains only.)"
-    )
+    return localized("planner.replan", language).format(consulted=consulted, missing=missing)

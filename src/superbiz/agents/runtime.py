@@ -1,8 +1,20 @@
-"""Wires one data directory into a working assistant: stores, map, planner, executor."""
+"""Wires one data directory into a working assistant, in one place.
+
+``open_lookup`` opens what a governed lookup needs (knowledge base, session tracker,
+governed lookup, invocation recorder): the MCP server, the retrieval benchmark and the
+CLI's lookup and trace commands use it. ``open_runtime`` adds the agents on top (chat
+store, domain service, planner, executor, supervisor): the CLI's ask and chat, the HTTP
+service and the agent benchmark use it. Both return context managers; ``close()``
+releases the stores.
+"""
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Self
+
 from superbiz.agents.executor import Executor, OnLookup
+from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
 from superbiz.config import Settings
@@ -12,16 +24,62 @@ from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.map import KnowledgeMap, build_map
 from superbiz.llm import ChatModel, make_chat_model
-from superbiz.llm.extractive import ExtractiveChatModel
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.invocations import InvocationRepository
 
+#: the session a warm-up lookup runs in (cleared right after)
+WARM_UP_SESSION = "superbiz:warm-up"
 
-class Assistant:
-    """Everything a turn needs, opened once; ``close()`` releases the stores.
+
+class LookupRuntime:
+    """Governed lookups over one knowledge base: what every entry point needs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        kb: KnowledgeBase | None = None,
+        tracker: SessionTracker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.kb = kb or KnowledgeBase(settings)
+        self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
+        self.lookup = GovernedLookup(self.kb, self.tracker)
+        self.invocations = InvocationRepository(self.kb.engine)
+
+    def warm_up(self) -> None:
+        """One throwaway lookup, so models and indexes are loaded before anything is timed."""
+        self.lookup.lookup(WARM_UP_SESSION, "warm up")
+        self.tracker.clear_session(WARM_UP_SESSION)
+
+    def clear_session(self, session_id: str) -> None:
+        """Forget the session's action memory and its recorded calls."""
+        self.tracker.clear_session(session_id)
+        self.invocations.clear_session(session_id)
+
+    def close(self) -> None:
+        """Close the knowledge base (also one passed in: the runtime owns it from then on)."""
+        self.kb.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Runtime(LookupRuntime):
+    """Everything a turn needs, opened once.
 
     The knowledge map is built once and rebuilt after ``invalidate_map()`` (call it when
-    documents change), so a turn never pays for it.
+    documents change), so a turn never pays for it. Without a configured LLM (and no
+    ``model`` given) the executor plays the extractive policy and the planner plans from
+    the map.
     """
 
     def __init__(
@@ -32,19 +90,20 @@ class Assistant:
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
     ) -> None:
-        self.settings = settings
-        self.kb = kb or KnowledgeBase(settings)
-        self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
-        self.lookup = GovernedLookup(self.kb, self.tracker)
-        self.invocations = InvocationRepository(self.kb.engine)
+        super().__init__(settings, kb=kb, tracker=tracker)
         self.chats = ChatRepository(self.kb.engine)
-        self.model = model or make_chat_model(settings.llm)
+        self.model = model or make_chat_model(settings.llm) or ExtractiveChatModel()
         llm = None if isinstance(self.model, ExtractiveChatModel) else self.model
         self.domains = DomainService(self.kb, llm)
         self.executor = Executor(self.model, self.lookup, settings.governance, self.invocations)
         self.planner = self._planner(llm)
         self.supervisor = Supervisor(self.planner, self.executor, self.chats, self.knowledge_map)
         self._map: KnowledgeMap | None = None
+
+    @property
+    def extractive(self) -> bool:
+        """Whether the executor plays a deterministic policy rather than an LLM."""
+        return isinstance(self.model, ExtractiveChatModel)
 
     def _planner(self, llm: ChatModel | None) -> Planner:
         fallback = MapPlanner(self.kb.embedder, self.settings.planner)
@@ -72,8 +131,25 @@ class Assistant:
     def clear_session(self, session_id: str) -> None:
         """Forget the conversation, its action memory and its recorded calls."""
         self.chats.clear(session_id)
-        self.tracker.clear_session(session_id)
-        self.invocations.clear_session(session_id)
+        super().clear_session(session_id)
 
-    def close(self) -> None:
-        self.kb.close()
+
+def open_lookup(
+    settings: Settings,
+    *,
+    kb: KnowledgeBase | None = None,
+    tracker: SessionTracker | None = None,
+) -> LookupRuntime:
+    """Governed lookups only: no chat store, planner or model."""
+    return LookupRuntime(settings, kb=kb, tracker=tracker)
+
+
+def open_runtime(
+    settings: Settings,
+    *,
+    model: ChatModel | None = None,
+    kb: KnowledgeBase | None = None,
+    tracker: SessionTracker | None = None,
+) -> Runtime:
+    """The whole assistant; ``model`` defaults to the configured LLM, else extractive."""
+    return Runtime(settings, model=model, kb=kb, tracker=tracker)

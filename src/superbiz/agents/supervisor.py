@@ -10,11 +10,12 @@ dimension it could not fill.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from superbiz._text import detect_language
-from superbiz.agents.executor import Citation, Executor, OnLookup, TurnResult
+from superbiz.agents.context import Citation, dump_evidence, load_evidence
+from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
 from superbiz.knowledge.map import KnowledgeMap
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
@@ -30,7 +31,6 @@ class SupervisedTurn:
     result: TurnResult
     plan: Plan
     replan: Plan | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data = self.result.as_dict()
@@ -67,9 +67,10 @@ class Supervisor:
     ) -> SupervisedTurn:
         turn = self.chats.last_turn(session_id) + 1
         messages = self.chats.messages(session_id)
-        evidence = self.chats.evidence(session_id)
+        stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
+        evidence = load_evidence(stored)
         kmap = self.knowledge_map()
-        plan = self.planner.plan(PlanRequest(question, kmap, evidence))
+        plan = self.planner.plan(PlanRequest(question, kmap, stored))
         if on_plan:
             on_plan(plan)
 
@@ -84,19 +85,18 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
         else:
-            citations = [_citation(item) for item in evidence]
             result = self.executor.run(
                 session_id,
                 question,
                 turn=turn,
                 history=_history(messages),
-                plan=plan.as_dict(),
-                evidence=citations,
+                plan=plan,
+                evidence=evidence,
                 on_lookup=on_lookup,
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(supervised, kmap, evidence, on_plan, on_lookup)
+                supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
         self.chats.add_turn(
             session_id,
             turn,
@@ -106,7 +106,7 @@ class Supervisor:
                 turn,
                 "assistant",
                 supervised.result.answer,
-                [c.as_dict(content=True) for c in supervised.result.citations],
+                dump_evidence(supervised.result.citations),
                 supervised.plan.as_dict(),
             ),
         )
@@ -116,14 +116,15 @@ class Supervisor:
         self,
         first: SupervisedTurn,
         kmap: KnowledgeMap,
-        evidence: list[dict[str, Any]],
+        stored: list[dict[str, Any]],
+        evidence: list[Citation],
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         """One more plan for what the executor could not fill, in domains not yet tried."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
-        request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled)
+        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled)
         replan = self.planner.plan(request)
         if on_plan:
             on_plan(replan)
@@ -133,8 +134,8 @@ class Supervisor:
             result.session_id,
             result.question,
             turn=result.turn,
-            plan=replan.as_dict(),
-            evidence=[*(_citation(e) for e in evidence), *result.citations],
+            plan=replan,
+            evidence=[*evidence, *result.citations],
             on_lookup=on_lookup,
             resume=result.governed,  # same turn, same water level and budget
         )
@@ -149,16 +150,6 @@ class Supervisor:
 
     def clear(self, session_id: str) -> None:
         self.chats.clear(session_id)
-
-
-def _citation(item: dict[str, Any]) -> Citation:
-    return Citation(
-        ref=int(item.get("ref") or 0),
-        title=item["title"],
-        path=item["path"],
-        domain=item.get("domain", ""),
-        content=item.get("content", ""),
-    )
 
 
 def _history(messages: list[ChatMessage]) -> list[Message]:

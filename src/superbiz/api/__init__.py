@@ -1,6 +1,6 @@
 """The HTTP service: JSON and SSE chat, documents, the knowledge map, a web page.
 
-It sits on top of the agents (``Assistant``); nothing below it knows it exists.
+It sits on top of the agents (``Runtime``); nothing below it knows it exists.
 """
 
 from superbiz.api.app import create_app

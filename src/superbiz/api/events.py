@@ -1,93 +1,87 @@
 """What a streamed chat turn sends, and how it reaches the client.
 
-A turn runs in a worker thread; its callbacks turn what happens into ``(event, data)``
-pairs and hand them to the event loop of the request that asked, so two sessions
+A turn runs in a worker thread; its callbacks turn what happens into typed events
+and hand them to the event loop of the request that asked, so two sessions
 streaming at once each get only their own events. The event names:
 
 ``plan``, ``tool_call`` (the model asked for a lookup), ``tool_result`` (what the
 governance made of it: level, hint, domains, dedup reason, verdict, water level),
 ``token`` (answer text as the model writes it), ``answer`` (the whole turn), ``error``
-and ``done`` (always last).
+and ``done`` (always last); their payloads are the models of ``superbiz.api.responses``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from superbiz.agents.executor import lookup_summary
+from superbiz.api.responses import (
+    PrimaryDocument,
+    TokenEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+)
 from superbiz.governance.tool import ToolOutcome
 from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
-EVENT_NAMES = ("plan", "tool_call", "tool_result", "token", "answer", "error", "done")
 #: characters per ``token`` event when an answer did not come from a streaming model step
 ANSWER_CHUNK = 24
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[TurnEvent], None]
 
 
-def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
+def sse(event: TurnEvent, event_id: int | None = None) -> bytes:
     """One server-sent event; the JSON payload is one line (newlines stay escaped).
 
-    >>> sse("done", {"ok": True}, 3)
-    b'event: done\\nid: 3\\ndata: {"ok":true}\\n\\n'
+    >>> from superbiz.api.responses import DoneEvent
+    >>> sse(DoneEvent(session_id="s1", elapsed_ms=2.5), 3)
+    b'event: done\\nid: 3\\ndata: {"session_id":"s1","elapsed_ms":2.5}\\n\\n'
     """
-    lines = [f"event: {event}"]
+    lines = [f"event: {event.event_name}"]
     if event_id is not None:
         lines.append(f"id: {event_id}")
-    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    lines.append("data: " + event.model_dump_json(exclude_unset=True))
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
-def thread_emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> Emit:
-    """An ``Emit`` a worker thread may call: each pair is queued on ``loop``, in order."""
+def thread_emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[TurnEvent | None]) -> Emit:
+    """An ``Emit`` a worker thread may call: each event is queued on ``loop``, in order."""
 
-    def emit(event: str, data: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, (event, data))
+    def emit(event: TurnEvent) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, event)
 
     return emit
 
 
-def tool_call_event(
-    session_id: str, step: int, call_id: str, name: str, arguments: Any
-) -> dict[str, Any]:
-    return {
-        "session_id": session_id,
-        "step": step,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments if isinstance(arguments, dict) else {},
-    }
-
-
-def tool_result_event(session_id: str, outcome: ToolOutcome, high_mark: int) -> dict[str, Any]:
+def tool_result_event(session_id: str, outcome: ToolOutcome, high_mark: int) -> ToolResultEvent:
     """A lookup as the trace panel shows it; ``calls`` of ``high_mark`` is the gauge
     (the governor's calls this turn: executed and blocked, errors excluded)."""
-    data = lookup_summary(outcome)
     result = outcome.result
     constraint = outcome.constraint
     primary = result.primary if result else None
-    data.update(
-        session_id=session_id,
-        call_id=outcome.call_id,
-        query=str(outcome.arguments.get("query", "")),
-        completeness_hint=result.completeness_hint if result else None,
-        retrieved_domains=list(result.retrieved_domains_this_session) if result else [],
-        message=result.message if result else None,
-        primary=(
-            {"title": primary.title, "path": primary.path, "domain": primary.domain}
-            if primary
-            else None
-        ),
-        closed_domains=list(constraint.closed_domains),
-        supplement_domains=list(constraint.supplement_domains),
-        calls=max(0, high_mark - constraint.budget_left),
-        high_mark=high_mark,
+    return ToolResultEvent.model_validate(
+        {
+            **lookup_summary(outcome),
+            "session_id": session_id,
+            "call_id": outcome.call_id,
+            "query": str(outcome.arguments.get("query", "")),
+            "completeness_hint": result.completeness_hint if result else None,
+            "retrieved_domains": list(result.retrieved_domains_this_session) if result else [],
+            "message": result.message if result else None,
+            "primary": (
+                PrimaryDocument(title=primary.title, path=primary.path, domain=primary.domain)
+                if primary
+                else None
+            ),
+            "closed_domains": list(constraint.closed_domains),
+            "supplement_domains": list(constraint.supplement_domains),
+            "calls": max(0, high_mark - constraint.budget_left),
+            "high_mark": high_mark,
+        }
     )
-    return data
 
 
 def answer_chunks(text: str, size: int = ANSWER_CHUNK) -> Iterator[str]:
@@ -140,8 +134,7 @@ class TokenStreamingModel:
                 if event.text:
                     pieces.append(event.text)
                     listener(
-                        "token",
-                        {"session_id": self.session_id, "step": self.step, "text": event.text},
+                        TokenEvent(session_id=self.session_id, step=self.step, text=event.text)
                     )
             elif isinstance(event, ResponseDone):
                 response = event.response
@@ -150,8 +143,13 @@ class TokenStreamingModel:
         self.last_text = "".join(pieces)
         for call in response.message.tool_calls:
             listener(
-                "tool_call",
-                tool_call_event(self.session_id, self.step, call.id, call.name, call.arguments),
+                ToolCallEvent(
+                    session_id=self.session_id,
+                    step=self.step,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments if isinstance(call.arguments, dict) else {},
+                )
             )
         return response
 

@@ -7,7 +7,6 @@ share counters and ``/metrics`` shows only this app's numbers.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -99,7 +98,7 @@ class RequestTimer:
             ).observe(time.perf_counter() - started)
 
 
-def _route(scope: dict[str, Any]) -> str:
+def _route(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     if path:

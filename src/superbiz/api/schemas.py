@@ -66,11 +66,3 @@ class ClearRequest(BaseModel):
     model_config = ConfigDict(str_strip_whitespace=True, extra="ignore")
 
     session_id: SessionId = Field(validation_alias=AliasChoices("session_id", "Id", "id"))
-
-
-class ErrorBody(BaseModel):
-    """Every 4xx/5xx answer: a kind, a readable message, and field errors on a 422."""
-
-    error: str
-    message: str
-    errors: list[dict[str, Any]] | None = None

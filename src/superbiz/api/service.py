@@ -2,7 +2,7 @@
 
 Milvus Lite, SQLite and the embedder live in this one process and are not safe to use
 from several threads at once, so every method here runs in a worker thread while
-holding the lock of its ``Assistant`` (one lock per assistant, however many apps share
+holding the lock of its ``Runtime`` (one lock per assistant, however many apps share
 it). Concurrent sessions are therefore served one turn at a time; each turn reports to
 the listener of the request that asked, so their events never mix.
 """
@@ -24,18 +24,37 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from sqlalchemy import text
 
+from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import Plan
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
 from superbiz.api.metrics import ServiceMetrics
+from superbiz.api.responses import (
+    ChatAnswer,
+    Deleted,
+    DocumentView,
+    Health,
+    HealthChecks,
+    IngestSummary,
+    KnowledgeMapView,
+    PlanEvent,
+    RecordedInvocation,
+    ServiceInfo,
+    SessionHistory,
+    SessionInvocations,
+    SessionMessage,
+    TokenEvent,
+    ToolCallEvent,
+    TurnEvent,
+    Uploaded,
+)
 from superbiz.config import Settings
 from superbiz.exceptions import DocumentError
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.knowledge.metadata import LLMMetadataWriter
-from superbiz.llm.extractive import ExtractiveChatModel
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
@@ -46,7 +65,7 @@ MAX_NAME_CHARS = 120
 #: how long a health check waits for a running turn before calling the stores busy
 HEALTH_WAIT_S = 10.0
 
-_LOCKS: weakref.WeakKeyDictionary[Assistant, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[Runtime, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
 
@@ -54,7 +73,7 @@ class NotFoundError(LookupError):
     """A document or session the caller named does not exist (→ 404)."""
 
 
-def assistant_lock(assistant: Assistant) -> threading.Lock:
+def assistant_lock(assistant: Runtime) -> threading.Lock:
     """The one lock of ``assistant``, shared by every service built on it."""
     with _LOCKS_GUARD:
         lock = _LOCKS.get(assistant)
@@ -92,20 +111,20 @@ def safe_domain(domain: str | None) -> str:
     return cleaned or DEFAULT_DOMAIN
 
 
-def document_view(doc: StoredDocument, uploads: Path) -> dict[str, Any]:
-    return {
-        "id": doc.path,
-        "path": doc.path,
-        "title": doc.title,
-        "domain": doc.domain,
-        "size_bytes": doc.size_bytes,
-        "chunk_count": doc.chunk_count,
-        "covers": doc.covers,
-        "when_to_retrieve": doc.when_to_retrieve,
-        "tags": doc.tags,
-        "origin": doc.origin,
-        "uploaded": _inside(Path(doc.source_file), uploads),
-    }
+def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
+    return DocumentView(
+        id=doc.path,
+        path=doc.path,
+        title=doc.title,
+        domain=doc.domain,
+        size_bytes=doc.size_bytes,
+        chunk_count=doc.chunk_count,
+        covers=doc.covers,
+        when_to_retrieve=doc.when_to_retrieve,
+        tags=doc.tags,
+        origin=doc.origin,
+        uploaded=_inside(Path(doc.source_file), uploads),
+    )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -120,7 +139,7 @@ class Service:
 
     def __init__(
         self,
-        assistant: Assistant,
+        assistant: Runtime,
         *,
         metrics: ServiceMetrics | None = None,
         owns_assistant: bool = False,
@@ -153,7 +172,7 @@ class Service:
 
         def on_plan(plan: Plan) -> None:
             if emit:
-                emit("plan", {"session_id": session_id, **plan.as_dict()})
+                emit(PlanEvent.model_validate({"session_id": session_id, **plan.as_dict()}))
 
         def on_lookup(outcome: ToolOutcome) -> None:
             self.metrics.observe_lookup(outcome)
@@ -161,22 +180,21 @@ class Service:
                 return
             if outcome.call_id and outcome.call_id not in announced:
                 emit(
-                    "tool_call",
-                    {
-                        "session_id": session_id,
-                        "step": self.streamer.step,
-                        "call_id": outcome.call_id,
-                        "name": "lookup_knowledge",
-                        "arguments": outcome.arguments,
-                    },
+                    ToolCallEvent(
+                        session_id=session_id,
+                        step=self.streamer.step,
+                        call_id=outcome.call_id,
+                        name=TOOL_NAME,
+                        arguments=outcome.arguments,
+                    )
                 )
-            emit("tool_result", tool_result_event(session_id, outcome, high_mark))
+            emit(tool_result_event(session_id, outcome, high_mark))
 
-        def on_event(event: str, data: dict[str, Any]) -> None:
-            if event == "tool_call":
-                announced.add(str(data.get("call_id")))
+        def on_event(event: TurnEvent) -> None:
+            if isinstance(event, ToolCallEvent):
+                announced.add(event.call_id)
             assert emit is not None
-            emit(event, data)
+            emit(event)
 
         self.streamer.attach(session_id, on_event if emit else None)
         try:
@@ -192,56 +210,57 @@ class Service:
             answer = turn.result.answer
             if streamed.strip() != answer.strip():  # e.g. a direct answer from the plan
                 for piece in answer_chunks(answer):
-                    emit("token", {"session_id": session_id, "step": 0, "text": piece})
-            emit("answer", self.turn_view(turn))
+                    emit(TokenEvent(session_id=session_id, step=0, text=piece))
+            emit(self.turn_view(turn))
         return turn
 
-    def turn_view(self, turn: SupervisedTurn) -> dict[str, Any]:
-        data = turn.as_dict()
-        data["model"] = turn.result.model
-        data["high_mark"] = self.settings.governance.high_min_calls
-        return data
+    def turn_view(self, turn: SupervisedTurn) -> ChatAnswer:
+        return ChatAnswer.from_turn(turn, self.settings.governance.high_min_calls)
 
     def clear(self, session_id: str) -> None:
         self.assistant.clear_session(session_id)
 
-    def session(self, session_id: str) -> dict[str, Any]:
+    def session(self, session_id: str) -> SessionHistory:
+        """The stored messages; citations without the content the model was shown."""
         chats = self.assistant.chats
         messages = chats.messages(session_id)
         if not messages and not chats.exists(session_id):
             raise NotFoundError(f"no session {session_id!r}")
-        return {
-            "session_id": session_id,
-            "messages": [
-                {
-                    "turn": m.turn,
-                    "role": m.role,
-                    "content": m.content,
-                    "citations": [
-                        {k: v for k, v in item.items() if k != "content"} for item in m.evidence
-                    ],
-                    "plan": m.plan,
-                }
+        return SessionHistory(
+            session_id=session_id,
+            messages=[
+                SessionMessage.model_validate(
+                    {
+                        "turn": m.turn,
+                        "role": m.role,
+                        "content": m.content,
+                        "citations": m.evidence,
+                        "plan": m.plan,
+                    }
+                )
                 for m in messages
             ],
-        }
+        )
 
-    def invocations(self, session_id: str) -> dict[str, Any]:
+    def invocations(self, session_id: str) -> SessionInvocations:
         rows = self.assistant.invocations.for_session(session_id)
         if not rows and not self.assistant.chats.exists(session_id):
             raise NotFoundError(f"no session {session_id!r}")
-        items = []
-        for row in rows:
-            item = asdict(row)
-            item["created_at"] = row.created_at.isoformat()
-            items.append(item)
-        return {"session_id": session_id, "invocations": items}
+        return SessionInvocations(
+            session_id=session_id,
+            invocations=[
+                RecordedInvocation.model_validate(
+                    {**asdict(row), "created_at": row.created_at.isoformat()}
+                )
+                for row in rows
+            ],
+        )
 
     # -- documents -----------------------------------------------------------------------
-    def documents(self) -> list[dict[str, Any]]:
+    def documents(self) -> list[DocumentView]:
         return [document_view(d, self.uploads) for d in self.assistant.kb.documents.all()]
 
-    def upload(self, filename: str, data: bytes, domain: str | None) -> dict[str, Any]:
+    def upload(self, filename: str, data: bytes, domain: str | None) -> Uploaded:
         """Store the file under ``uploads/<domain>/`` and ingest the uploads folder the way
         ``superbiz ingest`` does (same metadata writer, same domain recompute)."""
         folder = safe_domain(domain)
@@ -288,13 +307,13 @@ class Service:
         stored = assistant.kb.documents.get(path)
         if stored is None:  # pragma: no cover - ingest reported no skip
             raise DocumentError(path, "the document was not stored")
-        return {
-            "status": status,
-            "document": document_view(stored, self.uploads),
-            "report": report.as_dict(),
-        }
+        return Uploaded(
+            status=status,
+            document=document_view(stored, self.uploads),
+            report=IngestSummary.model_validate(report.as_dict()),
+        )
 
-    def delete_document(self, path: str) -> dict[str, Any]:
+    def delete_document(self, path: str) -> Deleted:
         """Remove a document from both stores and recompute its domain. An uploaded file
         goes first, so that a later upload's ingest cannot bring the document back."""
         kb = self.assistant.kb
@@ -310,10 +329,11 @@ class Service:
         kb.store.delete_documents([path])
         self.assistant.domains.refresh({doc.domain})
         self.assistant.invalidate_map()
-        return {"deleted": path, "domain": doc.domain, "file_removed": removed_file}
+        return Deleted(deleted=path, domain=doc.domain, file_removed=removed_file)
 
     # -- knowledge map and health ---------------------------------------------------------
-    def knowledge_map(self, fmt: str) -> dict[str, Any] | str:
+    def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:
+        """The map as JSON with each document's path, or as the YAML the Planner reads."""
         kmap = self.assistant.knowledge_map()
         if fmt == "yaml":
             return kmap.to_yaml(self.settings.planner.map_token_budget)
@@ -321,34 +341,35 @@ class Service:
         for entry, domain in zip(data["available_knowledge_domains"], kmap.domains, strict=True):
             for item, doc in zip(entry.get("documents", []), domain.documents, strict=False):
                 item["path"] = doc.path
-        return data
+        return KnowledgeMapView.model_validate(data)
 
-    def info(self) -> dict[str, Any]:
+    def info(self, *, auth_required: bool) -> ServiceInfo:
         governance = self.settings.governance
-        return {
-            "model": self.streamer.name,
-            "extractive": isinstance(self.streamer.inner, ExtractiveChatModel),
-            "high_mark": governance.high_min_calls,
-            "low_max_calls": governance.low_max_calls,
-            "indicator": governance.indicator,
-            "governance": governance.enabled,
-            "max_upload_bytes": self.settings.ingest.max_file_bytes,
-            "extensions": list(self.settings.ingest.extensions),
-        }
+        return ServiceInfo(
+            model=self.streamer.name,
+            extractive=isinstance(self.streamer.inner, ExtractiveChatModel),
+            high_mark=governance.high_min_calls,
+            low_max_calls=governance.low_max_calls,
+            indicator=governance.indicator,
+            governance=governance.enabled,
+            max_upload_bytes=self.settings.ingest.max_file_bytes,
+            extensions=list(self.settings.ingest.extensions),
+            auth_required=auth_required,
+        )
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         """Checks both stores: a query on the database, a query on the vector index."""
         if not self.lock.acquire(timeout=HEALTH_WAIT_S):
-            return {
-                "status": "unavailable",
-                "problems": [f"the stores stayed busy for {HEALTH_WAIT_S:.0f} s"],
-            }
+            return Health(
+                status="unavailable",
+                problems=[f"the stores stayed busy for {HEALTH_WAIT_S:.0f} s"],
+            )
         try:
             return self._health()
         finally:
             self.lock.release()
 
-    def _health(self) -> dict[str, Any]:
+    def _health(self) -> Health:
         kb = self.assistant.kb
         checks: dict[str, str] = {}
         problems: list[str] = []
@@ -369,12 +390,10 @@ class Service:
         except Exception as exc:
             checks["vector_store"] = "failed"
             problems.append(f"vector store: {_first_line(exc)}")
-        data: dict[str, Any] = {"status": "ok" if not problems else "unavailable", "checks": checks}
+        checked = HealthChecks.model_validate(checks)
         if problems:
-            data["problems"] = problems
-        else:
-            data["documents"] = len(kb.documents.all())
-        return data
+            return Health(status="unavailable", checks=checked, problems=problems)
+        return Health(status="ok", checks=checked, documents=len(kb.documents.all()))
 
     def warm_up(self) -> None:
         """Load the embedder and build the map now, so the first question pays nothing."""

@@ -17,16 +17,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.agents.executor import Executor, TurnResult
-from superbiz.agents.planner import MapPlanner, PlanRequest
+from superbiz.agents.executor import TurnResult
+from superbiz.agents.planner import PlanRequest
+from superbiz.agents.runtime import open_runtime
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
-from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tracker import make_tracker
-from superbiz.knowledge.map import build_map
-from superbiz.storage.invocations import InvocationRepository
 
 ISS003_DOMAINS = {"infrastructure", "api"}
 
@@ -77,20 +74,22 @@ def evaluate_agent(
                 f"runs on the built-in example knowledge base ({dataset})"
             )
         kb = prepare_dataset(dataset, settings)
-    governance_settings = settings.governance.model_copy(update={"enabled": governance})
+    settings = settings.model_copy(
+        update={"governance": settings.governance.model_copy(update={"enabled": governance})}
+    )
     try:
-        queries = load_queries(dataset, limit)
-        tracker = make_tracker(settings.session.backend, kb.engine)
-        lookup = GovernedLookup(kb, tracker)
-        lookup.lookup("eval:warm-up", "warm up")
-        tracker.clear_session("eval:warm-up")
-        recorder = InvocationRepository(kb.engine)
         model = make_profile(profile, list(kb.domains()))
-        planner = MapPlanner(kb.embedder, settings.planner)
+    except ValueError:
+        kb.close()
+        raise
+    # A profile is an extractive policy, so the runtime plans from the map, as the
+    # extractive assistant does.
+    with open_runtime(settings, model=model, kb=kb) as runtime:
+        queries = load_queries(dataset, limit)
+        runtime.warm_up()
         map_started = time.perf_counter()
-        kmap = build_map(kb)
+        kmap = runtime.knowledge_map()
         map_build_s = time.perf_counter() - map_started
-        executor = Executor(model, lookup, governance_settings, recorder)
         if on_total:
             on_total(len(queries))
         rows: list[dict[str, float]] = []
@@ -102,13 +101,12 @@ def evaluate_agent(
         started = time.perf_counter()
         for item in queries:
             session = f"eval-agent:{profile}:{item.id}"
-            tracker.clear_session(session)
-            recorder.clear_session(session)
+            runtime.clear_session(session)
             t0 = time.perf_counter()
-            turn = executor.run(session, item.query, turn=1)
+            turn = runtime.executor.run(session, item.query, turn=1)
             step_ms.append((time.perf_counter() - t0) * 1000 / max(turn.steps, 1))
             rows.append(_metrics(turn, item.gold))
-            plan = planner.plan(PlanRequest(item.query, kmap))
+            plan = runtime.planner.plan(PlanRequest(item.query, kmap))
             gold_domains = (
                 {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
             )
@@ -116,12 +114,10 @@ def evaluate_agent(
             planned_counts.append(len(plan.domain_ids))
             blocked_ms += [o.latency_ms for o in turn.lookups if not o.executed and not o.error]
             governance_ms.append(turn.governance_ms / max(turn.steps, 1))
-            tracker.clear_session(session)
+            runtime.tracker.clear_session(session)
             if on_progress:
                 on_progress(item.id)
         elapsed = time.perf_counter() - started
-    finally:
-        kb.close()
 
     def column(key: str) -> list[float]:
         return [row[key] for row in rows]

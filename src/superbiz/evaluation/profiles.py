@@ -15,10 +15,15 @@ All answer with the extractive composition of what they retrieved.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from superbiz._text import Language
-from superbiz.llm.extractive import ExtractiveChatModel, TurnView, compose_answer
+from superbiz.agents.extractive import (
+    ExtractiveChatModel,
+    LookupArguments,
+    TurnView,
+    compose_answer,
+)
+from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolCall, ToolSpec
 
 _PARAPHRASES: dict[Language, tuple[str, ...]] = {
@@ -70,7 +75,7 @@ class _Profile(ExtractiveChatModel):
         arguments = self.next_call(view, messages)
         if arguments is None:
             return ChatResponse(AssistantMessage(compose_answer(view)), None, "stop")
-        call = ToolCall.of(f"call_{next(self._ids)}", "lookup_knowledge", arguments)
+        call = ToolCall.of(f"call_{next(self._ids)}", TOOL_NAME, arguments)
         # A defiant model may also write text next to its call; keep the answer ready.
         content = compose_answer(view) if not view.tools_offered else ""
         return ChatResponse(AssistantMessage(content, (call,)), None, "tool_calls")
@@ -83,7 +88,7 @@ class Obedient(_Profile):
 class OverCautious(_Profile):
     name = "over_cautious"
 
-    def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
+    def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         return {"query": paraphrase(view.question, view.language, len(view.calls))}
 
 
@@ -96,7 +101,7 @@ class DomainHopper(_Profile):
         super().__init__()
         self.domains = sorted(domains)
 
-    def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
+    def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         query = paraphrase(view.question, view.language, len(view.calls))
         if not view.calls:
             return {"query": query}
@@ -128,7 +133,7 @@ class Iss003Replay(_Profile):
     name = "iss003_replay"
     ignores_withholding = True
 
-    def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
+    def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         if len(view.calls) >= len(ISS003_SCRIPT):
             return None
         domain, variant = ISS003_SCRIPT[len(view.calls)]
@@ -141,7 +146,7 @@ class Defiant(_Profile):
     name = "defiant"
     ignores_withholding = True
 
-    def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
+    def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         return {"query": paraphrase(view.question, view.language, len(view.calls))}
 
 

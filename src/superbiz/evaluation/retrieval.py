@@ -14,11 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from superbiz._text import detect_language
+from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
 from superbiz.exceptions import SuperbizError
-from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tracker import make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 
@@ -111,11 +110,9 @@ def evaluate_retrieval(
     started = time.perf_counter()
     kb = prepare_dataset(dataset_dir, settings)
     ingest_s = time.perf_counter() - started
-    try:
-        tracker = make_tracker(settings.session.backend, kb.engine)
-        governed = GovernedLookup(kb, tracker)
-        governed.lookup("eval:warm-up", "warm up", None)  # load models before timing
-        tracker.clear_session("eval:warm-up")
+    with open_lookup(settings, kb=kb) as runtime:
+        tracker, governed = runtime.tracker, runtime.lookup
+        runtime.warm_up()
         if on_total:
             on_total(len(queries))
 
@@ -155,8 +152,6 @@ def evaluate_retrieval(
                 level_foreign[name] += detect_language(text) != item.lang
             if on_progress:
                 on_progress(item.id)
-    finally:
-        kb.close()
 
     return {
         "dataset": str(dataset_dir),

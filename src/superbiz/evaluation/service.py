@@ -29,12 +29,12 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.extractive import ExtractiveChatModel
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import Settings
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.llm.extractive import ExtractiveChatModel
 
 STARTUP_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0
@@ -181,7 +181,7 @@ async def _concurrent(
     return latencies, first_events, wall
 
 
-def ensure_example_kb(assistant: Assistant, on_notice: Notice | None = None) -> int:
+def ensure_example_kb(assistant: Runtime, on_notice: Notice | None = None) -> int:
     """Ingest the example KB when the data dir has no documents; the document count."""
     kb = assistant.kb
     if not kb.documents.all():
@@ -206,7 +206,7 @@ def benchmark_service(
 
     if clients < 1 or requests < 1 or sequential < 1:
         raise ValueError("clients, requests and sequential must be at least 1")
-    assistant = Assistant(settings, model=ExtractiveChatModel())
+    assistant = open_runtime(settings, model=ExtractiveChatModel())
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     sessions: list[str] = []
     try:

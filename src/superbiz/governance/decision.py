@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from superbiz._messages import LANGUAGES, localized
 from superbiz._text import Language
 from superbiz.config import GovernanceSettings
 from superbiz.retrieval.relevance import RelevanceLevel
@@ -154,73 +155,11 @@ class Constraint:
 
 # The seed 002 breaker prompts (first four rows) and the situations the seed left implicit.
 BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
-    Situation.HIGH_ANSWER: {
-        "zh": "水位已高，请直接给出最终结论，不要再调用 lookup_knowledge。",
-        "en": "The retrieval water level is high: give your final answer now and do not "
-        "call lookup_knowledge again.",
-    },
-    Situation.HIGH_LIMITED: {
-        "zh": "水位已高，lookup_knowledge 已被限制，直接基于已有信息回答，并说明信息的局限性。",
-        "en": "The retrieval water level is high: lookup_knowledge is now restricted. Answer "
-        "directly from the information you already have and state its limitations.",
-    },
-    Situation.SUPPLEMENT: {
-        "zh": "水位充足，可针对缺少的维度定向补充检索一次：调用 lookup_knowledge 时必须在 "
-        "missing_dimension 中写明缺少的具体维度（知识域：{supplement}），禁止换关键词重复检索。",
-        "en": "There is budget for one targeted supplementary lookup of the missing "
-        "dimension: call lookup_knowledge once with missing_dimension naming the specific "
-        "missing dimension (domain: {supplement}); do not repeat the lookup with reworded "
-        "queries.",
-    },
-    Situation.RETRY: {
-        "zh": "知识库中没有找到相关文档。检索预算充足时可以换用不同的关键词（如告警名、错误信息或"
-        "组件名）重新检索；仍然没有结果时，请直接说明知识库中没有相关信息。",
-        "en": "No relevant document was found. While the budget is ample you may look up again "
-        "with different key terms (an alert name, an error message or a component); if "
-        "nothing is found, say that the knowledge base has no information on it.",
-    },
-    Situation.BLOCKED: {
-        "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；请基于已有信息回答，"
-        "只有尚未关闭的知识域才可检索。",
-        "en": "This content was already retrieved: do not call lookup_knowledge for it "
-        "again. Answer from the information you already have; only domains that are not "
-        "closed may still be looked up.",
-    },
-    Situation.BLOCKED_NEEDS_DIMENSION: {
-        "zh": "该内容已检索过，禁止重复调用 lookup_knowledge；如确需补充，只能定向补充一次，"
-        "并且必须在 missing_dimension 中写明缺少的具体维度。",
-        "en": "This content was already retrieved: do not repeat the lookup. One targeted "
-        "supplementary lookup is allowed only with missing_dimension naming the specific "
-        "missing dimension.",
-    },
-    Situation.ANSWER: {
-        "zh": "检索结果已足够相关，请直接使用它给出结论；"
-        "已关闭的知识域不要再调用 lookup_knowledge。",
-        "en": "The result is relevant enough: use it and answer now. Do not call "
-        "lookup_knowledge for closed domains.",
-    },
-    Situation.CONTINUE: {
-        "zh": "已关闭的知识域不要再调用 lookup_knowledge；仅在问题确实需要尚未检索的知识域时"
-        "才检索，否则请直接基于已有信息回答。",
-        "en": "Do not call lookup_knowledge for closed domains; look up a domain not yet "
-        "retrieved only if the question needs it, otherwise answer from what you have.",
-    },
-    Situation.WITHHELD: {
-        "zh": "lookup_knowledge 已不可用（多次调用被拦截）。请直接基于已有信息回答，"
-        "并说明回答的局限性。",
-        "en": "lookup_knowledge is no longer available (repeated calls were blocked). Answer "
-        "from the information you already have and state the limitations of your answer.",
-    },
+    situation: {
+        language: localized(f"decision.breaker.{situation}", language) for language in LANGUAGES
+    }
+    for situation in Situation
 }
-_FOOTER: dict[Language, str] = {
-    "zh": "已关闭的知识域：{closed}；剩余检索预算：{budget} 次",
-    "en": "Closed domains: {closed}; lookup budget left: {budget}",
-}
-_SUPPLEMENT_FOOTER: dict[Language, str] = {
-    "zh": "；可定向补充一次的知识域：{supplement}（须填写 missing_dimension）",
-    "en": "; domains open to one targeted supplement: {supplement} (name missing_dimension)",
-}
-_NONE: dict[Language, str] = {"zh": "无", "en": "none"}
 _LAYOUT = "{body}\n{footer}"
 
 _GOOD = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
@@ -237,13 +176,13 @@ def breaker_message(
 ) -> str:
     """The prompt for ``situation``; it always names the closed domains and the budget left,
     so the model can see exactly what is still allowed."""
-    none = _NONE[language]
+    none = localized("decision.none", language)
     supplement = ", ".join(supplement_domains) or none
-    footer = _FOOTER[language].format(
+    footer = localized("decision.footer", language).format(
         closed=", ".join(closed_domains) or none, budget=max(0, budget_left)
     )
     if supplement_domains and situation not in _STOP_SITUATIONS:
-        footer += _SUPPLEMENT_FOOTER[language].format(supplement=supplement)
+        footer += localized("decision.supplement_footer", language).format(supplement=supplement)
     body = BREAKER_TEXTS[situation][language].format(supplement=supplement)
     return _LAYOUT.format(body=body, footer=footer)
 

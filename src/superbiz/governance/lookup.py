@@ -1,22 +1,23 @@
-"""The governed lookup: L0 exact + L1 hybrid → normalised level → session dedup.
+"""The governed lookup: retrieval's levelled evidence + session dedup, wording, record.
 
+Retrieval (``KnowledgeBase.retrieve``) ranks and levels; this module withholds what
+the session already has, words the result and keeps the scores for the record.
 ``LookupResult`` is what the model sees (no raw scores); ``RetrievalDetails`` is what
 the recorder keeps (raw scores and similarities, never shown to the model).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
-
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.governance.tracker import SessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
-from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint, relevance_level
+from superbiz.retrieval.exact_index import ExactMatch
+from superbiz.retrieval.pipeline import Retrieval
+from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
 
 
@@ -92,54 +93,37 @@ class LookupOutcome:
         return self.details.shown
 
 
-_MESSAGES: dict[str, dict[Language, str]] = {
-    "found": {
-        "zh": "找到 {n} 篇文档：{titles}",
-        "en": "Found {n} document(s): {titles}",
-    },
-    "none": {
-        "zh": "知识库中没有找到与该问题相关的文档",
-        "en": "No relevant document was found in the knowledge base",
-    },
-    "deduped": {
-        "zh": "相关文档本次会话已检索过：{titles}。请直接基于已有信息回答，不要重复检索",
-        "en": "The relevant documents were already retrieved in this session: {titles}. "
-        "Answer from what you already have; do not look them up again",
-    },
-}
-
-
-#: a supplement below the reference cosine still qualifies with this share of the
-#: primary document's fused score
-SUPPLEMENT_SCORE_SHARE = 0.5
-
-
-def supplements(top: DocHit, rest: list[DocHit], reference: float, limit: int) -> list[DocHit]:
-    """The documents shown beside ``top``: the first ``limit`` of ``rest`` (in hybrid-ranking
-    order) that qualify by cosine (≥ ``reference``) or by fused score (at least half of
-    ``top``'s). The fused rank carries the BM25 evidence that cosine misses: on dev, gold
-    runbooks ranked 2nd with cosines of 0.12–0.23, under the 0.3 reference threshold.
-
-    >>> hit = lambda path, score, sim: DocHit(path, path, "ops", score, sim, None)
-    >>> top = hit("a", 1.0, 0.35)
-    >>> rest = [hit("b", 0.7, 0.12), hit("c", 0.3, 0.31), hit("d", 0.2, 0.05)]
-    >>> [d.doc_path for d in supplements(top, rest, reference=0.3, limit=4)]
-    ['b', 'c']
-    """
-    floor = top.score * SUPPLEMENT_SCORE_SHARE
-    return [d for d in rest if d.similarity >= reference or d.score >= floor][:limit]
-
-
 def _titles(titles: list[str], language: Language) -> str:
-    quoted = [f"《{t}》" if language == "zh" else f'"{t}"' for t in titles]
-    return ("、" if language == "zh" else ", ").join(quoted)
+    quoted = [localized("common.title", language).format(title=t) for t in titles]
+    return localized("common.title_separator", language).join(quoted)
+
+
+class EvidenceSource(Protocol):
+    """What a governed lookup needs from the knowledge base (``KnowledgeBase`` is one)."""
+
+    @property
+    def excerpt_chars(self) -> int:
+        """How much of a primary document's text is shown (half per supplement)."""
+        ...
+
+    def retrieve(
+        self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
+    ) -> Retrieval:
+        """Ranked, levelled evidence among the documents not in ``exclude``."""
+        ...
+
+    def infer_domain(self, query: str) -> str | None: ...
+
+    def require_domain(self, domain: str) -> str:
+        """The normalised domain; raises ``UnknownDomainError`` when no document has it."""
+        ...
 
 
 class GovernedLookup:
     """``lookup()`` runs one governed retrieval for a session."""
 
-    def __init__(self, kb: KnowledgeBase, tracker: SessionTracker) -> None:
-        self.kb = kb
+    def __init__(self, source: EvidenceSource, tracker: SessionTracker) -> None:
+        self.source = source
         self.tracker = tracker
 
     def lookup(
@@ -150,48 +134,16 @@ class GovernedLookup:
         missing_dimension: str | None = None,
     ) -> LookupOutcome:
         if domain:
-            domain = self.kb.require_domain(domain)
+            domain = self.source.require_domain(domain)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = detect_language(query)
-        thresholds = self.kb.thresholds
-        settings = self.kb.settings.retrieval
-
-        l0 = self.kb.exact_index.match(text, domain)
-        naming = ExactIndex.naming(l0)
-        vector, ranked = self.kb.searcher.search(text, domain)
         retrieved = self.tracker.retrieved_docs(session_id)
-        fresh_l0 = [m for m in naming if m.doc_path not in retrieved]
-        if len(fresh_l0) == 1:
-            ranked = self._promote(ranked, fresh_l0[0], vector)
-        fresh = [doc for doc in ranked if doc.doc_path not in retrieved]
-        top = fresh[0] if fresh else None
-        l0_count = len(fresh_l0)
-        if l0_count == 1 and (top is None or top.doc_path != fresh_l0[0].doc_path):
-            l0_count = 0  # the exact match has no chunks (index being repaired)
-        level = relevance_level(l0_count, top.similarity if top else None, thresholds)
+        found = self.source.retrieve(text, domain, exclude=retrieved)
+        ranked, shown, level = found.ranked, found.shown, found.level
 
-        shown: list[DocHit] = []
         dedup_reason = None
-        if level is not None and top is not None:
-            limit = (
-                settings.reference_supplements
-                if level is RelevanceLevel.REFERENCE
-                else settings.max_supplements
-            )
-            shown = [top, *supplements(top, fresh[1:], thresholds.reference, limit)]
-        else:
-            would_show = [
-                d
-                for d in ranked
-                if d.doc_path in retrieved
-                and (
-                    d.similarity >= thresholds.reference
-                    or any(m.doc_path == d.doc_path for m in naming)
-                )
-            ]
-            if would_show:
-                level, dedup_reason = RelevanceLevel.DEDUPED, "doc_retrieved"
-                already = [d.title for d in would_show]
+        if not shown and found.withheld:
+            level, dedup_reason = RelevanceLevel.DEDUPED, "doc_retrieved"
 
         if shown:
             self.tracker.mark_many(session_id, [(d.domain, d.doc_path) for d in shown])
@@ -199,13 +151,16 @@ class GovernedLookup:
         hint = completeness_hint(level, language)
 
         if shown:
-            message = _MESSAGES["found"][language].format(
+            message = localized("lookup.found", language).format(
                 n=len(shown), titles=_titles([d.title for d in shown], language)
             )
         elif dedup_reason:
-            message = _MESSAGES["deduped"][language].format(titles=_titles(already, language))
+            already = [d.title for d in found.withheld]
+            message = localized("lookup.deduped", language).format(
+                titles=_titles(already, language)
+            )
         else:
-            message = _MESSAGES["none"][language]
+            message = localized("lookup.none", language)
 
         result = LookupResult(
             found=bool(shown),
@@ -219,8 +174,8 @@ class GovernedLookup:
         )
         head = ranked[0] if ranked else None
         details = RetrievalDetails(
-            l0_match_count=len(naming),
-            l0_titles=[m.title for m in naming],
+            l0_match_count=len(found.naming),
+            l0_titles=[m.title for m in found.naming],
             l1_top_score=head.raw_dense if head else None,
             l1_top_similarity=head.similarity if head else None,
             l1_match_count=len(ranked),
@@ -234,37 +189,20 @@ class GovernedLookup:
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
         )
-        return LookupOutcome(result, details, ranked, l0, language)
+        return LookupOutcome(result, details, ranked, found.exact, language)
 
     def infer_domain(self, query: str) -> str | None:
-        """The domain a lookup without one is about, decided cheaply and before any
-        result is shown: the exact matches' domain when they agree, else the domain of
-        the nearest chunks (majority of the top 3)."""
-        matches = self.kb.exact_index.match(query)
-        domains = {m.domain for m in ExactIndex.naming(matches) or matches}
-        if len(domains) == 1:
-            return domains.pop()
-        hits = self.kb.store.search_dense(self.kb.searcher.embed(query), 3)
-        if not hits:
-            return None
-        votes = Counter(hit.domain for hit in hits)
-        best = max(votes.values())
-        return next(hit.domain for hit in hits if votes[hit.domain] == best)
+        """The domain a lookup without one is about, decided before any result is shown."""
+        return self.source.infer_domain(query)
 
-    def _promote(self, ranked: list[DocHit], match: ExactMatch, vector: np.ndarray) -> list[DocHit]:
-        """Move the unique exact match to the top, fetching it when L1 missed it."""
-        for i, doc in enumerate(ranked):
-            if doc.doc_path == match.doc_path:
-                return [doc, *ranked[:i], *ranked[i + 1 :]]
-        score = ranked[0].score if ranked else 1.0
-        doc = self.kb.searcher.document_hit(vector, match.doc_path, score)
-        return [doc, *ranked] if doc else ranked
+    def require_domain(self, domain: str) -> str:
+        """``domain`` normalised, or ``UnknownDomainError`` listing the known ones."""
+        return self.source.require_domain(domain)
 
     def _primary(self, doc: DocHit) -> PrimaryResult:
-        best = doc.chunks[:2]
-        best = sorted(best, key=lambda c: c.hit.chunk_index)
+        best = sorted(doc.chunks[:2], key=lambda c: c.hit.chunk_index)
         content = "\n\n".join(c.hit.text for c in best)
-        limit = self.kb.settings.retrieval.excerpt_chars
+        limit = self.source.excerpt_chars
         return PrimaryResult(
             title=doc.title,
             domain=doc.domain,
@@ -275,7 +213,7 @@ class GovernedLookup:
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
         text = doc.chunks[0].hit.text
-        limit = self.kb.settings.retrieval.excerpt_chars // 2
+        limit = self.source.excerpt_chars // 2
         return SupplementResult(
             title=doc.title,
             domain=doc.domain,

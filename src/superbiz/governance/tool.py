@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from superbiz._messages import localized
 from superbiz._text import Language, key_terms
 from superbiz.config import GovernanceSettings
 from superbiz.exceptions import UnknownDomainError
@@ -59,26 +60,6 @@ LOOKUP_KNOWLEDGE = ToolSpec(
         "additionalProperties": False,
     },
 )
-
-_BLOCKED: dict[DedupReason, dict[Language, str]] = {
-    DedupReason.DOMAIN_RETRIEVED: {
-        "zh": "知识域 {domain} 本轮已检索过，本次调用已被拦截：禁止重复调用 lookup_knowledge，"
-        "请直接基于已有信息回答",
-        "en": "Domain {domain} was already retrieved this turn; this call was blocked. Do not "
-        "call lookup_knowledge again; answer from what you have",
-    },
-    DedupReason.BUDGET_EXHAUSTED: {
-        "zh": "检索预算已用尽，本次调用已被拦截：lookup_knowledge 已被限制，请直接基于已有信息回答",
-        "en": "The lookup budget is exhausted; this call was blocked. lookup_knowledge is "
-        "restricted: answer from what you have",
-    },
-    DedupReason.SUPPLEMENT_NEEDS_DIMENSION: {
-        "zh": "知识域 {domain} 只允许一次定向补充检索，且必须在 missing_dimension 中写明缺少的"
-        "具体维度；本次调用已被拦截",
-        "en": "Domain {domain} allows one targeted supplement only, and it must name the "
-        "specific missing dimension in missing_dimension; this call was blocked",
-    },
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +158,7 @@ class LookupTurn:
         domain: str | None = None
         if problem is None and (args.get("domain") or "").strip():
             try:
-                domain = self.lookup.kb.require_domain(args["domain"])
+                domain = self.lookup.require_domain(args["domain"])
             except UnknownDomainError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -243,7 +224,7 @@ class LookupTurn:
             relevance_level=RelevanceLevel.DEDUPED,
             completeness_hint=completeness_hint(RelevanceLevel.DEDUPED, language),
             retrieved_domains_this_session=self.lookup.tracker.retrieved_domains(self.session_id),
-            message=_BLOCKED[reason][language].format(domain=domain or "-"),
+            message=localized(f"tool.blocked.{reason}", language).format(domain=domain or "-"),
             dedup_reason=reason.value,
         )
 

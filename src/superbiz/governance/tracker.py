@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, cast
 
-from sqlalchemy import Engine, bindparam, delete, select
+from sqlalchemy import Engine, Table, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -73,7 +73,7 @@ class InMemorySessionTracker:
             self._sessions.pop(session_id, None)
 
 
-_TABLE = SessionRetrievalRow.__table__
+_TABLE = cast(Table, SessionRetrievalRow.__table__)  # the ORM types it as a FromClause
 
 
 class SqlSessionTracker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import cached_property
 
 from sqlalchemy import Engine
@@ -11,8 +12,10 @@ from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.embedders import Embedder, make_embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import HybridSearcher
+from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
 from superbiz.storage.repository import DocumentRepository, MetaRepository, StoredDocument
@@ -24,7 +27,8 @@ DIMENSION_KEY = "dimension"
 class KnowledgeBase:
     """Opens the relational store and the vector store named by ``settings``.
 
-    The embedder loads lazily: listing documents or domains never pays for it.
+    The embedder loads lazily: listing documents or domains never pays for it. A
+    ``store`` passed in (e.g. ``InMemoryChunkStore``) replaces the configured Milvus one.
     """
 
     def __init__(
@@ -33,6 +37,7 @@ class KnowledgeBase:
         *,
         embedder: Embedder | None = None,
         engine: Engine | None = None,
+        store: ChunkStore | None = None,
     ) -> None:
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -40,12 +45,17 @@ class KnowledgeBase:
         self.documents = DocumentRepository(self.engine)
         self.meta = MetaRepository(self.engine)
         self._embedder = embedder
+        self._store = store
         self._exact: ExactIndex | None = None
 
-    @cached_property
-    def store(self) -> MilvusChunkStore:
-        vector = self.settings.vector
-        return MilvusChunkStore(self.settings.resolved_vector_uri, vector.collection, vector.token)
+    @property
+    def store(self) -> ChunkStore:
+        if self._store is None:
+            vector = self.settings.vector
+            self._store = MilvusChunkStore(
+                self.settings.resolved_vector_uri, vector.collection, vector.token
+            )
+        return self._store
 
     @property
     def embedder(self) -> Embedder:
@@ -57,6 +67,27 @@ class KnowledgeBase:
     def searcher(self) -> HybridSearcher:
         self.check_index()
         return HybridSearcher(self.embedder, self.store, self.settings.retrieval)
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        return Retriever(
+            self.searcher, lambda: self.exact_index, self.thresholds, self.settings.retrieval
+        )
+
+    def retrieve(
+        self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
+    ) -> Retrieval:
+        """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``."""
+        return self.retriever.retrieve(query, domain, exclude=exclude)
+
+    def infer_domain(self, query: str) -> str | None:
+        """The domain a query that names none is about (see ``Retriever.infer_domain``)."""
+        return self.retriever.infer_domain(query)
+
+    @property
+    def excerpt_chars(self) -> int:
+        """How much of a primary document's text a lookup shows (half per supplement)."""
+        return self.settings.retrieval.excerpt_chars
 
     def check_index(self) -> None:
         """Fail clearly when the index was built by another embedder or dimension."""
@@ -109,8 +140,8 @@ class KnowledgeBase:
         return normalized
 
     def close(self) -> None:
-        if "store" in self.__dict__:
-            self.store.close()
+        if self._store is not None:
+            self._store.close()
         self.engine.dispose()
 
 

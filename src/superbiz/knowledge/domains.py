@@ -6,16 +6,18 @@ so a restart costs no LLM call (seed 003, decision 1).
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import BaseModel, StringConstraints
 
 from superbiz._text import clip
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
+from superbiz.llm.structured import ask_structured
 from superbiz.storage.repository import DomainRecord, DomainRepository, StoredDocument
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,16 @@ decides which domains to consult. Answer with ONE JSON object and nothing else:
 - description: what the domain is about, under 120 characters;
 - when_to_retrieve: one or two sentences on which user questions need this domain.
 Write in the language most of the documents use."""
+
+
+_Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class DomainReply(BaseModel):
+    """The summariser's JSON."""
+
+    description: _Text
+    when_to_retrieve: _Text
 
 
 def derive_domain(domain: str, docs: list[StoredDocument]) -> DomainRecord:
@@ -83,30 +95,19 @@ class DomainService:
             f"- {d.title}: {d.when_to_retrieve or ''} (covers: {', '.join(d.covers)})"
             for d in docs[:60]
         )
-        messages = [SystemMessage(_PROMPT), UserMessage(f"Domain: {domain}\n{listing}")]
-        for _attempt in range(2):
-            try:
-                reply = self.model.complete(messages).message.content
-            except SuperbizError as exc:  # an unreachable LLM must not leave a stale domain
-                log.warning("domain %s summarised without the LLM: %s", domain, exc)
-                return derived
-            match = re.search(r"\{.*\}", reply, re.S)
-            try:
-                data = json.loads(match.group(0)) if match else {}
-            except json.JSONDecodeError:
-                data = {}
-            description, when = data.get("description"), data.get("when_to_retrieve")
-            if isinstance(description, str) and isinstance(when, str) and description and when:
-                return DomainRecord(
-                    domain,
-                    clip(description.strip(), DESCRIPTION_CHARS),
-                    clip(when.strip(), WHEN_CHARS),
-                    len(docs),
-                    "llm",
-                )
-            messages.append(
-                SystemMessage(
-                    'Answer again with only {"description": "...", "when_to_retrieve": "..."}.'
-                )
-            )
-        return derived
+        messages: list[Message] = [
+            SystemMessage(_PROMPT),
+            UserMessage(f"Domain: {domain}\n{listing}"),
+        ]
+        try:
+            reply = ask_structured(self.model, messages, DomainReply, what="domain summary")
+        except SuperbizError as exc:  # a failing LLM must not leave a stale domain
+            log.warning("domain %s summarised without the LLM: %s", domain, exc)
+            return derived
+        return DomainRecord(
+            domain,
+            clip(reply.value.description, DESCRIPTION_CHARS),
+            clip(reply.value.when_to_retrieve, WHEN_CHARS),
+            len(docs),
+            "llm",
+        )

@@ -9,17 +9,19 @@ only headings, so the exact index does not use them.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Annotated, Protocol
+
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from superbiz._text import detect_language
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.chunking import split_sections
 from superbiz.knowledge.documents import SourceDocument
 from superbiz.llm.base import ChatModel
-from superbiz.llm.messages import SystemMessage, UserMessage
+from superbiz.llm.messages import Message, SystemMessage, UserMessage
+from superbiz.llm.structured import ask_structured
 
 MAX_COVERS = 6
 MAX_COVER_CHARS = 60
@@ -36,13 +38,10 @@ _GENERIC_HEADINGS = frozenset(
 )
 
 
-class MetadataError(SuperbizError):
-    """The LLM did not produce usable metadata, even after one repair."""
-
-
 class MetadataWriter(Protocol):
     def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
-        """``(covers, when_to_retrieve)`` for ``doc``; raises ``MetadataError``."""
+        """``(covers, when_to_retrieve)`` for ``doc``; raises ``SuperbizError`` (the model
+        failed, or gave no valid metadata after one repair)."""
         ...
 
 
@@ -103,56 +102,40 @@ Read the document and answer with ONE JSON object and nothing else:
 Write both in the document's language ({language})."""
 
 
+class MetadataReply(BaseModel):
+    """The writer's JSON: covers stripped, unique and clipped; ``when_to_retrieve`` clipped."""
+
+    covers: list[str] = Field(min_length=1)
+    when_to_retrieve: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+    @field_validator("covers")
+    @classmethod
+    def _clean_covers(cls, covers: list[str]) -> list[str]:
+        clean = list(dict.fromkeys(c.strip()[:MAX_COVER_CHARS] for c in covers if c.strip()))
+        if not clean:
+            raise ValueError("only empty strings")
+        return clean[:MAX_COVERS]
+
+    @field_validator("when_to_retrieve")
+    @classmethod
+    def _clip_when(cls, when: str) -> str:
+        return when[:MAX_WHEN_CHARS]
+
+
 class LLMMetadataWriter:
-    """Asks a chat model for the metadata; validates; repairs once."""
+    """Asks a chat model for the metadata (validated, one repair turn)."""
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
 
     def write(self, doc: SourceDocument) -> tuple[tuple[str, ...], str]:
         language = "Chinese" if detect_language(doc.body[:2000]) == "zh" else "English"
-        messages = [
+        messages: list[Message] = [
             SystemMessage(_PROMPT.replace("{language}", language)),
             UserMessage(f"Title: {doc.title}\n\n{doc.body[:_BODY_CHARS]}"),
         ]
-        problem = ""
-        for _attempt in range(2):
-            reply = self.model.complete(messages).message.content
-            try:
-                return parse_metadata(reply)
-            except MetadataError as exc:
-                problem = str(exc)
-                messages += [
-                    SystemMessage(
-                        f"Your answer was not valid: {problem}. Answer again with only the JSON "
-                        'object {"covers": [...], "when_to_retrieve": "..."}.'
-                    )
-                ]
-        raise MetadataError(f"the LLM gave no valid metadata after one repair: {problem}")
-
-
-def parse_metadata(reply: str) -> tuple[tuple[str, ...], str]:
-    """Validate an LLM reply.
-
-    >>> parse_metadata('```json\\n{"covers": ["a b"], "when_to_retrieve": "when x"}\\n```')
-    (('a b',), 'when x')
-    """
-    match = re.search(r"\{.*\}", reply, re.S)
-    if not match:
-        raise MetadataError("no JSON object in the answer")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise MetadataError(f"invalid JSON ({exc.msg})") from exc
-    covers, when = data.get("covers"), data.get("when_to_retrieve")
-    if not isinstance(covers, list) or not covers or not all(isinstance(c, str) for c in covers):
-        raise MetadataError("'covers' must be a non-empty list of strings")
-    clean = tuple(dict.fromkeys(c.strip()[:MAX_COVER_CHARS] for c in covers if c.strip()))
-    if not clean:
-        raise MetadataError("'covers' has only empty strings")
-    if not isinstance(when, str) or not when.strip():
-        raise MetadataError("'when_to_retrieve' must be a non-empty string")
-    return clean[:MAX_COVERS], when.strip()[:MAX_WHEN_CHARS]
+        reply = ask_structured(self.model, messages, MetadataReply, what="metadata").value
+        return tuple(reply.covers), reply.when_to_retrieve
 
 
 def enrich(doc: SourceDocument, writer: MetadataWriter | None) -> Enrichment:
@@ -165,7 +148,7 @@ def enrich(doc: SourceDocument, writer: MetadataWriter | None) -> Enrichment:
         try:
             covers, when = writer.write(doc)
             source = "llm"
-        except (MetadataError, SuperbizError) as exc:
+        except SuperbizError as exc:
             failure = str(exc)
     if covers is None:
         covers, when = derive_metadata(doc)

@@ -46,12 +46,11 @@ __all__ = [
 ]
 
 
-def make_chat_model(settings: "LLMSettings") -> ChatModel:
-    """The configured LLM, or the extractive model when none is configured."""
+def make_chat_model(settings: "LLMSettings") -> ChatModel | None:
+    """The configured LLM, or ``None`` when none is configured (the agents' runtime then
+    plays the extractive policy)."""
     if not settings.configured:
-        from superbiz.llm.extractive import ExtractiveChatModel
-
-        return ExtractiveChatModel()
+        return None
     from superbiz.llm.openai_compat import OpenAIChatModel
 
     return OpenAIChatModel(settings)

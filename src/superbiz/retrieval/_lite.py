@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 try:
     from milvus_lite.index.sparse_inverted import SparseInvertedIndex
 except ImportError:  # Lite not installed, or reorganised: nothing to accelerate
-    SparseInvertedIndex = None  # type: ignore[assignment,misc]
+    SparseInvertedIndex = None
 
 
 def local_collection(uri: str, collection: str) -> Any | None:
@@ -69,7 +69,7 @@ def accelerate_bm25(collection: Any, field: str) -> None:
 
 if SparseInvertedIndex is not None:
 
-    class VectorizedBm25(SparseInvertedIndex):
+    class VectorizedBm25(SparseInvertedIndex):  # type: ignore[misc]  # Lite is untyped
         """Lite's BM25 (its k1, b, IDF and length normalisation), one numpy pass per term.
 
         Each posting's contribution ``idf · tf·(k1+1) / (tf + k1·(1−b+b·dl/avgdl))``

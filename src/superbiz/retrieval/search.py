@@ -11,7 +11,8 @@ from superbiz.config import RetrievalSettings
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import minmax_fusion, rrf_fusion
 from superbiz.retrieval.relevance import similarity_from_score
-from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit, MilvusChunkStore
+from superbiz.retrieval.store import ChunkStore
+from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit
 
 _CACHE_SIZE = 64
 
@@ -38,9 +39,7 @@ class DocHit:
 
 
 class HybridSearcher:
-    def __init__(
-        self, embedder: Embedder, store: MilvusChunkStore, settings: RetrievalSettings
-    ) -> None:
+    def __init__(self, embedder: Embedder, store: ChunkStore, settings: RetrievalSettings) -> None:
         self.embedder = embedder
         self.store = store
         self.settings = settings
@@ -52,6 +51,10 @@ class HybridSearcher:
         dense = self.store.search_dense(vector, self.settings.candidates, domain)
         sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
         return vector, self.rank(vector, dense, sparse)
+
+    def nearest_chunks(self, query: str, limit: int) -> list[ChunkHit]:
+        """The chunks nearest to ``query`` by dense search alone (no BM25, no fusion)."""
+        return self.store.search_dense(self.embed(query), limit)
 
     def embed(self, query: str) -> np.ndarray:
         """The query's vector; the last few are cached because a governed call embeds its

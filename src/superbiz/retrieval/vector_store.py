@@ -19,10 +19,11 @@ import numpy as np
 from superbiz._text import STOP_WORDS, is_cjk
 from superbiz.exceptions import IndexMismatchError, StoreError
 from superbiz.retrieval._lite import accelerate_bm25, local_collection, wait_for_index_build
+from superbiz.retrieval.relevance import Metric
 
 log = logging.getLogger(__name__)
 
-DENSE_METRIC = "L2"
+DENSE_METRIC: Metric = "L2"
 _TEXT_MAX = 16384
 
 # English function words, written for this project. In a KB that is mostly Chinese they
@@ -106,6 +107,8 @@ def domain_filter(domain: str | None) -> str:
 
 
 class MilvusChunkStore:
+    """The ``ChunkStore`` of production: one Milvus collection (see the module docstring)."""
+
     def __init__(self, uri: str, collection: str, token: str | None = None) -> None:
         from pymilvus import MilvusClient
 

@@ -1,15 +1,34 @@
-"""A scripted ``ChatModel`` for executor tests: pre-written replies, every step recorded.
+"""Test doubles for your prompts and agents: a ``ChatModel`` that plays a script.
 
-Usage::
+``ScriptedChatModel`` returns pre-written replies in order and records what it was given
+at every step (messages and offered tools), so a test checks what your prompt and the
+governor put in front of the model, and how the loop reacts to each reply, without an
+LLM. Like pydantic-ai's ``TestModel`` / ``FunctionModel``, it ships with the package.
 
-    model = ScriptedChatModel(lookup("支付失败排查"), answer("按文档处理 [1]"))
-    Executor(model, ...).run("s1", "支付失败怎么办？")
-    model.steps[1].system_texts  # what the executor injected before step 2
-    model.steps[1].tool_names    # () when the tool was withheld
+Testing your own executor prompt against your own knowledge base (pytest)::
+
+    from superbiz.agents.executor import Executor
+    from superbiz.agents.runtime import open_lookup
+    from superbiz.config import load_settings
+    from superbiz.testing import ScriptedChatModel, answer, lookup
+
+    def test_redis_questions_cite_the_runbook() -> None:
+        settings = load_settings()
+        model = ScriptedChatModel(lookup("redis pool exhausted"), answer("Raise it [1]."))
+        with open_lookup(settings) as runtime:
+            executor = Executor(model, runtime.lookup, settings.governance)
+            turn = executor.run("test-session", "Why do Redis calls time out?")
+        first, second = model.steps
+        assert "cite" in first.system_texts[0]  # your prompt opened the conversation
+        assert first.tool_names == ("lookup_knowledge",)
+        assert second.tool_results  # the governed result came back to the model
+        assert [c.path for c in turn.citations] == ["infrastructure/redis-pool.md"]
 
 A reply is a ``ChatResponse``, an ``AssistantMessage``, a plain string (a final answer) or
 a callable ``(messages, tools) -> reply`` for replies that depend on what the model sees.
-When the script runs out the model fails the test loudly instead of inventing a reply.
+``lookup``/``calls``/``call``/``malformed`` build tool-calling replies, ``answer`` a final
+one. When the script runs out the model raises ``ScriptError`` (an ``AssertionError``)
+instead of inventing a reply.
 """
 
 from __future__ import annotations
@@ -21,6 +40,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -141,7 +161,7 @@ def call(
     domain: str | None = None,
     missing_dimension: str | None = None,
     id: str | None = None,
-    name: str = "lookup_knowledge",
+    name: str = TOOL_NAME,
     **extra: Any,
 ) -> ToolCall:
     """A well-formed ``lookup_knowledge`` call (``None`` arguments are left out)."""
@@ -158,7 +178,7 @@ def call(
 
 def malformed(raw_arguments: str = '{"query": "disk full', *, id: str | None = None) -> ToolCall:
     """A call whose arguments are not valid JSON, parsed as a real client would."""
-    return ToolCall.parse(id or f"call_{next(_ids)}", "lookup_knowledge", raw_arguments)
+    return ToolCall.parse(id or f"call_{next(_ids)}", TOOL_NAME, raw_arguments)
 
 
 def calls(*tool_calls: ToolCall, content: str = "", usage: Usage | None = None) -> ChatResponse:

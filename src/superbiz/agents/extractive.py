@@ -5,8 +5,11 @@ question, one targeted supplement after a REFERENCE result (naming the question'
 the first result did not cover), then an answer quoted from the retrieved passages,
 with citations, clearly labelled as extractive.
 
-``TurnView`` reads a conversation the way such a deterministic player needs it; the
-behaviour profiles used by the benchmarks build on it too.
+It is an agent policy, not an LLM client: it reads the planner's ``Plan`` and the
+session's ``Citation`` evidence from the turn context, which is why it lives next to the
+agents (the runtime picks it when no LLM is configured). ``TurnView`` reads a
+conversation the way such a deterministic player needs it; the behaviour profiles used
+by the benchmarks build on it too.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from superbiz._messages import localized
 from superbiz._text import Language, detect_language, key_terms, normalize
+from superbiz.agents.context import Citation, read_evidence
+from superbiz.agents.planner import Plan, PlannedDomain
+from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
-from superbiz.llm.context import read_evidence, read_plan
 from superbiz.llm.messages import (
     AssistantMessage,
     ChatResponse,
@@ -30,30 +36,17 @@ from superbiz.llm.messages import (
     ToolSpec,
     UserMessage,
 )
+from superbiz.retrieval.relevance import RelevanceLevel
 
-LOOKUP = "lookup_knowledge"
 PASSAGE_CHARS = 700
 
-_LABEL: dict[Language, str] = {
-    "zh": "【抽取式回答】未配置大模型，以下内容直接摘自知识库，请以原文为准。",
-    "en": "[Extractive answer] No LLM is configured; the passages below are quoted "
-    "from the knowledge base.",
-}
-_NOTHING: dict[Language, str] = {
-    "zh": "知识库中没有找到与该问题相关的内容。可以换一种说法描述现象，或联系相关负责人补充文档。",
-    "en": "The knowledge base has nothing relevant to this question. Try describing the "
-    "symptom differently, or ask the owning team to add a runbook.",
-}
-_SOURCES: dict[Language, str] = {"zh": "来源：", "en": "Sources:"}
 
+class LookupArguments(TypedDict):
+    """The arguments of a ``lookup_knowledge`` call a deterministic player makes."""
 
-@dataclass(slots=True)
-class RetrievedDoc:
-    ref: int | None
-    title: str
-    path: str
-    domain: str
-    text: str
+    query: str
+    domain: NotRequired[str]
+    missing_dimension: NotRequired[str]
 
 
 @dataclass(slots=True)
@@ -65,8 +58,8 @@ class TurnView:
     calls: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
     tools_offered: bool = False
-    plan: dict[str, Any] | None = None
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    plan: Plan | None = None
+    evidence: list[Citation] = field(default_factory=list)
 
     @classmethod
     def of(cls, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> TurnView:
@@ -75,8 +68,8 @@ class TurnView:
         view = cls(
             question,
             detect_language(question),
-            tools_offered=any(t.name == LOOKUP for t in tools),
-            plan=read_plan(messages),
+            tools_offered=any(t.name == TOOL_NAME for t in tools),
+            plan=Plan.from_messages(messages),
             evidence=read_evidence(messages),
         )
         for message in messages[start + 1 :]:
@@ -92,6 +85,7 @@ class TurnView:
 
     @property
     def last_level(self) -> str | None:
+        """The last result's ``relevance_level``, a ``RelevanceLevel`` value."""
         return self.results[-1].get("relevance_level") if self.results else None
 
     @property
@@ -99,38 +93,31 @@ class TurnView:
         return any(call.get("missing_dimension") for call in self.calls)
 
     @property
-    def planned(self) -> list[dict[str, str]]:
-        """The planner's ``{domain, sub_question}`` entries (empty without a plan)."""
-        if not self.plan or not self.plan.get("need_retrieval", True):
-            return []
-        return [d for d in self.plan.get("domains") or [] if isinstance(d, dict)]
+    def planned(self) -> tuple[PlannedDomain, ...]:
+        """The planner's domains (empty without a plan)."""
+        return self.plan.domains if self.plan and self.plan.need_retrieval else ()
 
     @property
     def _evidence_paths(self) -> set[str]:
-        return {item.get("path", "") for item in self.evidence}
+        return {item.path for item in self.evidence}
 
     @property
     def answer_from_evidence(self) -> bool:
-        return bool(self.plan) and not self.plan.get("need_retrieval", True)
+        return self.plan is not None and not self.plan.need_retrieval
 
-    def evidence_documents(self) -> list[RetrievedDoc]:
+    def evidence_documents(self) -> list[Citation]:
         """Earlier evidence that mentions the question's terms, most mentions first."""
         terms = key_terms(self.question)
-        scored = []
-        for item in self.evidence:
-            text = normalize(f"{item.get('title', '')} {item.get('content', '')}")
-            hits = sum(term in text for term in terms)
-            if hits:
-                scored.append((-hits, len(scored), item))
-        return [
-            RetrievedDoc(i.get("ref"), i["title"], i["path"], i.get("domain", ""), i["content"])
-            for _, _, i in sorted(scored, key=lambda x: x[:2])
+        scored = [
+            (sum(term in normalize(f"{item.title} {item.content}") for term in terms), item)
+            for item in self.evidence
         ]
+        return [item for hits, item in sorted(scored, key=lambda pair: -pair[0]) if hits]
 
-    def documents(self) -> list[RetrievedDoc]:
+    def documents(self) -> list[Citation]:
         """Documents shown this turn, primary first, each once; earlier evidence when the
         plan says to answer from it or the turn found nothing."""
-        docs: dict[str, RetrievedDoc] = {}
+        docs: dict[str, Citation] = {}
         for result in self.results:
             primary = result.get("primary")
             items = ([primary] if primary else []) + list(result.get("supplement") or [])
@@ -138,8 +125,8 @@ class TurnView:
                 text = item.get("content") or item.get("excerpt") or ""
                 docs.setdefault(
                     item["path"],
-                    RetrievedDoc(
-                        item.get("ref"), item["title"], item["path"], item["domain"], text
+                    Citation(
+                        item.get("ref") or 0, item["title"], item["path"], item["domain"], text
                     ),
                 )
         if self.answer_from_evidence or not docs:
@@ -150,7 +137,7 @@ class TurnView:
     def missing_terms(self) -> list[str]:
         """Question terms that no passage retrieved this turn mentions."""
         turn_docs = [d for d in self.documents() if d.path not in self._evidence_paths]
-        seen = normalize(" ".join(d.title + " " + d.text for d in turn_docs))
+        seen = normalize(" ".join(d.title + " " + d.content for d in turn_docs))
         return [term for term in key_terms(self.question) if term not in seen]
 
 
@@ -184,16 +171,20 @@ def compose_answer(view: TurnView) -> str:
     language = view.language
     docs = view.documents()
     if not docs:
-        return f"{_LABEL[language]}\n\n{_NOTHING[language]}"
+        return (
+            localized("extractive.label", language)
+            + "\n\n"
+            + localized("extractive.nothing", language)
+        )
     terms = key_terms(view.question)
-    parts = [_LABEL[language]]
+    parts = [localized("extractive.label", language)]
     sources = []
     for number, doc in enumerate(docs, start=1):
         ref = doc.ref or number
-        title = f"《{doc.title}》" if language == "zh" else f'"{doc.title}"'
-        parts.append(f"[{ref}] {title}\n{best_passage(doc.text, terms)}")
+        title = localized("common.title", language).format(title=doc.title)
+        parts.append(f"[{ref}] {title}\n{best_passage(doc.content, terms)}")
         sources.append(f"[{ref}] {doc.title} ({doc.path})")
-    parts.append(_SOURCES[language] + "\n" + "\n".join(sources))
+    parts.append(localized("extractive.sources", language) + "\n" + "\n".join(sources))
     return "\n\n".join(parts)
 
 
@@ -221,24 +212,21 @@ class ExtractiveChatModel:
             yield TextDelta(text[start : start + 24])
         yield ResponseDone(response)
 
-    def next_call(self, view: TurnView, messages: Sequence[Message]) -> dict[str, Any] | None:
+    def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         """The next lookup to make, or ``None`` to answer."""
         if not view.tools_offered or not view.question.strip() or view.answer_from_evidence:
             return None
         consulted = {call.get("domain") for call in view.calls}
         for entry in view.planned:
-            if entry.get("domain") not in consulted:
-                return {
-                    "query": entry.get("sub_question") or view.question,
-                    "domain": entry["domain"],
-                }
+            if entry.domain not in consulted:
+                return {"query": entry.sub_question or view.question, "domain": entry.domain}
         if not view.calls:
             return {"query": view.question}
-        if view.last_level == "REFERENCE" and not view.supplemented:
+        if view.last_level == RelevanceLevel.REFERENCE and not view.supplemented:
             missing = view.missing_terms()
             if missing:
                 primary = view.results[-1].get("primary") or {}
-                call: dict[str, Any] = {
+                call: LookupArguments = {
                     "query": view.question,
                     "missing_dimension": " ".join(missing),
                 }
@@ -247,6 +235,6 @@ class ExtractiveChatModel:
                 return call
         return None
 
-    def _call(self, arguments: dict[str, Any]) -> ChatResponse:
-        call = ToolCall.of(f"call_{next(self._ids)}", LOOKUP, arguments)
+    def _call(self, arguments: LookupArguments) -> ChatResponse:
+        call = ToolCall.of(f"call_{next(self._ids)}", TOOL_NAME, arguments)
         return ChatResponse(AssistantMessage("", (call,)), None, "tool_calls")

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.extractive import ExtractiveChatModel, TurnView, best_passage
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm import ChatModel, ResponseDone, TextDelta
-from superbiz.llm.extractive import ExtractiveChatModel, TurnView, best_passage
 from superbiz.llm.messages import (
     AssistantMessage,
     Message,

@@ -1,0 +1,385 @@
+"""Response bodies and stream events: the HTTP contract, as ``/docs`` shows it.
+
+These models are the wire format, kept apart from the agents' and governance's own
+types so those can change without changing what clients read. A field with a default
+is one that may be absent: routes serialise with ``exclude_unset``, so a body carries
+exactly the keys it was built with. Each stream event names itself (``event_name``);
+its model is the JSON of the event's ``data:`` line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from superbiz.agents.planner import PlanSource
+from superbiz.agents.supervisor import SupervisedTurn
+from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
+from superbiz.retrieval.relevance import RelevanceLevel
+
+# -- errors -----------------------------------------------------------------------------
+
+
+class FieldError(BaseModel):
+    """One invalid field of a request."""
+
+    loc: list[str] = Field(description="Where: `body`, then the field path.")
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: a kind, a readable message, and field errors on a 422."""
+
+    error: str = Field(description="The kind, e.g. `invalid_request`, `llm_unavailable`.")
+    message: str
+    errors: list[FieldError] | None = Field(default=None, description="Only on a 422.")
+
+
+# -- chat -------------------------------------------------------------------------------
+
+
+class PlanDomain(BaseModel):
+    domain: str
+    sub_question: str
+
+
+class AnswerPlan(BaseModel):
+    """The Planner's decision: which domains to consult, or a direct answer."""
+
+    need_retrieval: bool
+    domains: list[PlanDomain]
+    direct_answer: str | None
+    source: PlanSource
+    note: str | None
+
+
+class AnswerCitation(BaseModel):
+    """A document the answer cites as ``[ref]``."""
+
+    ref: int
+    title: str
+    path: str
+    domain: str
+
+
+class LookupSummary(BaseModel):
+    """One governed ``lookup_knowledge`` call: what ran, its level and the verdict."""
+
+    arguments: dict[str, Any] = Field(description="The arguments the model sent, as sent.")
+    domain: str | None
+    executed: bool = Field(description="False: blocked by the governance, nothing searched.")
+    relevance_level: RelevanceLevel | None
+    dedup_reason: DedupReason | None
+    verdict: Verdict
+    water_level: WaterLevel
+    budget_left: int
+    documents: list[str] = Field(description="Paths of the documents shown to the model.")
+    latency_ms: float
+    error: str | None
+
+
+class ChatAnswer(BaseModel):
+    """A turn: the answer, its citations, the plan(s) and every lookup it made."""
+
+    event_name: ClassVar[str] = "answer"
+
+    session_id: str
+    turn: int
+    question: str
+    answer: str
+    extractive: bool
+    citations: list[AnswerCitation]
+    lookups: list[LookupSummary]
+    steps: int
+    stopped_by: Literal["answer", "step_cap"]
+    plan: AnswerPlan
+    replan: AnswerPlan | None = Field(
+        default=None, description="Present when the Supervisor planned a second time."
+    )
+    reused_evidence: list[str] = Field(description="Cited paths retrieved in earlier turns.")
+    model: str
+    high_mark: int = Field(description="Lookups per turn at which the water level is high.")
+
+    @classmethod
+    def from_turn(cls, turn: SupervisedTurn, high_mark: int) -> ChatAnswer:
+        """The one place a turn becomes its HTTP body (JSON answer and ``answer`` event)."""
+        return cls.model_validate(
+            {**turn.as_dict(), "model": turn.result.model, "high_mark": high_mark}
+        )
+
+
+class Cleared(BaseModel):
+    session_id: str
+    cleared: bool
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+class SessionMessage(BaseModel):
+    turn: int
+    role: Literal["user", "assistant"]
+    content: str
+    citations: list[AnswerCitation]
+    plan: AnswerPlan | None = Field(description="The plan of an answer; null for a question.")
+
+
+class SessionHistory(BaseModel):
+    session_id: str
+    messages: list[SessionMessage]
+
+
+class RetrievalRecord(BaseModel):
+    """The scores behind a lookup, as recorded. Records keep the keys they were written
+    with, so an older one may lack later fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    l0_match_count: int | None = None
+    l0_titles: list[str] | None = None
+    l1_top_score: float | None = None
+    l1_top_similarity: float | None = None
+    l1_match_count: int | None = None
+    l1_scores: list[float | None] | None = None
+    l1_similarities: list[float] | None = None
+    l1_fused_scores: list[float] | None = None
+    relevance_level: str | None = None
+    completeness_hint: str | None = None
+    retrieved_domains: list[str] | None = None
+    dedup_reason: str | None = None
+    already_retrieved: list[str] | None = None
+    shown: list[str] | None = None
+
+
+class RecordedInvocation(BaseModel):
+    """One recorded tool call, executed or blocked (a row of ``tool_invocation``)."""
+
+    session_id: str
+    turn: int
+    step: int
+    tool_name: str
+    arguments: dict[str, Any]
+    domain: str | None
+    relevance_level: RelevanceLevel | None
+    dedup_reason: DedupReason | None
+    retrieval_details: RetrievalRecord | None
+    executed: bool
+    verdict: Verdict | Literal["error"] = Field(description="`error`: a malformed call.")
+    water_level: WaterLevel
+    latency_ms: float
+    error: str | None
+    id: int | None
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+
+
+class SessionInvocations(BaseModel):
+    session_id: str
+    invocations: list[RecordedInvocation]
+
+
+# -- documents --------------------------------------------------------------------------
+
+
+class DocumentView(BaseModel):
+    """A stored document; its id is its path."""
+
+    id: str
+    path: str
+    title: str
+    domain: str
+    size_bytes: int
+    chunk_count: int
+    covers: list[str]
+    when_to_retrieve: str | None
+    tags: list[str]
+    origin: dict[str, str] = Field(
+        description="Where `covers` and `when_to_retrieve` came from: frontmatter, llm, derived."
+    )
+    uploaded: bool = Field(description="True when the file lives in the uploads folder.")
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentView]
+    count: int
+
+
+class SkippedFile(BaseModel):
+    path: str
+    reason: str
+
+
+class IngestSummary(BaseModel):
+    """What the ingest of the uploads folder did (as ``superbiz ingest`` reports it)."""
+
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    repaired: list[str]
+    removed: list[str]
+    skipped: list[SkippedFile]
+    metadata_failures: list[SkippedFile]
+    domains_changed: list[str]
+
+
+class Uploaded(BaseModel):
+    status: Literal["added", "updated", "repaired", "unchanged"]
+    document: DocumentView
+    report: IngestSummary
+
+
+class Deleted(BaseModel):
+    deleted: str = Field(description="The document's path.")
+    domain: str
+    file_removed: bool = Field(description="True when an uploaded file was deleted too.")
+
+
+# -- knowledge map ----------------------------------------------------------------------
+
+
+class MapDocumentView(BaseModel):
+    title: str
+    covers: list[str] | None = Field(default=None, description="Absent when none are known.")
+    path: str
+
+
+class MapDomainView(BaseModel):
+    domain_id: str
+    description: str
+    when_to_retrieve: str
+    document_count: int
+    documents: list[MapDocumentView] | None = Field(
+        default=None, description="Absent for a domain without documents."
+    )
+    more_documents: int | None = Field(
+        default=None, description="Documents left out to keep the map within its budget."
+    )
+
+
+class KnowledgeMapView(BaseModel):
+    """The knowledge map the Planner sees."""
+
+    available_knowledge_domains: list[MapDomainView]
+    note: str | None = Field(default=None, description="Present when the map was shortened.")
+
+
+# -- service ----------------------------------------------------------------------------
+
+
+class ServiceInfo(BaseModel):
+    model: str
+    extractive: bool = Field(description="True when answers are extractive (no LLM).")
+    high_mark: int
+    low_max_calls: int
+    indicator: str = Field(description="What the water level counts: calls, tokens or domains.")
+    governance: bool
+    max_upload_bytes: int
+    extensions: list[str]
+    auth_required: bool = Field(description="True when write endpoints need the API key.")
+
+
+class HealthChecks(BaseModel):
+    database: str = Field(description="`ok` or `failed`.")
+    vector_store: str = Field(description="`ok`, `ok (empty: …)` or `failed`.")
+
+
+class Health(BaseModel):
+    """200 with ``status: ok``, or 503 with ``status: unavailable`` and the problems."""
+
+    status: Literal["ok", "unavailable"]
+    checks: HealthChecks | None = Field(
+        default=None, description="Absent when the stores stayed busy."
+    )
+    problems: list[str] | None = Field(default=None, description="Only when unavailable.")
+    documents: int | None = Field(default=None, description="Only when healthy.")
+
+
+# -- stream events ----------------------------------------------------------------------
+
+
+class PlanEvent(AnswerPlan):
+    event_name: ClassVar[str] = "plan"
+
+    session_id: str
+
+
+class ToolCallEvent(BaseModel):
+    """The model asked for a lookup (sent before the governance decides)."""
+
+    event_name: ClassVar[str] = "tool_call"
+
+    session_id: str
+    step: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class PrimaryDocument(BaseModel):
+    title: str
+    path: str
+    domain: str
+
+
+class ToolResultEvent(LookupSummary):
+    """A lookup as the trace panel shows it; ``calls`` of ``high_mark`` is the gauge."""
+
+    event_name: ClassVar[str] = "tool_result"
+
+    session_id: str
+    call_id: str
+    query: str
+    completeness_hint: str | None
+    retrieved_domains: list[str]
+    message: str | None
+    primary: PrimaryDocument | None
+    closed_domains: list[str]
+    supplement_domains: list[str]
+    calls: int
+    high_mark: int
+
+
+class TokenEvent(BaseModel):
+    """Answer text as it is written; ``step`` 0 for an answer that was not streamed."""
+
+    event_name: ClassVar[str] = "token"
+
+    session_id: str
+    step: int
+    text: str
+
+
+class ErrorEvent(BaseModel):
+    """The turn failed; ``status`` is what ``/api/chat`` would have answered."""
+
+    event_name: ClassVar[str] = "error"
+
+    session_id: str
+    status: int
+    error: str
+    message: str
+
+
+class DoneEvent(BaseModel):
+    """Always the last event."""
+
+    event_name: ClassVar[str] = "done"
+
+    session_id: str
+    elapsed_ms: float
+
+
+TurnEvent: TypeAlias = (
+    PlanEvent | ToolCallEvent | ToolResultEvent | TokenEvent | ChatAnswer | ErrorEvent | DoneEvent
+)
+#: in the order a turn sends them
+TURN_EVENTS: tuple[type[TurnEvent], ...] = (
+    PlanEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TokenEvent,
+    ChatAnswer,
+    ErrorEvent,
+    DoneEvent,
+)

@@ -1,0 +1,14 @@
+"""The HTTP routes, one ``APIRouter`` per area; ``create_app`` includes them all."""
+
+from superbiz.api.routes import chat, documents, health, knowledge, page, sessions
+
+ROUTERS = (
+    page.router,
+    chat.router,
+    sessions.router,
+    documents.router,
+    knowledge.router,
+    health.router,
+)
+
+__all__ = ["ROUTERS"]

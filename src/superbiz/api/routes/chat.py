@@ -1,0 +1,145 @@
+"""Chat: a JSON answer, the same turn as server-sent events, and clearing a session.
+
+A streamed turn runs as a task of its own that feeds the request's queue: if the client
+goes away, the turn still finishes and is stored; only its events are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from superbiz.api.deps import Authorized, Background, ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
+from superbiz.api.events import sse, thread_emitter
+from superbiz.api.responses import (
+    TURN_EVENTS,
+    ChatAnswer,
+    Cleared,
+    DoneEvent,
+    ErrorEvent,
+    TurnEvent,
+)
+from superbiz.api.schemas import ChatRequest, ClearRequest
+from superbiz.api.service import Service
+from superbiz.exceptions import SuperbizError
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api", tags=["chat"], dependencies=Authorized, responses=INTERNAL)
+
+
+class EventStream(StreamingResponse):
+    """Server-sent events; as the route's response class it puts the stream's
+    documentation under ``text/event-stream``."""
+
+    media_type = "text/event-stream"
+
+
+def _event_items() -> dict[str, object]:
+    """The stream's events for ``/docs`` (OpenAPI 3.2 ``itemSchema``): each has its
+    name in ``event:`` and one JSON object, of that event's model, in ``data:``."""
+    return {
+        "oneOf": [
+            {
+                "type": "object",
+                "title": model.event_name,
+                "properties": {
+                    "event": {"const": model.event_name},
+                    "id": {"type": "string", "description": "1, 2, 3, … within the stream"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": f"#/components/schemas/{model.__name__}"},
+                    },
+                },
+                "required": ["event", "id", "data"],
+            }
+            for model in TURN_EVENTS
+        ]
+    }
+
+
+@router.post(
+    "/chat",
+    responses=TURN_ERRORS,
+    response_model_exclude_unset=True,
+    summary="Answer a question: answer, citations, plan and the turn's lookups",
+)
+async def chat(body: ChatRequest, service: ServiceDep) -> ChatAnswer:
+    turn = await service.run(service.ask, body.session_id, body.question)
+    return service.turn_view(turn)
+
+
+@router.post(
+    "/chat_stream",
+    response_class=EventStream,
+    responses={
+        200: {
+            "description": "Events `plan`, `tool_call`, `tool_result`, `token`, "
+            "`answer`, `error`, then `done`; each `data:` is one JSON object.",
+            "content": {"text/event-stream": {"itemSchema": _event_items()}},
+        },
+        **TURN_ERRORS,
+    },
+    summary="Answer a question as server-sent events",
+)
+async def chat_stream(
+    body: ChatRequest, service: ServiceDep, background: Background
+) -> StreamingResponse:
+    return EventStream(
+        _stream_turn(service, background, body.session_id, body.question),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/chat/clear", responses={**UNAUTHORIZED, **INVALID})
+async def clear(body: ClearRequest, service: ServiceDep) -> Cleared:
+    """Forget a session: its messages, action memory and recorded calls."""
+    await service.run(service.clear, body.session_id)
+    return Cleared(session_id=body.session_id, cleared=True)
+
+
+async def _stream_turn(
+    service: Service, background: set[asyncio.Task[None]], session_id: str, question: str
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+    emit = thread_emitter(loop, queue)
+    started = time.perf_counter()
+
+    async def produce() -> None:
+        try:
+            await service.run(service.ask, session_id, question, emit)
+        except SuperbizError as exc:
+            status, kind = error_status(exc)
+            queue.put_nowait(
+                ErrorEvent(session_id=session_id, status=status, error=kind, message=str(exc))
+            )
+        except Exception:
+            log.exception("streamed turn failed")
+            queue.put_nowait(
+                ErrorEvent(
+                    session_id=session_id,
+                    status=500,
+                    error="internal_error",
+                    message="internal error; see the server log",
+                )
+            )
+        finally:
+            elapsed = round((time.perf_counter() - started) * 1000, 1)
+            queue.put_nowait(DoneEvent(session_id=session_id, elapsed_ms=elapsed))
+            queue.put_nowait(None)
+
+    task = loop.create_task(produce())
+    background.add(task)
+    task.add_done_callback(background.discard)
+    number = 0
+    while (event := await queue.get()) is not None:
+        number += 1
+        yield sse(event, number)

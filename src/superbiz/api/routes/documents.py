@@ -1,0 +1,68 @@
+"""Documents: list, upload (ingested as ``superbiz ingest`` would), delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, UploadFile
+from starlette.exceptions import HTTPException
+
+from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.errors import (
+    INTERNAL,
+    INVALID,
+    NOT_FOUND,
+    UNAUTHORIZED,
+    documented_error,
+    superbiz_errors,
+)
+from superbiz.api.responses import Deleted, DocumentList, Uploaded
+
+router = APIRouter(prefix="/api/documents", tags=["documents"], responses=INTERNAL)
+
+
+@router.get("")
+async def documents(service: ServiceDep) -> DocumentList:
+    items = await service.run(service.documents)
+    return DocumentList(documents=items, count=len(items))
+
+
+@router.post(
+    "",
+    status_code=201,
+    dependencies=Authorized,
+    responses={
+        **UNAUTHORIZED,
+        **documented_error(413, "`payload_too_large`: over ingest.max-file-bytes."),
+        **documented_error(
+            422,
+            "`invalid_request`, or `invalid_document` (binary, empty, not UTF-8, "
+            "malformed frontmatter, unsupported type).",
+        ),
+        **superbiz_errors(409, 503),
+    },
+)
+async def upload(
+    service: ServiceDep,
+    file: Annotated[UploadFile, File(description="A Markdown or text file.")],
+    domain: Annotated[
+        str | None, Form(description="Domain folder; default: general.", max_length=64)
+    ] = None,
+) -> Uploaded:
+    """Store and ingest one document, as `superbiz ingest` would (metadata, domain)."""
+    limit = service.settings.ingest.max_file_bytes
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
+    return await service.run(service.upload, file.filename or "", data, domain)
+
+
+@router.delete(
+    "/{document_id:path}",
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID, **superbiz_errors(503)},
+)
+async def delete_document(document_id: str, service: ServiceDep) -> Deleted:
+    """Remove a document (its id is its path, e.g. `payment/refund.md`) from both
+    stores and recompute its domain."""
+    return await service.run(service.delete_document, document_id)

@@ -1,0 +1,37 @@
+"""The knowledge map, as JSON or as the YAML the Planner reads."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse, Response
+
+from superbiz.api.deps import ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID
+from superbiz.api.responses import KnowledgeMapView
+
+router = APIRouter(prefix="/api/knowledge", tags=["knowledge"], responses=INTERNAL)
+
+YAML = "application/yaml; charset=utf-8"
+
+
+@router.get(
+    "/map",
+    response_model=KnowledgeMapView,
+    response_model_exclude_unset=True,
+    responses={
+        200: {"content": {"application/yaml": {"schema": {"type": "string"}}}},
+        **INVALID,
+    },
+)
+async def knowledge_map(
+    service: ServiceDep,
+    fmt: Annotated[Literal["json", "yaml"], Query(alias="format")] = "json",
+) -> KnowledgeMapView | Response:
+    """The knowledge map the Planner sees; `format=yaml` gives it as the Planner
+    reads it, within the map token budget."""
+    data = await service.run(service.knowledge_map, fmt)
+    if isinstance(data, str):
+        return PlainTextResponse(data, media_type=YAML)
+    return data

@@ -1,0 +1,25 @@
+"""A session's stored messages and its recorded tool calls."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from superbiz.api.deps import ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND
+from superbiz.api.responses import SessionHistory, SessionInvocations
+
+router = APIRouter(
+    prefix="/api/sessions", tags=["sessions"], responses={**NOT_FOUND, **INVALID, **INTERNAL}
+)
+
+
+@router.get("/{session_id}")
+async def session(session_id: str, service: ServiceDep) -> SessionHistory:
+    """The session's messages, answers with their citations and plans."""
+    return await service.run(service.session, session_id)
+
+
+@router.get("/{session_id}/invocations", response_model_exclude_unset=True)
+async def invocations(session_id: str, service: ServiceDep) -> SessionInvocations:
+    """Every recorded tool call of the session, executed and blocked, with scores."""
+    return await service.run(service.invocations, session_id)

@@ -1,0 +1,157 @@
+"""``InMemoryChunkStore``: a small, exact ``ChunkStore`` in process memory.
+
+For tests and for library users who want retrieval without Milvus. Dense search is
+exhaustive with Milvus' score convention (squared L2 of unit vectors); BM25 is Okapi
+BM25 over the same tokens as Milvus' analyzer (jieba, lowercase, English stop words),
+with statistics over the whole store and the domain filter applied afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from superbiz._text import normalize
+from superbiz.exceptions import IndexMismatchError
+from superbiz.retrieval.vector_store import ENGLISH_STOP_WORDS, ChunkHit, ChunkRecord
+
+#: Okapi BM25 parameters (Milvus' defaults)
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_STOP = frozenset(ENGLISH_STOP_WORDS)
+_WORD = re.compile(r"\w")
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """The terms BM25 counts: jieba tokens, lowercased, without stop words or punctuation.
+
+    >>> bm25_tokens("The Redis 连接池耗尽了")
+    ['redis', '连接池', '耗尽', '了']
+    """
+    import jieba
+
+    return [
+        token
+        for token in (t.strip() for t in jieba.cut(normalize(text)))
+        if token and _WORD.search(token) and token not in _STOP
+    ]
+
+
+class InMemoryChunkStore:
+    """Implements ``ChunkStore`` with dictionaries and numpy; nothing is persisted."""
+
+    def __init__(self) -> None:
+        self.dimension: int | None = None
+        self._chunks: dict[str, ChunkRecord] = {}
+        self._terms: dict[str, Counter[str]] = {}
+
+    def ensure_collection(self, dimension: int) -> None:
+        if self.dimension is not None and self.dimension != dimension:
+            raise IndexMismatchError(
+                f"the vector index holds {self.dimension}-d vectors but the embedder "
+                f"makes {dimension}-d ones"
+            )
+        self.dimension = dimension
+
+    def drop(self) -> None:
+        self._chunks.clear()
+        self._terms.clear()
+        self.dimension = None
+
+    def replace_document(self, doc_path: str, chunks: Sequence[ChunkRecord]) -> None:
+        self.delete_documents([doc_path])
+        for chunk in chunks:
+            self._chunks[chunk.id] = chunk
+            self._terms[chunk.id] = Counter(bm25_tokens(chunk.search_text))
+
+    def delete_documents(self, doc_paths: Sequence[str]) -> None:
+        doomed = set(doc_paths)
+        self._remove(lambda path: path in doomed)
+
+    def delete_other_documents(self, keep: Sequence[str]) -> None:
+        kept = set(keep)
+        self._remove(lambda path: path not in kept)
+
+    def flush(self) -> None:
+        """Nothing to seal: every write is searchable at once."""
+
+    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        wanted = set(doc_paths)
+        counts: Counter[str] = Counter()
+        hashes: dict[str, set[str]] = {}
+        for chunk in self._chunks.values():
+            if chunk.doc_path in wanted:
+                counts[chunk.doc_path] += 1
+                hashes.setdefault(chunk.doc_path, set()).add(chunk.content_hash)
+        return {path: (counts[path], frozenset(hashes[path])) for path in counts}
+
+    def chunks_of(self, doc_path: str) -> list[ChunkHit]:
+        chunks = [c for c in self._chunks.values() if c.doc_path == doc_path]
+        return [_hit(c, float("nan")) for c in sorted(chunks, key=lambda c: c.chunk_index)]
+
+    def search_dense(
+        self, vector: np.ndarray, limit: int, domain: str | None = None
+    ) -> list[ChunkHit]:
+        chunks = self._in_domain(domain)
+        if not chunks:
+            return []
+        matrix = np.stack([np.asarray(c.vector, dtype=np.float32) for c in chunks])
+        query = np.asarray(vector, dtype=np.float32)
+        distances = ((matrix - query) ** 2).sum(axis=1)
+        order = np.argsort(distances, kind="stable")[:limit]
+        return [_hit(chunks[i], float(distances[i])) for i in order]
+
+    def search_bm25(self, text: str, limit: int, domain: str | None = None) -> list[ChunkHit]:
+        terms = set(bm25_tokens(text))
+        if not terms or not self._chunks:
+            return []
+        total = len(self._terms)
+        average = sum(sum(tf.values()) for tf in self._terms.values()) / total
+        idf = {
+            term: math.log(1 + (total - df + 0.5) / (df + 0.5))
+            for term in terms
+            for df in [sum(1 for tf in self._terms.values() if term in tf)]
+        }
+        scored: list[tuple[float, ChunkRecord]] = []
+        for chunk in self._in_domain(domain):
+            tf = self._terms[chunk.id]
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * sum(tf.values()) / average)
+            score = sum(
+                idf[term] * tf[term] * (BM25_K1 + 1) / (tf[term] + norm)
+                for term in terms
+                if term in tf
+            )
+            if score > 0:
+                scored.append((score, chunk))
+        scored.sort(key=lambda item: item[0], reverse=True)
+        return [_hit(chunk, score) for score, chunk in scored[:limit]]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _in_domain(self, domain: str | None) -> list[ChunkRecord]:
+        return [c for c in self._chunks.values() if domain is None or c.domain == domain]
+
+    def _remove(self, doomed: Callable[[str], bool]) -> None:
+        for chunk_id in [i for i, c in self._chunks.items() if doomed(c.doc_path)]:
+            del self._chunks[chunk_id]
+            del self._terms[chunk_id]
+
+
+def _hit(chunk: ChunkRecord, score: float) -> ChunkHit:
+    return ChunkHit(
+        id=chunk.id,
+        doc_path=chunk.doc_path,
+        domain=chunk.domain,
+        title=chunk.title,
+        heading=chunk.heading,
+        chunk_index=chunk.chunk_index,
+        text=chunk.text,
+        score=score,
+        vector=np.asarray(chunk.vector, dtype=np.float32),
+    )

@@ -1,0 +1,145 @@
+"""The retrieval pipeline: L0 exact match + L1 hybrid search → ranked, levelled evidence.
+
+``Retriever.retrieve`` is the one call the governed lookup makes. Session dedup stays
+with governance: it passes the documents a session already has as ``exclude``, and
+the level and the documents to show are decided on the fresh ones.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import numpy as np
+
+from superbiz.config import RetrievalSettings
+from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
+from superbiz.retrieval.relevance import RelevanceLevel, Thresholds, relevance_level
+from superbiz.retrieval.search import DocHit, HybridSearcher
+
+#: a supplement below the reference cosine still qualifies with this share of the
+#: primary document's fused score
+SUPPLEMENT_SCORE_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """One query's evidence, ranked and levelled on the documents not excluded."""
+
+    #: every document found, best first; a unique fresh exact match is promoted to the top
+    ranked: list[DocHit]
+    #: every L0 match, and those of the strongest field (the ones that name a document)
+    exact: list[ExactMatch]
+    naming: list[ExactMatch]
+    #: the level's inputs: naming matches outside ``exclude`` that count (a match whose
+    #: document has no chunks does not), and the first fresh document's cosine
+    exact_count: int
+    top_similarity: float | None
+    level: RelevanceLevel | None
+    #: the primary document and its supplements; empty when ``level`` is None
+    shown: list[DocHit]
+    #: excluded documents that would otherwise be evidence (named, or above reference)
+    withheld: list[DocHit]
+
+
+def supplements(top: DocHit, rest: list[DocHit], reference: float, limit: int) -> list[DocHit]:
+    """The documents shown beside ``top``: the first ``limit`` of ``rest`` (in hybrid-ranking
+    order) that qualify by cosine (≥ ``reference``) or by fused score (at least half of
+    ``top``'s). The fused rank carries the BM25 evidence that cosine misses: on dev, gold
+    runbooks ranked 2nd with cosines of 0.12–0.23, under the 0.3 reference threshold.
+
+    >>> hit = lambda path, score, sim: DocHit(path, path, "ops", score, sim, None)
+    >>> top = hit("a", 1.0, 0.35)
+    >>> rest = [hit("b", 0.7, 0.12), hit("c", 0.3, 0.31), hit("d", 0.2, 0.05)]
+    >>> [d.doc_path for d in supplements(top, rest, reference=0.3, limit=4)]
+    ['b', 'c']
+    """
+    floor = top.score * SUPPLEMENT_SCORE_SHARE
+    return [d for d in rest if d.similarity >= reference or d.score >= floor][:limit]
+
+
+class Retriever:
+    """Ranks and levels evidence for a query; ``exact_index`` is called on every query
+    because the knowledge base rebuilds its index after documents change."""
+
+    def __init__(
+        self,
+        searcher: HybridSearcher,
+        exact_index: Callable[[], ExactIndex],
+        thresholds: Thresholds,
+        settings: RetrievalSettings,
+    ) -> None:
+        self._searcher = searcher
+        self._exact_index = exact_index
+        self._thresholds = thresholds
+        self._settings = settings
+
+    def retrieve(
+        self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
+    ) -> Retrieval:
+        """Exact matches, the hybrid ranking, the level and what to show for ``query``."""
+        excluded = frozenset(exclude)
+        exact = self._exact_index().match(query, domain)
+        naming = ExactIndex.naming(exact)
+        vector, ranked = self._searcher.search(query, domain)
+        fresh_exact = [m for m in naming if m.doc_path not in excluded]
+        if len(fresh_exact) == 1:
+            ranked = self._promote(ranked, fresh_exact[0], vector)
+        fresh = [doc for doc in ranked if doc.doc_path not in excluded]
+        top = fresh[0] if fresh else None
+        exact_count = len(fresh_exact)
+        if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
+            exact_count = 0  # the exact match has no chunks (index being repaired)
+        top_similarity = top.similarity if top else None
+        level = relevance_level(exact_count, top_similarity, self._thresholds)
+
+        shown: list[DocHit] = []
+        if level is not None and top is not None:
+            limit = (
+                self._settings.reference_supplements
+                if level is RelevanceLevel.REFERENCE
+                else self._settings.max_supplements
+            )
+            shown = [top, *supplements(top, fresh[1:], self._thresholds.reference, limit)]
+        named = {m.doc_path for m in naming}
+        withheld = [
+            d
+            for d in ranked
+            if d.doc_path in excluded
+            and (d.similarity >= self._thresholds.reference or d.doc_path in named)
+        ]
+        return Retrieval(
+            ranked=ranked,
+            exact=exact,
+            naming=naming,
+            exact_count=exact_count,
+            top_similarity=top_similarity,
+            level=level,
+            shown=shown,
+            withheld=withheld,
+        )
+
+    def infer_domain(self, query: str) -> str | None:
+        """The domain a query without one is about, decided cheaply: the exact matches'
+        domain when they agree, else the domain of the nearest chunks (majority of the
+        top 3, the nearer chunk breaking a tie)."""
+        matches = self._exact_index().match(query)
+        domains = {m.domain for m in ExactIndex.naming(matches) or matches}
+        if len(domains) == 1:
+            return domains.pop()
+        hits = self._searcher.nearest_chunks(query, 3)
+        if not hits:
+            return None
+        votes = Counter(hit.domain for hit in hits)
+        best = max(votes.values())
+        return next(hit.domain for hit in hits if votes[hit.domain] == best)
+
+    def _promote(self, ranked: list[DocHit], match: ExactMatch, vector: np.ndarray) -> list[DocHit]:
+        """Move the unique exact match to the top, fetching it when L1 missed it."""
+        for i, doc in enumerate(ranked):
+            if doc.doc_path == match.doc_path:
+                return [doc, *ranked[:i], *ranked[i + 1 :]]
+        score = ranked[0].score if ranked else 1.0
+        found = self._searcher.document_hit(vector, match.doc_path, score)
+        return [found, *ranked] if found else ranked

@@ -1,0 +1,67 @@
+"""The ``ChunkStore`` protocol: what ingestion and search need from a vector store.
+
+``MilvusChunkStore`` (Milvus Lite, a server or Zilliz) is the production store;
+``InMemoryChunkStore`` runs the same retrieval and governance logic without Milvus.
+Dense scores follow Milvus' ``L2`` convention (squared distance of unit vectors), so
+``similarity_from_score(score, DENSE_METRIC)`` is the exact cosine for every store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from superbiz.retrieval.vector_store import ChunkHit, ChunkRecord
+
+
+class ChunkStore(Protocol):
+    """Chunks with a dense vector and a BM25-searchable text, grouped by document."""
+
+    @property
+    def dimension(self) -> int | None:
+        """The vectors' dimension; ``None`` until the first ``ensure_collection``."""
+        ...
+
+    def ensure_collection(self, dimension: int) -> None:
+        """Create the (empty) index for ``dimension``-d vectors, or check the existing one."""
+        ...
+
+    def drop(self) -> None:
+        """Remove every chunk and the index itself (a rebuild follows)."""
+        ...
+
+    def replace_document(self, doc_path: str, chunks: Sequence[ChunkRecord]) -> None:
+        """Delete every chunk of ``doc_path``, then insert ``chunks``."""
+        ...
+
+    def delete_documents(self, doc_paths: Sequence[str]) -> None: ...
+
+    def delete_other_documents(self, keep: Sequence[str]) -> None:
+        """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
+        ...
+
+    def flush(self) -> None:
+        """Make what was written searchable at full speed."""
+        ...
+
+    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        """doc_path → (chunk count, content hashes) for ``doc_paths`` that have chunks."""
+        ...
+
+    def chunks_of(self, doc_path: str) -> list[ChunkHit]:
+        """Every chunk of ``doc_path`` with its vector, in chunk order."""
+        ...
+
+    def search_dense(
+        self, vector: np.ndarray, limit: int, domain: str | None = None
+    ) -> list[ChunkHit]:
+        """Nearest chunks first; ``score`` is the squared L2 distance."""
+        ...
+
+    def search_bm25(self, text: str, limit: int, domain: str | None = None) -> list[ChunkHit]:
+        """Best BM25 hits first; ``abs(score)`` is the BM25 score, ``vector`` is set."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,80 @@
+"""``open_runtime`` / ``open_lookup``: the one place a data directory is wired up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from superbiz.agents.executor import Executor
+from superbiz.agents.extractive import ExtractiveChatModel
+from superbiz.agents.planner import LLMPlanner, MapPlanner
+from superbiz.agents.runtime import WARM_UP_SESSION, LookupRuntime, open_lookup, open_runtime
+from superbiz.config import LLMSettings, Settings
+from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.llm import make_chat_model
+from superbiz.testing import ScriptedChatModel, answer, lookup
+
+REDIS = "infrastructure/redis-pool.md"
+
+
+def test_without_an_llm_the_runtime_plays_the_extractive_policy(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    assert make_chat_model(settings.llm) is None
+    with open_runtime(settings) as runtime:
+        assert isinstance(runtime.model, ExtractiveChatModel)
+        assert runtime.extractive
+        assert isinstance(runtime.planner, MapPlanner)
+        assert runtime.executor.model is runtime.model
+
+
+def test_a_given_model_plans_and_executes(tmp_path: Path) -> None:
+    model = ScriptedChatModel()
+    with open_runtime(Settings(data_dir=tmp_path / "data"), model=model) as runtime:
+        assert runtime.model is model and not runtime.extractive
+        assert isinstance(runtime.planner, LLMPlanner)
+        assert runtime.domains.model is model
+
+
+def test_a_configured_llm_is_the_default_model(tmp_path: Path) -> None:
+    llm = LLMSettings(base_url="http://127.0.0.1:9/v1", model="m")
+    with open_runtime(Settings(data_dir=tmp_path / "data", llm=llm)) as runtime:
+        assert runtime.model.name == "m"
+        assert not runtime.extractive
+
+
+def test_leaving_the_block_closes_the_knowledge_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = KnowledgeBase(Settings(data_dir=tmp_path / "data"))
+    closed: list[bool] = []
+    monkeypatch.setattr(kb, "close", lambda: closed.append(True))
+    with pytest.raises(RuntimeError), open_runtime(kb.settings, kb=kb):
+        raise RuntimeError("a failing turn")
+    assert closed == [True]
+    with open_lookup(kb.settings, kb=kb) as runtime:
+        assert type(runtime) is LookupRuntime  # no chat store, planner or model
+    assert closed == [True, True]
+
+
+def test_warm_up_leaves_no_trace(governed_kb: KnowledgeBase) -> None:
+    tracker = InMemorySessionTracker()
+    runtime = open_lookup(governed_kb.settings, kb=governed_kb, tracker=tracker)
+    runtime.warm_up()
+    assert tracker.retrieved_docs(WARM_UP_SESSION) == {}
+    assert runtime.invocations.for_session(WARM_UP_SESSION) == []
+
+
+def test_the_testing_module_example_works(governed_kb: KnowledgeBase) -> None:
+    """The example in ``superbiz.testing``'s docstring, on the small KB."""
+    settings = governed_kb.settings
+    model = ScriptedChatModel(lookup("redis pool exhausted"), answer("Raise it [1]."))
+    runtime = open_lookup(settings, kb=governed_kb)  # the shared KB stays open
+    executor = Executor(model, runtime.lookup, settings.governance)
+    turn = executor.run("test-session", "Why do Redis calls time out?")
+    first, second = model.steps
+    assert "cite" in first.system_texts[0]
+    assert first.tool_names == ("lookup_knowledge",)
+    assert second.tool_results
+    assert [c.path for c in turn.citations] == [REDIS]

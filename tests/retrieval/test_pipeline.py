@@ -1,0 +1,149 @@
+"""The retrieval pipeline on an in-memory store with chosen vectors, so every cosine is
+known: levels, exact-match promotion, supplements, exclusion and domain inference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fakes.embedders import TableEmbedder
+from superbiz.config import RetrievalSettings
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+from superbiz.retrieval.memory_store import InMemoryChunkStore
+from superbiz.retrieval.pipeline import Retriever
+from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
+from superbiz.retrieval.search import DocHit, HybridSearcher
+from superbiz.retrieval.vector_store import ChunkRecord
+
+REDIS, KAFKA, LIMIT, GHOST = "ops/redis.md", "ops/kafka.md", "api/limit.md", "ops/ghost.md"
+THRESHOLDS = Thresholds(highly_relevant=0.6, reference=0.3)
+# axes: redis, kafka-ish, limit, "anything else"
+VECTORS = {
+    REDIS: (1.0, 0.0, 0.0, 0.0),
+    KAFKA: (0.7, float(np.sqrt(1 - 0.49)), 0.0, 0.0),  # cosine 0.7 with REDIS
+    LIMIT: (0.0, 0.0, 1.0, 0.0),
+}
+QUERIES = {
+    "pool exhausted": (1.0, 0.0, 0.0, 0.0),  # cosine 1.0 with REDIS, 0.7 with KAFKA
+    "cache trouble": (0.45, 0.0, 0.0, float(np.sqrt(1 - 0.45**2))),  # 0.45 with REDIS
+    "Rate limiting how-to": (1.0, 0.0, 0.0, 0.0),  # names LIMIT; L1 prefers REDIS
+}
+TEXTS = {REDIS: "pool exhausted", KAFKA: "consumer backlog", LIMIT: "tenant quota"}
+
+
+def chunk(doc: str, domain: str) -> ChunkRecord:
+    return ChunkRecord(
+        id=f"{doc}#0",
+        doc_path=doc,
+        domain=domain,
+        title=doc,
+        heading="",
+        chunk_index=0,
+        content_hash="h",
+        text=TEXTS[doc],
+        search_text=TEXTS[doc],
+        vector=np.asarray(VECTORS[doc], dtype=np.float32),
+    )
+
+
+def make_retriever(**settings: int) -> Retriever:
+    store = InMemoryChunkStore()
+    store.ensure_collection(4)
+    for doc, domain in ((REDIS, "ops"), (KAFKA, "ops"), (LIMIT, "api")):
+        store.replace_document(doc, [chunk(doc, domain)])
+    index = ExactIndex(
+        [
+            ExactEntry(REDIS, "Redis pool", "ops"),
+            ExactEntry(KAFKA, "Kafka lag", "ops"),
+            ExactEntry(LIMIT, "Rate limiting", "api"),
+            ExactEntry(GHOST, "Ghost runbook", "ops"),  # no chunks: index being repaired
+        ]
+    )
+    retrieval = RetrievalSettings(**settings)
+    searcher = HybridSearcher(TableEmbedder(QUERIES, 4), store, retrieval)
+    return Retriever(searcher, lambda: index, THRESHOLDS, retrieval)
+
+
+@pytest.fixture
+def retriever() -> Retriever:
+    return make_retriever()
+
+
+def paths(docs: list[DocHit]) -> list[str]:
+    return [d.doc_path for d in docs]
+
+
+def test_high_cosine_is_highly_relevant_with_qualifying_supplements(retriever: Retriever) -> None:
+    found = retriever.retrieve("pool exhausted")
+    assert found.level is RelevanceLevel.HIGHLY_RELEVANT
+    assert found.exact_count == 0 and found.top_similarity == pytest.approx(1.0)
+    # KAFKA qualifies by cosine (0.7 ≥ 0.3); LIMIT (cosine 0) by neither rule
+    assert paths(found.shown) == [REDIS, KAFKA]
+    assert paths(found.ranked)[:2] == [REDIS, KAFKA] and found.withheld == []
+
+
+def test_middle_cosine_is_reference() -> None:
+    found = make_retriever(reference_supplements=0).retrieve("cache trouble")
+    assert found.level is RelevanceLevel.REFERENCE
+    assert found.top_similarity == pytest.approx(0.45, abs=1e-6)
+    assert paths(found.shown) == [REDIS]  # reference_supplements=0: the primary only
+
+
+def test_nothing_above_reference_is_no_result(retriever: Retriever) -> None:
+    found = retriever.retrieve("unrelated words")
+    assert found.level is None and found.shown == []
+    assert found.top_similarity is not None and found.top_similarity < THRESHOLDS.reference
+
+
+def test_a_unique_exact_match_is_promoted_and_precise(retriever: Retriever) -> None:
+    found = retriever.retrieve("Rate limiting how-to")
+    assert [m.doc_path for m in found.naming] == [LIMIT]
+    assert found.exact_count == 1 and found.level is RelevanceLevel.PRECISE
+    assert paths(found.ranked)[0] == LIMIT and paths(found.shown)[0] == LIMIT
+
+
+def test_an_exact_match_outside_the_candidates_is_fetched() -> None:
+    retriever = make_retriever(candidates=1, bm25_candidates=1)
+    found = retriever.retrieve("Rate limiting how-to")
+    assert paths(found.ranked) == [LIMIT, REDIS]
+    assert found.ranked[0].score == found.ranked[1].score  # scored like the L1 top
+    assert found.ranked[0].similarity == pytest.approx(0.0)
+    assert found.level is RelevanceLevel.PRECISE
+
+
+def test_an_exact_match_without_chunks_does_not_count(retriever: Retriever) -> None:
+    found = retriever.retrieve("Ghost runbook")
+    assert [m.doc_path for m in found.naming] == [GHOST]
+    assert found.exact_count == 0 and found.level is None
+
+
+def test_excluded_documents_are_withheld_and_the_level_is_on_the_rest(
+    retriever: Retriever,
+) -> None:
+    found = retriever.retrieve("pool exhausted", exclude=[REDIS])
+    assert paths(found.ranked)[0] == REDIS  # the ranking itself is unchanged
+    assert found.level is RelevanceLevel.HIGHLY_RELEVANT
+    assert found.top_similarity == pytest.approx(0.7, abs=1e-6)
+    assert paths(found.shown) == [KAFKA] and paths(found.withheld) == [REDIS]
+
+    found = retriever.retrieve("pool exhausted", exclude=[REDIS, KAFKA])
+    assert found.level is None and found.shown == []
+    assert paths(found.withheld) == [REDIS, KAFKA]
+
+
+def test_an_excluded_exact_match_is_neither_promoted_nor_precise(retriever: Retriever) -> None:
+    found = retriever.retrieve("Rate limiting how-to", exclude=[LIMIT])
+    assert found.exact_count == 0 and paths(found.ranked)[0] == REDIS
+    assert found.level is RelevanceLevel.HIGHLY_RELEVANT
+    assert LIMIT in paths(found.withheld)  # named, though its cosine is 0
+
+
+def test_domain_filter(retriever: Retriever) -> None:
+    found = retriever.retrieve("pool exhausted", "api")
+    assert {d.domain for d in found.ranked} == {"api"}
+    assert found.level is None
+
+
+def test_infer_domain_from_exact_matches_then_nearest_chunks(retriever: Retriever) -> None:
+    assert retriever.infer_domain("Rate limiting how-to") == "api"
+    assert retriever.infer_domain("pool exhausted") == "ops"  # REDIS, KAFKA, LIMIT
