@@ -55,13 +55,13 @@ class RetrievalSettings(_Section):
     dense_weight: float = Field(0.4, ge=0, le=1)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(15, ge=1, le=1000)  # dense hits; dev MRR 0.956 at 15, 0.953 at 20
-    #: BM25 hits: 15 rather than 10 lifts answer-only Chinese R@5 (0.866 → 0.874 with
-    #: punctuation stop words) and English alert descriptions R@5 (0.931 → 0.950); each hit
-    #: Milvus Lite materialises costs about 0.1 ms
+    #: BM25 hits: 15 rather than 10 lifts answer-only Chinese R@5 (0.866 → 0.874) and
+    #: English alert descriptions R@5 (0.931 → 0.950) with the analyzer's stop words (README);
+    #: each hit Milvus Lite materialises costs about 0.1 ms
     bm25_candidates: int = Field(15, ge=1, le=1000)
     max_supplements: int = Field(2, ge=0, le=10)
     #: a supplement qualifying by cosine must come within this of the primary's cosine;
-    #: on dev, 0.1 halved supplements per lookup (2.44 → 1.3) with the same evidence shown
+    #: on dev, 0.1 halved supplements per lookup (2.48 → 1.27) with the same evidence shown
     supplement_margin: float = Field(0.1, ge=0, le=2)
     #: a REFERENCE result is less certain (precision 0.80 on dev), so it shows more of
     #: the hybrid ranking in the same call instead of inviting re-queries
