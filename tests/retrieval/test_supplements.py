@@ -27,7 +27,7 @@ def shown(
     top_similarity: float = 0.7,
     limit: int = 4,
     language: Language = "en",
-    margin: float = 0.1,
+    margin: float | None = 0.1,
 ) -> list[str]:
     top = doc("primary", 1.0, top_similarity)
     found = supplements(top, rest, THRESHOLDS, limit, language=language, margin=margin)
@@ -38,6 +38,11 @@ def test_a_cosine_must_come_near_the_primarys() -> None:
     rest = [doc("near", 0.2, 0.65), doc("far", 0.2, 0.45), doc("edge", 0.2, 0.6)]
     assert shown(rest) == ["near", "edge"]  # 0.45 is above reference but 0.25 below the top
     assert shown(rest, margin=0.3) == ["near", "far", "edge"]
+
+
+def test_without_a_margin_any_cosine_above_reference_qualifies() -> None:
+    rest = [doc("near", 0.2, 0.65), doc("far", 0.2, 0.45), doc("below", 0.2, 0.25)]
+    assert shown(rest, margin=None) == ["near", "far"]
 
 
 def test_the_reference_threshold_still_bounds_a_low_primary() -> None:

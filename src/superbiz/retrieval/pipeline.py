@@ -51,13 +51,14 @@ def supplements(
     limit: int,
     *,
     language: Language,
-    margin: float,
+    margin: float | None,
 ) -> list[DocHit]:
     """The documents shown beside ``top``: the first ``limit`` of ``rest`` (in hybrid-ranking
     order) that are relevant on their own evidence.
 
-    A document qualifies by cosine when it is at least ``reference`` and within ``margin``
-    of the primary's (a document far below the primary is a neighbour, not an answer), or
+    A document qualifies by cosine when it is at least ``reference`` and, unless ``margin``
+    is None, within ``margin`` of the primary's (a document far below a confident primary
+    is a neighbour, not an answer), or
     by fused score, at least half of ``top``'s: the fused rank carries the BM25 evidence
     that cosine misses (on dev, gold runbooks ranked 2nd with cosines of 0.12–0.23). A
     document in another language than the query must reach the highly-relevant cosine:
@@ -74,7 +75,11 @@ def supplements(
     ['b', 'd']
     """
     floor = top.score * SUPPLEMENT_SCORE_SHARE
-    near = max(thresholds.reference, top.similarity - margin)
+    near = (
+        thresholds.reference
+        if margin is None
+        else max(thresholds.reference, top.similarity - margin)
+    )
     chosen: list[DocHit] = []
     for doc in rest:
         if len(chosen) == limit:
@@ -135,13 +140,15 @@ class Retriever:
                 if level is RelevanceLevel.REFERENCE
                 else self._settings.max_supplements
             )
+            # a REFERENCE primary is uncertain: its neighbours are shown on cosine alone
+            margin = None if level is RelevanceLevel.REFERENCE else self._settings.supplement_margin
             extra = supplements(
                 top,
                 fresh[1:],
                 self._thresholds,
                 limit,
                 language=detect_language(query),
-                margin=self._settings.supplement_margin,
+                margin=margin,
             )
             shown = [top, *extra]
         named = {m.doc_path for m in naming}
