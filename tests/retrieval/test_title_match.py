@@ -24,7 +24,7 @@ from superbiz.retrieval.vector_store import ChunkRecord
     ],
 )
 def test_title_words(title: str, words: list[str]) -> None:
-    assert title_words(title) == words
+    assert list(title_words(title)) == words
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_title_words(title: str, words: list[str]) -> None:
     ],
 )
 def test_title_coverage(title: str, query: str, coverage: float) -> None:
-    assert title_coverage(title, query) == pytest.approx(coverage)
+    assert title_coverage(title, title_words(query)) == pytest.approx(coverage)
 
 
 def _searcher(title_weight: float) -> HybridSearcher:

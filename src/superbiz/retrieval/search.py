@@ -12,7 +12,7 @@ from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import minmax_fusion, rrf_fusion
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
-from superbiz.retrieval.title_match import title_coverage
+from superbiz.retrieval.title_match import title_coverage, title_words
 from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit
 
 _CACHE_SIZE = 64
@@ -140,9 +140,10 @@ class HybridSearcher:
         else:
             fused = minmax_fusion(dense_best, bm25_best, self.settings.dense_weight)
             if self.settings.title_weight:
+                asked = title_words(query)
                 for path in fused:
                     title = by_doc[path][0].hit.title
-                    fused[path] += self.settings.title_weight * title_coverage(title, query)
+                    fused[path] += self.settings.title_weight * title_coverage(title, asked)
 
         docs = []
         for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True):
