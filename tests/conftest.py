@@ -8,6 +8,7 @@ PostgreSQL tests get a fresh schema each (``t_<uuid>``), selected through the UR
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -297,3 +298,170 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
     assert len(report.added) == len(SMALL_KB) and not report.skipped
     yield kb
     kb.close()
+
+
+# -- a Milvus server (the server profile) ----------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float, alive: Callable[[], bool]) -> bool:
+    """True once 127.0.0.1:``port`` accepts connections; False on timeout or when
+    ``alive()`` says the process that should listen has exited."""
+    import socket
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+class MilvusServer:
+    """``milvus-lite server`` in a subprocess: the gRPC protocol of Milvus standalone,
+    BM25 included. ``stop()`` and ``start()`` let a test take it away and bring it back
+    (same port, same data)."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.process: Any = None
+        self.log = data_dir.parent / f"milvus-server-{port}.log"
+
+    def start(self, timeout_s: float = 60.0) -> str | None:
+        """Start and wait until it listens; ``None``, else why it did not come up."""
+        import shutil
+        import subprocess
+        import sys
+
+        exe = shutil.which("milvus-lite", path=str(Path(sys.executable).parent)) or shutil.which(
+            "milvus-lite"
+        )
+        if exe is None:
+            return "the milvus-lite command is not installed (pip install milvus-lite)"
+        command = [exe, "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1"]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*command, "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        if wait_for_port(self.port, timeout_s, lambda: self.process.poll() is None):
+            return None
+        self.stop()
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+        return f"milvus-lite server did not listen on {self.port}: {' | '.join(tail)}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except Exception:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
+    """A Milvus server for the whole session; tests isolate themselves by collection name
+    (``milvus_collection``). Skipped when it cannot start, failed when CI requires it."""
+    server = MilvusServer(tmp_path_factory.mktemp("milvus-server") / "data", free_port())
+    problem = server.start()
+    if problem is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(
+                f"a Milvus server is required (SUPERBIZ_TEST_REQUIRE_SERVICES=1): {problem}"
+            )
+        pytest.skip(f"no Milvus server for the server-profile tests: {problem}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def milvus_collection() -> str:
+    """A collection name no other test uses."""
+    return f"t_{uuid.uuid4().hex}"
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to ``target``; ``stop()`` cuts every connection and
+    refuses new ones, as a database server that went away would, ``start()`` brings it
+    back on the same port. Lets a test take PostgreSQL away from one process only."""
+
+    def __init__(self, target: tuple[str, int], port: int) -> None:
+        self.target = target
+        self.port = port
+        import threading
+
+        self._listener: Any = None
+        self._sockets: list[Any] = []
+        self._guard = threading.Lock()
+
+    def start(self) -> None:
+        import socket
+        import threading
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: Any) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # stopped
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._guard:
+                self._sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: Any, sink: Any) -> None:
+        import socket
+
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        import socket
+
+        with self._guard:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, []
+        for sock in [listener, *sockets] if listener else sockets:
+            with contextlib.suppress(OSError):  # wakes the thread blocked on it
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

@@ -54,7 +54,8 @@ def _jieba() -> ModuleType:
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
-    return jieba
+    module: ModuleType = jieba
+    return module
 
 
 def clip(text: str, limit: int) -> str:

@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from superbiz.config import Settings, load_settings
-from superbiz.exceptions import SuperbizError
+from superbiz.exceptions import LLMError, SuperbizError
 
 if TYPE_CHECKING:
     from superbiz.agents.planner import Plan
@@ -305,12 +305,16 @@ def chat(
                 runtime.clear_session(session)
                 console.print("[dim]session cleared[/]")
                 continue
-            turn = runtime.ask(
-                session,
-                question,
-                on_plan=lambda plan: console.print(_plan_line(plan)),
-                on_lookup=lambda o: console.print(_lookup_line(o)),
-            )
+            try:
+                turn = runtime.ask(
+                    session,
+                    question,
+                    on_plan=lambda plan: console.print(_plan_line(plan)),
+                    on_lookup=lambda o: console.print(_lookup_line(o)),
+                )
+            except LLMError as exc:  # the session is as it was: the user may ask again
+                err.print(f"[bold red]error:[/] {escape(str(exc))}")
+                continue
             console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
 
 
@@ -493,6 +497,34 @@ def eval_service(
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
     _publish(report, None, as_json, render_service_report)
+
+
+@eval_app.command("ingest")
+def eval_ingest(
+    path: Annotated[
+        Path | None, typer.Argument(help="Files or a folder to ingest (or --synthetic-mb).")
+    ] = None,
+    synthetic_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--synthetic-mb", help="Ingest one generated single-line file this big.", min=0.001
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """Chunks per second and peak memory of an ingest from scratch into a temporary KB
+    (the configured embedder; SQLite and Milvus Lite in a temporary folder)."""
+    from superbiz.evaluation.ingest import benchmark_ingest, render_ingest_report
+
+    if (path is None) == (synthetic_mb is None):
+        err.print("[bold red]error:[/] give a PATH or --synthetic-mb, not both")
+        raise typer.Exit(2)
+    with _errors():
+        report = benchmark_ingest(_settings(None), path, synthetic_mb=synthetic_mb)
+    _publish(report, output, as_json, render_ingest_report)
 
 
 @app.command()

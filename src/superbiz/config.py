@@ -9,12 +9,13 @@ Precedence: explicit arguments > environment > YAML file > defaults.
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from superbiz.exceptions import ConfigError
@@ -97,16 +98,30 @@ class VectorSettings(_Section):
 
 
 class IngestSettings(_Section):
+    """``encodings`` are tried in order for a file without a byte-order mark (UTF-8,
+    UTF-16 and UTF-32 marks are always honoured); add ``gb18030`` to accept GBK files."""
+
     max_file_bytes: int = Field(5_000_000, ge=1)
     chunk_size: int = Field(800, ge=100)
     chunk_overlap: int = Field(100, ge=0)
     extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+    encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("ingest.chunk-overlap must be smaller than ingest.chunk-size")
         return self
+
+    @field_validator("encodings")
+    @classmethod
+    def _known_encodings(cls, encodings: tuple[str, ...]) -> tuple[str, ...]:
+        for name in encodings:
+            try:
+                codecs.lookup(name)
+            except LookupError:
+                raise ValueError(f"ingest.encodings: unknown encoding {name!r}") from None
+        return encodings
 
 
 class SessionSettings(_Section):
@@ -117,12 +132,19 @@ class SessionSettings(_Section):
 
 
 class LLMSettings(_Section):
-    """An OpenAI-compatible chat-completions endpoint; no ``model`` means extractive mode."""
+    """An OpenAI-compatible chat-completions endpoint; no ``model`` means extractive mode.
+
+    ``timeout_s`` is the deadline of one request, from connecting to its last byte (a
+    server that drips bytes cannot extend it); ``connect_timeout_s`` bounds the connect;
+    ``turn_timeout_s`` bounds every model call of one chat turn together, retries included.
+    """
 
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    turn_timeout_s: float = Field(180.0, gt=0)
     max_retries: int = Field(3, ge=0)
     temperature: float = Field(0.2, ge=0, le=2)
     action_mode: Literal["tools", "json"] = "tools"
@@ -161,11 +183,28 @@ class PlannerSettings(_Section):
     relative_cutoff: float = Field(0.85, gt=0, le=1)
 
 
+class ChatSettings(_Section):
+    """What a turn sends back to the model and keeps: earlier turns within
+    ``history_token_budget`` estimated tokens (oldest dropped first), and answers of at
+    most ``max_answer_chars`` (longer ones are cut, with a note)."""
+
+    history_token_budget: int = Field(2000, ge=0)
+    max_answer_chars: int = Field(20_000, ge=100)
+
+
 class ServiceSettings(_Section):
-    """The HTTP service: with ``api_key`` set, write endpoints (chat, clear, document
-    upload and delete) need it as ``X-API-Key`` or ``Authorization: Bearer``."""
+    """The HTTP service (see the README's HTTP section).
+
+    With ``api_key`` set, every ``/api`` route but ``/api/info`` needs it (as
+    ``X-API-Key`` or ``Authorization: Bearer``), checked before the body is read. Without
+    it, writes must come from the page's own origin. ``allowed_hosts`` (empty: any)
+    refuses other ``Host`` headers; ``max_json_bytes`` bounds a JSON body (uploads are
+    bounded by ``ingest.max_file_bytes``).
+    """
 
     api_key: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    max_json_bytes: int = Field(64 * 1024, ge=1024)
 
 
 class Settings(BaseSettings):
@@ -188,6 +227,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     governance: GovernanceSettings = GovernanceSettings()
     planner: PlannerSettings = PlannerSettings()
+    chat: ChatSettings = ChatSettings()
     service: ServiceSettings = ServiceSettings()
 
     @classmethod

@@ -36,6 +36,18 @@ class StoreError(SuperbizError):
     """The relational store or the vector store is unreachable or inconsistent."""
 
 
+class SessionBusyError(SuperbizError):
+    """The session's turn ahead did not finish within the wait (→ 409)."""
+
+    def __init__(self, session_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"session {session_id!r} is busy: another turn of it is still running after "
+            f"{waited_s:g} s; send the next message when that one is answered"
+        )
+        self.session_id = session_id
+        self.waited_s = waited_s
+
+
 class UnknownDomainError(SuperbizError):
     """A lookup named a domain the knowledge base does not have."""
 
@@ -52,6 +64,11 @@ class LLMError(SuperbizError):
 
 class LLMUnavailableError(LLMError):
     """The LLM endpoint cannot be reached or keeps failing after retries."""
+
+
+class LLMTimeoutError(LLMUnavailableError):
+    """A model call or the whole turn ran past its deadline (``llm.timeout-s``,
+    ``llm.turn-timeout-s``)."""
 
 
 class LLMResponseError(LLMError):

@@ -27,7 +27,7 @@ from superbiz.knowledge.ingest import Ingestor
 def make_assistant(
     tmp_path_factory: pytest.TempPathFactory, use_embedder: Any, kb_writer: Callable[..., Path]
 ) -> Iterator[Callable[..., Runtime]]:
-    """``make(**settings)`` → an Runtime over a fresh data dir holding the small KB."""
+    """``make(**settings)`` → a Runtime over a fresh data dir holding the small KB."""
     opened: list[Runtime] = []
 
     def make(**overrides: Any) -> Runtime:

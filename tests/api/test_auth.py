@@ -1,4 +1,5 @@
-"""With ``service.api-key`` set, write endpoints need it; read endpoints stay open."""
+"""With ``service.api-key`` set, write endpoints and session reads need it (checked
+before the body is read); the other reads stay open."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ WRITES: list[tuple[str, str, dict[str, Any], int]] = [
     ("POST", "/api/chat/clear", {"json": {"session_id": "nobody"}}, 200),
     ("POST", "/api/documents", {"files": {"file": ("x.md", b"\x00\x01", "text/plain")}}, 422),
     ("DELETE", "/api/documents/no/such.md", {}, 404),
+    ("GET", "/api/sessions/nobody", {}, 404),
+    ("GET", "/api/sessions/nobody/invocations", {}, 404),
 ]
 
 
@@ -59,8 +62,7 @@ def test_write_endpoints_need_the_key(
         ("/api/knowledge/map", 200),
         ("/healthz", 200),
         ("/metrics", 200),
-        ("/api/sessions/nobody", 404),
-        ("/api/sessions/nobody/invocations", 404),
+        ("/livez", 200),
     ],
 )
 def test_read_endpoints_stay_open(client: TestClient, path: str, status: int) -> None:

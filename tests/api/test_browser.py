@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,8 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
         try:
             page = browser.new_page(viewport={"width": 1360, "height": 900}, locale="zh-CN")
             page.set_default_timeout(TIMEOUT_MS)
+            console: list[str] = []
+            page.on("console", lambda message: console.append(message.text))
             page.goto(page_url)
             expect(page.locator("#model-badge")).to_contain_text("extractive")
 
@@ -126,6 +131,8 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
             expect(follow_up).to_have_attribute("data-state", "done")
             expect(follow_up.locator(".answer-text")).to_contain_text("税号")
             page.screenshot(path=str(tmp_path / "superbiz-ui-follow-up.png"), full_page=True)
+            # everything above ran under the page's Content-Security-Policy
+            assert not [text for text in console if "Content Security Policy" in text]
         finally:
             browser.close()
     assert screenshot.stat().st_size > 10_000
@@ -133,3 +140,81 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
         Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
         for shot in (screenshot, tmp_path / "superbiz-ui-follow-up.png"):
             shutil.copy(shot, Path(SCREENSHOT_DIR) / shot.name)
+
+
+CROSS_SITE_UPLOAD = """async (url) => {
+  const form = new FormData();
+  form.append("file", new Blob(["# Planted\\n\\nnot yours\\n"]), "planted.md");
+  try {
+    await fetch(url + "/api/documents", { method: "POST", mode: "no-cors", body: form });
+    return "sent";
+  } catch (error) {
+    return String(error);
+  }
+}"""
+
+
+def test_another_site_cannot_write(page_url: str) -> None:
+    """The issue's probe: a page on another site posts a no-cors form to the service."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed: pip install -e '.[test]'")
+    import httpx
+
+    refused_before = _refused_posts(page_url)
+    with _other_site() as other_site, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(other_site)
+            assert page.evaluate(CROSS_SITE_UPLOAD, page_url) == "sent"
+        finally:
+            browser.close()
+    listed = httpx.get(f"{page_url}/api/documents").json()["documents"]
+    assert "general/planted.md" not in [d["path"] for d in listed]
+    assert _refused_posts(page_url) == refused_before + 1  # it came, and got a 403
+
+
+@contextmanager
+def _other_site() -> Iterator[str]:
+    """A page at ``http://localhost:<port>/``: the service is at 127.0.0.1, another site."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<!doctype html><p>another site</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _refused_posts(url: str) -> float:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name.endswith("_count") and (labels.get("method"), labels.get("status")) == (
+                "POST",
+                "403",
+            ):
+                return sample.value
+    return 0.0

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Assistant
+from superbiz.agents.runtime import Runtime
 from superbiz.api.responses import TURN_EVENTS
 from superbiz.storage.invocations import Invocation
 
@@ -118,7 +118,7 @@ def test_streamed_events_carry_their_documented_fields(
 
 
 def test_a_malformed_call_is_served_as_recorded(
-    client: TestClient, chat_assistant: Assistant
+    client: TestClient, chat_assistant: Runtime
 ) -> None:
     session = f"t-{uuid.uuid4().hex[:10]}"
     chat_assistant.invocations.add(

@@ -97,7 +97,23 @@ class DropConnection:
     """Close the connection without answering (a crashed or restarting server)."""
 
 
-Reply = TextReply | ToolCallReply | ErrorReply | DropConnection
+@dataclass(frozen=True)
+class RawReply:
+    """``body`` sent as it is, for a stream too: not JSON, or JSON of the wrong shape.
+
+    ``drip_s`` sends it one byte at a time with that pause before each (a server that
+    keeps every read alive but never finishes); ``hang_s`` waits that long after the
+    headers before the first byte.
+    """
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    drip_s: float = 0.0
+    hang_s: float = 0.0
+
+
+Reply = TextReply | ToolCallReply | ErrorReply | DropConnection | RawReply
 
 
 def text_reply(
@@ -132,6 +148,34 @@ def error_reply(
 
 def drop_connection() -> DropConnection:
     return DropConnection()
+
+
+def garbage_reply(body: bytes = b"<html>502 Bad Gateway</html>", **kwargs: Any) -> RawReply:
+    """A 200 whose body is not what the protocol promises."""
+    return RawReply(body, **kwargs)
+
+
+def drip_reply(content: str = "a slow answer", *, every_s: float = 0.2) -> RawReply:
+    """A valid completion sent one byte every ``every_s`` seconds."""
+    body = {
+        "id": "chatcmpl-drip",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    return RawReply(json.dumps(body).encode(), drip_s=every_s)
+
+
+def hang_reply(seconds: float) -> RawReply:
+    """Headers, then nothing for ``seconds`` (a stuck upstream), then a valid answer."""
+    return RawReply(drip_reply("late").body, hang_s=seconds)
 
 
 # -- embeddings ------------------------------------------------------------------------
@@ -663,12 +707,31 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, ErrorReply):
                 self._scripted_error(reply, record)
                 return
+            if isinstance(reply, RawReply):
+                self._raw(reply, record)
+                return
             if isinstance(reply, TextReply) and reply.delay_s:
                 time.sleep(reply.delay_s)
             if body.get("stream"):
                 self._stream(body, reply, n, record)
             else:
                 self._send_json(200, _completion(body, reply, n), record=record)
+
+        def _raw(self, reply: RawReply, record: RecordedRequest) -> None:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.flush()
+            record.status = reply.status
+            time.sleep(reply.hang_s)
+            if not reply.drip_s:
+                self.wfile.write(reply.body)
+                return
+            for i in range(len(reply.body)):
+                time.sleep(reply.drip_s)
+                self.wfile.write(reply.body[i : i + 1])
+                self.wfile.flush()
 
         def _stream(
             self,

@@ -244,3 +244,63 @@ def test_load_document_uses_path_relative_to_root(tmp_path: Path) -> None:
 )
 def test_wrong_field_types(front: str, expected: str) -> None:
     assert reason_of(f"---\n{front}\n---\n# T\nbody\n") == expected
+
+
+# -- bounded frontmatter, control characters, encodings ---------------------------------------
+
+
+def test_ordinary_aliases_still_expand() -> None:
+    doc = parse("---\nbase: &b {owner: ops}\nother: *b\ntags: [a]\n---\n# T\nbody\n")
+    assert doc.extra == {"base": {"owner": "ops"}, "other": {"owner": "ops"}}
+
+
+def test_aliases_may_repeat_a_large_frontmatter_up_to_twice_its_size() -> None:
+    """The limit is the larger of 100,000 characters and twice the frontmatter."""
+    big = "x" * 120_000
+    assert parse(f"---\nbig: &b {big}\ncopy: *b\n---\n# T\nbody\n").extra["copy"] == big
+    reason = reason_of(f"---\nbig: &b {big}\ncopy: *b\nagain: *b\n---\n# T\nbody\n")
+    assert reason.startswith("frontmatter refused: its YAML aliases expand it past 240")
+
+
+def test_deeply_nested_frontmatter_is_refused() -> None:
+    reason = reason_of("---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n# T\nbody\n")
+    assert reason.startswith("malformed frontmatter")
+
+
+def test_control_characters_in_the_body_other_than_nul_are_kept() -> None:
+    assert "\x0c" in parse("# Title\npage\x0cbreak\n").body
+
+
+def test_a_control_character_in_a_derived_title_becomes_a_space() -> None:
+    assert parse("# Tab\x0bbed   title\nbody\n").title == "Tab bed title"
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_utf16_and_utf32_with_a_bom_are_decoded(codec: str) -> None:
+    data = "\ufeff---\ntitle: 标题\n---\n# H\n正文\n".encode(codec)
+    doc = parse(data)
+    assert (doc.title, doc.body) == ("标题", "# H\n正文\n")
+
+
+def test_a_bom_that_lies_is_refused() -> None:
+    reason = reason_of(b"\xef\xbb\xbf# T\n\xff\xfe body")
+    assert reason.startswith("not UTF-8 text despite its UTF-8 byte-order mark")
+
+
+def test_gbk_reason_names_the_encoding_and_the_fix() -> None:
+    reason = reason_of("# 支付失败\n正文\n".encode("gbk"))
+    assert "it looks like GB18030/GBK Chinese" in reason
+    assert "iconv -f GB18030 -t UTF-8" in reason and "ingest.encodings" in reason
+
+
+def test_latin1_gets_no_chinese_hint() -> None:
+    assert "GB18030" not in reason_of("# Café crème\n".encode("latin-1"))
+
+
+def test_configured_encodings_are_tried_in_order() -> None:
+    data = "# 支付失败\n正文\n".encode("gbk")
+    doc = parse_document(data, PurePosixPath("pay/a.md"), ["utf-8", "gb18030"])
+    assert doc.title == "支付失败"
+    assert (
+        parse_document("# Ça\n".encode(), PurePosixPath("a.md"), ["utf-8", "gb18030"]).title == "Ça"
+    )

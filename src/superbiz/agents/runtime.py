@@ -97,8 +97,16 @@ class Runtime(LookupRuntime):
         self.domains = DomainService(self.kb, llm)
         self.executor = Executor(self.model, self.lookup, settings.governance, self.invocations)
         self.planner = self._planner(llm)
-        self.supervisor = Supervisor(self.planner, self.executor, self.chats, self.knowledge_map)
+        self.supervisor = Supervisor(
+            self.planner,
+            self.executor,
+            self.chats,
+            self.knowledge_map,
+            settings=settings.chat,
+            turn_timeout_s=None if llm is None else settings.llm.turn_timeout_s,
+        )
         self._map: KnowledgeMap | None = None
+        self._map_version = -1
 
     @property
     def extractive(self) -> bool:
@@ -110,7 +118,11 @@ class Runtime(LookupRuntime):
         return LLMPlanner(llm, fallback, self.settings.planner) if llm else fallback
 
     def knowledge_map(self) -> KnowledgeMap:
-        if self._map is None:
+        """The map, rebuilt when this or another process changed documents since (the
+        supervisor asks at the start of every turn, so that is where changes are seen)."""
+        self.kb.sync()
+        if self._map is None or self._map_version != self.kb.version:
+            self._map_version = self.kb.version
             self._map = build_map(self.kb, self.domains)
         return self._map
 

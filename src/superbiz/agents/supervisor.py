@@ -5,10 +5,19 @@ store, so a follow-up about a document the session already retrieved is answered
 it (no new lookup is needed, and dedup cannot starve it). It passes the planned domains
 to the executor, never the map, and re-plans once when the executor reports a missing
 dimension it could not fill.
+
+A turn has one deadline for all its model calls (``llm.turn-timeout-s``). A turn that
+fails leaves its session as it was: the documents it marked retrieved are unmarked, so
+the next turn can retrieve them again instead of being told they were already shown.
+What goes back to the model stays bounded: earlier turns within
+``chat.history-token-budget`` (oldest dropped first), answers cut at
+``chat.max-answer-chars``.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,11 +26,19 @@ from superbiz._text import detect_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
-from superbiz.knowledge.map import KnowledgeMap
+from superbiz.config import ChatSettings
+from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
+from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
 from superbiz.storage.chat import ChatMessage, ChatRepository
 
+log = logging.getLogger(__name__)
+
 HISTORY_TURNS = 3
+#: C0 controls but tab and newlines, and DEL: never part of a question
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: what replaces the end of an answer over ``chat.max-answer-chars``
+CUT_NOTE = "\n\n[… answer cut at {limit} characters (chat.max-answer-chars)]"
 
 
 @dataclass(slots=True)
@@ -51,11 +68,16 @@ class Supervisor:
         executor: Executor,
         chats: ChatRepository,
         knowledge_map: Callable[[], KnowledgeMap],
+        *,
+        settings: ChatSettings | None = None,
+        turn_timeout_s: float | None = None,
     ) -> None:
         self.planner = planner
         self.executor = executor
         self.chats = chats
         self.knowledge_map = knowledge_map
+        self.settings = settings or ChatSettings()
+        self.turn_timeout_s = turn_timeout_s
 
     def handle(
         self,
@@ -64,6 +86,39 @@ class Supervisor:
         *,
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
+    ) -> SupervisedTurn:
+        """One turn, within the turn deadline; a failed turn changes nothing. Control
+        characters are taken out of the question (PostgreSQL cannot store a NUL)."""
+        question = CONTROL.sub("", question)
+        tracker = self.executor.lookup.tracker
+        before = tracker.retrieved_docs(session_id)
+        try:
+            if self.turn_timeout_s is None:
+                return self._handle(session_id, question, on_plan, on_lookup)
+            with turn_deadline(self.turn_timeout_s):
+                return self._handle(session_id, question, on_plan, on_lookup)
+        except BaseException:
+            self._restore(session_id, before)
+            raise
+
+    def _restore(self, session_id: str, before: dict[str, str]) -> None:
+        """Unmark what a failed turn retrieved, keeping the earlier marks in their order."""
+        tracker = self.executor.lookup.tracker
+        try:
+            if tracker.retrieved_docs(session_id) == before:
+                return
+            tracker.clear_session(session_id)
+            for path, domain in before.items():  # one by one: each keeps its place
+                tracker.mark_retrieved(session_id, domain, path)
+        except Exception:  # the turn's own error is the one to report
+            log.exception("could not restore session %r after a failed turn", session_id)
+
+    def _handle(
+        self,
+        session_id: str,
+        question: str,
+        on_plan: OnPlan | None,
+        on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         turn = self.chats.last_turn(session_id) + 1
         messages = self.chats.messages(session_id)
@@ -89,7 +144,7 @@ class Supervisor:
                 session_id,
                 question,
                 turn=turn,
-                history=_history(messages),
+                history=_history(messages, self.settings.history_token_budget),
                 plan=plan,
                 evidence=evidence,
                 on_lookup=on_lookup,
@@ -97,6 +152,7 @@ class Supervisor:
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
                 supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
+        supervised.result.answer = _capped(supervised.result.answer, self.settings.max_answer_chars)
         self.chats.add_turn(
             session_id,
             turn,
@@ -152,11 +208,32 @@ class Supervisor:
         self.chats.clear(session_id)
 
 
-def _history(messages: list[ChatMessage]) -> list[Message]:
-    """The last few turns as plain user/assistant messages (evidence travels separately)."""
-    recent = (
-        [m for m in messages if m.turn > (messages[-1].turn - HISTORY_TURNS)] if messages else []
-    )
+def _history(messages: list[ChatMessage], token_budget: int) -> list[Message]:
+    """The last few turns as plain user/assistant messages (evidence travels separately),
+    whole turns only, newest first kept, within ``token_budget`` estimated tokens."""
+    if not messages:
+        return []
+    last = messages[-1].turn
+    turns: dict[int, list[ChatMessage]] = {}
+    for m in messages:
+        if m.turn > last - HISTORY_TURNS:
+            turns.setdefault(m.turn, []).append(m)
+    kept: list[ChatMessage] = []
+    used = 0
+    for number in sorted(turns, reverse=True):
+        cost = sum(estimate_tokens(m.content) for m in turns[number])
+        if used + cost > token_budget:
+            break
+        used += cost
+        kept = turns[number] + kept
     return [
-        UserMessage(m.content) if m.role == "user" else AssistantMessage(m.content) for m in recent
+        UserMessage(m.content) if m.role == "user" else AssistantMessage(m.content) for m in kept
     ]
+
+
+def _capped(answer: str, limit: int) -> str:
+    """``answer``, cut with a note when it is longer than ``limit`` characters."""
+    if len(answer) <= limit:
+        return answer
+    note = CUT_NOTE.format(limit=limit)
+    return answer[: max(0, limit - len(note))].rstrip() + note

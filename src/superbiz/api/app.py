@@ -24,48 +24,22 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api.errors import error_response, error_status
+from superbiz.api.guard import RequestGuard
 from superbiz.api.metrics import RequestTimer
 from superbiz.api.responses import TURN_EVENTS, ErrorBody, FieldError
 from superbiz.api.routes import ROUTERS
 from superbiz.api.routes.page import STATIC
-from superbiz.api.service import NotFoundError, Service
+from superbiz.api.service import ConflictError, NotFoundError, Service
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import SuperbizError
 
 log = logging.getLogger(__name__)
 
-#: multipart framing allowed on top of the file itself before a request is refused
-UPLOAD_OVERHEAD = 64 * 1024
-
-
-class UploadLimit:
-    """Refuses an upload whose declared size is over the limit before it is read."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"] == "/api/documents"
-        ):
-            headers = dict(scope["headers"])
-            length = headers.get(b"content-length", b"").decode() or "0"
-            if length.isdigit() and int(length) > self.limit + UPLOAD_OVERHEAD:
-                response = error_response(
-                    413,
-                    "payload_too_large",
-                    f"the upload is {length} bytes; the limit is {self.limit} bytes per file",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+#: error kinds of our own HTTPExceptions (the HTTP phrases change between versions)
+KINDS = {413: "payload_too_large", 422: "invalid_request"}
 
 
 def create_app(
@@ -114,7 +88,7 @@ def create_app(
     referenced = (ErrorBody, *TURN_EVENTS)
     app.openapi = _with_schemas(app.openapi, referenced)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(UploadLimit, limit=service.settings.ingest.max_file_bytes)
+    app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(RequestTimer, metrics=service.metrics)
     return app
 
@@ -162,12 +136,18 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        kind = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_")
+        kind = KINDS.get(exc.status_code) or HTTPStatus(exc.status_code).phrase.lower().replace(
+            " ", "_"
+        )
         return error_response(exc.status_code, kind, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(NotFoundError)
     async def not_found(_: Request, exc: NotFoundError) -> JSONResponse:
         return error_response(404, "not_found", str(exc.args[0] if exc.args else exc))
+
+    @app.exception_handler(ConflictError)
+    async def conflict(_: Request, exc: ConflictError) -> JSONResponse:
+        return error_response(409, "conflict", str(exc))
 
     @app.exception_handler(SuperbizError)
     async def superbiz_error(_: Request, exc: SuperbizError) -> JSONResponse:

@@ -1,5 +1,5 @@
 """What routes receive through FastAPI's dependencies: the app's ``Service``, its set of
-background turns, and the API-key check of write endpoints.
+background turns, and the API-key schemes of the routes that need a key.
 
 The factory puts them on ``app.state``; routes never read the state themselves, so a
 test can swap any of them with ``app.dependency_overrides``.
@@ -8,12 +8,10 @@ test can swap any of them with ``app.dependency_overrides``.
 from __future__ import annotations
 
 import asyncio
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from starlette.exceptions import HTTPException
 
 from superbiz.api.service import Service
 
@@ -37,21 +35,12 @@ def auth_required(request: Request) -> bool:
 
 
 def require_api_key(
-    request: Request,
     key: Annotated[str | None, Security(api_key_header)] = None,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
 ) -> None:
-    """Write endpoints need the configured key; without one configured, they are open."""
-    expected: str | None = request.app.state.api_key
-    if not expected:
-        return
-    given = key or (credentials.credentials if credentials else None)
-    if not given or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(
-            401,
-            "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    """The key's two schemes, as ``/docs`` lists them. The check itself is made by
+    ``superbiz.api.guard.RequestGuard`` before the body is read: a dependency runs only
+    after FastAPI has parsed (and spooled) the body."""
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]

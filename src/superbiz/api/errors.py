@@ -15,6 +15,7 @@ from superbiz.exceptions import (
     EmbeddingError,
     IndexMismatchError,
     LLMError,
+    LLMTimeoutError,
     LLMUnavailableError,
     StoreError,
     SuperbizError,
@@ -26,6 +27,7 @@ ERROR_STATUS: tuple[tuple[type[SuperbizError], int, str], ...] = (
     (UnknownDomainError, 404, "unknown_domain"),
     (DocumentError, 422, "invalid_document"),
     (ConfigError, 500, "configuration_error"),
+    (LLMTimeoutError, 504, "llm_timeout"),
     (LLMUnavailableError, 503, "llm_unavailable"),
     (LLMError, 502, "llm_error"),
     (IndexMismatchError, 409, "index_mismatch"),
@@ -86,6 +88,6 @@ def superbiz_errors(*statuses: int) -> Responses:
 TURN_ERRORS: Responses = {
     **UNAUTHORIZED,
     **INVALID,
-    **superbiz_errors(404, 409, 502, 503),
+    **superbiz_errors(404, 409, 502, 503, 504),
     **documented_error(500, "`configuration_error`, or `internal_error` (the log has details)."),
 }

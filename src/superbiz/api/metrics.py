@@ -18,6 +18,11 @@ LOOKUP_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
+#: HTTP methods with a label of their own; labels come from fixed sets, never from the
+#: client, so unauthenticated traffic cannot grow ``/metrics``
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -72,7 +77,8 @@ class ServiceMetrics:
 
 class RequestTimer:
     """ASGI middleware: request latency by route template (not raw path, which would
-    make one series per session id), measured to the end of the body."""
+    make one series per session id; any unmatched path is ``unmatched``), measured to
+    the end of the body."""
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
         self.app = app
@@ -94,8 +100,14 @@ class RequestTimer:
             await self.app(scope, receive, timed_send)
         finally:
             self.metrics.request_latency.labels(
-                scope.get("method", "?"), _route(scope), str(status["code"])
+                _method(scope), _route(scope), str(status["code"])
             ).observe(time.perf_counter() - started)
+
+
+def _method(scope: Scope) -> str:
+    """The method label: one of ``METHODS``, else ``other`` (any client can invent one)."""
+    method = str(scope.get("method", ""))
+    return method if method in METHODS else "other"
 
 
 def _route(scope: Scope) -> str:

@@ -295,6 +295,12 @@ class Health(BaseModel):
     documents: int | None = Field(default=None, description="Only when healthy.")
 
 
+class Liveness(BaseModel):
+    """``/livez``: the process answers; nothing else is checked."""
+
+    status: Literal["alive"]
+
+
 # -- stream events ----------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
@@ -34,7 +34,9 @@ SessionId = Annotated[
 
 
 def new_session_id() -> str:
-    return f"web-{uuid.uuid4().hex[:12]}"
+    """An id nobody can guess (128 random bits): without an API key it is all that
+    keeps a session's messages private."""
+    return f"web-{secrets.token_urlsafe(16)}"
 
 
 class ChatRequest(BaseModel):
@@ -57,6 +59,7 @@ class ChatRequest(BaseModel):
         strict=True,
         min_length=1,
         max_length=MAX_QUESTION_CHARS,
+        pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$",  # no NUL or other controls
         validation_alias=AliasChoices("question", "Question"),
         description="The question, in Chinese or English (also accepted as `Question`).",
     )

@@ -73,6 +73,10 @@ class NotFoundError(LookupError):
     """A document or session the caller named does not exist (→ 404)."""
 
 
+class ConflictError(Exception):
+    """An upload would replace a document it must not, or not without asking (→ 409)."""
+
+
 def assistant_lock(assistant: Runtime) -> threading.Lock:
     """The one lock of ``assistant``, shared by every service built on it."""
     with _LOCKS_GUARD:
@@ -260,17 +264,24 @@ class Service:
     def documents(self) -> list[DocumentView]:
         return [document_view(d, self.uploads) for d in self.assistant.kb.documents.all()]
 
-    def upload(self, filename: str, data: bytes, domain: str | None) -> Uploaded:
+    def upload(
+        self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
+    ) -> Uploaded:
         """Store the file under ``uploads/<domain>/`` and ingest the uploads folder the way
-        ``superbiz ingest`` does (same metadata writer, same domain recompute)."""
+        ``superbiz ingest`` does (same metadata writer, same domain recompute).
+
+        A document from a knowledge-base folder at the same path is never replaced; an
+        earlier upload only with ``overwrite``."""
         folder = safe_domain(domain)
         name = safe_filename(filename)
         extensions = self.settings.ingest.extensions
         if Path(name).suffix.lower() not in extensions:
             raise DocumentError(name, f"unsupported file type (expected {', '.join(extensions)})")
         relative = PurePosixPath(folder, name)
-        parse_document(data, relative)  # refuse binary, empty or malformed before storing
         target = (self.uploads / folder / name).resolve()
+        self._check_replace(str(relative), target, data, overwrite)
+        # refuse binary, empty, wrongly encoded or malformed before storing
+        parse_document(data, relative, self.settings.ingest.encodings)
         if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
             raise DocumentError(name, "file name leaves the uploads folder")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -312,6 +323,20 @@ class Service:
             document=document_view(stored, self.uploads),
             report=IngestSummary.model_validate(report.as_dict()),
         )
+
+    def _check_replace(self, path: str, target: Path, data: bytes, overwrite: bool) -> None:
+        """Refuse to replace a knowledge-base document, or an earlier upload with other
+        content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
+        existing = self.assistant.kb.documents.get(path)
+        if existing is None:
+            return
+        if not _inside(Path(existing.source_file), self.uploads):
+            raise ConflictError(
+                f"{path} is a document from a knowledge-base folder and an upload never "
+                "replaces it; rename the file or upload it to another domain"
+            )
+        if not overwrite and not (target.is_file() and target.read_bytes() == data):
+            raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")
 
     def delete_document(self, path: str) -> Deleted:
         """Remove a document from both stores and recompute its domain. An uploaded file

@@ -18,7 +18,12 @@ from superbiz.retrieval.search import HybridSearcher
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
-from superbiz.storage.repository import DocumentRepository, MetaRepository, StoredDocument
+from superbiz.storage.repository import (
+    DocumentRepository,
+    MetaRepository,
+    StoredDocument,
+    knowledge_version,
+)
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
@@ -29,6 +34,10 @@ class KnowledgeBase:
 
     The embedder loads lazily: listing documents or domains never pays for it. A
     ``store`` passed in (e.g. ``InMemoryChunkStore``) replaces the configured Milvus one.
+
+    Several processes may serve one knowledge base (replicas on one PostgreSQL and one
+    Milvus server, ``superbiz ingest`` while they run): ``sync()`` notices the changes any
+    of them made, through the relational store's ``knowledge_version``.
     """
 
     def __init__(
@@ -46,7 +55,9 @@ class KnowledgeBase:
         self.meta = MetaRepository(self.engine)
         self._embedder = embedder
         self._store = store
+        self._owns_store = store is None
         self._exact: ExactIndex | None = None
+        self._version = knowledge_version(self.engine)
 
     @property
     def store(self) -> ChunkStore:
@@ -77,7 +88,9 @@ class KnowledgeBase:
     def retrieve(
         self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
     ) -> Retrieval:
-        """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``."""
+        """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``,
+        from the knowledge base as it is now (``sync`` first: an MCP lookup is a turn)."""
+        self.sync()
         return self.retriever.retrieve(query, domain, exclude=exclude)
 
     def infer_domain(self, query: str) -> str | None:
@@ -129,6 +142,30 @@ class KnowledgeBase:
     def invalidate(self) -> None:
         """Call after documents change: the exact index is rebuilt on next use."""
         self._exact = None
+
+    @property
+    def version(self) -> int:
+        """The ``knowledge_version`` this process's caches are at (see ``sync``)."""
+        return self._version
+
+    def sync(self) -> bool:
+        """Drop what another process's document changes made stale; True if anything changed.
+
+        One point query. The exact index is rebuilt on next use; a configured vector
+        store that had no collection yet is reopened, so that the collection another
+        process created is searched (a collection's chunks are always read live).
+        """
+        current = knowledge_version(self.engine)
+        if current == self._version:
+            return False
+        self._version = current
+        self._exact = None
+        if self._owns_store and self._store is not None and self._store.dimension is None:
+            self._store.close()
+            self._store = None
+            self.__dict__.pop("searcher", None)
+            self.__dict__.pop("retriever", None)
+        return True
 
     def domains(self) -> dict[str, int]:
         return self.documents.domains()

@@ -1,23 +1,44 @@
 """Knowledge documents: a Markdown file with optional YAML frontmatter.
 
 A file that cannot become a document raises ``DocumentError`` with the reason; the
-caller reports it and goes on with the rest.
+caller reports it and goes on with the rest. Nothing in a file can make parsing
+unbounded: YAML aliases are sized before they are expanded, and text that no store
+can keep (NUL, control characters in fields) is refused with its reason.
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
+from superbiz._text import clip
 from superbiz.exceptions import DocumentError
+from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
+DEFAULT_ENCODINGS = ("utf-8",)
+#: frontmatter may expand through YAML aliases to at most this many characters, or
+#: twice its own size when larger: enough for any real document, not for an alias bomb
+FRONTMATTER_EXPANSION = 100_000
+# Byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# C0 controls and DEL except tab, newline and carriage return.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _KNOWN_KEYS = ("title", "category", "covers", "when_to_retrieve", "tags")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
@@ -57,42 +78,73 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def load_document(file: Path, root: Path, max_bytes: int) -> SourceDocument:
-    """Read and parse ``file``; ``root`` decides its relative path and default domain."""
-    relative = PurePosixPath(file.resolve().relative_to(root.resolve()).as_posix())
+def load_document(
+    file: Path, root: Path, max_bytes: int, encodings: Sequence[str] = DEFAULT_ENCODINGS
+) -> SourceDocument:
+    """Read and parse ``file``; ``root`` decides its relative path and default domain.
+
+    A symlink is followed only to a file inside ``root``; its identity is then the
+    target's path, so a link beside its target is reported as a duplicate.
+    """
+    label = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
+    try:
+        real = file.resolve(strict=True)
+    except RuntimeError as exc:  # Python 3.11 reports a symlink loop this way
+        raise DocumentError(label, "symlink loop") from exc
+    except OSError as exc:
+        reason = "symlink loop" if exc.errno == errno.ELOOP else None
+        raise DocumentError(label, reason or _missing(file)) from exc
+    base = root.resolve()
+    if not real.is_relative_to(base):
+        raise DocumentError(label, f"symlink to {real}, outside the KB folder {base}")
+    relative = PurePosixPath(real.relative_to(base).as_posix())
     label = str(relative)
-    size = file.stat().st_size
+    if not real.is_file():  # a FIFO would block the read forever
+        raise DocumentError(label, "not a regular file")
+    size = real.stat().st_size
     if size > max_bytes:
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
-    data = file.read_bytes()
-    return parse_document(data, relative)
+    data = real.read_bytes()
+    return parse_document(data, relative, encodings)
 
 
-def parse_document(data: bytes, relative: PurePosixPath) -> SourceDocument:
-    """Parse raw bytes of a document whose path relative to the KB root is ``relative``."""
+def _missing(file: Path) -> str:
+    if file.is_symlink():
+        return f"broken symlink (its target {file.readlink()} does not exist)"
+    return "file disappeared while reading"
+
+
+def parse_document(
+    data: bytes, relative: PurePosixPath, encodings: Sequence[str] = DEFAULT_ENCODINGS
+) -> SourceDocument:
+    """Parse raw bytes of a document whose path relative to the KB root is ``relative``;
+    ``encodings`` are tried in order when the file has no byte-order mark."""
     label = str(relative)
+    if len(label) > PATH_MAX:
+        raise DocumentError(label, f"path longer than {PATH_MAX} characters")
     if not data.strip():
         raise DocumentError(label, "empty file")
-    if b"\x00" in data[:8192]:
-        raise DocumentError(label, "binary file (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(label, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    text = decode(data, label, encodings)
+    if "\x00" in text:
+        raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     front, body = split_frontmatter(text, label)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
+    _refuse_control_characters(front, label)
 
     title = _str_field(front, "title", label) or first_heading(body) or relative.stem
     domain = _str_field(front, "category", label) or (
         relative.parts[0] if len(relative.parts) > 1 else DEFAULT_DOMAIN
     )
+    domain = normalize_domain(domain)
+    if len(domain) > DOMAIN_MAX:
+        raise DocumentError(label, f"category longer than {DOMAIN_MAX} characters")
     aliases = _list_field(front, "aliases", label)
     return SourceDocument(
         path=label,
-        title=title.strip(),
-        domain=normalize_domain(domain),
+        title=clip(" ".join(_CONTROL.sub(" ", title).split()), TITLE_MAX),
+        domain=domain,
         body=body,
         content_hash=content_hash(data),
         size_bytes=len(data),
@@ -101,6 +153,59 @@ def parse_document(data: bytes, relative: PurePosixPath) -> SourceDocument:
         tags=_list_field(front, "tags", label),
         aliases=(*aliases, relative.stem) if relative.stem not in aliases else aliases,
         extra=_json_safe({k: v for k, v in front.items() if k not in (*_KNOWN_KEYS, "aliases")}),
+    )
+
+
+def decode(data: bytes, label: str, encodings: Sequence[str] = DEFAULT_ENCODINGS) -> str:
+    """Text of ``data``: by its byte-order mark (UTF-8, UTF-16, UTF-32), else by the first
+    of ``encodings`` that decodes it; a refusal names the likely encoding and the fix."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            name = codec.removesuffix("-sig").upper()
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise DocumentError(
+                    label, f"not {name} text despite its {name} byte-order mark (byte {exc.start})"
+                ) from exc
+    if b"\x00" in data[:8192]:
+        raise DocumentError(label, "binary file (contains NUL bytes)" + _utf16_hint(data))
+    problem: UnicodeDecodeError | None = None
+    for encoding in encodings:
+        try:
+            return data.decode("utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding)
+        except UnicodeDecodeError as exc:
+            problem = problem or exc
+    assert problem is not None  # settings require at least one encoding
+    names = " or ".join(codecs.lookup(e).name.upper() for e in encodings)
+    reason = f"not {names} text (byte {problem.start}: {problem.reason})"
+    raise DocumentError(label, reason + _gb18030_hint(data))
+
+
+def _gb18030_hint(data: bytes) -> str:
+    """A hint when the bytes decode as GB18030 (which includes GBK) to Chinese."""
+    try:
+        chinese = re.search(r"[\u4e00-\u9fff]", data.decode("gb18030")) is not None
+    except UnicodeDecodeError:
+        return ""
+    if not chinese:
+        return ""
+    return (
+        "; it looks like GB18030/GBK Chinese: convert it with "
+        "`iconv -f GB18030 -t UTF-8 FILE > FILE.utf8` or add gb18030 to ingest.encodings"
+    )
+
+
+def _utf16_hint(data: bytes) -> str:
+    """A hint when the NUL bytes sit where UTF-16 without a byte-order mark puts them."""
+    head = data[:8192]
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    if max(even, odd) < len(head) // 4 or min(even, odd) > max(even, odd) // 10:
+        return ""
+    source = "UTF-16LE" if odd > even else "UTF-16BE"
+    return (
+        f"; it looks like {source} without a byte-order mark: "
+        f"convert it with `iconv -f {source} -t UTF-8`"
     )
 
 
@@ -126,7 +231,7 @@ def split_frontmatter(text: str, label: str = "<text>") -> tuple[dict[str, Any],
         raise DocumentError(label, "malformed frontmatter: no closing '---' line")
     raw = "\n".join(lines[1:end])
     try:
-        front = yaml.safe_load(raw) if raw.strip() else {}
+        front = _load_bounded(raw, label) if raw.strip() else {}
     except yaml.YAMLError as exc:
         raise DocumentError(label, f"malformed frontmatter: {_yaml_problem(exc)}") from exc
     if front is None:
@@ -134,6 +239,79 @@ def split_frontmatter(text: str, label: str = "<text>") -> tuple[dict[str, Any],
     if not isinstance(front, dict):
         raise DocumentError(label, "malformed frontmatter: expected a mapping of keys")
     return {str(k): v for k, v in front.items()}, "\n".join(lines[end + 1 :])
+
+
+def _load_bounded(raw: str, label: str) -> Any:
+    """``yaml.safe_load`` that sizes the composed node graph before constructing it:
+    aliases share nodes, so a 400-byte alias bomb is a small graph that would expand
+    to gigabytes; it is refused here, and so is an alias that contains itself."""
+    loader = yaml.SafeLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        limit = max(FRONTMATTER_EXPANSION, 2 * len(raw))
+        try:
+            size = _expanded_size(node, {}, limit, label)
+        except RecursionError as exc:
+            raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
+        if size > limit:
+            raise DocumentError(
+                label,
+                f"frontmatter refused: its YAML aliases expand it past {limit} characters",
+            )
+        return loader.construct_document(node)
+    except RecursionError as exc:
+        raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int, label: str) -> int:
+    """Characters and values ``node`` expands to, each shared node sized once; stops
+    counting past ``limit``. ``sizes`` holds -1 while a node is being sized: meeting
+    one again is an alias inside itself."""
+    known = sizes.get(id(node))
+    if known == -1:
+        raise DocumentError(label, "frontmatter refused: a YAML alias refers to itself")
+    if known is not None:
+        return known
+    sizes[id(node)] = -1
+    if isinstance(node, yaml.ScalarNode):
+        total = 1 + len(node.value)
+    else:
+        children = (
+            [part for pair in node.value for part in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+        )
+        total = 1
+        for child in children:
+            total += _expanded_size(child, sizes, limit, label)
+            if total > limit:
+                break
+    sizes[id(node)] = total
+    return total
+
+
+def _refuse_control_characters(front: dict[str, Any], label: str) -> None:
+    """Frontmatter keys or values with control characters (only YAML escapes such as
+    ``"\\0"`` make them) are refused: PostgreSQL cannot store NUL, and none belongs in
+    a field. Named by the top-level field they are in."""
+    pending: list[tuple[str, Any]] = [(key, key) for key in front]
+    pending += list(front.items())
+    while pending:
+        key, value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend((key, v) for item in value.items() for v in item)
+        elif isinstance(value, list):
+            pending.extend((key, v) for v in value)
+        elif isinstance(value, str) and (match := _CONTROL.search(value)):
+            raise DocumentError(
+                label,
+                f"frontmatter field {clip(key, 40)!r} contains the control character "
+                f"U+{ord(match.group()):04X}",
+            )
 
 
 def first_heading(body: str) -> str | None:
@@ -149,7 +327,8 @@ def first_heading(body: str) -> str | None:
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     """YAML gives dates and other non-JSON values; the store keeps their text form."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    safe: dict[str, Any] = json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    return safe
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -8,11 +8,17 @@ disagrees. A file that cannot be read is reported and skipped; the rest goes on.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
+from sqlalchemy.exc import DataError
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.base import KnowledgeBase
@@ -85,18 +91,14 @@ class _Pending(NamedTuple):
     chunks: list[Chunk]
 
 
-def discover(paths: Sequence[Path], extensions: Sequence[str]) -> Iterator[_Candidate | tuple]:
-    """Files to ingest under ``paths`` (sorted; hidden folders skipped), or
+def discover(
+    paths: Sequence[Path], extensions: Sequence[str]
+) -> Iterator[_Candidate | tuple[str, str]]:
+    """Files to ingest under ``paths`` (sorted; hidden entries skipped), or
     ``(label, reason)`` for a path that cannot be ingested at all."""
     for path in paths:
         if path.is_dir():
-            root = path.resolve()
-            for file in sorted(root.rglob("*")):
-                relative = file.relative_to(root)
-                if any(part.startswith(".") for part in relative.parts):
-                    continue
-                if file.is_file() and file.suffix.lower() in extensions:
-                    yield _Candidate(file, root)
+            yield from _walk(path.resolve(), extensions)
         elif path.is_file():
             if path.suffix.lower() in extensions:
                 yield _Candidate(path.resolve(), path.resolve().parent)
@@ -104,6 +106,68 @@ def discover(paths: Sequence[Path], extensions: Sequence[str]) -> Iterator[_Cand
                 yield (str(path), f"unsupported file type (expected {', '.join(extensions)})")
         else:
             yield (str(path), "no such file or directory")
+
+
+def _walk(root: Path, extensions: Sequence[str]) -> list[_Candidate | tuple[str, str]]:
+    """The files under ``root`` with one of ``extensions``, sorted by path. Symlinked
+    folders are never followed (a link out of the KB, or a loop, would ingest what the
+    operator did not put there): each is reported with what it points to."""
+    found: list[tuple[str, _Candidate | tuple[str, str]]] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        for name in list(dirs):
+            if name.startswith("."):
+                dirs.remove(name)
+            elif (here / name).is_symlink():
+                dirs.remove(name)
+                label = _shown((here / name).relative_to(root).as_posix())
+                found.append((label, (label, _shown(_linked_folder(here / name, root)))))
+        for name in files:
+            file = here / name
+            if name.startswith("."):
+                continue
+            relative = file.relative_to(root).as_posix()
+            label = _shown(relative)
+            if file.suffix.lower() not in extensions:
+                if file.is_symlink() and _is_loop(file):
+                    found.append((label, (label, "symlink loop")))
+            elif label != relative:
+                found.append((label, (label, "file name is not valid UTF-8: rename the file")))
+            else:
+                found.append((label, _Candidate(file, root)))
+    return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _shown(name: str) -> str:
+    """``name`` printable: bytes that are not UTF-8 (which Python keeps as surrogates and
+    no store accepts) written as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _linked_folder(link: Path, root: Path) -> str:
+    """Why the symlinked folder ``link`` under ``root`` is not followed."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "symlink loop" if _is_loop(link) else f"broken symlink (to {link.readlink()})"
+    if link.parent.resolve().is_relative_to(target):
+        return f"symlink loop: a folder link to {target}, which contains it"
+    if not target.is_relative_to(root):
+        return f"symlink to a folder outside the KB ({target}): not followed"
+    return (
+        f"symlink to a folder inside the KB: not followed "
+        f"(its files are ingested from {target.relative_to(root).as_posix()})"
+    )
+
+
+def _is_loop(link: Path) -> bool:
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a symlink loop this way
+        return True
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def chunk_id(doc_path: str, index: int) -> str:
@@ -160,7 +224,9 @@ class Ingestor:
                 continue
             label = item.file.relative_to(item.root).as_posix()
             try:
-                doc = load_document(item.file, item.root, settings.max_file_bytes)
+                doc = load_document(
+                    item.file, item.root, settings.max_file_bytes, settings.encodings
+                )
             except DocumentError as exc:
                 report.skipped.append((exc.path, exc.reason))
                 self._tick(on_progress, label)
@@ -229,54 +295,59 @@ class Ingestor:
         return _Pending(doc, file, outcome, chunks)
 
     def _index(self, pending: list[_Pending], on_progress: Progress | None) -> None:
+        """Write ``pending`` documents: their old chunks deleted, the new ones embedded
+        and inserted ``EMBED_BATCH`` at a time (a large file never holds all its vectors
+        at once), then each row. A row the database refuses is a skipped file."""
         if not pending:
             return
-        texts = [
-            embedding_text(p.doc.title, chunk.heading, chunk.text)
-            for p in pending
-            for chunk in p.chunks
-        ]
-        vectors = self.kb.embedder.embed(texts)
-        offset = 0
+        store = self.kb.store
+        store.delete_documents([p.doc.path for p in pending])
+        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
+        batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
+        # The next batch is embedded (numpy, mostly off the GIL) while this one is
+        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as embedder:
+            upcoming = embedder.submit(self._embed, batches[0]) if batches else None
+            for number, batch in enumerate(batches):
+                assert upcoming is not None
+                vectors = upcoming.result()
+                if number + 1 < len(batches):
+                    upcoming = embedder.submit(self._embed, batches[number + 1])
+                pairs = zip(batch, vectors, strict=True)
+                store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
         for doc, file, outcome, chunks in pending:
-            records = [
-                ChunkRecord(
-                    id=chunk_id(doc.path, chunk.index),
-                    doc_path=doc.path,
-                    domain=doc.domain,
-                    title=doc.title,
-                    heading=chunk.heading,
-                    chunk_index=chunk.index,
-                    content_hash=doc.content_hash,
-                    text=chunk.text,
-                    search_text=search_text(doc.title, chunk.heading, chunk.text),
-                    vector=vectors[offset + i],
+            try:
+                self.kb.documents.save(
+                    StoredDocument(
+                        path=doc.path,
+                        title=doc.title,
+                        domain=doc.domain,
+                        content_hash=doc.content_hash,
+                        size_bytes=doc.size_bytes,
+                        chunk_count=len(chunks),
+                        source_file=str(file),
+                        metadata=doc.metadata(),
+                    )
                 )
-                for i, chunk in enumerate(chunks)
-            ]
-            offset += len(chunks)
-            self.kb.store.replace_document(doc.path, records)
-            self.kb.documents.save(
-                StoredDocument(
-                    path=doc.path,
-                    title=doc.title,
-                    domain=doc.domain,
-                    content_hash=doc.content_hash,
-                    size_bytes=doc.size_bytes,
-                    chunk_count=len(records),
-                    source_file=str(file),
-                    metadata=doc.metadata(),
-                )
-            )
-            outcome.append(doc.path)
-            self._report.domains_changed.add(doc.domain)
+            except DataError as exc:
+                store.delete_documents([doc.path])
+                problem = str(exc.orig or exc).strip().splitlines()[0]
+                self._report.skipped.append((doc.path, f"refused by the database: {problem}"))
+            else:
+                outcome.append(doc.path)
+                self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
+
+    def _embed(self, batch: list[tuple[SourceDocument, Chunk]]) -> np.ndarray:
+        texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
+        return self.kb.embedder.embed(texts)
 
     def _repair_unseen(self, doc: StoredDocument, report: IngestReport) -> None:
         source = Path(doc.source_file)
         root = _root_of(source, doc.path)
         try:
-            fresh = load_document(source, root, self.kb.settings.ingest.max_file_bytes)
+            settings = self.kb.settings.ingest
+            fresh = load_document(source, root, settings.max_file_bytes, settings.encodings)
         except (DocumentError, OSError, ValueError):
             self.kb.store.delete_documents([doc.path])
             self.kb.documents.delete([doc.path])
@@ -307,6 +378,21 @@ class Ingestor:
     def _tick(on_progress: Progress | None, label: str) -> None:
         if on_progress:
             on_progress(label)
+
+
+def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecord:
+    return ChunkRecord(
+        id=chunk_id(doc.path, chunk.index),
+        doc_path=doc.path,
+        domain=doc.domain,
+        title=doc.title,
+        heading=chunk.heading,
+        chunk_index=chunk.index,
+        content_hash=doc.content_hash,
+        text=chunk.text,
+        search_text=search_text(doc.title, chunk.heading, chunk.text),
+        vector=vector,
+    )
 
 
 def _root_of(source: Path, doc_path: str) -> Path:

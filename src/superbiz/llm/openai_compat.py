@@ -18,10 +18,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import httpx2
 import openai
 
 from superbiz.config import LLMSettings
-from superbiz.exceptions import ConfigError, LLMError, LLMResponseError, LLMUnavailableError
+from superbiz.exceptions import (
+    ConfigError,
+    LLMError,
+    LLMResponseError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+)
+from superbiz.llm import deadline
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -94,8 +102,9 @@ def _describe(exc: BaseException) -> str:
     seen = {id(exc)}
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if str(cause) and str(cause) not in text:
-            text += f" ({type(cause).__name__}: {cause})"
+        first = str(cause).strip().split("\n", 1)[0]  # the message stays one line
+        if first and first not in text:
+            text += f" ({type(cause).__name__}: {first})"
             break
         cause = cause.__cause__ or cause.__context__
     return text
@@ -112,6 +121,62 @@ def _retry_after(exc: BaseException) -> float | None:
     if seconds is None or seconds < 0:
         return None
     return min(seconds, RETRY_AFTER_CAP_S)
+
+
+class _DeadlineStream(httpx2.SyncByteStream):
+    """A response body that ends with ``ReadTimeout`` once its request's deadline has
+    passed, however steadily the server drips bytes (each read has its own timeout)."""
+
+    def __init__(self, inner: httpx2.SyncByteStream, request: httpx2.Request, end: float) -> None:
+        self.inner = inner
+        self.request = request
+        self.end = end
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.end:
+                raise httpx2.ReadTimeout(
+                    "the response did not finish within its deadline", request=self.request
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class DeadlineTransport(httpx2.HTTPTransport):
+    """Every request ends within ``total_s`` (and within the turn's deadline): its
+    connect and read timeouts are cut to what is left, and its body to the end time."""
+
+    def __init__(self, total_s: float, connect_s: float) -> None:
+        super().__init__()
+        self.total_s = total_s
+        self.connect_s = connect_s
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        left = self.total_s
+        turn_left = deadline.remaining()
+        if turn_left is not None:
+            left = min(left, turn_left)
+        if left <= 0:
+            raise httpx2.ConnectTimeout("the turn's deadline has passed", request=request)
+        timeouts = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {
+            "connect": min(timeouts.get("connect") or left, self.connect_s, left),
+            "read": min(timeouts.get("read") or left, left),
+            "write": min(timeouts.get("write") or left, left),
+            "pool": min(timeouts.get("pool") or left, left),
+        }
+        end = time.monotonic() + left
+        response = super().handle_request(request)
+        assert isinstance(response.stream, httpx2.SyncByteStream)
+        response.stream = _DeadlineStream(response.stream, request, end)
+        return response
+
+
+def _turn_over() -> bool:
+    left = deadline.remaining()
+    return left is not None and left <= 0
 
 
 @dataclass
@@ -222,8 +287,11 @@ class OpenAIChatModel:
         self._client = client or openai.OpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=settings.timeout_s,
+            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             max_retries=0,
+            http_client=httpx2.Client(
+                transport=DeadlineTransport(settings.timeout_s, settings.connect_timeout_s)
+            ),
         )
         self._stream_usage = True  # ask for usage in streams until a server refuses it
 
@@ -268,9 +336,15 @@ class OpenAIChatModel:
         response_format: Mapping[str, Any] | None = None,
     ) -> ChatResponse:
         """One model turn. ``response_format`` (e.g. a ``json_schema``) constrains the output."""
+        deadline.check()
         params = self._params(messages, tools, response_format)
         completion = self._with_retries(lambda: self._client.chat.completions.create(**params))
-        return self._parse_completion(completion)
+        try:
+            return self._parse_completion(completion)
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise LLMResponseError(
+                f"LLM endpoint {self.base_url} answered in an unexpected shape: {exc}"
+            ) from None
 
     def stream(
         self,
@@ -284,6 +358,7 @@ class OpenAIChatModel:
         A failure before any text was yielded is retried like :meth:`complete`; after
         that a retry would repeat text the caller has already shown, so it is not.
         """
+        deadline.check()
         params = self._params(messages, tools, response_format)
         attempts = self.settings.max_retries + 1
         attempt = 0
@@ -314,7 +389,11 @@ class OpenAIChatModel:
                         f"LLM endpoint {self.base_url} broke off the stream: {_describe(exc)}"
                     ) from None
                 last = exc
-            except ValueError as exc:  # a chunk that is not JSON
+            except httpx2.TransportError as exc:  # raised while reading the stream's body
+                if yielded:
+                    raise self._unavailable(exc, attempt + 1, "broke off the stream") from None
+                last = exc
+            except (ValueError, AttributeError, TypeError) as exc:  # not JSON, or not a chunk
                 raise LLMResponseError(
                     f"LLM endpoint {self.base_url} sent a malformed stream: {exc}"
                 ) from None
@@ -322,8 +401,8 @@ class OpenAIChatModel:
                 yield ResponseDone(assembler.response())
                 return
             attempt += 1
-            if attempt >= attempts:
-                raise self._unavailable(last, attempts)
+            if attempt >= attempts or _turn_over():
+                raise self._unavailable(last, attempt)
             self._wait(attempt - 1, last, attempts)
 
     # -- retries ------------------------------------------------------------------------
@@ -337,6 +416,12 @@ class OpenAIChatModel:
             except openai.APIError as exc:
                 self._raise_unless_retryable(exc)
                 last = exc
+            except ValueError as exc:  # a body that is not JSON
+                raise LLMResponseError(
+                    f"LLM endpoint {self.base_url} answered with a body that is not JSON: {exc}"
+                ) from None
+            if _turn_over():
+                raise self._unavailable(last, attempt + 1)
             if attempt + 1 < attempts:
                 self._wait(attempt, last, attempts)
         assert last is not None  # attempts >= 1
@@ -370,12 +455,22 @@ class OpenAIChatModel:
             _describe(exc),
             delay,
         )
-        self._sleep(delay)
+        left = deadline.remaining()
+        self._sleep(delay if left is None else max(0.0, min(delay, left)))
 
-    def _unavailable(self, exc: BaseException, attempts: int) -> LLMError:
+    def _unavailable(
+        self, exc: BaseException, attempts: int, what: str = "is unavailable"
+    ) -> LLMError:
+        """The caller's error: :class:`LLMTimeoutError` when a deadline ended the call."""
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+            return LLMTimeoutError(
+                f"LLM endpoint {self.base_url} did not answer in time after {tries} "
+                f"(llm.timeout-s {self.settings.timeout_s:g} s, llm.turn-timeout-s "
+                f"{self.settings.turn_timeout_s:g} s): {_describe(exc)}"
+            )
         return LLMUnavailableError(
-            f"LLM endpoint {self.base_url} is unavailable after {tries}: {_describe(exc)}"
+            f"LLM endpoint {self.base_url} {what} after {tries}: {_describe(exc)}"
         )
 
     # -- responses ----------------------------------------------------------------------

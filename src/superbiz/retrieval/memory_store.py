@@ -65,6 +65,9 @@ class InMemoryChunkStore:
 
     def replace_document(self, doc_path: str, chunks: Sequence[ChunkRecord]) -> None:
         self.delete_documents([doc_path])
+        self.insert(chunks)
+
+    def insert(self, chunks: Sequence[ChunkRecord]) -> None:
         for chunk in chunks:
             self._chunks[chunk.id] = chunk
             self._terms[chunk.id] = Counter(bm25_tokens(chunk.search_text))

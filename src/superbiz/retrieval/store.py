@@ -36,6 +36,10 @@ class ChunkStore(Protocol):
         """Delete every chunk of ``doc_path``, then insert ``chunks``."""
         ...
 
+    def insert(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Add ``chunks`` (their document's old chunks already deleted)."""
+        ...
+
     def delete_documents(self, doc_paths: Sequence[str]) -> None: ...
 
     def delete_other_documents(self, keep: Sequence[str]) -> None:

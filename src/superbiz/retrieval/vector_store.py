@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import string
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,10 @@ BM25_ANALYZER: dict[str, Any] = {
     "filter": ["lowercase", {"type": "stop", "stop_words": BM25_STOP_WORDS}],
 }
 _QUERY_BATCH = 200
-_QUERY_LIMIT = 16384
+#: rows per page when reading many chunks back (Milvus caps one query at 16,384)
+QUERY_PAGE = 4096
+#: rows per insert call: bounds the request size and memory of a large document
+INSERT_BATCH = 512
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
 
 
@@ -94,16 +97,83 @@ class ChunkHit:
     vector: np.ndarray | None = None
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+# What Milvus Lite's filter lexer understands inside a double-quoted string literal.
+_LITERAL_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
-def _quoted(values: Sequence[str]) -> str:
-    return ", ".join(f'"{_escape(v)}"' for v in values)
+def literal(value: str) -> str:
+    """``value`` as a filter string literal (Milvus Lite has no templated filters).
+
+    >>> print(literal('a"b\\nc'))
+    "a\\"b\\nc"
+    """
+    return f'"{value.translate(_LITERAL_ESCAPES)}"'
 
 
-def domain_filter(domain: str | None) -> str:
-    return f'domain == "{_escape(domain)}"' if domain else ""
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A filter template (``doc_path in {paths}``) with its values kept apart.
+
+    A Milvus server gets the values as ``filter_params``, never parsed as expression
+    text; Milvus Lite 3.x has no templates, so ``rendered`` writes them as literals
+    with every escape its lexer knows (quotes, backslash, newline, CR, tab).
+    """
+
+    template: str
+    params: dict[str, str | list[str]]
+
+    def rendered(self) -> str:
+        values = {
+            name: f"[{', '.join(map(literal, value))}]"
+            if isinstance(value, list)
+            else literal(value)
+            for name, value in self.params.items()
+        }
+        return self.template.format(**values)
+
+
+def domain_filter(domain: str | None) -> Filter | None:
+    return Filter("domain == {domain}", {"domain": domain}) if domain else None
+
+
+#: Milvus' ErrCollectionNotLoaded: a restarted server may hold the collection released
+_NOT_LOADED = 101
+
+
+class _GuardedClient:
+    """The pymilvus client with every failure turned into a ``StoreError`` that names the
+    server, so that a Milvus server that is down answers 503 with the store named (see
+    ``superbiz.api.errors``) and the first call after it is back works: a lost connection
+    is dropped and the next call opens a new one (pymilvus' own recovery gives up on the
+    channel of a restarted server), and a collection found released is loaded again."""
+
+    def __init__(self, connect: Callable[[], Any], uri: str) -> None:
+        self._connect = connect
+        self._uri = uri
+        self._client: Any = connect()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from pymilvus.client.types import Status
+            from pymilvus.exceptions import MilvusException
+
+            try:
+                if self._client is None:
+                    self._client = self._connect()
+                try:
+                    return getattr(self._client, name)(*args, **kwargs)
+                except MilvusException as exc:
+                    if exc.code != _NOT_LOADED or not args:
+                        raise
+                    self._client.load_collection(args[0])
+                    return getattr(self._client, name)(*args, **kwargs)
+            except MilvusException as exc:
+                if exc.code == Status.CONNECT_FAILED and self._client is not None:
+                    self._client, lost = None, self._client
+                    lost.close()
+                raise StoreError(f"vector store (Milvus at {self._uri}): {exc.message}") from exc
+
+        return call
 
 
 class MilvusChunkStore:
@@ -114,18 +184,22 @@ class MilvusChunkStore:
 
         self.uri = uri
         self.collection = collection
-        if "://" not in uri:
+        local = self._is_lite = "://" not in uri
+        if local:
             # Milvus Lite serves gRPC in-process and logs every call its pymilvus makes
             # that it does not implement (harmless probes) as an error: hide that noise.
             logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
-        local = "://" not in uri
-        if local:
             # Lite logs its own traceback before pymilvus raises; the error below says it.
             logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
+            # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
+            logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
-            # pooled gRPC channel that the in-process server has since dropped.
-            self._client = MilvusClient(uri=uri, token=token or "", dedicated=local)
+            # pooled gRPC channel that the in-process server has since dropped, nor a
+            # reconnecting server client a broken one (see _GuardedClient).
+            self._client = _GuardedClient(
+                lambda: MilvusClient(uri=uri, token=token or "", dedicated=True), uri
+            )
         except Exception as exc:  # pymilvus raises several unrelated types here
             if local:
                 raise StoreError(
@@ -133,7 +207,8 @@ class MilvusChunkStore:
                     "(Milvus Lite allows one process per file; stop the other one, or set "
                     "vector.uri to a Milvus server)"
                 ) from exc
-            raise StoreError(f"cannot open Milvus at {uri}: {exc}") from exc
+            raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
+        self.page_size = QUERY_PAGE
         self.has_bm25 = False
         self.dimension: int | None = None
         self.outdated = False  # built by an older superbiz: another schema or analyzer
@@ -230,24 +305,27 @@ class MilvusChunkStore:
     def replace_document(self, doc_path: str, chunks: Sequence[ChunkRecord]) -> None:
         """Delete every chunk of ``doc_path``, then insert ``chunks``."""
         self.delete_documents([doc_path])
-        if not chunks:
-            return
-        rows = [
-            {
-                "id": c.id,
-                "doc_path": c.doc_path,
-                "domain": c.domain,
-                "title": c.title[:1024],
-                "heading": c.heading[:2048],
-                "chunk_index": c.chunk_index,
-                "content_hash": c.content_hash,
-                "text": c.text[: _TEXT_MAX // 4],
-                "search_text": c.search_text[: _TEXT_MAX // 4],
-                "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
-            }
-            for c in chunks
-        ]
-        self._client.insert(self.collection, rows)
+        self.insert(chunks)
+
+    def insert(self, chunks: Sequence[ChunkRecord]) -> None:
+        """Insert ``chunks`` ``INSERT_BATCH`` rows per call."""
+        for start in range(0, len(chunks), INSERT_BATCH):
+            rows = [
+                {
+                    "id": c.id,
+                    "doc_path": c.doc_path,
+                    "domain": c.domain,
+                    "title": c.title[:1024],
+                    "heading": c.heading[:2048],
+                    "chunk_index": c.chunk_index,
+                    "content_hash": c.content_hash,
+                    "text": c.text[: _TEXT_MAX // 4],
+                    "search_text": c.search_text[: _TEXT_MAX // 4],
+                    "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
+                }
+                for c in chunks[start : start + INSERT_BATCH]
+            ]
+            self._client.insert(self.collection, rows)
 
     def flush(self) -> None:
         """Seal what was written into indexed segments.
@@ -267,7 +345,10 @@ class MilvusChunkStore:
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
         if not doc_paths or self.dimension is None:
             return
-        self._client.delete(self.collection, filter=f"doc_path in [{_quoted(doc_paths)}]")
+        self._client.delete(
+            self.collection,
+            **self._filter(Filter("doc_path in {paths}", {"paths": list(doc_paths)})),
+        )
 
     # -- reads ----------------------------------------------------------------
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
@@ -278,13 +359,9 @@ class MilvusChunkStore:
         counts: dict[str, int] = defaultdict(int)
         hashes: dict[str, set[str]] = defaultdict(set)
         for start in range(0, len(doc_paths), _QUERY_BATCH):
-            rows = self._client.query(
-                self.collection,
-                filter=f"doc_path in [{_quoted(doc_paths[start : start + _QUERY_BATCH])}]",
-                output_fields=["doc_path", "content_hash"],
-                limit=_QUERY_LIMIT,
-            )
-            for row in rows:
+            batch = list(doc_paths[start : start + _QUERY_BATCH])
+            query = Filter("doc_path in {paths}", {"paths": batch})
+            for row in self._query_all(query, ["doc_path", "content_hash"]):
                 counts[row["doc_path"]] += 1
                 hashes[row["doc_path"]].add(row["content_hash"])
         return {path: (counts[path], frozenset(hashes[path])) for path in counts}
@@ -293,17 +370,41 @@ class MilvusChunkStore:
         """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
         if self.dimension is None:
             return
-        expr = f"doc_path not in [{_quoted(keep)}]" if keep else 'doc_path != ""'
-        self._client.delete(self.collection, filter=expr)
+        query = (
+            Filter("doc_path not in {keep}", {"keep": list(keep)})
+            if keep
+            else Filter('doc_path != ""', {})
+        )
+        self._client.delete(self.collection, **self._filter(query))
 
     def chunks_of(self, doc_path: str) -> list[ChunkHit]:
-        rows = self._client.query(
-            self.collection,
-            filter=f'doc_path == "{_escape(doc_path)}"',
-            output_fields=["id", *_OUTPUT, "dense"],
-        )
-        hits = [self._hit(row, score=float("nan")) for row in rows]
+        query = Filter("doc_path == {path}", {"path": doc_path})
+        hits = [
+            self._hit(row, score=float("nan"))
+            for row in self._query_all(query, ["id", *_OUTPUT, "dense"])
+        ]
         return sorted(hits, key=lambda h: h.chunk_index)
+
+    def _filter(self, query: Filter) -> dict[str, Any]:
+        """Client keyword arguments for ``query``: parameters on a server, literals on Lite."""
+        if self._is_lite or not query.params:
+            return {"filter": query.rendered()}
+        return {"filter": query.template, "filter_params": query.params}
+
+    def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:
+        """Every row matching ``query``, read ``page_size`` rows at a time: one query may
+        return at most 16,384 rows, and a large document has more chunks than that."""
+        args = self._filter(query)
+        if "filter_params" in args:  # the iterator hands its options to each query call
+            args["expr_params"] = args.pop("filter_params")
+        pages = self._client.query_iterator(
+            self.collection, batch_size=self.page_size, output_fields=output, **args
+        )
+        try:
+            while page := pages.next():
+                yield from page
+        finally:
+            pages.close()
 
     def search_dense(
         self, vector: np.ndarray, limit: int, domain: str | None = None
@@ -329,18 +430,18 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
+        where = domain_filter(domain)
         local = self._local_collection()
         if local is not None:
             if metric == "BM25":
                 accelerate_bm25(local, field)
-            expr = domain_filter(domain) or None
             result = local.search(
                 [data],
                 top_k=limit,
                 metric_type=metric,
                 output_fields=output,
                 anns_field=field,
-                expr=expr,
+                expr=where.rendered() if where else None,
             )
         else:
             result = self._client.search(
@@ -348,7 +449,7 @@ class MilvusChunkStore:
                 data=[data],
                 anns_field=field,
                 limit=limit,
-                filter=domain_filter(domain),
+                **(self._filter(where) if where else {}),
                 output_fields=output,
                 search_params={"metric_type": metric},
             )

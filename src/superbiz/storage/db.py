@@ -7,7 +7,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 
 from superbiz.exceptions import StoreError
 
@@ -37,7 +38,23 @@ def open_database(url: str, *, migrate: bool = True) -> Engine:
         except SQLAlchemyError as exc:
             engine.dispose()
             raise StoreError(f"cannot migrate the database at {engine.url!r}: {exc}") from exc
+    event.listen(engine, "handle_error", _unavailable_store)
     return engine
+
+
+def _unavailable_store(context: ExceptionContext) -> None:
+    """A database that went away (or never answers) as a ``StoreError`` naming it, so that
+    every caller reports it as such (503 over HTTP) and the next call, once it is back,
+    reconnects: the pool still drops the dead connection. Pre-ping failures are left
+    alone: the pool handles them by reconnecting."""
+    error = context.sqlalchemy_exception
+    if context.is_pre_ping or not isinstance(error, (OperationalError, InterfaceError)):
+        return
+    url = (context.engine.url if context.engine else None) or "the database"
+    where = url.render_as_string(hide_password=True) if not isinstance(url, str) else url
+    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+    detail = lines[0] if lines else type(error).__name__
+    raise StoreError(f"the relational store ({where}) failed: {detail}") from error
 
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:

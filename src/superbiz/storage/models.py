@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Integer, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # none_as_null: a missing value is SQL NULL (``IS NULL`` finds it), not the JSON ``null``.
 JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+#: column sizes that ingestion checks before writing (PostgreSQL refuses longer values)
+PATH_MAX = 1024
+TITLE_MAX = 512
+DOMAIN_MAX = 128
 
 
 def utcnow() -> datetime:
@@ -27,9 +33,9 @@ class DocumentRow(Base):
     __tablename__ = "documents"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    path: Mapped[str] = mapped_column(String(1024), unique=True)
-    title: Mapped[str] = mapped_column(String(512))
-    domain: Mapped[str] = mapped_column(String(128), index=True)
+    path: Mapped[str] = mapped_column(String(PATH_MAX), unique=True)
+    title: Mapped[str] = mapped_column(String(TITLE_MAX))
+    domain: Mapped[str] = mapped_column(String(DOMAIN_MAX), index=True)
     content_hash: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(Integer)
     chunk_count: Mapped[int] = mapped_column(Integer)
@@ -59,6 +65,16 @@ class KbMetaRow(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class KnowledgeVersionRow(Base):
+    """One row (``id`` 1) whose ``version`` grows with every change to documents or
+    domains: a process compares it with the version its caches were built at."""
+
+    __tablename__ = "knowledge_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(BigInteger)
 
 
 class ToolInvocationRow(Base):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, bindparam, delete, func, select
+from sqlalchemy import CursorResult, Delete, Engine, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow
+from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow, KnowledgeVersionRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,31 @@ def _stored(row: DocumentRow) -> StoredDocument:
 
 
 _HAS_DOMAIN = select(DocumentRow.id).where(DocumentRow.domain == bindparam("domain")).limit(1)
+_VERSION = select(KnowledgeVersionRow.version).where(KnowledgeVersionRow.id == 1)
+_BUMP = (
+    update(KnowledgeVersionRow)
+    .where(KnowledgeVersionRow.id == 1)
+    .values(version=KnowledgeVersionRow.version + 1)
+)
+
+
+def _bump_version(session: Session) -> None:
+    """Count a change to documents or domains, in the transaction that makes it, so that
+    a reader never sees the new version without the change (see ``knowledge_version``)."""
+    session.execute(_BUMP)
+
+
+def _deleted(session: Session, statement: Delete) -> int:
+    """Run a DELETE; how many rows it removed."""
+    result = cast("CursorResult[Any]", session.execute(statement))
+    return result.rowcount or 0
+
+
+def knowledge_version(engine: Engine) -> int:
+    """The current count of changes to documents and domains: one indexed point query,
+    cheap enough to run at the start of every turn."""
+    with engine.connect() as connection:
+        return int(connection.execute(_VERSION).scalar_one())
 
 
 class DocumentRepository:
@@ -104,18 +129,22 @@ class DocumentRepository:
             row.chunk_count = doc.chunk_count
             row.source_file = doc.source_file
             row.metadata_ = doc.metadata
+            _bump_version(session)
 
     def delete(self, paths: Iterable[str]) -> int:
         paths = list(paths)
         if not paths:
             return 0
         with Session(self.engine) as session, session.begin():
-            result = session.execute(delete(DocumentRow).where(DocumentRow.path.in_(paths)))
-            return result.rowcount or 0
+            deleted = _deleted(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
+            if deleted:
+                _bump_version(session)
+            return deleted
 
     def delete_all(self) -> None:
         with Session(self.engine) as session, session.begin():
             session.execute(delete(DocumentRow))
+            _bump_version(session)
 
 
 class MetaRepository:
@@ -173,9 +202,10 @@ class DomainRepository:
             row.when_to_retrieve = record.when_to_retrieve
             row.document_count = record.document_count
             row.source = record.source
+            _bump_version(session)
 
     def delete(self, domain_id: str) -> None:
         with Session(self.engine) as session, session.begin():
-            session.execute(
-                delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
-            )
+            statement = delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
+            if _deleted(session, statement):
+                _bump_version(session)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from starlette.datastructures import UploadFile as FormFile
 from starlette.exceptions import HTTPException
 
 from superbiz.api.deps import Authorized, ServiceDep
@@ -33,28 +34,43 @@ async def documents(service: ServiceDep) -> DocumentList:
     dependencies=Authorized,
     responses={
         **UNAUTHORIZED,
+        **documented_error(403, "`cross_origin`: a write from another site, without the key."),
         **documented_error(413, "`payload_too_large`: over ingest.max-file-bytes."),
         **documented_error(
             422,
-            "`invalid_request`, or `invalid_document` (binary, empty, not UTF-8, "
-            "malformed frontmatter, unsupported type).",
+            "`invalid_request` (also: more than one file), or `invalid_document` (binary, "
+            "empty, not UTF-8, malformed frontmatter, unsupported type).",
         ),
-        **superbiz_errors(409, 503),
+        **documented_error(
+            409,
+            "`conflict`: a knowledge-base document has this path (never replaced), or an "
+            "earlier upload has (replaced only with `overwrite`); or `index_mismatch`.",
+        ),
+        **superbiz_errors(503),
     },
 )
 async def upload(
+    request: Request,
     service: ServiceDep,
     file: Annotated[UploadFile, File(description="A Markdown or text file.")],
     domain: Annotated[
         str | None, Form(description="Domain folder; default: general.", max_length=64)
     ] = None,
+    overwrite: Annotated[
+        bool, Form(description="Replace an earlier upload with the same path.")
+    ] = False,
 ) -> Uploaded:
     """Store and ingest one document, as `superbiz ingest` would (metadata, domain)."""
+    files = [v for _, v in (await request.form()).multi_items() if isinstance(v, FormFile)]
+    if len(files) > 1:
+        raise HTTPException(
+            422, f"one file per request, and this one has {len(files)}: send each on its own"
+        )
     limit = service.settings.ingest.max_file_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
-    return await service.run(service.upload, file.filename or "", data, domain)
+    return await service.run(service.upload, file.filename or "", data, domain, overwrite)
 
 
 @router.delete(

@@ -1,4 +1,9 @@
-"""Service status: info for the page, the health check, Prometheus metrics."""
+"""Service status: info for the page, liveness and readiness, Prometheus metrics.
+
+``/livez`` answers as long as the event loop runs (a liveness probe: restart when it
+fails); ``/healthz`` checks the stores and waits for a running turn (a readiness probe:
+stop sending traffic when it fails, never restart for it).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from fastapi.responses import PlainTextResponse
 
 from superbiz.api.deps import AuthRequired, ServiceDep
 from superbiz.api.errors import INTERNAL
-from superbiz.api.responses import Health, ServiceInfo
+from superbiz.api.responses import Health, Liveness, ServiceInfo
 
 router = APIRouter(tags=["service"], responses=INTERNAL)
 
@@ -19,6 +24,12 @@ PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 @router.get("/api/info", summary="Model, governance marks, upload limits")
 async def info(service: ServiceDep, auth_required: AuthRequired) -> ServiceInfo:
     return service.info(auth_required=auth_required)
+
+
+@router.get("/livez")
+async def livez() -> Liveness:
+    """200 while the process serves requests; touches no store and takes no lock."""
+    return Liveness(status="alive")
 
 
 @router.get(

@@ -1,15 +1,22 @@
-"""A session's stored messages and its recorded tool calls."""
+"""A session's stored messages and its recorded tool calls.
+
+With ``service.api-key`` set they need the key, like the writes (the guard checks it):
+a session holds its user's questions and the evidence shown to them.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from superbiz.api.deps import ServiceDep
-from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND
+from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED
 from superbiz.api.responses import SessionHistory, SessionInvocations
 
 router = APIRouter(
-    prefix="/api/sessions", tags=["sessions"], responses={**NOT_FOUND, **INVALID, **INTERNAL}
+    prefix="/api/sessions",
+    tags=["sessions"],
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID, **INTERNAL},
 )
 
 

@@ -11,7 +11,7 @@ const state = {
 };
 
 function newSessionId() {
-  const random = crypto.getRandomValues(new Uint8Array(6));
+  const random = crypto.getRandomValues(new Uint8Array(16));
   return "web-" + Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
@@ -55,7 +55,9 @@ function setSession(id) {
 }
 
 async function loadHistory() {
-  const response = await fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+  const response = await fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`, {
+    headers: headers(false),
+  });
   if (!response.ok) return;
   const data = await response.json();
   for (const message of data.messages) {

@@ -1,0 +1,200 @@
+"""The checks every request passes before any route reads its body.
+
+One ASGI middleware, so that nothing is parsed or spooled for a request that is refused:
+
+1. ``Host`` must be one of ``service.allowed-hosts`` when that is set (400).
+2. With ``service.api-key`` set, writes under ``/api`` and every ``/api/sessions`` read
+   need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
+3. Without a key, a write must come from the server's own page: a browser's
+   ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``), else its ``Origin`` must be
+   this host (403). Clients that send neither (curl, scripts) are not browsers, so a
+   page elsewhere cannot use them. No CORS headers are ever sent.
+4. A body over its limit is refused: at once when ``Content-Length`` says so, else
+   when the bytes streamed so far pass it (413); nothing beyond the limit is read.
+5. Every response carries the security headers (CSP, ``X-Frame-Options``, ``nosniff``,
+   ``Referrer-Policy``).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from superbiz.api.errors import error_response
+from superbiz.config import Settings
+
+#: multipart framing allowed on top of the file itself before an upload is refused
+UPLOAD_OVERHEAD = 64 * 1024
+UPLOAD_PATH = "/api/documents"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: ``Sec-Fetch-Site`` values of a request the page itself (or the user) made
+SAME_ORIGIN_SITES = frozenset({"same-origin", "none"})
+
+#: the page loads only its own files; nothing may frame it
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+#: FastAPI's /docs and /redoc load their scripts from a CDN and start them inline
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https:; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'"
+)
+DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "same-origin",
+    "cross-origin-opener-policy": "same-origin",
+}
+
+
+def key_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison of a sent key with the configured one."""
+    return bool(given) and hmac.compare_digest(str(given).encode(), expected.encode())
+
+
+def sent_key(headers: Headers) -> str | None:
+    """The key a request carries: ``X-API-Key``, else a ``Bearer`` token."""
+    key = headers.get("x-api-key")
+    if key:
+        return key
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def needs_key(method: str, path: str) -> bool:
+    """Writes under ``/api`` and the sessions' reads (their questions and evidence)."""
+    if not path.startswith("/api/"):
+        return False
+    return method not in SAFE_METHODS or path.startswith("/api/sessions/")
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    """``host`` (port stripped) is listed, or matches a ``*.example.com`` entry.
+
+    >>> host_allowed("kb.example.com:8000", ["*.example.com"]), host_allowed("evil.io", ["a"])
+    (True, False)
+    """
+    name = urlsplit(f"//{host}").hostname or ""
+    for entry in allowed:
+        entry = entry.lower()
+        if entry == "*" or name == entry:
+            return True
+        if entry.startswith("*.") and name.endswith(entry[1:]):
+            return True
+    return False
+
+
+def same_origin(headers: Headers) -> bool:
+    """Whether a browser says the request comes from this server's own page; a client
+    that sends neither ``Sec-Fetch-Site`` nor ``Origin`` is not a browser."""
+    site = headers.get("sec-fetch-site")
+    if site is not None:
+        return site.lower() in SAME_ORIGIN_SITES
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    netloc = urlsplit(origin).netloc.lower()
+    return bool(netloc) and netloc == headers.get("host", "").lower()
+
+
+class RequestGuard:
+    """ASGI middleware: host, key, origin and body-size checks, then security headers."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.api_key = settings.service.api_key
+        self.allowed_hosts = settings.service.allowed_hosts
+        self.json_limit = settings.service.max_json_bytes
+        self.upload_limit = settings.ingest.max_file_bytes + UPLOAD_OVERHEAD
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = _with_security_headers(scope, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, kind, message, extra = refusal
+            await error_response(status, kind, message, headers=extra)(scope, receive, send)
+            return
+        await self.app(scope, _counted(receive, self._limit(scope)), send)
+
+    def _limit(self, scope: Scope) -> int:
+        upload = scope["method"] == "POST" and scope["path"].rstrip("/") == UPLOAD_PATH
+        return self.upload_limit if upload else self.json_limit
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
+        headers = Headers(scope=scope)
+        method, path = scope["method"], scope["path"]
+        if self.allowed_hosts and not host_allowed(headers.get("host", ""), self.allowed_hosts):
+            return 400, "invalid_host", "this Host is not in service.allowed-hosts", None
+        keyed = False
+        if self.api_key:
+            keyed = key_matches(sent_key(headers), self.api_key)
+            if needs_key(method, path) and not keyed:
+                return (
+                    401,
+                    "unauthorized",
+                    "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+        if method not in SAFE_METHODS and not keyed and not same_origin(headers):
+            return (
+                403,
+                "cross_origin",
+                "cross-origin write refused: writes come from this server's own page, "
+                "or carry the API key (service.api-key)",
+                None,
+            )
+        limit = self._limit(scope)
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            return 413, "payload_too_large", _too_large(int(length), limit), None
+        return None
+
+
+def _too_large(size: int | None, limit: int) -> str:
+    what = f"the body is {size} bytes" if size is not None else "the body is too large"
+    return f"{what}; the limit is {limit} bytes"
+
+
+def _counted(receive: Receive, limit: int) -> Receive:
+    """``receive`` that refuses the body once more than ``limit`` bytes have come in
+    (a chunked body has no length to check up front)."""
+    received = 0
+
+    async def counted() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                # FastAPI passes its own HTTPException through body parsing unchanged
+                raise HTTPException(413, _too_large(None, limit))
+        return message
+
+    return counted
+
+
+def _with_security_headers(scope: Scope, send: Send) -> Send:
+    csp = DOCS_CSP if scope["path"] in DOCS_PATHS else PAGE_CSP
+
+    async def secured(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            for name, value in SECURITY_HEADERS.items():
+                headers.setdefault(name, value)
+            headers.setdefault("content-security-policy", csp)
+        await send(message)
+
+    return secured

@@ -1,0 +1,46 @@
+"""The turn's deadline, which every model call inside the turn respects.
+
+A turn makes several model calls (plan, steps, a forced answer), each with retries; a
+per-call timeout alone lets them add up. ``turn_deadline`` sets one end time for the
+thread that runs the turn; :func:`remaining` tells a call how much of it is left, and
+:func:`check` ends the turn once it has passed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from superbiz.exceptions import LLMTimeoutError
+
+_END: ContextVar[tuple[float, float] | None] = ContextVar("superbiz_turn_deadline", default=None)
+
+
+@contextmanager
+def turn_deadline(seconds: float) -> Iterator[None]:
+    """Model calls made inside the block end by ``seconds`` from now (an outer,
+    earlier deadline still wins)."""
+    outer = _END.get()
+    end = time.monotonic() + seconds
+    token = _END.set(outer if outer is not None and outer[0] <= end else (end, seconds))
+    try:
+        yield
+    finally:
+        _END.reset(token)
+
+
+def remaining() -> float | None:
+    """Seconds left of the current turn, or ``None`` outside a turn."""
+    current = _END.get()
+    return None if current is None else current[0] - time.monotonic()
+
+
+def check() -> None:
+    """Raise :class:`LLMTimeoutError` once the turn's deadline has passed."""
+    current = _END.get()
+    if current is not None and time.monotonic() >= current[0]:
+        raise LLMTimeoutError(
+            f"the turn ran past its deadline of {current[1]:g} s (llm.turn-timeout-s)"
+        )

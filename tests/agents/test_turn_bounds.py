@@ -1,0 +1,127 @@
+"""A turn's bounds: a failed turn leaves its session as it was, history sent back to
+the model stays within its token budget, and an answer is capped; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import write_kb
+from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.config import ChatSettings, Settings
+from superbiz.exceptions import LLMUnavailableError
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.llm.messages import Message, ToolSpec
+from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel, answer, lookup
+
+PAYMENT = "payment/支付失败排查.md"
+PAY_Q = "支付回调超时怎么办？"
+PLAN = json.dumps(
+    {
+        "need_retrieval": True,
+        "domains": [{"domain": "payment", "sub_question": "支付回调超时怎么办"}],
+        "direct_answer": None,
+    }
+)
+
+
+@pytest.fixture
+def runtime(
+    tmp_path: Path, database_url: str, use_embedder: Embedder
+) -> Iterator[Callable[..., Runtime]]:
+    """``runtime(model, **settings)`` over the small KB in a fresh database."""
+    opened: list[KnowledgeBase] = []
+
+    def make(model: ScriptedChatModel, **overrides: Any) -> Runtime:
+        settings = Settings(data_dir=tmp_path / "data", database_url=database_url, **overrides)
+        kb = KnowledgeBase(settings, embedder=use_embedder)
+        opened.append(kb)
+        Ingestor(kb, domains=DomainService(kb)).ingest([write_kb(tmp_path / "kb")])
+        return open_runtime(settings, kb=kb, model=model)
+
+    yield make
+    for kb in opened:
+        kb.close()
+
+
+def fail(_: Sequence[Message], __: Sequence[ToolSpec]) -> Any:
+    raise LLMUnavailableError("LLM endpoint http://fake is unavailable after 1 attempt")
+
+
+def test_a_turn_failing_after_its_lookup_leaves_the_session_as_it_was(
+    runtime: Callable[..., Runtime],
+) -> None:
+    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), fail)
+    assistant = runtime(model)
+
+    with pytest.raises(LLMUnavailableError):
+        assistant.ask("s1", PAY_Q)
+
+    assert assistant.tracker.retrieved_docs("s1") == {}  # not "marked but unusable"
+    assert assistant.chats.messages("s1") == []
+
+    model.add(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    turn = assistant.ask("s1", PAY_Q)
+    [outcome] = turn.result.lookups
+    assert outcome.executed and outcome.dedup_reason is None
+    assert turn.result.evidence == [PAYMENT]
+    assert PAYMENT in assistant.tracker.retrieved_docs("s1")
+
+
+def test_a_failed_turn_keeps_earlier_marks(runtime: Callable[..., Runtime]) -> None:
+    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    assistant = runtime(model)
+    assistant.ask("s1", PAY_Q)
+    before = assistant.tracker.retrieved_docs("s1")
+
+    model.add(PLAN, lookup("退款失败"), fail)
+    with pytest.raises(LLMUnavailableError):
+        assistant.ask("s1", "退款失败通常是什么原因？")
+
+    assert assistant.tracker.retrieved_docs("s1") == before
+    assert [m.role for m in assistant.chats.messages("s1")] == ["user", "assistant"]
+
+
+def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtime]) -> None:
+    long_answer = "很长的回答。" * 3000
+    model = ScriptedChatModel(PLAN, answer(long_answer), PLAN, answer("短"), PLAN, answer("ok"))
+    assistant = runtime(
+        model, chat=ChatSettings(history_token_budget=500, max_answer_chars=100_000)
+    )
+    assistant.ask("s1", PAY_Q)
+    assistant.ask("s1", "second question")
+    assistant.ask("s1", "third question")
+
+    last_executor_step = model.steps[-1].messages
+    sent = "\n".join(m.content for m in last_executor_step)
+    assert "second question" in sent and "短" in sent  # the newest turn fits
+    assert long_answer not in sent and PAY_Q not in sent  # the oldest, too large, dropped
+
+
+def test_an_answer_is_capped_before_it_is_stored(runtime: Callable[..., Runtime]) -> None:
+    model = ScriptedChatModel(PLAN, answer("x" * 50_000))
+    assistant = runtime(model, chat=ChatSettings(max_answer_chars=1000))
+
+    turn = assistant.ask("s1", PAY_Q)
+
+    assert len(turn.result.answer) <= 1000
+    assert turn.result.answer.endswith("(chat.max-answer-chars)]")
+    assert assistant.chats.messages("s1")[-1].content == turn.result.answer
+
+
+def test_a_question_with_a_nul_is_stored_without_it(runtime: Callable[..., Runtime]) -> None:
+    """PostgreSQL refuses NUL in text: the turn would fail after its lookups."""
+    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    assistant = runtime(model)
+
+    turn = assistant.ask("s1", "支付回调\x00超时怎么办？\x1b")
+
+    assert turn.result.evidence == [PAYMENT]
+    assert assistant.chats.messages("s1")[0].content == "支付回调超时怎么办？"

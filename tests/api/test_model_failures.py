@@ -1,0 +1,119 @@
+"""Every model failure is one clear HTTP error (502/503/504 with the reason), never a
+hang, a traceback or a generic 500; the failed turn leaves its session as it was.
+
+The model is a real ``OpenAIChatModel`` against the fake server, which drips, hangs,
+fails or sends garbage. The planner falls back to the map when the model fails, so each
+case scripts the same failure for the planner's call and the executor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fakes.openai_server import (
+    FakeOpenAIServer,
+    Reply,
+    drip_reply,
+    error_reply,
+    garbage_reply,
+    hang_reply,
+    text_reply,
+    tool_call_reply,
+)
+from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.api import create_app
+from superbiz.config import LLMSettings
+from superbiz.llm import OpenAIChatModel
+
+FAILURES: dict[str, tuple[Reply, int, str]] = {
+    "drip": (drip_reply("x" * 400, every_s=0.05), 504, "llm_timeout"),
+    "hang": (hang_reply(4), 504, "llm_timeout"),
+    "5xx": (error_reply(500, "upstream exploded"), 503, "llm_unavailable"),
+    "not-json": (garbage_reply(), 502, "llm_error"),
+    "wrong-shape": (garbage_reply(b'{"choices": [{"index": 0}]}'), 502, "llm_error"),
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def with_model(
+    make_assistant: Callable[..., Runtime], fake: FakeOpenAIServer
+) -> Callable[..., tuple[TestClient, Runtime]]:
+    """``make(**assistant settings)`` → a client and runtime whose model is the fake."""
+
+    def make(**overrides: Any) -> tuple[TestClient, Runtime]:
+        base = make_assistant(**overrides)
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=0.5)
+        settings = base.settings.model_copy(update={"llm": llm})
+        runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
+        app = create_app(settings, assistant=runtime, warm_up=False)
+        return TestClient(app, raise_server_exceptions=False), runtime
+
+    return make
+
+
+@pytest.mark.parametrize("case", FAILURES, ids=list(FAILURES))
+def test_each_model_failure_is_one_clear_error(
+    with_model: Callable[..., tuple[TestClient, Runtime]], fake: FakeOpenAIServer, case: str
+) -> None:
+    reply, status, kind = FAILURES[case]
+    fake.script_chat(reply, reply)
+    client, _ = with_model()
+
+    response = client.post(
+        "/api/chat", json={"session_id": "m1", "question": "支付回调超时怎么办？"}
+    )
+
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"] == kind and "LLM endpoint" in body["message"]
+    assert "Traceback" not in response.text
+
+
+def test_a_streamed_turn_reports_the_timeout_as_an_event(
+    with_model: Callable[..., tuple[TestClient, Runtime]],
+    fake: FakeOpenAIServer,
+    sse_events: Callable[[str], list[tuple[str, dict[str, Any], int]]],
+) -> None:
+    reply = drip_reply("x" * 400, every_s=0.05)
+    fake.script_chat(reply, reply)
+    client, _ = with_model()
+
+    response = client.post("/api/chat_stream", json={"session_id": "m2", "question": "支付失败"})
+
+    events = sse_events(response.text)
+    error = next(data for name, data, _ in events if name == "error")
+    assert (error["status"], error["error"]) == (504, "llm_timeout")
+    assert events[-1][0] == "done"
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_turn_failing_after_its_first_lookup_can_be_asked_again(
+    with_model: Callable[..., tuple[TestClient, Runtime]],
+    fake: FakeOpenAIServer,
+    database_factory: Callable[[str], str],
+    database: str,
+) -> None:
+    client, runtime = with_model(database_url=database_factory(database))
+    lookup = tool_call_reply(("lookup_knowledge", '{"query": "支付回调超时"}'))
+    fake.script_chat(error_reply(400, "planner off"), lookup, error_reply(500, "gone"))
+    question = {"session_id": "m3", "question": "支付回调超时怎么办？"}
+
+    assert client.post("/api/chat", json=question).status_code == 503
+    assert runtime.tracker.retrieved_docs("m3") == {}
+
+    fake.script_chat(error_reply(400, "planner off"), lookup, text_reply("按文档处理 [1]"))
+    again = client.post("/api/chat", json=question)
+    assert again.status_code == 200, again.text
+    [looked_up] = again.json()["lookups"]
+    assert looked_up["executed"] and looked_up["dedup_reason"] is None
+    assert again.json()["citations"][0]["path"] == "payment/支付失败排查.md"

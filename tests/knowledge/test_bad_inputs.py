@@ -1,0 +1,248 @@
+"""The bad-input corpus: every file that cannot be ingested is a skipped file with its
+reason, the run goes on and every good file in the same run is stored, on SQLite and
+PostgreSQL (real USE embedder, Milvus Lite). The corpus is written by the tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import DataError
+
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.vector_store import Filter, literal
+
+# An alias bomb: 323 bytes of frontmatter that would expand to 9^9 list items.
+ALIAS_BOMB = (
+    "---\n"
+    + "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+        for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "---\n# Bomb\nbody\n"
+)
+GOOD: dict[str, str | bytes] = {
+    "api/rate-limit.md": "# API rate limiting\nClients over quota receive HTTP 429.\n",
+    "api/new\nline.md": "# Newline name\nA file whose name holds a newline.\n",
+    "api/quo\"te's \\ name.md": "# Quoted name\nQuotes and a backslash in the name.\n",
+    "payment/支付 ünïcode 名.md": "# 支付失败排查\n支付回调超时时，先检查网关日志。\n",
+    "payment/utf16.md": "# 退款失败\n退款失败通常是因为原交易已经关闭。\n".encode("utf-16"),
+    "payment/bom.md": "\ufeff# 对账\n每日对账在凌晨两点运行。\n".encode(),
+    "ops/long-title.md": f"---\ntitle: {'T' * 600}\n---\n# Long title\nbody\n",
+}
+BAD: dict[str, str | bytes] = {
+    "ops/alias-bomb.md": ALIAS_BOMB,
+    "ops/self-alias.md": "---\na: &a [1, *a]\n---\n# A\nbody\n",
+    "ops/nul-title.md": '---\ntitle: "refund\\0guide"\n---\n# Refund\nbody\n',
+    "ops/control-tag.md": '---\ntags: ["ok", "bell\\a"]\n---\n# Tags\nbody\n',
+    "ops/nul-body.md": b"# Late NUL\n" + b"x" * 9000 + b"\x00 tail\n",
+    "ops/empty.md": b"",
+    "ops/binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),
+    "ops/utf16-no-bom.md": "# Title\nsome text here\n".encode("utf-16-le"),
+    "ops/gbk.md": "# 支付失败\n正文内容\n".encode("gbk"),
+    "ops/huge.md": "# Huge\n" + "x" * 13000,
+    "ops/malformed.md": "---\ntitle: [unclosed\n---\n# Body\ntext\n",
+    "ops/long-category.md": f"---\ncategory: {'c' * 200}\n---\n# Category\nbody\n",
+}
+REASONS = {
+    "ops/alias-bomb.md": "frontmatter refused: its YAML aliases expand it past 100000 characters",
+    "ops/self-alias.md": "frontmatter refused: a YAML alias refers to itself",
+    "ops/nul-title.md": "frontmatter field 'title' contains the control character U+0000",
+    "ops/control-tag.md": "frontmatter field 'tags' contains the control character U+0007",
+    "ops/nul-body.md": "contains NUL characters (U+0000)",
+    "ops/empty.md": "empty file",
+    "ops/binary.md": "binary file (contains NUL bytes)",
+    "ops/utf16-no-bom.md": "binary file (contains NUL bytes); it looks like UTF-16LE without a "
+    "byte-order mark: convert it with `iconv -f UTF-16LE -t UTF-8`",
+    "ops/gbk.md": "not UTF-8 text (byte 4: invalid start byte); it looks like GB18030/GBK "
+    "Chinese: convert it with `iconv -f GB18030 -t UTF-8",
+    "ops/huge.md": "too large: 13007 bytes exceeds the 12000-byte limit",
+    "ops/malformed.md": "malformed frontmatter:",
+    "ops/long-category.md": "category longer than 128 characters",
+    "links/outside.md": "symlink to ",
+    "links/outside-folder": "symlink to a folder outside the KB (",
+    "links/loop.md": "symlink loop",
+    "links/up": "symlink loop: a folder link to ",
+    "links/broken.md": "broken symlink (its target ",
+    "ops/latin1-\\xe9.md": "file name is not valid UTF-8: rename the file",
+    "ops/fifo.md": "not a regular file",
+}
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """Good and bad files side by side, with symlinks out of the KB and in loops."""
+    root = tmp_path / "kb"
+    write(root, {**GOOD, **BAD})
+    outside = tmp_path / "elsewhere"
+    write(outside, {"secret.md": "# Secret\nnot part of the KB\n", "dir/inner.md": "# In\nx\n"})
+    links = root / "links"
+    links.mkdir()
+    (links / "outside.md").symlink_to(outside / "secret.md")
+    (links / "outside-folder").symlink_to(outside / "dir", target_is_directory=True)
+    (links / "loop.md").symlink_to(links / "loop.md")
+    (links / "up").symlink_to(root, target_is_directory=True)
+    (links / "broken.md").symlink_to(links / "missing.md")
+    (root / "ops" / os.fsdecode(b"latin1-\xe9.md")).write_text("# Name\nbody\n")
+    os.mkfifo(root / "ops" / "fifo.md")  # reading it would block forever
+    return root
+
+
+@pytest.fixture
+def kb(
+    tmp_path: Path,
+    database_url: str,
+    make_settings: Callable[..., Any],
+    use_embedder: Embedder,
+) -> Iterator[KnowledgeBase]:
+    settings = make_settings(tmp_path, database_url, ingest={"max_file_bytes": 12000})
+    knowledge = KnowledgeBase(settings, embedder=use_embedder)
+    yield knowledge
+    knowledge.close()
+
+
+def test_every_bad_input_is_skipped_with_its_reason_and_good_files_are_stored(
+    corpus: Path, kb: KnowledgeBase
+) -> None:
+    report = Ingestor(kb).ingest([corpus])
+
+    skipped = dict(report.skipped)
+    assert set(skipped) == set(REASONS), sorted(skipped)
+    for path, reason in REASONS.items():
+        assert skipped[path].startswith(reason), (path, skipped[path])
+    assert str(corpus.parent / "elsewhere") in skipped["links/outside-folder"]
+    assert sorted(report.added) == sorted(GOOD)
+    assert report.summary() == f"{len(GOOD)} added, 0 updated, 0 unchanged, {len(REASONS)} skipped"
+
+    rows = {doc.path: doc for doc in kb.documents.all()}
+    assert sorted(rows) == sorted(GOOD)
+    assert rows["payment/utf16.md"].title == "退款失败"
+    assert rows["payment/bom.md"].title == "对账"
+    assert rows["ops/long-title.md"].title == "T" * 511 + "…"  # the column holds 512
+    assert rows["api/new\nline.md"].title == "Newline name"
+    state = kb.store.index_state(list(rows))
+    assert {path: count for path, (count, _) in state.items()} == {
+        path: doc.chunk_count for path, doc in rows.items()
+    }
+    quoted = kb.store.chunks_of("api/quo\"te's \\ name.md")
+    assert [chunk.title for chunk in quoted] == ["Quoted name"]
+    _, hits = kb.searcher.search("Quotes and a backslash in the name", domain="api")
+    assert hits[0].doc_path == "api/quo\"te's \\ name.md"
+
+    again = Ingestor(kb).ingest([corpus])
+    assert sorted(again.unchanged) == sorted(GOOD) and not again.changed
+    assert set(dict(again.skipped)) == set(REASONS)
+
+    for name in ("api/new\nline.md", "api/quo\"te's \\ name.md"):
+        (corpus / name).unlink()
+    pruned = Ingestor(kb).ingest([corpus], prune=True)
+    assert sorted(pruned.removed) == ["api/new\nline.md", "api/quo\"te's \\ name.md"]
+    assert kb.store.index_state(["api/new\nline.md", "api/quo\"te's \\ name.md"]) == {}
+    assert kb.store.chunks_of("api/new\nline.md") == []
+
+
+def test_gb18030_is_accepted_when_the_setting_lists_it(
+    tmp_path: Path, database_url: str, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> None:
+    root = tmp_path / "kb"
+    write(root, {"payment/gbk.md": "# 支付失败\n正文内容\n".encode("gbk")})
+    settings = make_settings(tmp_path, database_url, ingest={"encodings": ["utf-8", "gb18030"]})
+    knowledge = KnowledgeBase(settings, embedder=use_embedder)
+    try:
+        report = Ingestor(knowledge).ingest([root])
+        assert report.added == ["payment/gbk.md"] and report.skipped == []
+        doc = knowledge.documents.get("payment/gbk.md")
+        assert doc is not None and doc.title == "支付失败"
+        assert "正文内容" in knowledge.store.chunks_of("payment/gbk.md")[0].text
+    finally:
+        knowledge.close()
+
+
+def test_a_folder_link_inside_the_kb_is_reported_not_followed(
+    tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    root = tmp_path / "kb"
+    write(root, {"api/rate-limit.md": GOOD["api/rate-limit.md"]})
+    (root / "mirror").symlink_to(root / "api", target_is_directory=True)
+    report = Ingestor(kb).ingest([root])
+    assert report.added == ["api/rate-limit.md"]
+    assert report.skipped == [
+        (
+            "mirror",
+            "symlink to a folder inside the KB: not followed (its files are ingested from api)",
+        )
+    ]
+
+
+# -- idempotency at any chunk count --------------------------------------------------------
+
+
+def test_reingest_is_unchanged_when_chunks_span_many_query_pages(
+    tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    """Chunks are read back in pages: with a page of 3 rows, documents of 10+ chunks
+    and 100+ chunks in all are still counted exactly, so nothing is 'repaired'."""
+    root = tmp_path / "kb"
+    sections = "\n\n".join(f"## Step {i}\n" + f"Check item {i} carefully. " * 12 for i in range(30))
+    write(root, {f"ops/runbook-{n}.md": f"# Runbook {n}\n\n{sections}\n" for n in range(10)})
+    kb.store.page_size = 3
+    first = Ingestor(kb).ingest([root])
+    assert len(first.added) == 10
+    counts = [doc.chunk_count for doc in kb.documents.all()]
+    assert min(counts) > 3 * 3 and sum(counts) > 100
+    state = kb.store.index_state([doc.path for doc in kb.documents.all()])
+    assert sorted(count for count, _ in state.values()) == sorted(counts)
+    assert len(kb.store.chunks_of("ops/runbook-0.md")) == counts[0]
+
+    again = Ingestor(kb).ingest([root])
+    assert len(again.unchanged) == 10
+    assert (again.repaired, again.updated, again.added) == ([], [], [])
+
+
+# -- a row the database refuses -------------------------------------------------------------
+
+
+def test_a_row_the_database_refuses_is_skipped_and_leaves_no_chunks(
+    tmp_path: Path, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "kb"
+    write(root, {"api/a.md": "# A\nfirst\n", "api/b.md": "# B\nsecond\n"})
+    save = kb.documents.save
+
+    def refuse_b(doc: Any) -> None:
+        if doc.path == "api/b.md":
+            raise DataError("INSERT", {}, Exception("invalid byte sequence\nDETAIL: more"))
+        save(doc)
+
+    monkeypatch.setattr(kb.documents, "save", refuse_b)
+    report = Ingestor(kb).ingest([root])
+    assert report.added == ["api/a.md"]
+    assert report.skipped == [("api/b.md", "refused by the database: invalid byte sequence")]
+    assert kb.store.index_state(["api/a.md", "api/b.md"]).keys() == {"api/a.md"}
+
+
+# -- Milvus filters ---------------------------------------------------------------------------
+
+
+def test_filter_literals_escape_everything_the_lexer_reads() -> None:
+    assert literal("a\"b\\c\nd\re\tf'g") == '"a\\"b\\\\c\\nd\\re\\tf\'g"'
+    template = "doc_path in {paths} and domain == {domain}"
+    query = Filter(template, {"paths": ["x", 'y"'], "domain": "d"})
+    assert query.rendered() == 'doc_path in ["x", "y\\""] and domain == "d"'
+    assert query.template == template  # what a server gets, with the values as parameters
