@@ -16,9 +16,13 @@ EN_TEXT = "Check the NTP daemon and the clock offset of the node."
 ZH_TEXT = "同步延迟时，先检查下游集群的负载和网络，再调整并发度。"
 
 
-def doc(path: str, score: float, similarity: float, text: str = EN_TEXT) -> DocHit:
+def doc(
+    path: str, score: float, similarity: float, text: str = EN_TEXT, *, bm25: bool = False
+) -> DocHit:
+    """A one-chunk document; ``bm25``: its chunk was a BM25 hit (it shares query terms)."""
     hit = ChunkHit(f"{path}#0", path, "ops", path, "", 0, text, score)
-    return DocHit(path, path, "ops", score, similarity, None, [ScoredChunk(hit, similarity, 0, 0)])
+    chunk = ScoredChunk(hit, similarity, 0.0, 1.0 if bm25 else None)
+    return DocHit(path, path, "ops", score, similarity, None, [chunk])
 
 
 def shown(
@@ -55,10 +59,20 @@ def test_a_high_fused_score_qualifies_without_cosine() -> None:
     assert shown([doc("lexical", 0.6, 0.12), doc("weak", 0.4, 0.12)]) == ["lexical"]
 
 
-def test_another_language_needs_a_highly_relevant_cosine() -> None:
-    rest = [doc("zh-fused", 0.9, 0.5, ZH_TEXT), doc("zh-close", 0.2, 0.65, ZH_TEXT)]
-    assert shown(rest) == ["zh-close"]
-    assert shown(rest, language="zh") == ["zh-fused", "zh-close"]
+def test_another_language_needs_a_highly_relevant_cosine_or_shared_terms() -> None:
+    rest = [
+        doc("zh-fused", 0.9, 0.5, ZH_TEXT),  # a high fused score from its cosine alone
+        doc("zh-terms", 0.6, 0.2, ZH_TEXT, bm25=True),  # the query's own terms, e.g. "Redis"
+        doc("zh-cosine", 0.2, 0.65, ZH_TEXT),
+        doc("zh-weak-terms", 0.3, 0.68, ZH_TEXT, bm25=True),
+    ]
+    assert shown(rest, margin=None) == ["zh-terms", "zh-cosine", "zh-weak-terms"]
+    assert shown(rest, language="zh", margin=None) == [
+        "zh-fused",
+        "zh-terms",
+        "zh-cosine",
+        "zh-weak-terms",
+    ]
 
 
 def test_the_limit_counts_only_qualifying_documents() -> None:
