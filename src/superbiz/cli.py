@@ -477,12 +477,32 @@ def eval_service(
     ] = None,
     clients: Annotated[int, typer.Option("--clients", help="Concurrent clients.", min=1)] = 10,
     requests: Annotated[
-        int, typer.Option("--requests", help="Requests per concurrent phase.", min=1)
+        int, typer.Option("--requests", help="Turns per concurrent phase.", min=1)
     ] = 100,
+    sequential: Annotated[
+        int, typer.Option("--sequential", help="Turns of the one-client phases.", min=1)
+    ] = 20,
+    model_latency_ms: Annotated[
+        float,
+        typer.Option(
+            "--model-latency-ms",
+            help="Serve a simulated model: the extractive policy, each call delayed this long.",
+            min=0,
+        ),
+    ] = 0,
+    urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--url",
+            help="A running replica to drive instead of an in-process server (repeat it: "
+            "round robin, a session's turns alternating between replicas).",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """/api/chat latency at N concurrent clients and time to the first SSE event, served by
-    uvicorn on loopback with the extractive model."""
+    """Turn latency (p50/p95), turns/s and errors at one and N concurrent clients, time to
+    the first SSE event, and an audit of every session (recorded calls, governance cap,
+    cross-session leaks, second turns)."""
     from superbiz.evaluation.service import (
         benchmark_service,
         default_data_dir,
@@ -494,9 +514,14 @@ def eval_service(
             _settings(data_dir or default_data_dir()),
             clients=clients,
             requests=requests,
+            sequential=sequential,
+            model_latency_ms=model_latency_ms,
+            urls=urls,
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
     _publish(report, None, as_json, render_service_report)
+    if not report["audit"]["ok"]:
+        raise typer.Exit(1)
 
 
 @eval_app.command("ingest")

@@ -83,6 +83,12 @@ class EmbeddingSettings(_Section):
     model: str = "use-multilingual-v3"
     base_url: str | None = None
     api_key: str | None = None
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
     dimensions: int | None = Field(None, ge=1)
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
@@ -141,6 +147,12 @@ class LLMSettings(_Section):
 
     base_url: str | None = None
     api_key: str | None = None
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
@@ -199,12 +211,22 @@ class ServiceSettings(_Section):
     ``X-API-Key`` or ``Authorization: Bearer``), checked before the body is read. Without
     it, writes must come from the page's own origin. ``allowed_hosts`` (empty: any)
     refuses other ``Host`` headers; ``max_json_bytes`` bounds a JSON body (uploads are
-    bounded by ``ingest.max_file_bytes``).
+    bounded by ``ingest.max_file_bytes``). A second request in a busy session waits
+    ``session_wait_s`` for the turn ahead, then gets 409; a streamed turn sends a
+    keep-alive comment after ``sse_keepalive_s`` of silence, so a proxy's idle timeout
+    does not cut a long model step. At most ``max_concurrent_turns`` turns run at once;
+    more wait for a slot.
     """
 
     api_key: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     max_json_bytes: int = Field(64 * 1024, ge=1024)
+    #: how long a request waits for the running turn of its session before a 409
+    session_wait_s: float = Field(30.0, ge=0)
+    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    sse_keepalive_s: float = Field(15.0, gt=0)
+    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    max_concurrent_turns: int = Field(64, ge=1)
 
 
 class Settings(BaseSettings):

@@ -10,6 +10,7 @@ from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner
 from superbiz.agents.runtime import WARM_UP_SESSION, LookupRuntime, open_lookup, open_runtime
+from superbiz.agents.store_lock import ReleasingModel
 from superbiz.config import LLMSettings, Settings
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -34,7 +35,8 @@ def test_a_given_model_plans_and_executes(tmp_path: Path) -> None:
     with open_runtime(Settings(data_dir=tmp_path / "data"), model=model) as runtime:
         assert runtime.model is model and not runtime.extractive
         assert isinstance(runtime.planner, LLMPlanner)
-        assert runtime.domains.model is model
+        assert isinstance(runtime.domains.model, ReleasingModel)  # outside the store lock
+        assert runtime.domains.model.inner is model
 
 
 def test_a_configured_llm_is_the_default_model(tmp_path: Path) -> None:

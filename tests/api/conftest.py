@@ -21,21 +21,23 @@ from superbiz.api import create_app
 from superbiz.config import ServiceSettings, Settings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
+from superbiz.llm.base import ChatModel
 
 
 @pytest.fixture(scope="session")
 def make_assistant(
     tmp_path_factory: pytest.TempPathFactory, use_embedder: Any, kb_writer: Callable[..., Path]
 ) -> Iterator[Callable[..., Runtime]]:
-    """``make(**settings)`` → a Runtime over a fresh data dir holding the small KB."""
+    """``make(model=None, **settings)`` → a Runtime over a fresh data dir holding the small
+    KB, answering with ``model`` (extractive by default)."""
     opened: list[Runtime] = []
 
-    def make(**overrides: Any) -> Runtime:
+    def make(model: ChatModel | None = None, **overrides: Any) -> Runtime:
         root = tmp_path_factory.mktemp("api-kb")
         folder = kb_writer(root / "kb")
         settings = Settings(data_dir=root / "data", **overrides)
         kb = KnowledgeBase(settings, embedder=use_embedder)
-        assistant = open_runtime(settings, kb=kb, model=ExtractiveChatModel())
+        assistant = open_runtime(settings, kb=kb, model=model or ExtractiveChatModel())
         Ingestor(kb, domains=assistant.domains).ingest([folder])
         opened.append(assistant)
         return assistant
@@ -86,5 +88,7 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any], int]]:
         for line in block.split("\n"):
             name, _, value = line.partition(": ")
             fields[name] = value
+        if "event" not in fields:  # a comment (keep-alive)
+            continue
         events.append((fields["event"], json.loads(fields["data"]), int(fields["id"])))
     return events

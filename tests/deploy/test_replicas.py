@@ -243,11 +243,6 @@ def test_document_changes_through_any_process_are_seen_by_every_replica(
         assert "ops/wombat-failover.md" in _cited(answer), index
 
 
-@pytest.mark.xfail(
-    reason="needs PostgresSessionLocks as the runtime's SessionLocks on PostgreSQL; wire it "
-    "with issue 12's concurrent-turn runtime, then drop this mark",
-    strict=True,
-)
 def test_a_turn_waits_for_the_same_session_running_in_another_replica(
     replicas: Replicas,
 ) -> None:

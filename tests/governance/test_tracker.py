@@ -191,3 +191,13 @@ def test_migrations_create_the_tables_in_the_test_schema(
             assert version.scalar() is not None
     # migrating an up-to-date database again is a no-op
     open_database(database_url).dispose()
+
+
+def test_forget_unmarks_only_the_given_documents(tracker: SessionTracker) -> None:
+    tracker.mark_many("s1", [("payment", "p/a.md"), ("database", "d/b.md"), ("api", "a/c.md")])
+    tracker.mark_retrieved("s2", "payment", "p/a.md")
+    tracker.forget("s1", ["d/b.md", "a/c.md", "never/marked.md"])
+    tracker.forget("s1", [])
+    assert tracker.retrieved_docs("s1") == {"p/a.md": "payment"}
+    assert tracker.retrieved_domains("s1") == ["payment"]
+    assert tracker.is_doc_retrieved("s2", "p/a.md")

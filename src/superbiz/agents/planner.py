@@ -110,8 +110,8 @@ class MapPlanner:
         self.embedder = embedder
         self.settings = settings
         self._entries: dict[tuple[str, str], np.ndarray] = {}
-        self._exact_map: KnowledgeMap | None = None
-        self._exact_index = ExactIndex()
+        # (map, its exact index), swapped whole: turns of several sessions plan at once
+        self._exact_built: tuple[KnowledgeMap, ExactIndex] | None = None
 
     def plan(self, request: PlanRequest) -> Plan:
         kmap = request.knowledge_map
@@ -151,14 +151,15 @@ class MapPlanner:
 
     def _exact(self, kmap: KnowledgeMap) -> ExactIndex:
         """The map's titles and covers as an exact index, built once per map."""
-        if self._exact_map is not kmap:
-            self._exact_index = ExactIndex(
+        built = self._exact_built
+        if built is None or built[0] is not kmap:
+            index = ExactIndex(
                 ExactEntry(doc.path, doc.title, domain.domain_id, covers=doc.covers)
                 for domain in kmap.domains
                 for doc in domain.documents
             )
-            self._exact_map = kmap
-        return self._exact_index
+            self._exact_built = built = (kmap, index)
+        return built[1]
 
     def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
         """Entry vectors, embedded once per (path, text) and reused across turns."""

@@ -6,18 +6,30 @@ CLI's lookup and trace commands use it. ``open_runtime`` adds the agents on top 
 store, domain service, planner, executor, supervisor): the CLI's ask and chat, the HTTP
 service and the agent benchmark use it. Both return context managers; ``close()``
 releases the stores.
+
+``Runtime.ask`` may be called from many threads at once: turns of one session wait for
+each other (``SessionLocks``), turns of different sessions overlap while their models
+think (``StoreLock``), and a turn that fails leaves nothing recorded.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Self
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
+from superbiz.agents.session_lock import SessionLocks, session_locks
+from superbiz.agents.store_lock import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
 from superbiz.config import Settings
+from superbiz.exceptions import StoreError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -29,6 +41,8 @@ from superbiz.storage.invocations import InvocationRepository
 
 #: the session a warm-up lookup runs in (cleared right after)
 WARM_UP_SESSION = "superbiz:warm-up"
+
+log = logging.getLogger(__name__)
 
 
 class LookupRuntime:
@@ -79,7 +93,8 @@ class Runtime(LookupRuntime):
     The knowledge map is built once and rebuilt after ``invalidate_map()`` (call it when
     documents change), so a turn never pays for it. Without a configured LLM (and no
     ``model`` given) the executor plays the extractive policy and the planner plans from
-    the map.
+    the map. ``sessions`` orders the turns of a session (one process by default; several
+    replicas need locks they all see).
     """
 
     def __init__(
@@ -89,22 +104,19 @@ class Runtime(LookupRuntime):
         model: ChatModel | None = None,
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
+        sessions: SessionLocks | None = None,
     ) -> None:
         super().__init__(settings, kb=kb, tracker=tracker)
         self.chats = ChatRepository(self.kb.engine)
+        self.store_lock = StoreLock.for_settings(settings)
+        self.sessions = sessions or session_locks(settings, self.kb.engine)
         self.model = model or make_chat_model(settings.llm) or ExtractiveChatModel()
-        llm = None if isinstance(self.model, ExtractiveChatModel) else self.model
+        # Whatever calls the LLM outside a turn's executor (planner, domain summaries)
+        # lets go of the store lock while it waits.
+        llm = None if self.extractive else self.store_lock.releasing(self.model)
         self.domains = DomainService(self.kb, llm)
         self.executor = Executor(self.model, self.lookup, settings.governance, self.invocations)
         self.planner = self._planner(llm)
-        self.supervisor = Supervisor(
-            self.planner,
-            self.executor,
-            self.chats,
-            self.knowledge_map,
-            settings=settings.chat,
-            turn_timeout_s=None if llm is None else settings.llm.turn_timeout_s,
-        )
         self._map: KnowledgeMap | None = None
         self._map_version = -1
 
@@ -137,13 +149,64 @@ class Runtime(LookupRuntime):
         *,
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
+        model: ChatModel | None = None,
     ) -> SupervisedTurn:
-        return self.supervisor.handle(session_id, question, on_plan=on_plan, on_lookup=on_lookup)
+        """One turn of ``session_id``, after any turn of it still running.
+
+        ``model`` answers this turn instead of the runtime's (e.g. one that streams its
+        text to the caller). A turn that fails is undone: its recorded calls and the
+        documents it marked as retrieved are forgotten, so the next turn starts where
+        the last answered one ended. A relational store that fails raises ``StoreError``.
+        """
+        turn_model = self.store_lock.releasing(model or self.model)
+        executor = Executor(turn_model, self.lookup, self.settings.governance, self.invocations)
+        supervisor = Supervisor(
+            self.planner,
+            executor,
+            self.chats,
+            self.knowledge_map,
+            settings=self.settings.chat,
+            turn_timeout_s=None if self.extractive else self.settings.llm.turn_timeout_s,
+        )
+        with self.sessions.hold(session_id), self.store_lock.held(), self._store_errors():
+            before = set(self.tracker.retrieved_docs(session_id))
+            try:
+                return supervisor.handle(session_id, question, on_plan=on_plan, on_lookup=on_lookup)
+            except BaseException:
+                self._undo_turn(session_id, before)
+                raise
+
+    def _undo_turn(self, session_id: str, retrieved_before: set[str]) -> None:
+        """Forget what a failed turn recorded (best effort: the store may be what failed)."""
+        try:
+            turn = self.chats.last_turn(session_id) + 1  # the failed turn stored no messages
+            self.invocations.discard_turn(session_id, turn)
+            marked = self.tracker.retrieved_docs(session_id)
+            self.tracker.forget(session_id, [p for p in marked if p not in retrieved_before])
+        except Exception:
+            log.warning("could not undo the failed turn of session %r", session_id, exc_info=True)
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """A relational store failure as a ``StoreError`` that names the store."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            url = self.kb.engine.url.render_as_string(hide_password=True)
+            lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            raise StoreError(f"the relational store ({url}) failed: {detail}") from exc
+
+    def close(self) -> None:
+        self.sessions.close()
+        super().close()
 
     def clear_session(self, session_id: str) -> None:
-        """Forget the conversation, its action memory and its recorded calls."""
-        self.chats.clear(session_id)
-        super().clear_session(session_id)
+        """Forget the conversation, its action memory and its recorded calls (after any
+        turn of the session still running)."""
+        with self.sessions.hold(session_id), self.store_lock.held(), self._store_errors():
+            self.chats.clear(session_id)
+            super().clear_session(session_id)
 
 
 def open_lookup(

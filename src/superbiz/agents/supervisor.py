@@ -87,31 +87,13 @@ class Supervisor:
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
     ) -> SupervisedTurn:
-        """One turn, within the turn deadline; a failed turn changes nothing. Control
+        """One turn, within the turn deadline (the runtime undoes a failed one). Control
         characters are taken out of the question (PostgreSQL cannot store a NUL)."""
         question = CONTROL.sub("", question)
-        tracker = self.executor.lookup.tracker
-        before = tracker.retrieved_docs(session_id)
-        try:
-            if self.turn_timeout_s is None:
-                return self._handle(session_id, question, on_plan, on_lookup)
-            with turn_deadline(self.turn_timeout_s):
-                return self._handle(session_id, question, on_plan, on_lookup)
-        except BaseException:
-            self._restore(session_id, before)
-            raise
-
-    def _restore(self, session_id: str, before: dict[str, str]) -> None:
-        """Unmark what a failed turn retrieved, keeping the earlier marks in their order."""
-        tracker = self.executor.lookup.tracker
-        try:
-            if tracker.retrieved_docs(session_id) == before:
-                return
-            tracker.clear_session(session_id)
-            for path, domain in before.items():  # one by one: each keeps its place
-                tracker.mark_retrieved(session_id, domain, path)
-        except Exception:  # the turn's own error is the one to report
-            log.exception("could not restore session %r after a failed turn", session_id)
+        if self.turn_timeout_s is None:
+            return self._handle(session_id, question, on_plan, on_lookup)
+        with turn_deadline(self.turn_timeout_s):
+            return self._handle(session_id, question, on_plan, on_lookup)
 
     def _handle(
         self,

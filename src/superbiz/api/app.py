@@ -1,8 +1,8 @@
 """The FastAPI app: the factory, its middleware and its error handlers.
 
 The routes live in ``superbiz.api.routes``, one router per area, and reach the
-``Service`` through a dependency. Every call into the assistant runs in a worker thread
-behind the assistant's one lock (see ``superbiz.api.service``); a streamed turn hands
+``Service`` through a dependency. Every call into the assistant runs in a worker thread,
+turns of different sessions concurrently (see ``superbiz.api.service``); a streamed turn hands
 its events to the request's own queue, so concurrent sessions never see each other's
 events. Errors are JSON with a message, never a stack trace.
 """

@@ -17,6 +17,7 @@ from superbiz.exceptions import (
     LLMError,
     LLMTimeoutError,
     LLMUnavailableError,
+    SessionBusyError,
     StoreError,
     SuperbizError,
     UnknownDomainError,
@@ -31,6 +32,7 @@ ERROR_STATUS: tuple[tuple[type[SuperbizError], int, str], ...] = (
     (LLMUnavailableError, 503, "llm_unavailable"),
     (LLMError, 502, "llm_error"),
     (IndexMismatchError, 409, "index_mismatch"),
+    (SessionBusyError, 409, "session_busy"),
     (StoreError, 503, "store_unavailable"),
     (EmbeddingError, 503, "embedding_unavailable"),
 )

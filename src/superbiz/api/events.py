@@ -13,7 +13,7 @@ and ``done`` (always last); their payloads are the models of ``superbiz.api.resp
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 from superbiz.agents.executor import lookup_summary
 from superbiz.api.responses import (
@@ -30,6 +30,9 @@ from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 #: characters per ``token`` event when an answer did not come from a streaming model step
 ANSWER_CHUNK = 24
 
+#: an SSE comment: clients ignore it, proxies see traffic
+KEEP_ALIVE = b": keep-alive\n\n"
+
 Emit = Callable[[TurnEvent], None]
 
 
@@ -45,6 +48,25 @@ def sse(event: TurnEvent, event_id: int | None = None) -> bytes:
         lines.append(f"id: {event_id}")
     lines.append("data: " + event.model_dump_json(exclude_unset=True))
     return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+async def sse_events(
+    queue: asyncio.Queue[TurnEvent | None], keepalive_s: float
+) -> AsyncIterator[bytes]:
+    """The queue's events as SSE until ``None``, numbered from 1, with a
+    ``: keep-alive`` comment whenever ``keepalive_s`` pass without one (a model step can
+    take a minute; a proxy's idle timeout must not cut the stream meanwhile)."""
+    number = 0
+    while True:
+        try:
+            event = await asyncio.wait_for(queue.get(), keepalive_s)
+        except TimeoutError:
+            yield KEEP_ALIVE
+            continue
+        if event is None:
+            return
+        number += 1
+        yield sse(event, number)
 
 
 def thread_emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[TurnEvent | None]) -> Emit:
@@ -95,37 +117,25 @@ def answer_chunks(text: str, size: int = ANSWER_CHUNK) -> Iterator[str]:
 
 
 class TokenStreamingModel:
-    """Wraps the executor's model so a streamed turn sends its text as it is written.
+    """The executor's model for one streamed turn: its text is sent as it is written.
 
-    The executor calls ``complete``; while a listener is set, this answers it through
-    the inner model's ``stream`` (the same response), sending each text delta as a
-    ``token`` and each tool call as a ``tool_call`` before the executor runs it.
-    Without a listener it is the inner model. Turns are serialised by the service's
-    lock, so one listener at a time is enough.
+    The executor calls ``complete``; this answers it through the inner model's
+    ``stream`` (the same response), sending each text delta as a ``token`` and each
+    tool call as a ``tool_call`` before the executor runs it. One is made per turn, so
+    concurrent turns never share a listener or a step count.
     """
 
-    def __init__(self, inner: ChatModel) -> None:
+    def __init__(self, inner: ChatModel, session_id: str, listener: Emit) -> None:
         self.inner = inner
         self.name = inner.name
-        self.listener: Emit | None = None
-        self.session_id = ""
+        self.session_id = session_id
+        self.listener = listener
         self.step = 0
         #: text streamed by the latest step (the answer, when that step answered)
         self.last_text = ""
 
-    def attach(self, session_id: str, listener: Emit | None) -> None:
-        self.listener = listener
-        self.session_id = session_id
-        self.step = 0
-        self.last_text = ""
-
-    def detach(self) -> None:
-        self.listener = None
-
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
         listener = self.listener
-        if listener is None:
-            return self.inner.complete(messages, tools)
         self.step += 1
         pieces: list[str] = []
         response: ChatResponse | None = None

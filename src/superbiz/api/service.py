@@ -1,10 +1,11 @@
-"""The assistant behind one lock: every call the HTTP service makes into it.
+"""Every call the HTTP service makes into the assistant, each in a worker thread.
 
-Milvus Lite, SQLite and the embedder live in this one process and are not safe to use
-from several threads at once, so every method here runs in a worker thread while
-holding the lock of its ``Runtime`` (one lock per assistant, however many apps share
-it). Concurrent sessions are therefore served one turn at a time; each turn reports to
-the listener of the request that asked, so their events never mix.
+Turns of different sessions run at the same time: ``Runtime.ask`` orders the turns of
+one session (a request in a busy session waits, then 409) and holds the store lock
+only while it is not waiting for a model (see ``superbiz.agents.store_lock``). Reads
+and document changes here take the store lock for their store calls; document changes
+also run one at a time. Each streamed turn gets its own ``TokenStreamingModel`` and
+reports to the listener of the request that asked, so events never mix.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import re
 import threading
 import unicodedata
-import weakref
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from sqlalchemy import text
 
-from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
@@ -62,11 +61,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 UPLOADS = "uploads"
 MAX_NAME_CHARS = 120
-#: how long a health check waits for a running turn before calling the stores busy
+#: how long a health check waits for the stores before calling them busy
 HEALTH_WAIT_S = 10.0
-
-_LOCKS: weakref.WeakKeyDictionary[Runtime, threading.Lock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
 
 
 class NotFoundError(LookupError):
@@ -75,15 +71,6 @@ class NotFoundError(LookupError):
 
 class ConflictError(Exception):
     """An upload would replace a document it must not, or not without asking (→ 409)."""
-
-
-def assistant_lock(assistant: Runtime) -> threading.Lock:
-    """The one lock of ``assistant``, shared by every service built on it."""
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(assistant)
-        if lock is None:
-            lock = _LOCKS[assistant] = threading.Lock()
-        return lock
 
 
 def safe_filename(name: str | None, fallback: str = "document.md") -> str:
@@ -139,7 +126,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 class Service:
-    """What the routes call. ``run`` puts a blocking method in a worker thread."""
+    """What the routes call. ``run`` puts a blocking method in a worker thread; each
+    method takes the locks it needs."""
 
     def __init__(
         self,
@@ -152,27 +140,35 @@ class Service:
         self.settings: Settings = assistant.settings
         self.metrics = metrics or ServiceMetrics()
         self.owns_assistant = owns_assistant
-        self.lock = assistant_lock(assistant)
-        executor = assistant.executor
-        if not isinstance(executor.model, TokenStreamingModel):
-            executor.model = TokenStreamingModel(executor.model)
-        self.streamer: TokenStreamingModel = executor.model
+        self.stores = assistant.store_lock
         self.uploads = self.settings.data_dir / UPLOADS
+        self._writes = threading.Lock()  # one upload or delete at a time
+        self._turn_threads = anyio.CapacityLimiter(self.settings.service.max_concurrent_turns)
 
     # -- threading ------------------------------------------------------------------------
     async def run(self, method: Callable[..., T], *args: Any) -> T:
-        """``method(*args)`` in a worker thread, under the assistant's lock."""
-        return await anyio.to_thread.run_sync(partial(self._locked, method, *args))
+        """``method(*args)`` in a worker thread."""
+        return await anyio.to_thread.run_sync(partial(method, *args))
 
-    def _locked(self, method: Callable[..., T], *args: Any) -> T:
-        with self.lock:
-            return method(*args)
+    async def run_turn(
+        self, session_id: str, question: str, emit: Emit | None = None
+    ) -> SupervisedTurn:
+        """``ask`` in a worker thread of the turns' own pool: turns waiting for a model
+        never take the threads that reads and health checks need."""
+        return await anyio.to_thread.run_sync(
+            partial(self.ask, session_id, question, emit), limiter=self._turn_threads
+        )
 
     # -- chat ----------------------------------------------------------------------------
     def ask(self, session_id: str, question: str, emit: Emit | None = None) -> SupervisedTurn:
         """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer."""
         high_mark = self.settings.governance.high_min_calls
         announced: set[str] = set()
+        streamer = (
+            TokenStreamingModel(self.assistant.model, session_id, self._announcing(emit, announced))
+            if emit
+            else None
+        )
 
         def on_plan(plan: Plan) -> None:
             if emit:
@@ -186,7 +182,7 @@ class Service:
                 emit(
                     ToolCallEvent(
                         session_id=session_id,
-                        step=self.streamer.step,
+                        step=streamer.step if streamer else 0,
                         call_id=outcome.call_id,
                         name=TOOL_NAME,
                         arguments=outcome.arguments,
@@ -194,29 +190,34 @@ class Service:
                 )
             emit(tool_result_event(session_id, outcome, high_mark))
 
-        def on_event(event: TurnEvent) -> None:
-            if isinstance(event, ToolCallEvent):
-                announced.add(event.call_id)
-            assert emit is not None
-            emit(event)
-
-        self.streamer.attach(session_id, on_event if emit else None)
         try:
-            turn = self.assistant.ask(session_id, question, on_plan=on_plan, on_lookup=on_lookup)
+            turn = self.assistant.ask(
+                session_id, question, on_plan=on_plan, on_lookup=on_lookup, model=streamer
+            )
         except Exception:
             self.metrics.turns.labels("error").inc()
             raise
-        finally:
-            streamed = self.streamer.last_text
-            self.streamer.detach()
         self.metrics.turns.labels(turn.result.stopped_by).inc()
         if emit:
             answer = turn.result.answer
+            streamed = streamer.last_text if streamer else ""
             if streamed.strip() != answer.strip():  # e.g. a direct answer from the plan
                 for piece in answer_chunks(answer):
                     emit(TokenEvent(session_id=session_id, step=0, text=piece))
             emit(self.turn_view(turn))
         return turn
+
+    @staticmethod
+    def _announcing(emit: Emit, announced: set[str]) -> Emit:
+        """``emit``, noting the tool calls the model announced (``on_lookup`` then does
+        not announce them again)."""
+
+        def on_event(event: TurnEvent) -> None:
+            if isinstance(event, ToolCallEvent):
+                announced.add(event.call_id)
+            emit(event)
+
+        return on_event
 
     def turn_view(self, turn: SupervisedTurn) -> ChatAnswer:
         return ChatAnswer.from_turn(turn, self.settings.governance.high_min_calls)
@@ -227,9 +228,10 @@ class Service:
     def session(self, session_id: str) -> SessionHistory:
         """The stored messages; citations without the content the model was shown."""
         chats = self.assistant.chats
-        messages = chats.messages(session_id)
-        if not messages and not chats.exists(session_id):
-            raise NotFoundError(f"no session {session_id!r}")
+        with self.stores.held():
+            messages = chats.messages(session_id)
+            if not messages and not chats.exists(session_id):
+                raise NotFoundError(f"no session {session_id!r}")
         return SessionHistory(
             session_id=session_id,
             messages=[
@@ -247,9 +249,10 @@ class Service:
         )
 
     def invocations(self, session_id: str) -> SessionInvocations:
-        rows = self.assistant.invocations.for_session(session_id)
-        if not rows and not self.assistant.chats.exists(session_id):
-            raise NotFoundError(f"no session {session_id!r}")
+        with self.stores.held():
+            rows = self.assistant.invocations.for_session(session_id)
+            if not rows and not self.assistant.chats.exists(session_id):
+                raise NotFoundError(f"no session {session_id!r}")
         return SessionInvocations(
             session_id=session_id,
             invocations=[
@@ -262,7 +265,9 @@ class Service:
 
     # -- documents -----------------------------------------------------------------------
     def documents(self) -> list[DocumentView]:
-        return [document_view(d, self.uploads) for d in self.assistant.kb.documents.all()]
+        with self.stores.held():
+            stored = self.assistant.kb.documents.all()
+        return [document_view(d, self.uploads) for d in stored]
 
     def upload(
         self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
@@ -272,6 +277,10 @@ class Service:
 
         A document from a knowledge-base folder at the same path is never replaced; an
         earlier upload only with ``overwrite``."""
+        with self._writes, self.stores.held():
+            return self._upload(filename, data, domain, overwrite)
+
+    def _upload(self, filename: str, data: bytes, domain: str | None, overwrite: bool) -> Uploaded:
         folder = safe_domain(domain)
         name = safe_filename(filename)
         extensions = self.settings.ingest.extensions
@@ -290,7 +299,8 @@ class Service:
         os.replace(partial_file, target)
 
         assistant = self.assistant
-        model = None if isinstance(self.streamer.inner, ExtractiveChatModel) else assistant.model
+        # the LLM describing documents does so outside the store lock: turns go on
+        model = None if assistant.extractive else self.stores.releasing(assistant.model)
         ingestor = Ingestor(
             assistant.kb,
             metadata=LLMMetadataWriter(model) if model else None,
@@ -341,6 +351,10 @@ class Service:
     def delete_document(self, path: str) -> Deleted:
         """Remove a document from both stores and recompute its domain. An uploaded file
         goes first, so that a later upload's ingest cannot bring the document back."""
+        with self._writes, self.stores.held():
+            return self._delete_document(path)
+
+    def _delete_document(self, path: str) -> Deleted:
         kb = self.assistant.kb
         doc = kb.documents.get(path)
         if doc is None:
@@ -359,7 +373,8 @@ class Service:
     # -- knowledge map and health ---------------------------------------------------------
     def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:
         """The map as JSON with each document's path, or as the YAML the Planner reads."""
-        kmap = self.assistant.knowledge_map()
+        with self.stores.held():
+            kmap = self.assistant.knowledge_map()
         if fmt == "yaml":
             return kmap.to_yaml(self.settings.planner.map_token_budget)
         data = kmap.as_dict()
@@ -371,8 +386,8 @@ class Service:
     def info(self, *, auth_required: bool) -> ServiceInfo:
         governance = self.settings.governance
         return ServiceInfo(
-            model=self.streamer.name,
-            extractive=isinstance(self.streamer.inner, ExtractiveChatModel),
+            model=self.assistant.model.name,
+            extractive=self.assistant.extractive,
             high_mark=governance.high_min_calls,
             low_max_calls=governance.low_max_calls,
             indicator=governance.indicator,
@@ -384,15 +399,11 @@ class Service:
 
     def health(self) -> Health:
         """Checks both stores: a query on the database, a query on the vector index."""
-        if not self.lock.acquire(timeout=HEALTH_WAIT_S):
-            return Health(
-                status="unavailable",
-                problems=[f"the stores stayed busy for {HEALTH_WAIT_S:.0f} s"],
-            )
         try:
-            return self._health()
-        finally:
-            self.lock.release()
+            with self.stores.held(timeout=HEALTH_WAIT_S):
+                return self._health()
+        except TimeoutError as exc:
+            return Health(status="unavailable", problems=[str(exc)])
 
     def _health(self) -> Health:
         kb = self.assistant.kb
@@ -423,17 +434,21 @@ class Service:
     def warm_up(self) -> None:
         """Load the embedder and build the map now, so the first question pays nothing."""
         try:
-            kb = self.assistant.kb
-            kb.embedder.embed(["warm up"])
-            self.assistant.knowledge_map()
-            if kb.documents.all():
-                _ = kb.searcher
+            with self.stores.held():
+                self._warm_up()
         except Exception:  # the request that needs it reports the problem
             log.warning("warm-up failed", exc_info=True)
 
+    def _warm_up(self) -> None:
+        kb = self.assistant.kb
+        kb.embedder.embed(["warm up"])
+        self.assistant.knowledge_map()
+        if kb.documents.all():
+            _ = kb.searcher
+
     def close(self) -> None:
         if self.owns_assistant:
-            with self.lock:
+            with self.stores.held():
                 self.assistant.close()
 
 

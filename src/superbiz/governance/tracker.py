@@ -8,7 +8,7 @@ for library use.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Protocol, cast
 
 from sqlalchemy import Engine, Table, bindparam, delete, select
@@ -35,6 +35,10 @@ class SessionTracker(Protocol):
 
     def retrieved_docs(self, session_id: str) -> dict[str, str]:
         """doc_path → domain, in retrieval order."""
+        ...
+
+    def forget(self, session_id: str, doc_paths: Collection[str]) -> None:
+        """Unmark documents (what a failed turn retrieved)."""
         ...
 
     def clear_session(self, session_id: str) -> None: ...
@@ -67,6 +71,12 @@ class InMemorySessionTracker:
 
     def retrieved_docs(self, session_id: str) -> dict[str, str]:
         return dict(self._sessions.get(session_id, {}))
+
+    def forget(self, session_id: str, doc_paths: Collection[str]) -> None:
+        with self._lock:
+            docs = self._sessions.get(session_id, {})
+            for doc_path in doc_paths:
+                docs.pop(doc_path, None)
 
     def clear_session(self, session_id: str) -> None:
         with self._lock:
@@ -118,6 +128,16 @@ class SqlSessionTracker:
         with self.engine.connect() as connection:
             rows = connection.execute(self._docs, {"session_id": session_id})
             return {doc: domain for doc, domain in rows}
+
+    def forget(self, session_id: str, doc_paths: Collection[str]) -> None:
+        if not doc_paths:
+            return
+        with self.engine.begin() as connection:
+            connection.execute(
+                delete(_TABLE).where(
+                    _TABLE.c.session_id == session_id, _TABLE.c.doc_path.in_(list(doc_paths))
+                )
+            )
 
     def clear_session(self, session_id: str) -> None:
         with self.engine.begin() as connection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ class HybridSearcher:
         self.store = store
         self.settings = settings
         self._cache: dict[str, np.ndarray] = {}
+        self._cache_lock = threading.Lock()  # turns run in threads (server stores: no lock)
 
     def search(self, query: str, domain: str | None = None) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores."""
@@ -60,12 +62,14 @@ class HybridSearcher:
     def embed(self, query: str) -> np.ndarray:
         """The query's vector; the last few are cached because a governed call embeds its
         query once to infer its domain and once more to search."""
-        cached = self._cache.get(query)
+        with self._cache_lock:
+            cached = self._cache.get(query)
         if cached is None:
             cached = self.embedder.embed_query(query)
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[query] = cached
+            with self._cache_lock:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[query] = cached
         return cached
 
     def document_hit(self, vector: np.ndarray, doc_path: str, score: float) -> DocHit | None:

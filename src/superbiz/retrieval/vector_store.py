@@ -209,6 +209,7 @@ class MilvusChunkStore:
                 ) from exc
             raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
         self.page_size = QUERY_PAGE
+        self._filter_templates: bool | None = None  # see _templates
         self.has_bm25 = False
         self.dimension: int | None = None
         self.outdated = False  # built by an older superbiz: another schema or analyzer
@@ -386,10 +387,32 @@ class MilvusChunkStore:
         return sorted(hits, key=lambda h: h.chunk_index)
 
     def _filter(self, query: Filter) -> dict[str, Any]:
-        """Client keyword arguments for ``query``: parameters on a server, literals on Lite."""
-        if self._is_lite or not query.params:
+        """Client keyword arguments for ``query``: parameters where the server parses
+        templates, escaped literals on Lite and on servers that do not."""
+        if not query.params or not self._templates():
             return {"filter": query.rendered()}
         return {"filter": query.template, "filter_params": query.params}
+
+    def _templates(self) -> bool:
+        """Whether this Milvus takes filter templates, probed once: Milvus ≥ 2.5 does,
+        Lite 3.x and its ``milvus-lite server`` do not (``unexpected character '{'``)."""
+        if self._filter_templates is None:
+            if self._is_lite:
+                self._filter_templates = False
+            else:
+                try:
+                    self._client.query(
+                        self.collection,
+                        filter="doc_path == {path}",
+                        filter_params={"path": ""},
+                        output_fields=["id"],
+                        limit=1,
+                    )
+                    self._filter_templates = True
+                except StoreError as exc:
+                    log.info("Milvus at %s has no filter templates (%s): literals", self.uri, exc)
+                    self._filter_templates = False
+        return self._filter_templates
 
     def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:
         """Every row matching ``query``, read ``page_size`` rows at a time: one query may
@@ -422,6 +445,24 @@ class MilvusChunkStore:
         return self._search(text, "sparse", "BM25", limit, domain, [*_OUTPUT, "dense"])
 
     def _search(
+        self,
+        data: list[float] | str,
+        field: str,
+        metric: str,
+        limit: int,
+        domain: str | None,
+        output: list[str],
+    ) -> list[ChunkHit]:
+        try:
+            return self._searched(data, field, metric, limit, domain, output)
+        except StoreError:
+            raise  # the client wrapper has named the store already
+        except Exception as exc:  # Lite and pymilvus raise many types: name the store
+            lines = str(exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            raise StoreError(f"the vector store ({self.uri}) failed: {detail}") from exc
+
+    def _searched(
         self,
         data: list[float] | str,
         field: str,

@@ -66,6 +66,15 @@ class InvocationRepository:
         with Session(self.engine) as session:
             return session.scalar(query) or 0
 
+    def discard_turn(self, session_id: str, turn: int) -> None:
+        """Delete the rows of one turn (a turn that failed is not kept half-recorded)."""
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                delete(ToolInvocationRow).where(
+                    ToolInvocationRow.session_id == session_id, ToolInvocationRow.turn == turn
+                )
+            )
+
     def clear_session(self, session_id: str) -> None:
         with Session(self.engine) as session, session.begin():
             session.execute(

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 
 from superbiz.api.deps import Authorized, Background, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
-from superbiz.api.events import sse, thread_emitter
+from superbiz.api.events import sse_events, thread_emitter
 from superbiz.api.responses import (
     TURN_EVENTS,
     ChatAnswer,
@@ -72,7 +72,7 @@ def _event_items() -> dict[str, object]:
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
 async def chat(body: ChatRequest, service: ServiceDep) -> ChatAnswer:
-    turn = await service.run(service.ask, body.session_id, body.question)
+    turn = await service.run_turn(body.session_id, body.question)
     return service.turn_view(turn)
 
 
@@ -115,7 +115,7 @@ async def _stream_turn(
 
     async def produce() -> None:
         try:
-            await service.run(service.ask, session_id, question, emit)
+            await service.run_turn(session_id, question, emit)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(
@@ -139,7 +139,5 @@ async def _stream_turn(
     task = loop.create_task(produce())
     background.add(task)
     task.add_done_callback(background.discard)
-    number = 0
-    while (event := await queue.get()) is not None:
-        number += 1
-        yield sse(event, number)
+    async for chunk in sse_events(queue, service.settings.service.sse_keepalive_s):
+        yield chunk

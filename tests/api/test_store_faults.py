@@ -1,0 +1,105 @@
+"""A store that fails in the middle of a turn: 503 naming it, nothing half-recorded, and
+the next turn works once the store is back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
+
+from superbiz.agents.runtime import Runtime
+from superbiz.api import create_app
+
+FIRST = "Clients receive HTTP 429 Too Many Requests, how do we raise the limit?"
+SECOND = "Redis pool exhausted and payment callback timeout"  # three lookups
+
+
+class Flaky:
+    """Milvus Lite's collection, failing every search once ``fail`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.fail = False
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fail:
+            raise RuntimeError("segment 7 is gone")
+        return self.inner.search(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def recorded(client: TestClient, session: str) -> tuple[list[Any], list[Any]]:
+    messages = client.get(f"/api/sessions/{session}").json()["messages"]
+    calls = client.get(f"/api/sessions/{session}/invocations").json()["invocations"]
+    return messages, calls
+
+
+@pytest.fixture
+def served(make_assistant: Callable[..., Runtime]) -> tuple[Runtime, TestClient]:
+    runtime = make_assistant()
+    app = create_app(runtime.settings, assistant=runtime, warm_up=False)
+    return runtime, TestClient(app, raise_server_exceptions=False)
+
+
+def test_a_vector_store_failing_mid_turn_is_503_and_leaves_no_trace(
+    served: tuple[Runtime, TestClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, client = served
+    assert client.post("/api/chat", json={"session_id": "v", "question": FIRST}).status_code == 200
+    before = recorded(client, "v")
+    memory = runtime.tracker.retrieved_docs("v")
+    store: Any = runtime.kb.store
+    flaky = Flaky(store._local_collection())
+    monkeypatch.setattr(store, "_local_collection", lambda: flaky)
+    rows: list[Any] = []
+    add = runtime.invocations.add
+
+    def add_then_break(invocation: Any) -> int:
+        rows.append(invocation)
+        flaky.fail = True  # the turn's first lookup is recorded; the next search fails
+        return add(invocation)
+
+    monkeypatch.setattr(runtime.invocations, "add", add_then_break)
+
+    failed = client.post("/api/chat", json={"session_id": "v", "question": SECOND})
+    assert failed.status_code == 503
+    assert failed.json()["error"] == "store_unavailable"
+    assert "vector store" in failed.json()["message"]
+    assert "segment 7 is gone" in failed.json()["message"]
+    assert rows  # the failure came after the turn had recorded a lookup
+    assert recorded(client, "v") == before  # no messages, no calls of the failed turn
+    assert runtime.tracker.retrieved_docs("v") == memory  # no action memory either
+
+    flaky.fail = False
+    monkeypatch.setattr(runtime.invocations, "add", add)
+    again = client.post("/api/chat", json={"session_id": "v", "question": SECOND})
+    assert again.status_code == 200 and again.json()["turn"] == 2
+    assert again.json()["lookups"]
+
+
+def test_a_relational_store_failing_at_the_end_of_a_turn_is_503_and_undone(
+    served: tuple[Runtime, TestClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, client = served
+
+    def broken(*_: Any) -> None:
+        raise OperationalError("INSERT INTO chat_messages", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(runtime.chats, "add_turn", broken)
+    failed = client.post("/api/chat", json={"session_id": "r", "question": FIRST})
+    assert failed.status_code == 503
+    body = failed.json()
+    assert body["error"] == "store_unavailable"
+    assert "relational store (sqlite:///" in body["message"] and "disk I/O" in body["message"]
+    assert runtime.invocations.for_session("r") == []  # its lookups ran, and were undone
+    assert runtime.tracker.retrieved_docs("r") == {}
+
+    monkeypatch.undo()
+    again = client.post("/api/chat", json={"session_id": "r", "question": FIRST})
+    assert again.status_code == 200 and again.json()["turn"] == 1
+    assert not any(lookup["dedup_reason"] for lookup in again.json()["lookups"])
