@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import string
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -342,6 +343,19 @@ class MilvusChunkStore:
         local = self._local_collection()
         if local is not None:
             wait_for_index_build(local)
+        else:
+            self._wait_for_indexes()
+
+    def _wait_for_indexes(self, timeout_s: float = 60.0) -> None:
+        """Wait until a server has indexed every flushed row: a search right after an
+        ingest sees it indexed, and a server stopped then holds no half-written index."""
+        deadline = time.monotonic() + timeout_s
+        for name in self._client.list_indexes(self.collection):
+            while time.monotonic() < deadline:
+                state = self._client.describe_index(self.collection, name)
+                if not state or not state.get("pending_index_rows"):
+                    break
+                time.sleep(0.05)
 
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
         if not doc_paths or self.dimension is None:
@@ -400,6 +414,8 @@ class MilvusChunkStore:
             if self._is_lite:
                 self._filter_templates = False
             else:
+                quiet = logging.getLogger("pymilvus.decorators")
+                level, quiet.level = quiet.level, logging.CRITICAL  # an expected refusal
                 try:
                     self._client.query(
                         self.collection,
@@ -412,6 +428,8 @@ class MilvusChunkStore:
                 except StoreError as exc:
                     log.info("Milvus at %s has no filter templates (%s): literals", self.uri, exc)
                     self._filter_templates = False
+                finally:
+                    quiet.level = level
         return self._filter_templates
 
     def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:
