@@ -64,8 +64,9 @@ class RetrievalSettings(_Section):
     #: each hit Milvus Lite materialises costs about 0.1 ms
     bm25_candidates: int = Field(15, ge=1, le=1000)
     max_supplements: int = Field(2, ge=0, le=10)
-    #: a supplement qualifying by cosine must come within this of the primary's cosine;
-    #: on dev, 0.1 halved supplements per lookup (2.48 → 1.27) with the same evidence shown
+    #: beside a PRECISE or HIGHLY_RELEVANT primary, a supplement qualifying by cosine must
+    #: come within this of the primary's; on dev, supplements per lookup 2.48 → 1.62 with
+    #: the same evidence shown (README)
     supplement_margin: float = Field(0.1, ge=0, le=2)
     #: a REFERENCE result is less certain (precision 0.80 on dev), so it shows more of
     #: the hybrid ranking in the same call instead of inviting re-queries
