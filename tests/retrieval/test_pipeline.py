@@ -46,7 +46,7 @@ def chunk(doc: str, domain: str) -> ChunkRecord:
     )
 
 
-def make_retriever(**settings: int) -> Retriever:
+def make_retriever(**settings: float) -> Retriever:
     store = InMemoryChunkStore()
     store.ensure_collection(4)
     for doc, domain in ((REDIS, "ops"), (KAFKA, "ops"), (LIMIT, "api")):
@@ -77,9 +77,12 @@ def test_high_cosine_is_highly_relevant_with_qualifying_supplements(retriever: R
     found = retriever.retrieve("pool exhausted")
     assert found.level is RelevanceLevel.HIGHLY_RELEVANT
     assert found.exact_count == 0 and found.top_similarity == pytest.approx(1.0)
-    # KAFKA qualifies by cosine (0.7 ≥ 0.3); LIMIT (cosine 0) by neither rule
-    assert paths(found.shown) == [REDIS, KAFKA]
+    # KAFKA's cosine 0.7 is 0.3 below the primary's and its fused score under half
+    assert paths(found.shown) == [REDIS]
     assert paths(found.ranked)[:2] == [REDIS, KAFKA] and found.withheld == []
+    # within a wider margin KAFKA qualifies by cosine; LIMIT (cosine 0) by neither rule
+    found = make_retriever(supplement_margin=0.4).retrieve("pool exhausted")
+    assert paths(found.shown) == [REDIS, KAFKA]
 
 
 def test_middle_cosine_is_reference() -> None:
@@ -87,6 +90,14 @@ def test_middle_cosine_is_reference() -> None:
     assert found.level is RelevanceLevel.REFERENCE
     assert found.top_similarity == pytest.approx(0.45, abs=1e-6)
     assert paths(found.shown) == [REDIS]  # reference_supplements=0: the primary only
+
+
+def test_a_reference_primary_shows_its_neighbours_on_cosine_alone(retriever: Retriever) -> None:
+    found = retriever.retrieve("cache trouble")
+    assert found.level is RelevanceLevel.REFERENCE
+    # KAFKA's cosine 0.315 is 0.135 below the primary's: outside the 0.1 margin, which an
+    # uncertain (REFERENCE) primary does not apply
+    assert paths(found.shown) == [REDIS, KAFKA]
 
 
 def test_nothing_above_reference_is_no_result(retriever: Retriever) -> None:

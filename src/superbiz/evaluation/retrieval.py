@@ -1,4 +1,4 @@
-"""``superbiz eval retrieval``: ranking quality, level precision and lookup latency."""
+"""``superbiz eval retrieval``: ranking quality, level precision, supplements and latency."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
@@ -54,6 +55,18 @@ def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise SuperbizError(f"{path}:{number}: not a query line ({exc})") from exc
     return queries[:limit] if limit else queries
+
+
+def is_answer_only(dataset_dir: Path) -> bool:
+    """Whether the dataset's README marks it answer-only in its title (its questions do
+    not appear in their gold documents), so that its numbers are read apart from dev's."""
+    readme = dataset_dir / "README.md"
+    if not readme.is_file():
+        return False
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            return "answer-only" in line.lower()
+    return False
 
 
 def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
@@ -110,6 +123,8 @@ def evaluate_retrieval(
         }
         level_counts: Counter[str] = Counter()
         level_hits: Counter[str] = Counter()
+        level_supplements: Counter[str] = Counter()
+        level_foreign: Counter[str] = Counter()
         latencies: list[float] = []
         for item in queries:
             session = f"eval:{item.id}"
@@ -131,6 +146,10 @@ def evaluate_retrieval(
             primary = outcome.result.primary
             if primary and primary.path in item.gold:
                 level_hits[name] += 1
+            for supplement in outcome.result.supplement:
+                level_supplements[name] += 1
+                text = f"{supplement.title}\n{supplement.excerpt}"
+                level_foreign[name] += detect_language(text) != item.lang
             if on_progress:
                 on_progress(item.id)
 
@@ -145,19 +164,35 @@ def evaluate_retrieval(
         "overall": _summarise(per_query),
         "by_lang": {lang: _summarise(rows) for lang, rows in sorted(by_group["lang"].items())},
         "by_kind": {kind: _summarise(rows) for kind, rows in sorted(by_group["kind"].items())},
+        "answer_only": is_answer_only(dataset_dir),
         "levels": {
             name: {
                 "count": count,
                 "precision": round(level_hits[name] / count, 4) if count else None,
+                **_supplement_stats(count, level_supplements[name], level_foreign[name]),
             }
             for name, count in sorted(level_counts.items())
         },
+        "supplements": _supplement_stats(
+            sum(n for name, n in level_counts.items() if name != "NONE"),
+            sum(level_supplements.values()),
+            sum(level_foreign.values()),
+        ),
         "latency_ms": {
             "p50": round(percentile(latencies, 50), 2),
             "p95": round(percentile(latencies, 95), 2),
             "mean": round(mean(latencies), 2),
         },
         "ingest_s": round(ingest_s, 2),
+    }
+
+
+def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str, float | None]:
+    """Supplements shown per lookup, and the share in another language than the query's
+    (noise: a Chinese FAQ beside an English alert costs tokens and invites a wrong cite)."""
+    return {
+        "supplements_per_lookup": round(supplements / lookups, 3) if lookups else None,
+        "cross_language_share": round(foreign / supplements, 4) if supplements else None,
     }
 
 
@@ -176,15 +211,40 @@ def render_report(report: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     levels = Table(title="relevance levels (precision = primary document is gold)")
-    levels.add_column("level")
-    levels.add_column("count", justify="right")
-    levels.add_column("precision", justify="right")
-    for name, row in report["levels"].items():
-        precision = "-" if row["precision"] is None else f"{row['precision']:.3f}"
-        levels.add_row(name, str(row["count"]), precision)
+    for column in ("level", "count", "precision", "supplements/lookup", "other language"):
+        levels.add_column(column, justify="right" if column != "level" else "left")
+    rows = [*report["levels"].items(), ("all found", report["supplements"])]
+    for name, row in rows:
+        levels.add_row(
+            name,
+            str(row.get("count", "")),
+            _fixed(row.get("precision")),
+            _fixed(row["supplements_per_lookup"], 2),
+            _fixed(row["cross_language_share"]),
+        )
     console.print(levels)
+    if report.get("answer_only"):
+        console.print(_answer_only_line(report))
     latency = report["latency_ms"]
     console.print(
         f"lookup latency: p50 {latency['p50']} ms, p95 {latency['p95']} ms "
         f"(mean {latency['mean']} ms); ingest/check {report['ingest_s']} s"
+    )
+
+
+def _fixed(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _answer_only_line(report: dict[str, Any]) -> str:
+    """One line with what an answer-only dataset is for: how well questions find answers
+    that do not repeat them, per language, and how far a HIGHLY_RELEVANT level holds."""
+    parts = [
+        f"{lang} R@1 {row['recall@1']:.3f} R@5 {row['recall@5']:.3f} MRR@10 {row['mrr@10']:.3f}"
+        for lang, row in report["by_lang"].items()
+    ]
+    high = report["levels"].get("HIGHLY_RELEVANT", {}).get("precision")
+    return (
+        f"answer-only: {'; '.join(parts)}; HIGHLY_RELEVANT precision {_fixed(high)}; "
+        f"supplements/lookup {_fixed(report['supplements']['supplements_per_lookup'], 2)}"
     )

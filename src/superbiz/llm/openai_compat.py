@@ -77,8 +77,9 @@ def backoff_delay(
     Exponential and capped, with "equal jitter" (between half and all of the step) so that
     clients failing together do not retry together, yet never retry at once.
     """
-    step: float = min(cap, base * 2.0 ** max(0, attempt))
-    return step / 2 + (rng or random).uniform(0, step / 2)
+    step = min(cap, base * 2.0 ** max(0, attempt))
+    jitter = rng.uniform(0, step / 2) if rng else random.uniform(0, step / 2)
+    return step / 2 + jitter
 
 
 def _retryable_status(status: int) -> bool:
@@ -92,9 +93,9 @@ def _server_message(exc: openai.APIError) -> str:
         error = body.get("error", body)
         if isinstance(error, Mapping):
             for key in ("message", "detail", "msg"):
-                text = error.get(key)
-                if isinstance(text, str) and text:
-                    return text
+                value = error.get(key)
+                if isinstance(value, str) and value:
+                    return value
         elif isinstance(error, str) and error:
             return error
         detail = body.get("detail")
@@ -475,6 +476,7 @@ class OpenAIChatModel:
             yielded = False
             extra = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
             try:
+                # params are built per endpoint, so no overload of the SDK's signature fits
                 chunks = self._client.chat.completions.create(  # type: ignore[call-overload]
                     **params, **extra, stream=True
                 )

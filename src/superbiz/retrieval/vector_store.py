@@ -8,6 +8,7 @@ computed by Milvus from the chunk text with the jieba analyzer.
 from __future__ import annotations
 
 import logging
+import string
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from superbiz._text import STOP_WORDS, is_cjk
 from superbiz.exceptions import IndexMismatchError, StoreError
 from superbiz.retrieval._lite import accelerate_bm25, local_collection, wait_for_index_build
 from superbiz.retrieval.relevance import Metric
@@ -34,9 +36,27 @@ ENGLISH_STOP_WORDS = (
     "where how will would can could should may might do does did so if but into over under "
     "more most only very also"
 ).split()
+# Chinese function words and the CJK entries of the project's stop words: "的", "是否",
+# "如何" carry no topic, and a question is full of them while its answer is not.
+_CHINESE_FUNCTION_WORDS = (
+    "的 了 是 吗 呢 吧 啊 在 和 与 及 或 把 被 对 将 会 能 有 要 也 就 都 而 还 该 这 那 么 怎 "
+    "时 中 上 下 个 为 以 等 后"
+)
+CHINESE_STOP_WORDS = sorted(
+    {*_CHINESE_FUNCTION_WORDS.split()}
+    | {word for word in STOP_WORDS if any(is_cjk(ch) for ch in word)}
+)
+# jieba emits every punctuation mark, and Markdown's "##" or "--", as a token of its own;
+# as terms they matched any chunk with a question mark or a heading.
+PUNCTUATION_TOKENS = sorted(
+    {*string.punctuation, *"，。、；：？！“”‘’（）【】《》〈〉「」『』…—～·"}
+    | {"##", "###", "####", "#####", "--", "---", "...", "......", "**", "```", "->", "=>"}
+)
+# With 15 BM25 candidates, answer-only Chinese R@5 went 0.855 → 0.885 (README).
+BM25_STOP_WORDS = [*ENGLISH_STOP_WORDS, *CHINESE_STOP_WORDS, *PUNCTUATION_TOKENS]
 BM25_ANALYZER: dict[str, Any] = {
     "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stop", "stop_words": ENGLISH_STOP_WORDS}],
+    "filter": ["lowercase", {"type": "stop", "stop_words": BM25_STOP_WORDS}],
 }
 _QUERY_BATCH = 200
 #: rows per page when reading many chunks back (Milvus caps one query at 16,384)

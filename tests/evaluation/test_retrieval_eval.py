@@ -1,0 +1,104 @@
+"""``evaluate_retrieval``: supplements per level and an answer-only dataset's summary line.
+
+Real KB (USE + Milvus Lite + SQLite) on the small KB; the embedder is the session's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from superbiz.config import Settings
+from superbiz.evaluation.retrieval import evaluate_retrieval, is_answer_only, render_report
+from superbiz.retrieval.embedders import Embedder
+
+QUERIES = [
+    {"id": "q1", "query": "支付回调超时怎么办", "lang": "zh", "gold": ["payment/支付失败排查.md"]},
+    {
+        "id": "q2",
+        "query": "how to raise the per-tenant request limit",
+        "lang": "en",
+        "gold": ["api/rate-limit.md"],
+    },
+    {
+        "id": "q3",
+        "query": "repeating a request has the same effect",
+        "lang": "en",
+        "gold": ["glossary.md"],
+    },
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        yield
+
+
+def _dataset(root: Path, kb_writer: Callable[..., Path], readme: str | None) -> Path:
+    kb_writer(root / "corpus")
+    lines = (json.dumps(q, ensure_ascii=False) for q in QUERIES)
+    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if readme is not None:
+        (root / "README.md").write_text(readme, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("readme", "expected"),
+    [
+        ("# DEV evaluation set, variant answer-only: runbooks\n", True),
+        ("# DEV evaluation set\n\nNot answer-only: see the variant.\n", False),
+        ("no heading, answer-only in prose only\n", False),
+        (None, False),
+    ],
+)
+def test_answer_only_is_read_from_the_readme_title(
+    tmp_path: Path, readme: str | None, expected: bool
+) -> None:
+    if readme is not None:
+        (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    assert is_answer_only(tmp_path) is expected
+
+
+def test_report_counts_supplements_per_level_and_summarises_answer_only(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    dataset = _dataset(tmp_path / "ds", kb_writer, "# Small set, variant answer-only\n")
+    report = evaluate_retrieval(dataset, Settings(data_dir=tmp_path / "data"))
+
+    assert report["answer_only"] is True
+    found = sum(row["count"] for name, row in report["levels"].items() if name != "NONE")
+    shown = 0.0
+    for row in report["levels"].values():
+        per_lookup, foreign = row["supplements_per_lookup"], row["cross_language_share"]
+        assert per_lookup is None or per_lookup >= 0
+        assert foreign is None or 0.0 <= foreign <= 1.0
+        shown += (per_lookup or 0.0) * row["count"]
+    overall = report["supplements"]
+    assert overall["supplements_per_lookup"] == pytest.approx(shown / found, abs=1e-3)
+
+    console = Console(record=True, width=200)
+    render_report(report, console)
+    text = console.export_text()
+    assert "supplements/lookup" in text and "other language" in text
+    summary = [line for line in text.splitlines() if line.startswith("answer-only:")]
+    assert len(summary) == 1
+    assert "zh R@1" in summary[0] and "en R@1" in summary[0]
+    assert "HIGHLY_RELEVANT precision" in summary[0]
+
+
+def test_a_dev_dataset_prints_no_answer_only_line(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    dataset = _dataset(tmp_path / "ds", kb_writer, None)
+    report = evaluate_retrieval(dataset, Settings(data_dir=tmp_path / "data"), limit=1)
+    assert report["answer_only"] is False
+    console = Console(record=True, width=200)
+    render_report(report, console)
+    assert "answer-only:" not in console.export_text()

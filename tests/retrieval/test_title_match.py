@@ -1,0 +1,71 @@
+"""Title coverage: the share of a document's title a query names, and how it reorders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fakes.embedders import TableEmbedder
+from superbiz.config import RetrievalSettings
+from superbiz.retrieval.memory_store import InMemoryChunkStore
+from superbiz.retrieval.search import HybridSearcher
+from superbiz.retrieval.title_match import title_coverage, title_words
+from superbiz.retrieval.vector_store import ChunkRecord
+
+
+@pytest.mark.parametrize(
+    ("title", "words"),
+    [
+        ("KubePodCrashLooping", ["kube", "pod", "crash", "looping"]),
+        ("Node Clock Not Synchronising", ["node", "clock", "synchronising"]),
+        ("PrometheusTSDBReloadsFailing", ["prometheus", "tsdb", "reloads", "failing"]),
+        ("TiDB 数据迁移常见问题", []),  # no Latin word of three letters: Chinese titles are neutral
+        ("", []),
+    ],
+)
+def test_title_words(title: str, words: list[str]) -> None:
+    assert list(title_words(title)) == words
+
+
+@pytest.mark.parametrize(
+    ("title", "query", "coverage"),
+    [
+        ("Kube Pod Crash Looping", 'Pod web is waiting (reason: "CrashLoopBackOff")', 0.75),
+        ("Kube Node Not Ready", "worker-3 has been unready for 15 minutes", 0.0),
+        ("Kube Node Not Ready", "Node worker-3 is not ready", 2 / 3),
+        ("Node Clock Skew Detected", "Clock skew detected on node 10.0.3.17", 1.0),
+        ("Kube Quota Almost Full", "Namespace uses 90% of its pods quota", 0.25),
+        ("TiDB 数据迁移常见问题", "TiDB 数据迁移失败", 0.0),
+        ("Kube API Down", "", 0.0),
+    ],
+)
+def test_title_coverage(title: str, query: str, coverage: float) -> None:
+    assert title_coverage(title, title_words(query)) == pytest.approx(coverage)
+
+
+def _searcher(title_weight: float) -> HybridSearcher:
+    store = InMemoryChunkStore()
+    store.ensure_collection(2)
+    # the scheduler runbook is nearer in vector space and has the same words in its text;
+    # the disk runbook only spreads the min-max range
+    for path, title, text, vector in (
+        ("k/sched.md", "Kube Scheduler Down", "pod restarts", (1.0, 0.0)),
+        ("k/crash.md", "Kube Pod Crash Looping", "pod restarts", (0.8, 0.6)),
+        ("k/disk.md", "Node Disk Full", "disk full", (0.0, 1.0)),
+    ):
+        vec = np.asarray(vector, dtype=np.float32)
+        record = ChunkRecord(f"{path}#0", path, "k", title, "", 0, "h", text, text, vec)
+        store.replace_document(path, [record])
+    settings = RetrievalSettings(title_weight=title_weight)
+    return HybridSearcher(TableEmbedder({QUERY: (1.0, 0.0)}, 2), store, settings)
+
+
+QUERY = "pod restarts: crash looping"
+
+
+def test_the_title_the_query_names_ranks_first() -> None:
+    _, ranked = _searcher(0.0).search(QUERY)
+    assert [d.doc_path for d in ranked][:2] == ["k/sched.md", "k/crash.md"]
+    _, ranked = _searcher(0.4).search(QUERY)
+    assert [d.doc_path for d in ranked][:2] == ["k/crash.md", "k/sched.md"]
+    assert ranked[0].similarity == pytest.approx(0.8)  # the cosine itself is unchanged
