@@ -124,7 +124,9 @@ def test_ask_json_prints_the_answer_citations_and_lookups(data_dir: Path, sessio
     assert lookup["arguments"]["query"] == "支付回调超时怎么办？"
     assert lookup["executed"] is True and lookup["relevance_level"] == "PRECISE"
     assert lookup["documents"] == [PAYMENT] and lookup["error"] is None
-    assert (data["steps"], data["stopped_by"]) == (2, "answer")
+    assert lookup["origin"] == "plan"  # run by code before the model's first step
+    assert (data["steps"], data["stopped_by"]) == (1, "answer")
+    assert (data["grounded"], data["invalid_citations"]) == (True, 0)
     assert result.stderr == ""  # --json: nothing else is printed
 
 
@@ -264,10 +266,33 @@ def test_eval_agent_plain_prints_a_table(dataset: Path, data_dir: Path) -> None:
 
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "defiant · governance off · 1 questions" in out
-    for metric in ("executed_lookups", "blocked", "redundant_executed", "steps", "evidence_recall"):
+    assert "defiant (defiant) · 1 questions" in out and "governance off" in out
+    for metric in (
+        "executed_lookups",
+        "blocked",
+        "redundant_executed",
+        "steps",
+        "evidence_recall",
+        "grounded_rate",
+        "invalid_citations",
+        "model_calls",
+        "prompt_tokens",
+    ):
         assert metric in out
     assert "ms per step" in out
+
+
+def test_eval_agent_governed_cap_and_off_in_one_table(dataset: Path, data_dir: Path) -> None:
+    result = invoke(
+        "eval", "agent", dataset, "--profile", "defiant", "--governance", "on,cap:3,off",
+        "--data-dir", data_dir, "--limit", "1", "--json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["governance"] for r in runs] == ["on", "cap:3", "off"]
+    # off: the plan's lookup, then one per step up to the step cap
+    assert [r["executed_lookups_mean"] for r in runs] == [1.0, 3.0, 11.0]
 
 
 @pytest.mark.parametrize(
@@ -279,7 +304,12 @@ def test_eval_agent_plain_prints_a_table(dataset: Path, data_dir: Path) -> None:
             "error: unknown profile 'chatty'; choose obedient, over_cautious, domain_hopper, "
             "iss003_replay, defiant",
         ),
-        ("--governance", "maybe", "error: --governance must be 'on' or 'off'"),
+        (
+            "--governance",
+            "maybe",
+            "error: --governance: governance must be on, off or cap:N (e.g. cap:3), not 'maybe'",
+        ),
+        ("--model", "gpt", "error: --model must be 'profile' or 'llm'"),
     ],
 )
 def test_eval_agent_bad_options_exit_2_with_one_line(

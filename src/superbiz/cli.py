@@ -432,8 +432,22 @@ def eval_agent(
         ),
     ] = "obedient",
     governance: Annotated[
-        str, typer.Option("--governance", help="on: governed loop; off: plain ReAct baseline.")
+        str,
+        typer.Option(
+            "--governance",
+            help="on: governed loop; off: plain ReAct baseline; cap:N: the frameworks' plain "
+            "cap of N lookups per turn. Several, comma-separated (on,cap:3,off), run over the "
+            "same plans as one table.",
+        ),
     ] = "on",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="profile: the --profile plays the agent; llm: the configured "
+            "OpenAI-compatible model plans and plays it.",
+        ),
+    ] = "profile",
     data_dir: DataDir = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
     output: Annotated[
@@ -441,23 +455,38 @@ def eval_agent(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Lookups, blocked calls, redundancy, steps and evidence recall under a profile."""
-    from superbiz.evaluation.agent import evaluate_agent, render_agent_report
+    """Lookups, blocked calls, redundancy, steps, evidence recall, grounded answers and
+    tokens under a profile or the configured model."""
+    from superbiz.config import GovernanceSettings
+    from superbiz.evaluation.agent import (
+        evaluate_agent,
+        governance_settings,
+        render_agent_report,
+    )
     from superbiz.evaluation.profiles import PROFILES
+    from superbiz.exceptions import ConfigError
 
     if profile not in PROFILES:
         err.print(f"[bold red]error:[/] unknown profile {profile!r}; choose {', '.join(PROFILES)}")
         raise typer.Exit(2)
-    if governance not in ("on", "off"):
-        err.print("[bold red]error:[/] --governance must be 'on' or 'off'")
+    if model not in ("profile", "llm"):
+        err.print("[bold red]error:[/] --model must be 'profile' or 'llm'")
         raise typer.Exit(2)
+    variants = [v.strip() for v in governance.split(",") if v.strip()]
+    try:
+        for variant in variants or [""]:
+            governance_settings(variant, GovernanceSettings())
+    except ConfigError as exc:
+        err.print(f"[bold red]error:[/] --governance: {escape(str(exc))}")
+        raise typer.Exit(2) from None
     with _errors(), _progress() as progress:
-        task = progress.add_task(f"{profile}", total=None, item="")
+        task = progress.add_task("llm" if model == "llm" else profile, total=None, item="")
         report = evaluate_agent(
             dataset_dir,
             _settings(data_dir or _eval_dir(dataset_dir)),
             profile=profile,
-            governance=governance == "on",
+            governance=variants[0] if len(variants) == 1 else variants,
+            use_llm=model == "llm",
             limit=limit,
             **_tracking(progress, task),
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),

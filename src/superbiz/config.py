@@ -171,11 +171,13 @@ class GovernanceSettings(_Section):
     """The quality × water-level decision matrix (seed 002).
 
     ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
-    domain, no supplements). The water level is read from ``indicator``.
+    domain, no supplements); ``mode: cap`` is the peer baseline, a plain count cap of
+    ``cap_calls`` lookups per turn. The water level is read from ``indicator``.
     """
 
     enabled: bool = True
-    mode: Literal["matrix", "domain-limit"] = "matrix"
+    mode: Literal["matrix", "domain-limit", "cap"] = "matrix"
+    cap_calls: int = Field(3, ge=0)
     indicator: Literal["calls", "tokens", "domains"] = "calls"
     low_max_calls: int = Field(3, ge=0)
     high_min_calls: int = Field(8, ge=1)

@@ -14,7 +14,10 @@ Testing your own executor prompt against your own knowledge base (pytest)::
 
     def test_redis_questions_cite_the_runbook() -> None:
         settings = load_settings()
-        model = ScriptedChatModel(lookup("redis pool exhausted"), answer("Raise it [1]."))
+        model = ScriptedChatModel(
+            lookup("redis pool exhausted"),
+            answer("Check maxTotal: the connection pool is exhausted [1]."),
+        )
         with open_lookup(settings) as runtime:
             executor = Executor(model, runtime.lookup, settings.governance)
             turn = executor.run("test-session", "Why do Redis calls time out?")
@@ -23,6 +26,9 @@ Testing your own executor prompt against your own knowledge base (pytest)::
         assert first.tool_names == ("lookup_knowledge",)
         assert second.tool_results  # the governed result came back to the model
         assert [c.path for c in turn.citations] == ["infrastructure/redis-pool.md"]
+
+An answer must cite the documents shown and draw on them, as a real one must: one that does
+not gets a repair turn (script a second answer), then the extractive answer replaces it.
 
 A reply is a ``ChatResponse``, an ``AssistantMessage``, a plain string (a final answer) or
 a callable ``(messages, tools) -> reply`` for replies that depend on what the model sees.

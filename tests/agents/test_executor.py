@@ -154,7 +154,7 @@ def test_on_stop_the_tool_is_withheld_and_calls_made_anyway_are_blocked_and_reco
         lookup("支付失败排查"),
         lookup("Redis 连接池耗尽"),
         lookup("API rate limiting", domain="api", id="late"),  # ignores the stop
-        answer("Check the gateway logs [1] and maxTotal [2]."),
+        answer("Check the 网关日志 [1] and the maxTotal 配置 [2]."),
     )
     seen: list[ToolOutcome] = []
 
@@ -186,7 +186,7 @@ def test_on_stop_the_tool_is_withheld_and_calls_made_anyway_are_blocked_and_reco
         "query": "API rate limiting",
         "domain": "api",
     }
-    assert result.answer.startswith("Check the gateway logs")
+    assert result.answer.startswith("Check the 网关日志")
 
 
 def test_the_token_indicator_blocks_and_withholds_once_the_turn_is_expensive(run: Run) -> None:
@@ -261,6 +261,7 @@ def test_a_call_in_the_final_step_is_not_run_but_recorded(
     model = ScriptedChatModel(
         lookup("Redis connection pool exhausted"),
         calls(call("API rate limiting", domain="api", id="late")),  # no text, just a call
+        answer(""),  # the repair turn: still nothing
     )
 
     result = run(model, "The Redis connection pool is exhausted", max_steps=1)
@@ -268,7 +269,10 @@ def test_a_call_in_the_final_step_is_not_run_but_recorded(
     assert model.steps[1].tool_names == ()
     assert "step limit" in model.steps[1].messages[-1].content
     assert result.stopped_by == "step_cap"
-    assert result.answer == "No answer could be produced."
+    # an empty answer after a tool result: repaired once, then quoted from the document
+    assert (result.answer_source, result.grounded, result.steps) == ("extractive", True, 3)
+    assert result.answer.startswith("[Extractive answer] The model's answer")
+    assert "Redis connection pool exhausted" in result.answer
     late = result.lookups[-1]
     assert not late.executed and late.error == "the step limit is reached"
     assert result.executed == 1
@@ -305,7 +309,10 @@ def test_documents_in_tool_results_are_numbered_and_become_the_citations(run: Ru
 
 
 def test_supplementary_documents_are_numbered_after_the_primary(run: Run) -> None:
-    model = ScriptedChatModel(lookup("redis slow query and API 429", id="a"), answer("[1] [2]"))
+    model = ScriptedChatModel(
+        lookup("redis slow query and API 429", id="a"),
+        answer("排查慢查询和未归还的连接 [1]；Too Many Requests [2]"),
+    )
 
     result = run(model, "redis slow query and API 429")
 
@@ -328,7 +335,7 @@ def test_with_governance_off_everything_is_admitted(
         lookup("支付失败排查 步骤"),
         lookup("退款失败", domain="payment"),
         lookup("退款失败", domain="payment", missing_dimension=""),
-        answer("done"),
+        answer("退款失败通常是因为原交易已经关闭 [1]。"),
     )
 
     result = run(model, "支付失败怎么办", enabled=False, high_min_calls=2)
@@ -346,7 +353,12 @@ def test_turns_are_numbered_per_session_from_the_record(
     governed: GovernedLookup, recorder: InvocationRepository, session: str
 ) -> None:
     executor = Executor(
-        ScriptedChatModel(lookup("支付失败排查"), answer("a"), lookup("支付失败排查"), answer("b")),
+        ScriptedChatModel(
+            lookup("支付失败排查"),
+            answer("先检查网关日志 [1]。"),
+            lookup("支付失败排查"),
+            answer("再确认订单状态是否已经更新 [1]。"),
+        ),
         governed,
         GovernanceSettings(),
         recorder,
@@ -456,7 +468,7 @@ def test_a_dead_endpoint_raises_a_clear_unavailable_error(run: Run) -> None:
 
 
 def test_the_assistant_message_with_calls_is_kept_in_the_history(run: Run) -> None:
-    model = ScriptedChatModel(lookup("支付失败排查", id="c1"), answer("ok"))
+    model = ScriptedChatModel(lookup("支付失败排查", id="c1"), answer("先检查网关日志 [1]。"))
 
     run(model, "支付失败排查")
 
@@ -470,7 +482,7 @@ def test_a_turn_without_lookups_still_counts(
     governed: GovernedLookup, recorder: InvocationRepository, session: str
 ) -> None:
     executor = Executor(
-        ScriptedChatModel(answer("hello"), lookup("支付失败排查"), answer("b")),
+        ScriptedChatModel(answer("hello"), lookup("支付失败排查"), answer("先检查网关日志 [1]。")),
         governed,
         GovernanceSettings(),
         recorder,

@@ -71,7 +71,10 @@ def test_warm_up_leaves_no_trace(governed_kb: KnowledgeBase) -> None:
 def test_the_testing_module_example_works(governed_kb: KnowledgeBase) -> None:
     """The example in ``superbiz.testing``'s docstring, on the small KB."""
     settings = governed_kb.settings
-    model = ScriptedChatModel(lookup("redis pool exhausted"), answer("Raise it [1]."))
+    model = ScriptedChatModel(
+        lookup("redis pool exhausted"),
+        answer("Check maxTotal: the connection pool is exhausted [1]."),
+    )
     runtime = open_lookup(settings, kb=governed_kb)  # the shared KB stays open
     executor = Executor(model, runtime.lookup, settings.governance)
     turn = executor.run("test-session", "Why do Redis calls time out?")

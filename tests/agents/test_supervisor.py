@@ -297,7 +297,8 @@ def test_the_map_is_only_in_the_planner_prompt(supervised_kb: KnowledgeBase, ses
     two = assistant.ask(session, REFUND_Q)
 
     planner_calls, executor_calls = spy.of("planner"), spy.of("executor")
-    assert len(planner_calls) == 2 and len(executor_calls) >= 3
+    # the planned lookup runs before the executor's first step: one step per turn
+    assert len(planner_calls) == 2 and len(executor_calls) == 2
     for messages in planner_calls:
         system = messages[0].content
         assert "available_knowledge_domains:" in system and "domain_id: payment" in system
@@ -312,6 +313,7 @@ def test_the_map_is_only_in_the_planner_prompt(supervised_kb: KnowledgeBase, ses
     [plan_message] = plan_messages
     assert json.loads(plan_message.content[len(PLAN_HEADER) :]) == one.plan.as_dict()
     assert one.plan.source == "llm" and one.result.lookups[0].domain == "payment"
+    assert one.result.lookups[0].origin == "plan"
 
     # Turn 2: the planner sees the session's documents; the executor gets them as evidence
     # and the earlier turn as history, and answers with no lookup.
@@ -350,20 +352,20 @@ def test_a_direct_answer_skips_the_executor(supervised_kb: KnowledgeBase, sessio
 # -- re-plan ---------------------------------------------------------------------------------
 
 BOTH_Q = "支付回调超时，另外 Redis 连接池耗尽怎么办？"
+BOTH_ANSWER = "先检查网关日志 [1]，再检查 maxTotal 配置 [2]"
 
 
 def replan_script() -> ScriptedChatModel:
-    """Plan payment; the executor asks for a missing dimension it cannot get (payment is
-    closed); the re-plan says infrastructure; the second run is unfilled again."""
+    """Plan payment (looked up by code); the executor asks for a missing dimension it
+    cannot get (payment is closed); the re-plan says infrastructure (looked up by code);
+    the second run is unfilled again."""
     return ScriptedChatModel(
         json.dumps(plan("payment"), ensure_ascii=False),
-        lookup("支付回调超时", domain="payment"),
         lookup("Redis 连接池耗尽", domain="payment", missing_dimension="Redis 连接池"),
-        answer("支付部分见 [1]"),
+        answer("支付渠道回调超时时，先检查网关日志 [1]"),
         json.dumps(plan("infrastructure"), ensure_ascii=False),
-        lookup("Redis 连接池耗尽", domain="infrastructure"),
         lookup("Redis 连接池耗尽 Kafka", domain="infrastructure", missing_dimension="Kafka"),
-        answer("两部分见 [1] [2]"),
+        answer(BOTH_ANSWER),
     )
 
 
@@ -382,20 +384,20 @@ def test_an_unfilled_dimension_replans_once_without_the_consulted_domains(
 
     assert model.pending == 0  # no third plan although the second run is unfilled too
     planner_steps = [s for s in model.steps if is_planner(s.messages)]
-    assert len(planner_steps) == 2 and len(model.steps) == 8
+    assert len(planner_steps) == 2 and len(model.steps) == 6
     replan_question = planner_steps[1].messages[1].content
     assert replan_question.startswith(BOTH_Q)
     assert "已查询的域 payment；仍缺少的维度：Redis 连接池" in replan_question
     assert turn.plan.domain_ids == ["payment"]
     assert turn.replan is not None and turn.replan.domain_ids == ["infrastructure"]
     result = turn.result
-    assert [(o.domain, o.executed) for o in result.lookups] == [
-        ("payment", True),
-        ("payment", False),
-        ("infrastructure", True),
-        ("infrastructure", False),
+    assert [(o.domain, o.executed, o.origin) for o in result.lookups] == [
+        ("payment", True, "plan"),
+        ("payment", False, "model"),
+        ("infrastructure", True, "plan"),
+        ("infrastructure", False, "model"),
     ]
-    assert result.answer == "两部分见 [1] [2]" and result.steps == 6
+    assert result.answer == BOTH_ANSWER and result.steps == 4 and result.grounded
     assert {REDIS, PAYMENT} <= set(result.evidence)
     assistant = assistant_for(supervised_kb)
     assert invocation_turns(assistant, session) == [1, 1, 1, 1]
@@ -424,11 +426,7 @@ def test_documents_of_the_same_turn_are_not_reused_evidence(
 def test_no_replan_without_an_unfilled_dimension(
     supervised_kb: KnowledgeBase, session: str
 ) -> None:
-    model = ScriptedChatModel(
-        json.dumps(plan("payment")),
-        lookup("支付回调超时", domain="payment"),
-        answer("见 [1]"),
-    )
+    model = ScriptedChatModel(json.dumps(plan("payment")), answer("先检查网关日志 [1]"))
 
     turn = assistant_for(supervised_kb, model).ask(session, PAY_Q)
 

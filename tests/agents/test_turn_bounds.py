@@ -23,6 +23,8 @@ from superbiz.testing import ScriptedChatModel, answer, lookup
 
 PAYMENT = "payment/支付失败排查.md"
 PAY_Q = "支付回调超时怎么办？"
+#: an answer drawn from the payment runbook (the plan's lookup runs before the first step)
+GROUNDED = "支付渠道回调超时时，先检查网关日志 [1]。"
 PLAN = json.dumps(
     {
         "need_retrieval": True,
@@ -58,7 +60,7 @@ def fail(_: Sequence[Message], __: Sequence[ToolSpec]) -> Any:
 def test_a_turn_failing_after_its_lookup_leaves_the_session_as_it_was(
     runtime: Callable[..., Runtime],
 ) -> None:
-    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), fail)
+    model = ScriptedChatModel(PLAN, fail)  # fails after the plan's lookup
     assistant = runtime(model)
 
     with pytest.raises(LLMUnavailableError):
@@ -67,7 +69,7 @@ def test_a_turn_failing_after_its_lookup_leaves_the_session_as_it_was(
     assert assistant.tracker.retrieved_docs("s1") == {}  # not "marked but unusable"
     assert assistant.chats.messages("s1") == []
 
-    model.add(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    model.add(PLAN, answer(GROUNDED))
     turn = assistant.ask("s1", PAY_Q)
     [outcome] = turn.result.lookups
     assert outcome.executed and outcome.dedup_reason is None
@@ -76,7 +78,7 @@ def test_a_turn_failing_after_its_lookup_leaves_the_session_as_it_was(
 
 
 def test_a_failed_turn_keeps_earlier_marks(runtime: Callable[..., Runtime]) -> None:
-    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    model = ScriptedChatModel(PLAN, answer(GROUNDED))
     assistant = runtime(model)
     assistant.ask("s1", PAY_Q)
     before = assistant.tracker.retrieved_docs("s1")
@@ -90,8 +92,11 @@ def test_a_failed_turn_keeps_earlier_marks(runtime: Callable[..., Runtime]) -> N
 
 
 def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtime]) -> None:
-    long_answer = "很长的回答。" * 3000
-    model = ScriptedChatModel(PLAN, answer(long_answer), PLAN, answer("短"), PLAN, answer("ok"))
+    long_answer = GROUNDED * 1000
+    short = "再确认订单状态是否已经更新 [1]。"
+    model = ScriptedChatModel(
+        PLAN, answer(long_answer), PLAN, answer(short), PLAN, answer(GROUNDED)
+    )
     assistant = runtime(
         model, chat=ChatSettings(history_token_budget=500, max_answer_chars=100_000)
     )
@@ -101,12 +106,12 @@ def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtim
 
     last_executor_step = model.steps[-1].messages
     sent = "\n".join(m.content for m in last_executor_step)
-    assert "second question" in sent and "短" in sent  # the newest turn fits
+    assert "second question" in sent and short in sent  # the newest turn fits
     assert long_answer not in sent and PAY_Q not in sent  # the oldest, too large, dropped
 
 
 def test_an_answer_is_capped_before_it_is_stored(runtime: Callable[..., Runtime]) -> None:
-    model = ScriptedChatModel(PLAN, answer("x" * 50_000))
+    model = ScriptedChatModel(PLAN, answer(GROUNDED * 2000))
     assistant = runtime(model, chat=ChatSettings(max_answer_chars=1000))
 
     turn = assistant.ask("s1", PAY_Q)
@@ -118,7 +123,7 @@ def test_an_answer_is_capped_before_it_is_stored(runtime: Callable[..., Runtime]
 
 def test_a_question_with_a_nul_is_stored_without_it(runtime: Callable[..., Runtime]) -> None:
     """PostgreSQL refuses NUL in text: the turn would fail after its lookups."""
-    model = ScriptedChatModel(PLAN, lookup("支付回调超时"), answer("见 [1]"))
+    model = ScriptedChatModel(PLAN, answer(GROUNDED))
     assistant = runtime(model)
 
     turn = assistant.ask("s1", "支付回调\x00超时怎么办？\x1b")

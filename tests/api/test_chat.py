@@ -109,6 +109,10 @@ def test_stream_sends_plan_lookups_tokens_answer_done_in_order(
     assert last_lookup < first_token
 
     first = results[0]
+    # the plan's lookup, run by code before the model's first step, streams like any other
+    assert first["origin"] == "plan"
+    [planned_call] = [d for n, d, _ in events if n == "tool_call" and d["call_id"] == calls[0]]
+    assert planned_call["step"] == 0 and planned_call["arguments"]["domain"] == "payment"
     assert first["domain"] == "payment" and first["executed"] is True
     assert first["relevance_level"] in ("PRECISE", "HIGHLY_RELEVANT", "REFERENCE")
     assert first["completeness_hint"]
@@ -123,6 +127,8 @@ def test_stream_sends_plan_lookups_tokens_answer_done_in_order(
     assert tokens == answer["answer"]
     assert PAYMENT in [c["path"] for c in answer["citations"]]
     assert len(answer["lookups"]) == len(results)
+    assert answer["grounded"] is True and answer["invalid_citations"] == 0
+    assert answer["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}  # extractive
 
     # the turn is stored like any other
     stored = client.get(f"/api/sessions/{session}").json()["messages"]

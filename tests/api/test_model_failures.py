@@ -22,7 +22,6 @@ from fakes.openai_server import (
     garbage_reply,
     hang_reply,
     text_reply,
-    tool_call_reply,
 )
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
@@ -104,16 +103,18 @@ def test_a_turn_failing_after_its_first_lookup_can_be_asked_again(
     database: str,
 ) -> None:
     client, runtime = with_model(database_url=database_factory(database))
-    lookup = tool_call_reply(("lookup_knowledge", '{"query": "支付回调超时"}'))
-    fake.script_chat(error_reply(400, "planner off"), lookup, error_reply(500, "gone"))
+    # the map plans (the planner's model is off) and its lookup runs; then the model fails
+    fake.script_chat(error_reply(400, "planner off"), error_reply(500, "gone"))
     question = {"session_id": "m3", "question": "支付回调超时怎么办？"}
 
     assert client.post("/api/chat", json=question).status_code == 503
     assert runtime.tracker.retrieved_docs("m3") == {}
 
-    fake.script_chat(error_reply(400, "planner off"), lookup, text_reply("按文档处理 [1]"))
+    grounded = "支付渠道回调超时时，先检查网关日志 [1]。"
+    fake.script_chat(error_reply(400, "planner off"), text_reply(grounded))
     again = client.post("/api/chat", json=question)
     assert again.status_code == 200, again.text
     [looked_up] = again.json()["lookups"]
     assert looked_up["executed"] and looked_up["dedup_reason"] is None
+    assert looked_up["origin"] == "plan" and again.json()["grounded"] is True
     assert again.json()["citations"][0]["path"] == "payment/支付失败排查.md"

@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from fakes.openai_server import FakeOpenAIServer
+from fakes.real_transcripts import load_transcript
 from superbiz.agents.executor import Executor
-from superbiz.config import GovernanceSettings, Settings
+from superbiz.config import GovernanceSettings, LLMSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset, evaluate_agent
 from superbiz.evaluation.profiles import ISS003_SCRIPT, make_profile
 from superbiz.exceptions import SuperbizError
@@ -126,26 +128,51 @@ def test_governed_and_ungoverned_side_by_side(workspace: dict[str, Path]) -> Non
         on_total=totals.append,
         on_progress=progress.append,
     )
-    ungoverned = evaluate(workspace, "over_cautious", max_steps=5, governance=False)
+    ungoverned = evaluate(workspace, "over_cautious", max_steps=5, governance="off")
 
     for report in (governed, ungoverned):
         check_report(report)
         assert report["dataset"] == str(workspace["no_api"])
         assert report["profile"] == "over_cautious" and report["questions"] == 2
         assert report["evidence_recall"] == 1.0
-        assert report["redundant_executed_mean"] == (0 if report is governed else 4)
+        assert report["redundant_executed_mean"] == (0 if report is governed else 5)
+        assert report["grounded_rate"] == 1.0 and report["invalid_citations_mean"] == 0
+        assert report["model_calls_mean"] == report["steps_mean"]  # the map plans, no model
+        assert report["prompt_tokens_mean"] == 0  # a profile reports no usage
     assert (governed["governance"], ungoverned["governance"]) == ("on", "off")
     assert totals == [2] and progress == ["q1", "q2"]
 
+    # the plan's lookup runs before the first step: governed, the first model step is
+    # already blocked; ungoverned, it is one more lookup within the same step cap
     assert governed["executed_lookups_mean"] == 1.0
     assert governed["blocked_mean"] == 3.0
-    assert governed["steps_mean"] == 5.0
+    assert governed["steps_mean"] == 4.0
     assert governed["blocked_call_ms"]["p50"] is not None
-    assert ungoverned["executed_lookups_mean"] == 5.0  # one per step up to the step cap
+    assert ungoverned["executed_lookups_mean"] == 6.0  # the plan's, then one per step
     assert ungoverned["blocked_mean"] == 0.0 and ungoverned["steps_mean"] == 6.0
     assert ungoverned["blocked_call_ms"] == {"p50": None, "p95": None}
     assert governed["executed_lookups_mean"] <= 0.3 * ungoverned["executed_lookups_mean"]
     assert governed["evidence_recall"] >= 0.98 * ungoverned["evidence_recall"]
+
+
+def test_governed_cap_and_off_as_one_report_over_the_same_plans(
+    workspace: dict[str, Path],
+) -> None:
+    report = evaluate(workspace, "over_cautious", max_steps=5, governance=["on", "cap:3", "off"])
+
+    assert [run["governance"] for run in report["runs"]] == ["on", "cap:3", "off"]
+    on, cap, off = report["runs"]
+    for run in report["runs"]:
+        check_report(run)
+        assert run["plan_domain_recall"] == report["plan_domain_recall"]
+    assert [r["executed_lookups_mean"] for r in (on, cap, off)] == [1.0, 3.0, 6.0]
+    assert cap["blocked_mean"] == 0.0  # at the cap the tool is withdrawn: it answers
+    assert on["evidence_recall"] >= cap["evidence_recall"]
+
+
+def test_an_unknown_governance_variant_is_a_config_error(workspace: dict[str, Path]) -> None:
+    with pytest.raises(SuperbizError, match="cap:N"):
+        evaluate(workspace, "obedient", governance="cap:")
 
 
 def test_iss003_replay_falls_back_to_the_builtin_kb_with_a_notice(
@@ -154,7 +181,7 @@ def test_iss003_replay_falls_back_to_the_builtin_kb_with_a_notice(
     notices: list[str] = []
 
     governed = evaluate(workspace, "iss003_replay", limit=2, on_notice=notices.append)
-    ungoverned = evaluate(workspace, "iss003_replay", limit=2, governance=False)
+    ungoverned = evaluate(workspace, "iss003_replay", limit=2, governance="off")
 
     [notice] = notices
     assert str(workspace["no_api"]) in notice
@@ -246,3 +273,62 @@ def test_the_kb_is_closed_when_the_queries_cannot_be_read(
                 original_close(kb)
 
     assert opened and leaked == []
+
+
+# -- a real model plays the agent (replayed) ------------------------------------------------
+
+TRANSCRIPT_QUERIES = [
+    ("支付回调超时，是不是 Redis 连接池的问题？", "infrastructure/redis-pool-and-eviction.md"),
+    (
+        "Pod keeps restarting with exit code 137, what should I check?",
+        "infrastructure/k8s-crashloopbackoff.md",
+    ),
+    (
+        "日志报 Could not get a resource from the pool 是什么原因",
+        "infrastructure/redis-pool-and-eviction.md",
+    ),
+]
+
+
+def test_the_configured_model_plays_the_agent_replayed(
+    workspace: dict[str, Path], tmp_path: Path
+) -> None:
+    dataset = tmp_path / "transcript"
+    shutil.copytree(builtin_dataset() / "corpus", dataset / "corpus")
+    lines = [
+        {"id": f"t{i}", "query": q, "lang": "zh" if i != 1 else "en", "gold": [gold]}
+        for i, (q, gold) in enumerate(TRANSCRIPT_QUERIES)
+    ]
+    (dataset / "queries.jsonl").write_text(
+        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8"
+    )
+    with FakeOpenAIServer() as server:
+        server.replay(load_transcript())
+        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
+        settings = Settings(data_dir=workspace["data_dir"] / "transcript", llm=llm)
+        report = evaluate_agent(dataset, settings, use_llm=True, governance=["on", "cap:3"])
+
+    assert (report["profile"], report["model"], report["questions"]) == (
+        "llm",
+        "qwen2.5-coder-1.5b",
+        3,
+    )
+    for run in report["runs"]:
+        check_report(run)
+        # every answer is grounded: the model's own, repaired, or the extractive one
+        assert run["grounded_rate"] == 1.0
+        # ...and the replayed answers, all prompt copies or memory, were all replaced
+        assert run["answer_sources"] == {
+            "model": 0,
+            "repaired": 0,
+            "extractive": 3,
+            "no_evidence": 0,
+        }
+        assert run["executed_lookups_mean"] >= 1.0  # the plan's lookup, at least
+        assert run["model_calls_mean"] >= 2.0  # planner and executor
+        assert run["prompt_tokens_mean"] > 2000  # the recorded usage: the planner's 2 000+
+
+
+def test_the_llm_player_needs_a_configured_model(workspace: dict[str, Path]) -> None:
+    with pytest.raises(SuperbizError, match=r"llm\.model"):
+        evaluate(workspace, "obedient", use_llm=True)

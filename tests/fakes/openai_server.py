@@ -15,6 +15,18 @@ Usage::
 Chat replies are consumed in order, one per ``/v1/chat/completions`` request (rejected
 requests consume nothing). With no reply scripted the server answers HTTP 500, which
 makes a forgotten script fail loudly. Embeddings are computed unless an error is scripted.
+
+Replay mode answers from recordings of a real model (anything with ``request``,
+``status`` and ``response``, e.g. ``fakes.real_transcripts.load_transcript()``) once the
+script is empty::
+
+    server.replay(load_transcript())
+
+Each request gets the response recorded for the request that matches it loosely: the
+same last user-or-tool message (else the same last user message), preferring one that
+offered tools the same way, each recording used once in order and the last one again
+when they are used up. System prompts are not compared, so rewritten prompts still
+replay; a request that matches nothing is answered HTTP 500.
 """
 
 from __future__ import annotations
@@ -35,13 +47,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "DropConnection",
     "ErrorReply",
     "FakeOpenAIServer",
     "RecordedRequest",
+    "Recording",
     "TextReply",
     "ToolCallReply",
     "drop_connection",
@@ -70,6 +83,7 @@ class TextReply:
     finish_reason: str = "stop"
     drop_after_chunks: int | None = None
     delay_s: float = 0.0
+    usage: dict[str, int] | None = None  # recorded usage; computed when None
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,7 @@ class ToolCallReply:
     content: str | None = None  # real servers send null content with tool calls
     ids: tuple[str, ...] | None = None
     finish_reason: str = "tool_calls"
+    usage: dict[str, int] | None = None  # recorded usage; computed when None
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,83 @@ def hang_reply(seconds: float) -> RawReply:
     return RawReply(drip_reply("late").body, hang_s=seconds)
 
 
+# -- replayed transcripts --------------------------------------------------------------
+
+
+class Recording(Protocol):
+    """One recorded exchange with a real server (``fakes.real_transcripts.Exchange``)."""
+
+    @property
+    def request(self) -> dict[str, Any]: ...
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def response(self) -> Any: ...
+
+
+def _normalised(value: Any) -> str:
+    return " ".join(value.split()).casefold() if isinstance(value, str) else ""
+
+
+def _last_content(messages: Any, roles: tuple[str, ...]) -> str:
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") in roles:
+            return _normalised(message.get("content"))
+    return ""
+
+
+def _as_reply(recording: Recording) -> Reply:
+    """The recorded response as a reply this server can send, streamed or not."""
+    body = recording.response
+    if recording.status != 200:
+        message = str(body.get("error", body)) if isinstance(body, dict) else str(body)
+        return ErrorReply(recording.status, message, body)
+    choice = body["choices"][0]
+    message = choice["message"]
+    usage = body.get("usage")
+    finish = choice.get("finish_reason") or "stop"
+    calls = message.get("tool_calls") or []
+    if calls:
+        pairs = tuple((c["function"]["name"], c["function"]["arguments"]) for c in calls)
+        ids = tuple(c["id"] for c in calls)
+        return ToolCallReply(pairs, message.get("content"), ids, finish, usage)
+    return TextReply(message.get("content") or "", finish, usage=usage)
+
+
+class _Replay:
+    """Chooses the recording that answers a request (see the module docstring)."""
+
+    def __init__(self, recordings: Sequence[Recording]) -> None:
+        self.recordings = list(recordings)
+        self.used: set[int] = set()
+
+    def answer(self, body: dict[str, Any]) -> Reply | None:
+        messages = body.get("messages")
+        offered = bool(body.get("tools"))
+        keys = (
+            (_last_content(messages, ("user", "tool")), ("user", "tool")),
+            (_last_content(messages, ("user",)), ("user",)),
+        )
+        for key, roles in keys:
+            matching = [
+                i
+                for i, r in enumerate(self.recordings)
+                if key and _last_content(r.request.get("messages"), roles) == key
+            ]
+            same_tools = [
+                i for i in matching if bool(self.recordings[i].request.get("tools")) == offered
+            ]
+            candidates = same_tools or matching
+            if candidates:
+                fresh = [i for i in candidates if i not in self.used]
+                chosen = fresh[0] if fresh else candidates[-1]
+                self.used.add(chosen)
+                return _as_reply(self.recordings[chosen])
+        return None
+
+
 # -- embeddings ------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+")
@@ -229,6 +321,7 @@ class _Reject(Exception):
 class _State:
     chat_script: deque[Reply] = field(default_factory=deque)
     embedding_script: deque[ErrorReply | DropConnection] = field(default_factory=deque)
+    replay: _Replay | None = None
     recorded: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counter: int = 0
@@ -311,6 +404,11 @@ class FakeOpenAIServer:
                     TextReply(reply) if isinstance(reply, str) else reply
                 )
 
+    def replay(self, recordings: Sequence[Recording]) -> None:
+        """Answer chat requests from these recordings once the script is empty."""
+        with self._state.lock:
+            self._state.replay = _Replay(recordings)
+
     def script_embeddings(self, *replies: ErrorReply | DropConnection) -> None:
         """Queue failures for the next embedding requests (then it computes vectors again)."""
         with self._state.lock:
@@ -352,9 +450,11 @@ class FakeOpenAIServer:
         with self._state.lock:
             self._state.recorded.append(request)
 
-    def _pop_chat(self) -> Reply | None:
+    def _pop_chat(self, body: dict[str, Any]) -> Reply | None:
         with self._state.lock:
-            return self._state.chat_script.popleft() if self._state.chat_script else None
+            if self._state.chat_script:
+                return self._state.chat_script.popleft()
+            return self._state.replay.answer(body) if self._state.replay else None
 
     def _pop_embedding(self) -> ErrorReply | DropConnection | None:
         with self._state.lock:
@@ -507,6 +607,8 @@ def _count_tokens(value: Any) -> int:
 
 
 def _usage(body: dict[str, Any], reply: TextReply | ToolCallReply) -> dict[str, int]:
+    if reply.usage is not None:
+        return dict(reply.usage)
     prompt = _count_tokens(body.get("messages")) + 1
     if isinstance(reply, TextReply):
         completion = _count_tokens(reply.content) + 1
@@ -697,10 +799,10 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _chat(self, body: Any, record: RecordedRequest) -> None:
             _validate_chat(body)
-            reply = server._pop_chat()
+            reply = server._pop_chat(body)
             n = server._next_id()
             if reply is None:
-                raise _Reject(500, "fake server: no scripted chat reply left")
+                raise _Reject(500, "fake server: no scripted chat reply left (nor a recording)")
             if isinstance(reply, DropConnection):
                 self._drop()
                 return

@@ -1,7 +1,8 @@
-"""Recorded real-model exchanges (``/work/shared/llm-transcripts``), read at test time.
+"""Recorded real-model exchanges (``tests/data/llm-transcripts``, see its README).
 
-Each line holds ``request`` (a chat-completions body as sent) and ``response`` (the body
-as received). Tests that need them skip, saying why, when the recordings are absent.
+Each line holds ``request`` (a chat-completions body as sent), ``status`` and ``response``
+(the body as received). The fake OpenAI server replays them
+(``server.replay(load_transcript())``); tests also read the replies directly.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-TRANSCRIPTS = Path("/work/shared/llm-transcripts")
+TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"
 
 
@@ -23,6 +22,7 @@ class Exchange:
 
     request: dict[str, Any]
     response: dict[str, Any]
+    status: int = 200
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -48,12 +48,7 @@ class Exchange:
 
 
 def load_transcript(name: str = QWEN_EXAMPLE_KB) -> list[Exchange]:
-    path = TRANSCRIPTS / name
-    if not path.is_file():
-        pytest.skip(f"real-model transcript {path} is absent")
-    with path.open(encoding="utf-8") as lines:
-        return [
-            Exchange(record["request"], record["response"])
-            for record in map(json.loads, lines)
-            if record.get("status") == 200
-        ]
+    """Every recorded call of the transcript, in the order it was made."""
+    lines = (TRANSCRIPTS / name).read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [Exchange(r["request"], r["response"], int(r["status"])) for r in records]

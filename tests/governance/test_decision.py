@@ -592,6 +592,49 @@ def test_disabled_governor_admits_everything() -> None:
     assert gov.situation() is None
 
 
+# -- cap: the peer frameworks' plain count cap ----------------------------------------------
+
+
+@pytest.mark.parametrize("cap", [0, 1, 3])
+def test_cap_runs_any_n_lookups_then_withdraws_the_tool(cap: int) -> None:
+    gov = make(mode="cap", cap_calls=cap, retrieved=frozenset({"api"}))
+    for i in range(cap):
+        constraint = gov.constraint()
+        assert (constraint.verdict, constraint.tools_allowed, constraint.message) == (
+            Verdict.CONTINUE,
+            True,
+            None,
+        )
+        assert constraint.budget_left == cap - i
+        assert lookup(gov, "api", P).allowed  # a closed domain, a PRECISE result: no matter
+    assert gov.water_level is HIGH and gov.stopped
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed, constraint.budget_left) == (
+        Verdict.STOP,
+        False,
+        0,
+    )
+    assert constraint.message is not None and "lookup_knowledge" in constraint.message
+    assert gov.admit(LookupRequest("payment")).dedup_reason is BUDGET
+
+
+def test_cap_knows_no_domain_states_or_prompts() -> None:
+    gov = make(mode="cap", cap_calls=5)
+    lookup(gov, "api", REF)
+    lookup(gov, "api", None)  # no supplement rule: a second REFERENCE-row call runs
+    assert gov.domain_state("api") is DomainState.OPEN
+    assert gov.situation() is None
+    assert gov.water_level is LOW
+    assert gov.retrieved_domains == frozenset({"api"})
+
+
+def test_iss_003_replay_under_cap_3() -> None:
+    gov = make(mode="cap", cap_calls=3)
+    admissions = replay(gov)
+    assert [a.allowed for a in admissions] == [True] * 3 + [False] * 7
+    assert [a.domain for a in admissions if a.allowed] == ["infrastructure"] * 3
+
+
 # -- breaker prompts ------------------------------------------------------------------------
 
 SEED_TEXTS = {

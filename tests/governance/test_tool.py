@@ -113,6 +113,7 @@ def assert_row_matches(row: Invocation, outcome: ToolOutcome, turn: LookupTurn) 
     assert row.verdict == ("error" if outcome.error else outcome.verdict.value)
     assert row.error == outcome.error
     assert row.latency_ms == pytest.approx(outcome.latency_ms, abs=0.01)
+    assert row.origin == outcome.origin
     assert row.id is not None and row.created_at is not None
 
 
@@ -159,6 +160,23 @@ def test_executed_call_returns_a_result_and_records_one_row(
     assert details["retrieved_domains"] == ["payment"]
     assert isinstance(details["l1_top_similarity"], float)
     assert len(details["l1_scores"]) == min(details["l1_match_count"], 10) > 0
+
+
+def test_a_planned_call_is_recorded_with_its_origin_and_counted(
+    make_turn: Callable[..., LookupTurn], recorder: InvocationRepository
+) -> None:
+    turn = make_turn("zh")
+
+    planned = turn.call({"query": "支付失败排查", "domain": "payment"}, origin="plan")
+    again = turn.call({"query": "支付失败 怎么办", "domain": "payment"}, call_id="c2", step=1)
+
+    assert (planned.origin, planned.executed) == ("plan", True)
+    assert (again.origin, again.executed) == ("model", False)  # the plan's lookup closed it
+    assert turn.governor.calls == 2
+    first, second = rows(recorder, turn)
+    assert_row_matches(first, planned, turn)
+    assert_row_matches(second, again, turn)
+    assert (first.origin, first.step, second.origin) == ("plan", 0, "model")
 
 
 def test_the_tool_spec_offers_exactly_the_three_arguments() -> None:
@@ -411,6 +429,57 @@ def test_a_paraphrase_is_inferred_to_the_domain_of_the_earlier_query(
     other = turn.call({"query": "支付回调超时"})
     assert inferred[-1] == "支付回调超时"
     assert other.executed and other.domain == "payment"
+
+
+def test_a_weak_planned_lookup_leaves_paraphrases_to_the_knowledge_base(
+    make_turn: Callable[..., LookupTurn],
+) -> None:
+    """The plan's domain is the planner's guess: when it found nothing good there, the
+    model's paraphrase goes where the knowledge base points, not back to the guess."""
+    turn = make_turn("zh")
+    planned = turn.call({"query": "Redis 连接池耗尽", "domain": "payment"}, origin="plan")
+    assert planned.executed and planned.level is not RelevanceLevel.PRECISE
+
+    paraphrase = turn.call({"query": "Redis 连接池耗尽的详细说明"})
+
+    assert paraphrase.executed and paraphrase.domain == "infrastructure"
+    assert REDIS in paraphrase.shown
+
+
+def test_a_good_planned_lookup_keeps_its_paraphrases(
+    make_turn: Callable[..., LookupTurn],
+) -> None:
+    turn = make_turn("zh")
+    planned = turn.call({"query": "Redis 连接池耗尽", "domain": "infrastructure"}, origin="plan")
+    assert planned.level is RelevanceLevel.PRECISE
+
+    paraphrase = turn.call({"query": "Redis 连接池耗尽的详细说明"})
+
+    assert paraphrase.domain == "infrastructure"
+    assert_blocked(paraphrase, "domain_retrieved")
+
+
+def test_a_blocked_calls_inferred_domain_serves_its_paraphrases(
+    make_turn: Callable[..., LookupTurn], lookup: GovernedLookup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inferred: list[str] = []
+    original = lookup.infer_domain
+
+    def infer(query: str) -> str | None:
+        inferred.append(query)
+        return original(query)
+
+    monkeypatch.setattr(lookup, "infer_domain", infer)
+    turn = make_turn("zh")
+    assert turn.call({"query": "Redis 连接池耗尽", "domain": "infrastructure"}).executed
+
+    first = turn.call({"query": "maxTotal 配置 慢查询"})
+    again = turn.call({"query": "maxTotal 配置 慢查询 的排查步骤"})
+
+    assert inferred == ["maxTotal 配置 慢查询"]  # one inference; the paraphrase is remembered
+    assert_blocked(first, "domain_retrieved")
+    assert_blocked(again, "domain_retrieved")
+    assert again.domain == first.domain == "infrastructure"
 
 
 def test_a_paraphrase_follows_the_domain_the_earlier_call_named(

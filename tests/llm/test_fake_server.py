@@ -13,7 +13,13 @@ from typing import Any
 import openai
 import pytest
 
-from fakes.openai_server import FakeOpenAIServer, error_reply, fake_embedding, tool_call_reply
+from fakes.openai_server import (
+    FakeOpenAIServer,
+    error_reply,
+    fake_embedding,
+    tool_call_reply,
+)
+from fakes.real_transcripts import load_transcript
 
 CALL = {
     "id": "call_1",
@@ -198,3 +204,68 @@ def test_api_key_is_enforced_when_set() -> None:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             client.chat.completions.create(model="m", messages=[USER])  # type: ignore[list-item]
+
+
+Q1 = "支付回调超时，是不是 Redis 连接池的问题？"
+TOOLS = [{"type": "function", "function": {"name": "lookup_knowledge", "parameters": {}}}]
+
+
+def test_replay_matches_loosely_in_order_then_repeats(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.replay(load_transcript())
+    planner = [
+        {"role": "system", "content": "A rewritten planner prompt."},
+        {"role": "user", "content": f"  {Q1} "},
+    ]
+
+    first = chat(fake_openai, planner)[1]["choices"][0]["message"]["content"]
+    second = chat(fake_openai, planner)[1]
+    third = chat(fake_openai, planner)[1]
+
+    assert first.startswith("{&#34;need_retrieval&#34;")  # recording 0, as the model sent it
+    assert second["choices"][0]["message"]["content"].startswith("```json")  # recording 1
+    assert third["choices"][0]["message"] == second["choices"][0]["message"]  # used up: repeat
+    assert second["usage"] == {"prompt_tokens": 2071, "completion_tokens": 59, "total_tokens": 2130}
+
+
+def test_replay_prefers_the_recording_with_tools_and_falls_back_to_the_user_message(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.replay(load_transcript())
+    executor = [{"role": "system", "content": "executor"}, {"role": "user", "content": Q1}]
+    answer = chat(fake_openai, executor, tools=TOOLS)[1]["choices"][0]["message"]["content"]
+    assert answer.startswith("基于已有信息")  # recording 2, the executor's
+
+    after_lookup = [
+        *executor,
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"found": true}'},
+    ]
+    status, body = chat(fake_openai, after_lookup, tools=TOOLS)
+    assert status == 200 and body["choices"][0]["message"]["content"] == answer
+
+
+def test_replay_is_strict_and_loud(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.replay(load_transcript())
+    null_content = [
+        {"role": "user", "content": Q1},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "result"},
+    ]
+    assert chat(fake_openai, null_content, tools=TOOLS)[0] == 422
+    assert chat(fake_openai, [{"role": "user", "content": "an unrecorded question"}])[0] == 500
+
+
+def test_replay_streams_and_scripts_come_first(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.replay(load_transcript())
+    fake_openai.script_chat("scripted")
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="x", max_retries=0)
+    messages: Any = [
+        {"role": "user", "content": "Pod keeps restarting with exit code 137, what should I check?"}
+    ]
+
+    scripted = client.chat.completions.create(model="m", messages=messages)
+    chunks = list(client.chat.completions.create(model="m", messages=messages, stream=True))
+
+    assert scripted.choices[0].message.content == "scripted"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith("```json") and '"infrastructure"' in text

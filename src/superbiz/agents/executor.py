@@ -1,33 +1,43 @@
 """The Executor: a ReAct loop whose lookups are governed by code.
 
-Between every two LLM steps the governor's constraint is injected as a system message
-and decides whether ``lookup_knowledge`` is offered at all; calls the model makes anyway
-are answered without a retrieval. A hard step cap ends the turn with one last call,
-tools stripped. The executor never sees the knowledge map: only its own action memory,
-through tool results.
+The plan's lookups are run by code before the model's first step (``origin: plan``):
+governed like any call and shown to the model as its own calls and results, so a model
+that would answer without looking anything up still answers over the documents, and the
+first lookup costs no model step. Between every two LLM steps the governor's constraint
+is injected as a system message and decides whether ``lookup_knowledge`` is offered at
+all; calls the model makes anyway are answered without a retrieval. A hard step cap ends
+the turn with one last call, tools stripped. The answer's citations are then checked
+(:mod:`superbiz.agents.grounding`). The executor never sees the knowledge map: only its
+own action memory, through tool results.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language
+from superbiz._text import Language, detect_language, key_terms
 from superbiz.agents.context import Citation, evidence_message
+from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
+from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import (
+    AssistantMessage,
+    ChatResponse,
     Message,
     SystemMessage,
+    ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
 )
 from superbiz.storage.invocations import InvocationRepository
@@ -52,6 +62,15 @@ class TurnResult:
     reused: list[str] = field(default_factory=list)
     #: the turn's governed tool: a re-plan resumes it, so the budget is the turn's
     governed: LookupTurn | None = field(default=None, repr=False)
+    #: the answer cites documents shown to the model and draws on them
+    grounded: bool = False
+    #: ``[n]`` markers removed from the model's text because they named no document
+    invalid_citations: int = 0
+    #: who wrote the answer: the model, the model after a repair turn, or the extractive
+    #: composition from the same documents (see ``superbiz.agents.grounding``)
+    answer_source: AnswerSource = "model"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     @property
     def evidence(self) -> list[str]:
@@ -66,17 +85,43 @@ class TurnResult:
     def blocked(self) -> int:
         return sum(not o.executed and o.error is None for o in self.lookups)
 
+    @property
+    def extractive(self) -> bool:
+        """The answer is quoted from the documents, not written by a model."""
+        return self.model == "extractive" or self.answer_source == "extractive"
+
+    def count(self, response: ChatResponse) -> None:
+        """One model call of the turn: a step, and the tokens it cost when reported."""
+        self.steps += 1
+        if response.usage:
+            self.prompt_tokens += response.usage.prompt_tokens
+            self.completion_tokens += response.usage.completion_tokens
+
+    def add_cost(self, earlier: TurnResult) -> None:
+        """Add what an earlier run of the same turn spent (a re-plan runs the turn again)."""
+        self.steps += earlier.steps
+        self.prompt_tokens += earlier.prompt_tokens
+        self.completion_tokens += earlier.completion_tokens
+        self.invalid_citations += earlier.invalid_citations
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "turn": self.turn,
             "question": self.question,
             "answer": self.answer,
-            "extractive": self.model == "extractive",
+            "extractive": self.extractive,
+            "grounded": self.grounded,
+            "invalid_citations": self.invalid_citations,
+            "answer_source": self.answer_source,
             "citations": [c.as_dict() for c in self.citations],
             "lookups": [lookup_summary(o) for o in self.lookups],
             "steps": self.steps,
             "stopped_by": self.stopped_by,
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+            },
         }
 
 
@@ -94,6 +139,7 @@ def lookup_summary(outcome: ToolOutcome) -> dict[str, Any]:
         "documents": outcome.shown,
         "latency_ms": round(outcome.latency_ms, 2),
         "error": outcome.error,
+        "origin": outcome.origin,
     }
 
 
@@ -112,6 +158,10 @@ class Executor:
         self.lookup = lookup
         self.governance = governance
         self.recorder = recorder
+        #: the model quotes the documents itself (the extractive policy, the behaviour
+        #: profiles): its citations are checked, its answers never repaired. Decided
+        #: here, before a caller wraps the model (the HTTP service streams it).
+        self.quotes = isinstance(model, ExtractiveChatModel)
         # Turns counted here too: a turn without tool calls leaves no recorded row.
         self._turns: dict[str, int] = {}
 
@@ -146,18 +196,17 @@ class Executor:
         refs = {doc.path: replace(doc, ref=i) for i, doc in enumerate(_unique(evidence), 1)}
         earlier = set(refs)
         messages = self._opening(question, language, history, plan, list(refs.values()))
+        if plan is not None:
+            self._run_planned(plan, question, tool, messages, refs, on_lookup)
         for step in range(1, self.governance.max_steps + 1):
             constraint = tool.constraint()
             extra = [SystemMessage(constraint.message)] if constraint.message else []
             tools = [LOOKUP_KNOWLEDGE] if constraint.tools_allowed else []
-            response = self.model.complete([*messages, *extra], tools)
-            result.steps = step
-            if response.usage:
-                tool.governor.add_tokens(response.usage.total_tokens)
+            response = self._complete(result, tool, [*messages, *extra], tools)
             reply = response.message
             messages.append(reply)
             if not reply.tool_calls:
-                result.answer = reply.content.strip() or localized("executor.no_answer", language)
+                result.answer = reply.content.strip()
                 break
             for call in reply.tool_calls:
                 outcome = tool.call(
@@ -172,8 +221,89 @@ class Executor:
                     on_lookup(outcome)
         else:
             self._force_answer(result, tool, messages, on_lookup)
-        self._settle(result, tool, refs, earlier)
+        cited = self._ground(result, tool, messages, refs)
+        self._settle(result, tool, refs, earlier, cited)
         return result
+
+    def _complete(
+        self,
+        result: TurnResult,
+        tool: LookupTurn,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+    ) -> ChatResponse:
+        """One model call, counted as a step with its tokens (the water level's too)."""
+        response = self.model.complete(messages, tools)
+        result.count(response)
+        if response.usage:
+            tool.governor.add_tokens(response.usage.total_tokens)
+        return response
+
+    def _run_planned(
+        self,
+        plan: Plan,
+        question: str,
+        tool: LookupTurn,
+        messages: list[Message],
+        refs: dict[str, Citation],
+        on_lookup: OnLookup | None,
+    ) -> None:
+        """Each planned domain's sub-question, looked up by code (step 0, ``origin: plan``)
+        and handed to the model as its own calls and their results."""
+        if not plan.need_retrieval or not plan.domains:
+            return
+        calls = tuple(
+            ToolCall.of(
+                f"plan_{uuid.uuid4().hex[:12]}",
+                TOOL_NAME,
+                # a sub-question without a single term (the "..." a small model copied
+                # from the prompt's example) is no query: the question is
+                {
+                    "query": entry.sub_question if key_terms(entry.sub_question) else question,
+                    "domain": entry.domain,
+                },
+            )
+            for entry in plan.domains
+        )
+        messages.append(AssistantMessage("", calls))
+        for call in calls:
+            outcome = tool.call(call.arguments, call_id=call.id, step=0, origin="plan")
+            messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+            if on_lookup:
+                on_lookup(outcome)
+
+    def _ground(
+        self,
+        result: TurnResult,
+        tool: LookupTurn,
+        messages: list[Message],
+        refs: dict[str, Citation],
+    ) -> tuple[int, ...]:
+        """Check the answer's citations; repair once or quote the documents instead
+        (see :func:`superbiz.agents.grounding.ground`). Returns the refs it cites."""
+
+        def repair(prompt: str) -> str:
+            response = self._complete(result, tool, [*messages, SystemMessage(prompt)], [])
+            return response.message.content
+
+        def quote() -> str:
+            label = localized("extractive.fallback_label", result.language)
+            return compose_answer(TurnView.of(messages, []), label=label)
+
+        sources = [Source(c.ref, c.title, c.path, c.content) for c in refs.values()]
+        grounding = ground(
+            result.answer,
+            result.question,
+            result.language,
+            sources,
+            repair=None if self.quotes else repair,
+            extractive=quote,
+        )
+        result.answer = grounding.answer or localized("executor.no_answer", result.language)
+        result.grounded = grounding.grounded
+        result.invalid_citations = grounding.invalid_citations
+        result.answer_source = grounding.source
+        return grounding.cited
 
     @staticmethod
     def _opening(
@@ -201,10 +331,8 @@ class Executor:
         """The step cap: one last call without tools; calls it makes anyway are recorded
         as errors and never run."""
         result.stopped_by = "step_cap"
-        final = self.model.complete(
-            [*messages, SystemMessage(localized("executor.step_cap", result.language))], []
-        )
-        result.steps += 1
+        cap = SystemMessage(localized("executor.step_cap", result.language))
+        final = self._complete(result, tool, [*messages, cap], [])
         for call in final.message.tool_calls:
             outcome = tool.call(
                 call.arguments,
@@ -215,19 +343,21 @@ class Executor:
             )
             if on_lookup:
                 on_lookup(outcome)
-        result.answer = final.message.content.strip() or localized(
-            "executor.no_answer", result.language
-        )
+        result.answer = final.message.content.strip()
 
     @staticmethod
     def _settle(
-        result: TurnResult, tool: LookupTurn, refs: dict[str, Citation], earlier: set[str]
+        result: TurnResult,
+        tool: LookupTurn,
+        refs: dict[str, Citation],
+        earlier: set[str],
+        cited_refs: tuple[int, ...],
     ) -> None:
         """Fill in what the turn did: lookups, citations (earlier evidence only when the
         answer cites it), reused evidence and the dimensions left unfilled."""
         result.lookups = list(tool.outcomes)
         result.governed = tool
-        cited = _cited(result.answer, refs)
+        cited = {path for path, c in refs.items() if c.ref in cited_refs}
         result.citations = [c for c in refs.values() if c.path not in earlier or c.path in cited]
         result.reused = [c.path for c in result.citations if c.path in earlier]
         result.governance_ms = tool.governance_ms
@@ -252,12 +382,6 @@ class Executor:
             )
             doc["ref"] = citation.ref
         return json.dumps(view, ensure_ascii=False)
-
-
-def _cited(answer: str, refs: dict[str, Citation]) -> set[str]:
-    """Paths whose ``[ref]`` the answer uses."""
-    used = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
-    return {path for path, c in refs.items() if c.ref in used}
 
 
 def _unique(evidence: Sequence[Citation]) -> list[Citation]:

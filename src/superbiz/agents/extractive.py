@@ -166,18 +166,16 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     return passage if len(passage) <= limit else passage[:limit].rstrip() + "…"
 
 
-def compose_answer(view: TurnView) -> str:
-    """An answer quoted from this turn's documents, with ``[ref]`` citations."""
+def compose_answer(view: TurnView, *, label: str | None = None) -> str:
+    """An answer quoted from this turn's documents, with ``[ref]`` citations, under
+    ``label`` (default: the extractive mode's, which says no LLM is configured)."""
     language = view.language
+    label = label or localized("extractive.label", language)
     docs = view.documents()
     if not docs:
-        return (
-            localized("extractive.label", language)
-            + "\n\n"
-            + localized("extractive.nothing", language)
-        )
+        return label + "\n\n" + localized("extractive.nothing", language)
     terms = key_terms(view.question)
-    parts = [localized("extractive.label", language)]
+    parts = [label]
     sources = []
     for number, doc in enumerate(docs, start=1):
         ref = doc.ref or number

@@ -177,7 +177,7 @@ class Supervisor:
             on_lookup=on_lookup,
             resume=result.governed,  # same turn, same water level and budget
         )
-        second.steps += result.steps
+        second.add_cost(result)
         this_turn = {c.path for c in result.citations}
         second.reused = [p for p in second.reused if p not in this_turn]
         cited = {c.path for c in second.citations}

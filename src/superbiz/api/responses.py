@@ -78,6 +78,16 @@ class LookupSummary(BaseModel):
     documents: list[str] = Field(description="Paths of the documents shown to the model.")
     latency_ms: float
     error: str | None
+    origin: Literal["model", "plan"] = Field(
+        description="plan: a planned lookup the executor ran before the model's first step."
+    )
+
+
+class TokenUsage(BaseModel):
+    """Tokens the turn's model calls cost, as the endpoint reported them (0 when it does not)."""
+
+    prompt_tokens: int
+    completion_tokens: int
 
 
 class ChatAnswer(BaseModel):
@@ -89,11 +99,22 @@ class ChatAnswer(BaseModel):
     turn: int
     question: str
     answer: str
-    extractive: bool
+    extractive: bool = Field(description="The answer is quoted from the documents.")
+    grounded: bool = Field(
+        description="The answer cites documents shown to the model and draws on them."
+    )
+    invalid_citations: int = Field(
+        description="[n] markers removed from the model's text: they named no document."
+    )
+    answer_source: Literal["model", "repaired", "extractive", "no_evidence"] = Field(
+        description="model; repaired (after one repair turn); extractive (quoted instead of "
+        "an ungrounded answer, or no LLM); no_evidence (no document was shown)."
+    )
     citations: list[AnswerCitation]
     lookups: list[LookupSummary]
-    steps: int
+    steps: int = Field(description="Model calls of the turn.")
     stopped_by: Literal["answer", "step_cap"]
+    usage: TokenUsage
     plan: AnswerPlan
     replan: AnswerPlan | None = Field(
         default=None, description="Present when the Supervisor planned a second time."

@@ -1,15 +1,22 @@
-"""``superbiz eval agent``: the executor loop under a behaviour profile, governed or not.
+"""``superbiz eval agent``: the executor loop under a behaviour profile or a real model,
+governed, count-capped or not.
 
 Per question: executed lookups, blocked calls, redundant executed lookups (ones that
-returned only documents already retrieved), LLM steps, and evidence recall (a gold
-document was put in front of the model before it answered). ``--governance off`` runs
-the same loop without the governor: the plain ReAct baseline.
+returned only documents already retrieved), model steps, evidence recall (a gold document
+was put in front of the model before it answered), whether the answer was grounded, the
+invalid citations removed, model calls and the tokens they cost (planner included).
+``--governance off`` runs the same loop without the governor (the plain ReAct baseline),
+``cap:N`` with the plain count cap of peer frameworks; several variants run over the
+same plans and report as one table.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,13 +24,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.agents.executor import TurnResult
+from superbiz.agents.executor import Executor, TurnResult
 from superbiz.agents.planner import PlanRequest
 from superbiz.agents.runtime import open_runtime
-from superbiz.config import Settings
+from superbiz.config import GovernanceSettings, Settings
 from superbiz.evaluation.metrics import mean, percentile
-from superbiz.evaluation.profiles import make_profile
+from superbiz.evaluation.profiles import Profile, make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
+from superbiz.exceptions import ConfigError
+from superbiz.llm import ChatModel, make_chat_model
+from superbiz.llm.base import ResponseDone, StreamEvent
+from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 ISS003_DOMAINS = {"infrastructure", "api"}
 
@@ -34,30 +45,104 @@ def builtin_dataset() -> Path:
     return Path(str(resources.files("superbiz") / "examples"))
 
 
-def _metrics(turn: TurnResult, gold: list[str]) -> dict[str, float]:
+def governance_settings(spec: str, base: GovernanceSettings) -> GovernanceSettings:
+    """``on``: the governor as configured; ``off``: the plain ReAct loop; ``cap:N``: the
+    plain count cap peer frameworks offer (N lookups per turn, then answer)."""
+    spec = spec.strip()
+    if spec in ("on", "off"):
+        return base.model_copy(update={"enabled": spec == "on"})
+    match = re.fullmatch(r"cap:(\d+)", spec)
+    if match is None:
+        raise ConfigError(f"governance must be on, off or cap:N (e.g. cap:3), not {spec!r}")
+    return base.model_copy(update={"enabled": True, "mode": "cap", "cap_calls": int(match[1])})
+
+
+class MeteredModel:
+    """The configured LLM, counting its calls and the tokens the endpoint reports."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def _count(self, response: ChatResponse) -> ChatResponse:
+        self.calls += 1
+        if response.usage:
+            self.prompt_tokens += response.usage.prompt_tokens
+            self.completion_tokens += response.usage.completion_tokens
+        return response
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
+        return self._count(self.inner.complete(messages, tools))
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+    ) -> Iterator[StreamEvent]:
+        for event in self.inner.stream(messages, tools):
+            if isinstance(event, ResponseDone):
+                self._count(event.response)
+            yield event
+
+    def reading(self) -> tuple[int, int, int]:
+        return self.calls, self.prompt_tokens, self.completion_tokens
+
+
+def _metrics(turn: TurnResult, gold: list[str], planning: tuple[int, int, int]) -> dict[str, float]:
+    calls, prompt, completion = planning
     return {
         "executed": turn.executed,
         "blocked": turn.blocked,
         "redundant_executed": sum(o.redundant for o in turn.lookups),
         "steps": turn.steps,
         "evidence_recall": float(any(doc in gold for doc in turn.evidence)),
+        "grounded": float(turn.grounded),
+        "invalid_citations": turn.invalid_citations,
+        "model_calls": calls + turn.steps,
+        "prompt_tokens": prompt + turn.prompt_tokens,
+        "completion_tokens": completion + turn.completion_tokens,
     }
+
+
+@dataclass
+class _Variant:
+    """One governance variant's executor and what its turns measured."""
+
+    label: str
+    executor: Executor
+    rows: list[dict[str, float]] = field(default_factory=list)
+    sources: Counter[str] = field(default_factory=Counter)
+    step_ms: list[float] = field(default_factory=list)
+    blocked_ms: list[float] = field(default_factory=list)
+    governance_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 def evaluate_agent(
     dataset_dir: Path,
     settings: Settings,
     *,
-    profile: str,
-    governance: bool = True,
+    profile: str = "obedient",
+    governance: str | Sequence[str] = "on",
+    use_llm: bool = False,
     limit: int | None = None,
     on_total: Callable[[int], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """Every question planned, then run by the executor under each ``governance`` variant.
+
+    The player is the behaviour ``profile`` (planning from the map, as the extractive
+    assistant does), or with ``use_llm`` the configured OpenAI-compatible model, which
+    then plans too. One variant gives its report; several give ``{"runs": [report, …]}``
+    over the same plans, for one table.
+    """
+    labels = [governance] if isinstance(governance, str) else list(governance)
+    variants_settings = [governance_settings(label, settings.governance) for label in labels]
     dataset = dataset_dir
     kb = prepare_dataset(dataset, settings)
-    if profile == "iss003_replay" and not set(kb.domains()) >= ISS003_DOMAINS:
+    if profile == "iss003_replay" and not use_llm and not set(kb.domains()) >= ISS003_DOMAINS:
         kb.close()
         dataset = builtin_dataset()
         # Its own stores, whatever the dataset's are: pruning must never touch the dataset.
@@ -74,103 +159,166 @@ def evaluate_agent(
                 f"runs on the built-in example knowledge base ({dataset})"
             )
         kb = prepare_dataset(dataset, settings)
-    settings = settings.model_copy(
-        update={"governance": settings.governance.model_copy(update={"enabled": governance})}
-    )
+    meter: MeteredModel | None = None
+    player: Profile | None = None
     try:
-        model = make_profile(profile, list(kb.domains()))
-    except ValueError:
+        if use_llm:
+            llm = make_chat_model(settings.llm)
+            if llm is None:
+                raise ConfigError("--model llm needs llm.model (and llm.base-url) configured")
+            meter = MeteredModel(llm)
+            model: ChatModel = meter
+        else:
+            model = player = make_profile(profile, list(kb.domains()))
+    except (ValueError, ConfigError):
         kb.close()
         raise
     # A profile is an extractive policy, so the runtime plans from the map, as the
-    # extractive assistant does.
+    # extractive assistant does; a configured LLM plans itself.
     with open_runtime(settings, model=model, kb=kb) as runtime:
         queries = load_queries(dataset, limit)
         runtime.warm_up()
         map_started = time.perf_counter()
         kmap = runtime.knowledge_map()
         map_build_s = time.perf_counter() - map_started
+        variants = [
+            _Variant(label, Executor(model, runtime.lookup, governed, runtime.invocations))
+            for label, governed in zip(labels, variants_settings, strict=True)
+        ]
         if on_total:
             on_total(len(queries))
-        rows: list[dict[str, float]] = []
-        step_ms: list[float] = []
-        blocked_ms: list[float] = []
         plan_hits: list[float] = []
         planned_counts: list[float] = []
-        governance_ms: list[float] = []
-        started = time.perf_counter()
         for item in queries:
-            session = f"eval-agent:{profile}:{item.id}"
-            runtime.clear_session(session)
-            t0 = time.perf_counter()
-            turn = runtime.executor.run(session, item.query, turn=1)
-            step_ms.append((time.perf_counter() - t0) * 1000 / max(turn.steps, 1))
-            rows.append(_metrics(turn, item.gold))
+            before = meter.reading() if meter else (0, 0, 0)
             plan = runtime.planner.plan(PlanRequest(item.query, kmap))
+            after = meter.reading() if meter else (0, 0, 0)
+            planning = (after[0] - before[0], after[1] - before[1], after[2] - before[2])
             gold_domains = (
                 {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
             )
             plan_hits.append(float(bool(gold_domains & set(plan.domain_ids))))
             planned_counts.append(len(plan.domain_ids))
-            blocked_ms += [o.latency_ms for o in turn.lookups if not o.executed and not o.error]
-            governance_ms.append(turn.governance_ms / max(turn.steps, 1))
-            runtime.tracker.clear_session(session)
+            plan = (player.scripted_plan(item.query) if player else None) or plan
+            for variant in variants:
+                session = f"eval-agent:{profile}:{variant.label}:{item.id}"
+                runtime.clear_session(session)
+                t0 = time.perf_counter()
+                turn = variant.executor.run(session, item.query, turn=1, plan=plan)
+                elapsed = time.perf_counter() - t0
+                variant.seconds += elapsed
+                variant.step_ms.append(elapsed * 1000 / max(turn.steps, 1))
+                variant.rows.append(_metrics(turn, item.gold, planning))
+                variant.sources[turn.answer_source] += 1
+                variant.blocked_ms += [
+                    o.latency_ms for o in turn.lookups if not o.executed and not o.error
+                ]
+                variant.governance_ms.append(turn.governance_ms / max(turn.steps, 1))
+                runtime.tracker.clear_session(session)
             if on_progress:
                 on_progress(item.id)
-        elapsed = time.perf_counter() - started
+
+    common = {
+        "dataset": str(dataset),
+        "profile": "llm" if use_llm else profile,
+        "model": model.name,
+        "questions": len(queries),
+        "plan_domain_recall": round(mean(plan_hits), 4),
+        "map_build_s": round(map_build_s, 3),
+        "planned_domains_mean": round(mean(planned_counts), 3),
+    }
+    reports = [{**common, **_report(variant)} for variant in variants]
+    if len(reports) == 1:
+        return reports[0]
+    return {**common, "runs": reports}
+
+
+def _report(variant: _Variant) -> dict[str, Any]:
+    rows = variant.rows
 
     def column(key: str) -> list[float]:
         return [row[key] for row in rows]
 
-    return {
-        "dataset": str(dataset),
-        "profile": profile,
-        "governance": "on" if governance else "off",
-        "questions": len(rows),
-        "executed_lookups_mean": round(mean(column("executed")), 3),
-        "executed_lookups_p95": percentile(column("executed"), 95),
-        "blocked_mean": round(mean(column("blocked")), 3),
-        "blocked_p95": percentile(column("blocked"), 95),
-        "redundant_executed_mean": round(mean(column("redundant_executed")), 3),
-        "redundant_executed_p95": percentile(column("redundant_executed"), 95),
-        "steps_mean": round(mean(column("steps")), 3),
-        "steps_p95": percentile(column("steps"), 95),
-        "evidence_recall": round(mean(column("evidence_recall")), 4),
-        "plan_domain_recall": round(mean(plan_hits), 4),
-        "map_build_s": round(map_build_s, 3),
-        "planned_domains_mean": round(mean(planned_counts), 3),
-        "ms_per_step_p50": round(percentile(step_ms, 50), 2),
-        "blocked_call_ms": {
-            "p50": round(percentile(blocked_ms, 50), 3) if blocked_ms else None,
-            "p95": round(percentile(blocked_ms, 95), 3) if blocked_ms else None,
-        },
-        "governance_ms_per_step": {
-            "p50": round(percentile(governance_ms, 50), 4),
-            "p95": round(percentile(governance_ms, 95), 4),
-        },
-        "seconds": round(elapsed, 2),
-    }
+    report: dict[str, Any] = {"governance": variant.label}
+    for key in ("executed_lookups", "blocked", "redundant_executed", "steps"):
+        values = column("executed" if key == "executed_lookups" else key)
+        report[f"{key}_mean"] = round(mean(values), 3)
+        report[f"{key}_p95"] = percentile(values, 95)
+    report.update(
+        {
+            "evidence_recall": round(mean(column("evidence_recall")), 4),
+            "grounded_rate": round(mean(column("grounded")), 4),
+            "answer_sources": {
+                key: variant.sources[key]
+                for key in ("model", "repaired", "extractive", "no_evidence")
+            },
+            "invalid_citations_mean": round(mean(column("invalid_citations")), 3),
+            "invalid_citations_total": int(sum(column("invalid_citations"))),
+            "model_calls_mean": round(mean(column("model_calls")), 3),
+            "prompt_tokens_mean": round(mean(column("prompt_tokens")), 1),
+            "completion_tokens_mean": round(mean(column("completion_tokens")), 1),
+            "ms_per_step_p50": round(percentile(variant.step_ms, 50), 2),
+            "blocked_call_ms": {
+                "p50": round(percentile(variant.blocked_ms, 50), 3) if variant.blocked_ms else None,
+                "p95": round(percentile(variant.blocked_ms, 95), 3) if variant.blocked_ms else None,
+            },
+            "governance_ms_per_step": {
+                "p50": round(percentile(variant.governance_ms, 50), 4),
+                "p95": round(percentile(variant.governance_ms, 95), 4),
+            },
+            "seconds": round(variant.seconds, 2),
+        }
+    )
+    return report
+
+
+#: the rows of the agent table: (label, report key of the mean, report key of the p95)
+_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("executed_lookups", "executed_lookups_mean", "executed_lookups_p95"),
+    ("blocked", "blocked_mean", "blocked_p95"),
+    ("redundant_executed", "redundant_executed_mean", "redundant_executed_p95"),
+    ("steps (model, executor)", "steps_mean", "steps_p95"),
+    ("evidence_recall", "evidence_recall", None),
+    ("grounded_rate", "grounded_rate", None),
+    ("answers: model/repaired/extractive/no evidence", "answer_sources", None),
+    ("invalid_citations", "invalid_citations_mean", None),
+    ("model_calls (with planner)", "model_calls_mean", None),
+    ("prompt_tokens", "prompt_tokens_mean", None),
+    ("completion_tokens", "completion_tokens_mean", None),
+)
+
+
+def _cell(report: dict[str, Any], mean_key: str, p95_key: str | None) -> str:
+    value = report[mean_key]
+    if isinstance(value, dict):
+        return "/".join(str(v) for v in value.values())
+    text = f"{value:.3f}" if isinstance(value, float) else str(value)
+    if p95_key is not None and report[p95_key] != value:
+        text += f" ({report[p95_key]})"
+    return text
 
 
 def render_agent_report(report: dict[str, Any], console: Console) -> None:
+    runs = report.get("runs", [report])
     table = Table(
-        title=f"{report['profile']} · governance {report['governance']} · "
-        f"{report['questions']} questions"
+        title=f"{report['profile']} ({report['model']}) · {report['questions']} questions · "
+        "means (p95)"
     )
-    for column in ("metric", "mean", "p95"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for key in ("executed_lookups", "blocked", "redundant_executed", "steps"):
-        table.add_row(key, f"{report[f'{key}_mean']:.3f}", str(report[f"{key}_p95"]))
-    table.add_row("evidence_recall", f"{report['evidence_recall']:.3f}", "")
-    table.add_row(
-        "plan_domain_recall",
-        f"{report['plan_domain_recall']:.3f}",
-        f"{report['planned_domains_mean']:.2f} domains/plan",
-    )
+    table.add_column("metric")
+    for run in runs:
+        table.add_column(f"governance {run['governance']}", justify="right")
+    for label, mean_key, p95_key in _ROWS:
+        table.add_row(label, *(_cell(run, mean_key, p95_key) for run in runs))
     console.print(table)
-    blocked, governance = report["blocked_call_ms"], report["governance_ms_per_step"]
     console.print(
-        f"{report['ms_per_step_p50']} ms per step (p50); blocked call p50 {blocked['p50']} ms, "
-        f"p95 {blocked['p95']} ms; governance {governance['p50']} ms per step (p50, "
-        f"p95 {governance['p95']}); {report['seconds']} s in all"
+        f"plan_domain_recall {report['plan_domain_recall']:.3f} "
+        f"({report['planned_domains_mean']:.2f} domains/plan)"
     )
+    for run in runs:
+        blocked, governance = run["blocked_call_ms"], run["governance_ms_per_step"]
+        console.print(
+            f"governance {run['governance']}: {run['ms_per_step_p50']} ms per step (p50); "
+            f"blocked call p50 {blocked['p50']} ms, p95 {blocked['p95']} ms; governance "
+            f"{governance['p50']} ms per step (p50, p95 {governance['p95']}); "
+            f"{run['seconds']} s in all"
+        )

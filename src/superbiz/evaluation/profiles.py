@@ -6,7 +6,8 @@ tool, so the governed loop can be measured against the plain ReAct loop:
 * ``obedient``: the extractive policy; stops when told;
 * ``over_cautious``: re-asks with paraphrases until the tool is withheld;
 * ``domain_hopper``: alternates between two domains until the tool is withheld;
-* ``iss003_replay``: the 10 calls of the seed's ISS-003 log, in order, whatever it is told;
+* ``iss003_replay``: the 10 calls of the seed's ISS-003 log, in order, whatever it is told
+  (its first call, to infrastructure, is its plan: the executor runs planned lookups);
 * ``defiant``: calls the tool every step, even when it is not offered.
 
 All answer with the extractive composition of what they retrieved.
@@ -23,6 +24,7 @@ from superbiz.agents.extractive import (
     TurnView,
     compose_answer,
 )
+from superbiz.agents.planner import Plan, PlannedDomain
 from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolCall, ToolSpec
 
@@ -61,12 +63,16 @@ def paraphrase(question: str, language: Language, n: int) -> str:
     return templates[n % len(templates)].format(q=question)
 
 
-class _Profile(ExtractiveChatModel):
+class Profile(ExtractiveChatModel):
     """A profile decides the next call; ``None`` answers."""
 
     name = "profile"
     #: profiles that call even when the tool is not offered
     ignores_withholding = False
+
+    def scripted_plan(self, question: str) -> Plan | None:
+        """The plan this profile replays, if it replays one (else the planner plans)."""
+        return None
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
         view = TurnView.of(messages, tools)
@@ -81,18 +87,18 @@ class _Profile(ExtractiveChatModel):
         return ChatResponse(AssistantMessage(content, (call,)), None, "tool_calls")
 
 
-class Obedient(_Profile):
+class Obedient(Profile):
     name = "obedient"
 
 
-class OverCautious(_Profile):
+class OverCautious(Profile):
     name = "over_cautious"
 
     def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         return {"query": paraphrase(view.question, view.language, len(view.calls))}
 
 
-class DomainHopper(_Profile):
+class DomainHopper(Profile):
     """Alternates between the domain its first lookup landed in and another one."""
 
     name = "domain_hopper"
@@ -127,11 +133,16 @@ ISS003_SCRIPT: tuple[tuple[str, int], ...] = (
 )
 
 
-class Iss003Replay(_Profile):
+class Iss003Replay(Profile):
     """Issues the ten calls of the ISS-003 log in order, whatever it is told."""
 
     name = "iss003_replay"
     ignores_withholding = True
+
+    def scripted_plan(self, question: str) -> Plan:
+        """The log's first call, which the executor now makes from the plan."""
+        domain, _ = ISS003_SCRIPT[0]
+        return Plan(True, (PlannedDomain(domain, question),))
 
     def next_call(self, view: TurnView, messages: Sequence[Message]) -> LookupArguments | None:
         if len(view.calls) >= len(ISS003_SCRIPT):
@@ -140,7 +151,7 @@ class Iss003Replay(_Profile):
         return {"query": paraphrase(view.question, view.language, variant), "domain": domain}
 
 
-class Defiant(_Profile):
+class Defiant(Profile):
     """Calls lookup every step, offered or not."""
 
     name = "defiant"
@@ -153,7 +164,7 @@ class Defiant(_Profile):
 PROFILES = ("obedient", "over_cautious", "domain_hopper", "iss003_replay", "defiant")
 
 
-def make_profile(name: str, domains: Sequence[str] = ()) -> ExtractiveChatModel:
+def make_profile(name: str, domains: Sequence[str] = ()) -> Profile:
     match name:
         case "obedient":
             return Obedient()

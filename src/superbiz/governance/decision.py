@@ -21,7 +21,12 @@ the nearest guess and the wording may be what missed: while the water is low (th
 "budget ample") D may be retried in other words (``RETRY``); from mid water on it takes
 the REFERENCE row. Domains not yet retrieved stay open at low and mid water. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
-retry. Pure logic, no I/O.
+retry.
+
+``mode: cap`` is not governance but its peer baseline, the plain count cap agent
+frameworks offer (max iterations / max tool calls): any ``cap_calls`` lookups run,
+whatever they bring, with no prompt; then the tool is withdrawn and the model is told to
+answer. Its water level is low below the cap and high at it. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from superbiz.retrieval.relevance import RelevanceLevel
 
 __all__ = [
     "BREAKER_TEXTS",
+    "GOOD_LEVELS",
     "Admission",
     "Constraint",
     "DedupReason",
@@ -162,8 +168,9 @@ BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
 }
 _LAYOUT = "{body}\n{footer}"
 
-_GOOD = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
-_CLOSING = _GOOD | {RelevanceLevel.DEDUPED}
+#: results that answer: their domain closes
+GOOD_LEVELS = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
+_CLOSING = GOOD_LEVELS | {RelevanceLevel.DEDUPED}
 
 
 def breaker_message(
@@ -249,9 +256,16 @@ class TurnGovernor:
         return frozenset(self._retrieved)
 
     @property
+    def capped(self) -> bool:
+        """The plain count cap (``mode: cap``) instead of the matrix."""
+        return self._settings.mode == "cap"
+
+    @property
     def water_level(self) -> WaterLevel:
-        """The level of the configured indicator now."""
+        """The level of the configured indicator now (the cap's, in ``mode: cap``)."""
         s = self._settings
+        if self.capped:
+            return WaterLevel.HIGH if self._calls >= s.cap_calls else WaterLevel.LOW
         if s.indicator == "tokens":
             return water_level(self._tokens, s.low_max_tokens, s.high_min_tokens)
         if s.indicator == "domains":
@@ -265,8 +279,9 @@ class TurnGovernor:
 
     @property
     def budget_left(self) -> int:
-        """Lookup calls left before high water by the calls count."""
-        return max(0, self._settings.high_min_calls - self._calls)
+        """Lookup calls left before high water by the calls count (before the cap)."""
+        limit = self._settings.cap_calls if self.capped else self._settings.high_min_calls
+        return max(0, limit - self._calls)
 
     def domain_state(self, domain: str) -> DomainState:
         """The domain's state now: a ``RETRY`` domain is a ``SUPPLEMENT`` one from mid water."""
@@ -316,7 +331,8 @@ class TurnGovernor:
         if domain is None:
             return
         self._retrieved[domain] = None
-        self._states[domain] = self._next_state(self.domain_state(domain), level, named)
+        if not self.capped:  # the cap knows no domains
+            self._states[domain] = self._next_state(self.domain_state(domain), level, named)
 
     def add_tokens(self, n: int) -> None:
         """Tokens spent this turn, for ``indicator: tokens``."""
@@ -336,7 +352,9 @@ class TurnGovernor:
             return Constraint(Verdict.CONTINUE, True, None, level, closed, supplement, budget)
         if self._withheld or level is WaterLevel.HIGH:
             verdict = Verdict.STOP
-        elif self._has_result and self._last_level in _GOOD:
+        elif self.capped:
+            verdict = Verdict.CONTINUE
+        elif self._has_result and self._last_level in GOOD_LEVELS:
             verdict = Verdict.ANSWER
         elif supplement:
             verdict = Verdict.SUPPLEMENT
@@ -367,13 +385,15 @@ class TurnGovernor:
             # A fresh turn needs no prompt, unless the tool is already taken away.
             return Situation.HIGH_LIMITED if high else None
         if high:
-            good = self._has_result and self._last_level in _GOOD
+            good = self._has_result and self._last_level in GOOD_LEVELS
             return Situation.HIGH_ANSWER if good else Situation.HIGH_LIMITED
+        if self.capped:  # below the cap it says nothing, like the frameworks' counters
+            return None
         if self._last_block is DedupReason.SUPPLEMENT_NEEDS_DIMENSION:
             return Situation.BLOCKED_NEEDS_DIMENSION
         if self._last_block is not None or self._last_level is RelevanceLevel.DEDUPED:
             return Situation.BLOCKED
-        if self._last_level in _GOOD:
+        if self._last_level in GOOD_LEVELS:
             return Situation.ANSWER
         if self._last_level is None and self._domains_in(DomainState.RETRY):
             return Situation.RETRY

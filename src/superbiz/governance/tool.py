@@ -2,7 +2,9 @@
 
 ``LookupTurn`` holds the governance state of one user turn. The executor and the MCP
 server both call it; neither can run a retrieval around it. Every call is recorded,
-blocked and malformed ones included.
+blocked and malformed ones included, with its origin: ``model`` (the model asked for it)
+or ``plan`` (the executor ran a planned lookup before the model's first step; a normal
+governed call all the same, counted in the water level).
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from superbiz._messages import localized
 from superbiz._text import Language, key_terms
 from superbiz.config import GovernanceSettings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
+    GOOD_LEVELS,
     Constraint,
     DedupReason,
     LookupRequest,
@@ -30,6 +33,7 @@ from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
 
 T = TypeVar("T")
+Origin = Literal["model", "plan"]
 TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
@@ -76,6 +80,7 @@ class ToolOutcome:
     water_level: WaterLevel
     constraint: Constraint
     latency_ms: float
+    origin: Origin = "model"
 
     @property
     def level(self) -> RelevanceLevel | None:
@@ -151,6 +156,7 @@ class LookupTurn:
         step: int = 0,
         tool_name: str = TOOL_NAME,
         error: str | None = None,
+        origin: Origin = "model",
     ) -> ToolOutcome:
         started = time.perf_counter()
         args = dict(arguments or {})
@@ -163,7 +169,7 @@ class LookupTurn:
                 problem = str(exc)
         if problem is not None:
             return self._finish(
-                call_id, step, tool_name, args, started, executed=False, error=problem
+                call_id, step, tool_name, args, started, origin, executed=False, error=problem
             )
 
         query = args["query"].strip()
@@ -174,6 +180,8 @@ class LookupTurn:
         admission = self._timed(lambda: self.governor.admit(request))
         if not admission.allowed:
             assert admission.dedup_reason is not None
+            if governed_domain and domain is None:  # its paraphrases need no new inference
+                self._asked.append((frozenset(key_terms(query)), governed_domain))
             result = self._blocked(admission.dedup_reason, governed_domain)
             return self._finish(
                 call_id,
@@ -181,6 +189,7 @@ class LookupTurn:
                 tool_name,
                 args,
                 started,
+                origin,
                 executed=False,
                 domain=governed_domain,
                 result=result,
@@ -192,7 +201,9 @@ class LookupTurn:
         recorded_domain = governed_domain or (primary.domain if primary else None)
         named = domain is not None
         self._timed(lambda: self.governor.record(recorded_domain, level, named=named))
-        if recorded_domain:
+        # A planned lookup's domain is the planner's guess: the model's paraphrases are
+        # attributed to it only when it answered there (else the knowledge base infers)
+        if recorded_domain and (origin == "model" or level in GOOD_LEVELS):
             self._asked.append((frozenset(key_terms(query)), recorded_domain))
         return self._finish(
             call_id,
@@ -200,6 +211,7 @@ class LookupTurn:
             tool_name,
             args,
             started,
+            origin,
             executed=True,
             domain=recorded_domain,
             result=outcome.result,
@@ -235,6 +247,7 @@ class LookupTurn:
         tool_name: str,
         args: dict[str, Any],
         started: float,
+        origin: Origin,
         *,
         executed: bool,
         domain: str | None = None,
@@ -256,6 +269,7 @@ class LookupTurn:
             water_level=water or self.governor.water_level,
             constraint=constraint,
             latency_ms=latency,
+            origin=origin,
         )
         self.outcomes.append(outcome)
         if self.recorder is not None:
@@ -277,6 +291,7 @@ class LookupTurn:
                     water_level=outcome.water_level.value,
                     latency_ms=round(latency, 3),
                     error=error,
+                    origin=origin,
                 )
             )
         return outcome

@@ -1,5 +1,9 @@
 """Chat model over any OpenAI-compatible chat-completions endpoint.
 
+Tool calls a model writes as text instead of sending natively are read back as calls,
+and ``llm.action_mode: json`` replaces native tools with the JSON action protocol of
+:mod:`superbiz.llm.text_tools`, for endpoints without function calling.
+
 The SDK's own retries are switched off and done here instead, so that what is retried,
 how long we wait and what the caller finally sees are the same for every server and can
 be tested without waiting. Every failure the caller sees is an :class:`LLMError`:
@@ -39,6 +43,14 @@ from superbiz.llm.messages import (
     ToolSpec,
     Usage,
     to_openai,
+)
+from superbiz.llm.text_tools import (
+    TOOL_CALL_TAG,
+    TextCalls,
+    action_messages,
+    action_schema,
+    parse_action,
+    parse_text_calls,
 )
 
 __all__ = ["BACKOFF_BASE_S", "BACKOFF_CAP_S", "OpenAIChatModel", "backoff_delay"]
@@ -240,13 +252,61 @@ class _StreamAssembler:
         if function.arguments:
             call.arguments.append(function.arguments)
 
-    def response(self) -> ChatResponse:
+    def response(
+        self, read: Callable[[str, tuple[ToolCall, ...]], AssistantMessage]
+    ) -> ChatResponse:
         calls = tuple(
             ToolCall.parse(p.id or _new_call_id(), p.name, "".join(p.arguments))
             for _, p in sorted(self.calls.items())
         )
-        message = AssistantMessage("".join(self.text), calls)
-        return ChatResponse(message, self.usage, self.finish_reason)
+        return ChatResponse(read("".join(self.text), calls), self.usage, self.finish_reason)
+
+
+class _TextGate:
+    """Holds back streamed text that may turn out to be a tool call written as text.
+
+    Text is shown as it comes, except: everything from a ``<tool_call>`` tag on (and a
+    tail that could be the start of one), and a reply whose first characters open a JSON
+    object or a code fence, which is shown only once it is known not to be a call.
+    With ``hold_all`` (the JSON action protocol) nothing is shown before the end.
+    """
+
+    def __init__(self, *, hold_all: bool) -> None:
+        self._text = ""
+        self._shown = 0
+        self._held = hold_all
+
+    def feed(self, piece: str) -> str:
+        self._text += piece
+        if self._held:
+            return ""
+        if self._shown == 0:
+            start = self._text.lstrip()
+            if start.startswith(("{", "[", "`", TOOL_CALL_TAG)):
+                self._held = True
+                return ""
+            if not start or TOOL_CALL_TAG.startswith(start):
+                return ""  # not yet known
+        tag = self._text.find(TOOL_CALL_TAG, self._shown)
+        if tag >= 0:
+            self._held = True
+            return self._release(tag)
+        end = len(self._text)
+        for size in range(min(len(TOOL_CALL_TAG) - 1, end - self._shown), 0, -1):
+            if TOOL_CALL_TAG.startswith(self._text[end - size :]):
+                end -= size
+                break
+        return self._release(end)
+
+    def _release(self, end: int) -> str:
+        piece = self._text[self._shown : end]
+        self._shown = max(self._shown, end)
+        return piece
+
+    def rest(self, content: str) -> str:
+        """What remains to show of the final ``content`` once the turn is read."""
+        shown = self._text[: self._shown]
+        return content[len(shown) :] if content.startswith(shown) else ""
 
 
 def _new_call_id() -> str:
@@ -296,6 +356,7 @@ class OpenAIChatModel:
             ),
         )
         self._stream_usage = True  # ask for usage in streams until a server refuses it
+        self._action_schema = True  # constrain JSON actions until a server refuses it
 
     @property
     def base_url(self) -> str:
@@ -313,12 +374,20 @@ class OpenAIChatModel:
 
     # -- requests -----------------------------------------------------------------------
 
+    def _json_actions(self, tools: Sequence[ToolSpec]) -> bool:
+        return bool(tools) and self.settings.action_mode == "json"
+
     def _params(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         response_format: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
+        if self._json_actions(tools):
+            messages = action_messages(messages, tools)
+            if response_format is None and self._action_schema:
+                response_format = action_schema(tools)
+            tools = ()
         params: dict[str, Any] = {
             "model": self.settings.model,
             "messages": to_openai(messages),
@@ -340,13 +409,49 @@ class OpenAIChatModel:
         """One model turn. ``response_format`` (e.g. a ``json_schema``) constrains the output."""
         deadline.check()
         params = self._params(messages, tools, response_format)
-        completion = self._with_retries(lambda: self._client.chat.completions.create(**params))
         try:
-            return self._parse_completion(completion)
+            completion = self._with_retries(lambda: self._client.chat.completions.create(**params))
+        except LLMResponseError as exc:
+            if not self._refused_action_schema(str(exc), tools, response_format):
+                raise
+            return self.complete(messages, tools)
+        try:
+            return self._parse_completion(completion, tools)
         except (AttributeError, TypeError, KeyError, IndexError) as exc:
             raise LLMResponseError(
                 f"LLM endpoint {self.base_url} answered in an unexpected shape: {exc}"
             ) from None
+
+    def _refused_action_schema(
+        self, error: str, tools: Sequence[ToolSpec], response_format: object
+    ) -> bool:
+        """The server rejected the action step's ``response_format``: go on without it
+        (the protocol is still in the prompt and the reply is parsed leniently)."""
+        if response_format is not None or not self._json_actions(tools) or not self._action_schema:
+            return False
+        if "response_format" not in error and "json_schema" not in error:
+            return False
+        logger.info(
+            "%s does not accept response_format; sending actions unconstrained", self.base_url
+        )
+        self._action_schema = False
+        return True
+
+    def _read(
+        self, content: str, calls: tuple[ToolCall, ...], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        """The assistant turn, with tool calls written as text read as calls when the
+        endpoint sent no native one."""
+        if calls or not tools:
+            return AssistantMessage(content, calls)
+        names = {tool.name for tool in tools}
+        if self._json_actions(tools):
+            found: TextCalls | None = parse_action(content, names)
+        else:
+            found = parse_text_calls(content, names)
+        if found is None:
+            return AssistantMessage(content)
+        return AssistantMessage(found.content, found.calls)
 
     def stream(
         self,
@@ -367,6 +472,7 @@ class OpenAIChatModel:
         last: BaseException
         while True:
             assembler = _StreamAssembler()
+            gate = _TextGate(hold_all=self._json_actions(tools))
             yielded = False
             extra = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
             try:
@@ -376,7 +482,7 @@ class OpenAIChatModel:
                 )
                 with chunks:
                     for chunk in chunks:
-                        piece = assembler.feed(chunk)
+                        piece = gate.feed(assembler.feed(chunk)) if tools else assembler.feed(chunk)
                         if piece:
                             yielded = True
                             yield TextDelta(piece)
@@ -384,6 +490,11 @@ class OpenAIChatModel:
                 if extra and exc.status_code in (400, 422) and "stream_options" in _describe(exc):
                     logger.info("%s does not accept stream_options; retrying", self.base_url)
                     self._stream_usage = False
+                    continue
+                if exc.status_code in (400, 422) and self._refused_action_schema(
+                    _describe(exc), tools, response_format
+                ):
+                    params = self._params(messages, tools, response_format)
                     continue
                 self._raise_unless_retryable(exc)
                 last = exc
@@ -403,7 +514,11 @@ class OpenAIChatModel:
                     f"LLM endpoint {self.base_url} sent a malformed stream: {exc}"
                 ) from None
             else:
-                yield ResponseDone(assembler.response())
+                response = assembler.response(lambda text, calls: self._read(text, calls, tools))
+                rest = gate.rest(response.message.content) if tools else ""
+                if rest:
+                    yield TextDelta(rest)
+                yield ResponseDone(response)
                 return
             attempt += 1
             if attempt >= attempts or _turn_over():
@@ -480,7 +595,7 @@ class OpenAIChatModel:
 
     # -- responses ----------------------------------------------------------------------
 
-    def _parse_completion(self, completion: Any) -> ChatResponse:
+    def _parse_completion(self, completion: Any, tools: Sequence[ToolSpec]) -> ChatResponse:
         choices = getattr(completion, "choices", None)
         if not choices:
             raise LLMResponseError(
@@ -500,7 +615,7 @@ class OpenAIChatModel:
                 continue
             calls.append(ToolCall.parse(call_id, function.name or "", function.arguments))
         return ChatResponse(
-            AssistantMessage(message.content or "", tuple(calls)),
+            self._read(message.content or "", tuple(calls), tools),
             _usage(getattr(completion, "usage", None)),
             choice.finish_reason,
         )

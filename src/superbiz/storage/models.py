@@ -97,6 +97,8 @@ class ToolInvocationRow(Base):
     water_level: Mapped[str] = mapped_column(String(8))
     latency_ms: Mapped[float] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: who asked for the call: ``model``, or ``plan`` (a planned lookup run by code)
+    origin: Mapped[str] = mapped_column(String(8), default="model", server_default="model")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

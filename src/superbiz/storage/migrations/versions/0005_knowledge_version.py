@@ -2,7 +2,7 @@
 every process serving the knowledge base notices another one's changes.
 
 Revision ID: 0005
-Revises: 0003 (0004 once issue 11's tool_invocation.origin is merged: see below)
+Revises: 0003 (issue 11's tool_invocation.origin came after, as 0006)
 Create Date: 2026-11-30
 """
 
@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-# Issue 11 adds 0004 (revises 0003); when both are merged this becomes "0004".
 down_revision = "0003"
 branch_labels = None
 depends_on = None

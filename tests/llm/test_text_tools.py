@@ -1,0 +1,132 @@
+"""Tool calls written as text, and the JSON action protocol (pure functions)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE as LOOKUP
+from superbiz.llm import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from superbiz.llm.text_tools import (
+    action_messages,
+    action_schema,
+    parse_action,
+    parse_text_calls,
+)
+
+NAMES = {"lookup_knowledge"}
+
+
+def test_hermes_tool_call_tag() -> None:
+    text = (
+        '<tool_call>\n{"name": "lookup_knowledge", "arguments": {"query": "Redis 连接池"}}'
+        "\n</tool_call>"
+    )
+    found = parse_text_calls(text, NAMES)
+    assert found is not None and found.content == ""
+    (call,) = found.calls
+    assert (call.name, call.arguments, call.error) == (
+        "lookup_knowledge",
+        {"query": "Redis 连接池"},
+        None,
+    )
+    assert call.id.startswith("call_")
+
+
+def test_several_tags_prose_kept_and_unclosed_tag() -> None:
+    text = (
+        "Let me check.\n"
+        '<tool_call>{"name": "lookup_knowledge", "arguments": {"query": "a"}}</tool_call>\n'
+        '<tool_call>{"name": "lookup_knowledge", "arguments": "{\\"query\\": \\"b\\"}"'
+    )
+    found = parse_text_calls(text + "}", NAMES)
+    assert found is not None
+    assert found.content == "Let me check."
+    assert [c.arguments for c in found.calls] == [{"query": "a"}, {"query": "b"}]
+
+
+def test_tag_with_broken_json_is_an_erroneous_call() -> None:
+    found = parse_text_calls('<tool_call>{"name": "lookup_knowledge", "argu</tool_call>', NAMES)
+    assert found is not None
+    (call,) = found.calls
+    assert call.arguments is None and call.error and "not JSON" in call.error
+
+
+def test_tag_naming_an_unknown_tool_is_still_a_call() -> None:
+    found = parse_text_calls(
+        '<tool_call>{"name": "web_search", "arguments": {}}</tool_call>', NAMES
+    )
+    assert found is not None and found.calls[0].name == "web_search"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "lookup_knowledge", "arguments": {"query": "pool"}}',
+        '{"name": "lookup_knowledge", "parameters": {"query": "pool"}}',
+        '{"function": {"name": "lookup_knowledge", "arguments": "{\\"query\\": \\"pool\\"}"}}',
+        '{"action": "lookup_knowledge", "arguments": {"query": "pool"}}',
+        '{"action": "lookup_knowledge", "query": "pool"}',
+        '```json\n{"name": "lookup_knowledge", "arguments": {"query": "pool"}}\n```',
+        "{&#34;name&#34;: &#34;lookup_knowledge&#34;, &#34;arguments&#34;: "
+        "{&#34;query&#34;: &#34;pool&#34;}}",
+        '[{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',
+    ],
+)
+def test_bare_json_naming_the_tool(text: str) -> None:
+    found = parse_text_calls(text, NAMES)
+    assert found is not None and found.content == ""
+    assert [(c.name, c.arguments) for c in found.calls] == [("lookup_knowledge", {"query": "pool"})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Check the pool size [1].",
+        '{"name": "Alice", "arguments": {"x": 1}}',  # JSON naming no offered tool
+        '{"maxTotal": 50, "maxIdle": 10}',  # a JSON answer
+        "",
+        'The config is {"name": "lookup_knowledge"} in the docs.',  # prose around JSON
+    ],
+)
+def test_text_without_calls_stays_text(text: str) -> None:
+    assert parse_text_calls(text, NAMES) is None
+
+
+def test_parse_action_answer_call_and_free_text() -> None:
+    answer = parse_action('{"action": "answer", "content": "Raise maxTotal [1]."}', NAMES)
+    assert answer.content == "Raise maxTotal [1]." and answer.calls == ()
+    call = parse_action('{"action": "lookup_knowledge", "arguments": {"query": "x"}}', NAMES)
+    assert call.calls[0].arguments == {"query": "x"}
+    free = parse_action("  Raise maxTotal.  ", NAMES)
+    assert free.content == "Raise maxTotal." and free.calls == ()
+
+
+def test_action_schema_names_the_tools_and_answer() -> None:
+    schema = action_schema([LOOKUP])
+    assert schema["type"] == "json_schema"
+    action = schema["json_schema"]["schema"]["properties"]["action"]
+    assert action["enum"] == ["lookup_knowledge", "answer"]
+
+
+def test_action_messages_render_history_as_text() -> None:
+    call = ToolCall.of("c1", "lookup_knowledge", {"query": "pool"})
+    messages = [
+        SystemMessage("You are the executor."),
+        SystemMessage("PLAN: infrastructure"),
+        UserMessage("pool exhausted?"),
+        AssistantMessage("", (call,)),
+        ToolMessage("c1", "lookup_knowledge", '{"found": true}'),
+        SystemMessage("Closed domains: none"),
+    ]
+    out = action_messages(messages, [LOOKUP])
+
+    assert [m.role for m in out] == ["system"] * 3 + ["user", "assistant", "user", "system"]
+    assert "lookup_knowledge" in out[2].content and '"action": "answer"' in out[2].content
+    assert json.loads(out[4].content) == {
+        "action": "lookup_knowledge",
+        "arguments": {"query": "pool"},
+    }
+    assert out[5].content.startswith("Result of lookup_knowledge (c1):")
+    assert not any(isinstance(m, ToolMessage) for m in out)
