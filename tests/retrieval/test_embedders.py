@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +22,7 @@ from superbiz.retrieval.embedders import (
     Embedder,
     OpenAIEmbedder,
     USEEmbedder,
+    _SharedBlasLimit,
     make_embedder,
     unit_rows,
 )
@@ -76,6 +78,49 @@ def test_use_query_vector_and_empty_input(use_embedder: USEEmbedder) -> None:
 def test_use_is_cross_lingual(use_embedder: USEEmbedder) -> None:
     zh, en, other = use_embedder.embed(["支付失败", "payment failed", "今天天气很好"])
     assert float(zh @ en) > float(zh @ other)
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+
+
+def test_blas_limit_holds_until_the_last_concurrent_caller_leaves() -> None:
+    """Two threads embedding at once: the first to finish must not lift the limit that
+    the other still runs under (per-call limits did)."""
+    original = _blas_threads()
+    pinned = 2 if original == 1 else 1
+    limit = _SharedBlasLimit(pinned)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def first() -> None:
+        with limit.held():
+            first_in.set()
+            assert second_in.wait(10)
+        first_out.set()
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    assert first_in.wait(10)
+    with limit.held():
+        second_in.set()
+        assert first_out.wait(10)
+        seen.append(_blas_threads())  # the first caller has left; this one still embeds
+    worker.join()
+    assert seen == [pinned]
+    assert _blas_threads() == original
+
+
+def test_use_in_two_threads_gives_the_rows_of_one_call(use_embedder: USEEmbedder) -> None:
+    texts = [f"{text} {i}" for i in range(6) for text in TEXTS]
+    alone = use_embedder.embed(texts)
+    original = _blas_threads()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        halves = list(pool.map(use_embedder.embed, [texts[:12], texts[12:]]))
+    np.testing.assert_allclose(np.concatenate(halves), alone, atol=1e-6)
+    assert _blas_threads() == original
 
 
 def test_make_embedder_defaults_to_use() -> None:
