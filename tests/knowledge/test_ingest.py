@@ -4,6 +4,8 @@ idempotency, updates, pruning, bad files, crash repair, embedder/dimension misma
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,9 @@ from superbiz.config import EmbeddingSettings
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.knowledge import ingest as ingest_module
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.chunking import embedding_text
 from superbiz.knowledge.documents import content_hash
 from superbiz.knowledge.ingest import Ingestor, chunk_id
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
@@ -403,6 +407,64 @@ def test_row_without_chunks_and_orphan_chunks_are_repaired(
 
     again = Ingestor(kb).ingest([small_kb])
     assert not again.changed
+
+
+# -- parallel embedding ---------------------------------------------------------------------------
+
+
+class _HashEmbedder(Embedder):
+    """A vector from each text's hash (so a row shows which text it came from); counts how
+    many calls run at once."""
+
+    name = "hash-test"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self.most_at_once = 0
+        self.calls = 0
+
+    def _embed_raw(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            self._running += 1
+            self.calls += 1
+            self.most_at_once = max(self.most_at_once, self._running)
+        try:
+            return np.stack([self.row(text) for text in texts])
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    @staticmethod
+    def row(text: str) -> np.ndarray:
+        digest = hashlib.sha256(text.encode()).digest()
+        row = np.frombuffer(digest, dtype=np.uint8)[:16].astype(np.float32) + 1.0
+        unit: np.ndarray = row / np.linalg.norm(row)
+        return unit
+
+
+def test_batches_embedded_in_parallel_keep_each_chunk_with_its_vector(
+    tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several batches are embedded at once; every stored vector is its own chunk's."""
+    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 2)
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "long.md").write_text(_long_doc("parallel", 20), encoding="utf-8")
+    embedder = _HashEmbedder()
+    kb = open_kb(embedder=embedder)
+    Ingestor(kb).ingest([root])
+
+    chunks = kb.store.chunks_of("long.md")
+    # more batches of 2 than the workers embed at once
+    assert len(chunks) > 2 * (ingest_module.EMBED_WORKERS + 1)
+    assert embedder.calls == 1 + (len(chunks) + 1) // 2  # the probe, then one per batch
+    assert embedder.most_at_once <= ingest_module.EMBED_WORKERS
+    for chunk in chunks:
+        expected = _HashEmbedder.row(embedding_text("Long runbook", chunk.heading, chunk.text))
+        assert chunk.vector is not None
+        np.testing.assert_allclose(chunk.vector, expected, atol=1e-6)
+    assert_consistent(kb)
 
 
 # -- embedder and dimension mismatch ------------------------------------------------------------

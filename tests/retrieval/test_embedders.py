@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -76,6 +77,33 @@ def test_use_query_vector_and_empty_input(use_embedder: USEEmbedder) -> None:
 def test_use_is_cross_lingual(use_embedder: USEEmbedder) -> None:
     zh, en, other = use_embedder.embed(["支付失败", "payment failed", "今天天气很好"])
     assert float(zh @ en) > float(zh @ other)
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+
+
+def test_use_in_two_threads_gives_the_rows_of_one_call(use_embedder: USEEmbedder) -> None:
+    texts = [f"{text} {i}" for i in range(6) for text in TEXTS]
+    alone = use_embedder.embed(texts)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        halves = list(pool.map(use_embedder.embed, [texts[:12], texts[12:]]))
+    np.testing.assert_allclose(np.concatenate(halves), alone, atol=1e-6)
+
+
+def test_use_pins_the_process_blas_threads_for_good(use_embedder: USEEmbedder) -> None:
+    """No call restores OpenBLAS's thread-per-core default: its idle workers spun between
+    calls and doubled the CPU time of an ingest."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        pinned = USEEmbedder(threads=1)
+        assert _blas_threads() == 1
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(pinned.embed, [TEXTS, TEXTS[::-1], TEXTS]))
+        assert _blas_threads() == 1
 
 
 def test_make_embedder_defaults_to_use() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
 EMBED_BATCH = 128
+#: batches embedded at once, in threads, while the current one is inserted: USE spends
+#: most of its time in BLAS (off the GIL), so a second core embeds too when it is free
+EMBED_WORKERS = 2
 
 
 @dataclass(slots=True)
@@ -304,15 +308,15 @@ class Ingestor:
         store.delete_documents([p.doc.path for p in pending])
         work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
         batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
-        # The next batch is embedded (numpy, mostly off the GIL) while this one is
-        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as embedder:
-            upcoming = embedder.submit(self._embed, batches[0]) if batches else None
+        # The next EMBED_WORKERS batches are embedded (numpy, mostly off the GIL) while
+        # this one is inserted (Milvus Lite analyses its BM25 text with jieba, in Python);
+        # at most that many batches of vectors exist at once.
+        with ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed") as pool:
+            upcoming = deque(pool.submit(self._embed, b) for b in batches[:EMBED_WORKERS])
             for number, batch in enumerate(batches):
-                assert upcoming is not None
-                vectors = upcoming.result()
-                if number + 1 < len(batches):
-                    upcoming = embedder.submit(self._embed, batches[number + 1])
+                vectors = upcoming.popleft().result()
+                if number + EMBED_WORKERS < len(batches):
+                    upcoming.append(pool.submit(self._embed, batches[number + EMBED_WORKERS]))
                 pairs = zip(batch, vectors, strict=True)
                 store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
         for doc, file, outcome, chunks in pending:

