@@ -527,6 +527,9 @@ def eval_service(
             "round robin, a session's turns alternating between replicas).",
         ),
     ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Turn latency (p50/p95), turns/s and errors at one and N concurrent clients, time to
@@ -548,7 +551,7 @@ def eval_service(
             urls=urls,
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
-    _publish(report, None, as_json, render_service_report)
+    _publish(report, output, as_json, render_service_report)
     if not report["audit"]["ok"]:
         raise typer.Exit(1)
 
