@@ -131,6 +131,8 @@ class LookupRequest:
 
     domain: str | None
     missing_dimension: str | None = None
+    #: the call named ``domain`` itself (``False``: inferred, the search is unscoped)
+    named: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,8 @@ class TurnGovernor:
         # Ordered sets (dicts): messages list domains in the order they were retrieved.
         self._retrieved: dict[str, None] = dict.fromkeys(earlier)
         self._states: dict[str, DomainState] = {}
+        # Domains whose planned lookup found nothing: retried only unscoped (see record)
+        self._plan_missed: set[str] = set()
         if settings.mode == "domain-limit":
             self._states.update(dict.fromkeys(earlier, DomainState.CLOSED))
         self._calls = 0
@@ -298,7 +302,7 @@ class TurnGovernor:
         domain = _clean(request.domain)
         reason = None
         if self._settings.enabled:
-            reason = self._block_reason(domain, request.missing_dimension, level)
+            reason = self._block_reason(domain, request.missing_dimension, level, request.named)
         self._calls += 1
         self._last_block = reason
         if reason is None:
@@ -318,10 +322,15 @@ class TurnGovernor:
         tokens: int = 0,
         *,
         named: bool = True,
+        planned: bool = False,
     ) -> None:
         """After an executed lookup: move its domain along the matrix (``None`` = no result).
 
         ``named``: the call named ``domain`` itself (``False``: the caller inferred it).
+        ``planned``: the executor ran it from the plan. The planner chose the domain and
+        the words, so a planned lookup that found nothing is retried like a call naming
+        no domain, but only by lookups that name none (they search the whole knowledge
+        base): naming the domain again repeats the scope that found nothing.
         """
         self.add_tokens(tokens)
         self._has_result = True
@@ -331,8 +340,13 @@ class TurnGovernor:
         if domain is None:
             return
         self._retrieved[domain] = None
-        if not self.capped:  # the cap knows no domains
-            self._states[domain] = self._next_state(self.domain_state(domain), level, named)
+        if self.capped:  # the cap knows no domains
+            return
+        if planned and level is None:
+            self._plan_missed.add(domain)
+        self._states[domain] = self._next_state(
+            self.domain_state(domain), level, named and not planned
+        )
 
     def add_tokens(self, n: int) -> None:
         """Tokens spent this turn, for ``indicator: tokens``."""
@@ -402,9 +416,10 @@ class TurnGovernor:
         return Situation.CONTINUE
 
     def _block_reason(
-        self, domain: str | None, missing_dimension: str | None, level: WaterLevel
+        self, domain: str | None, missing_dimension: str | None, level: WaterLevel, named: bool
     ) -> DedupReason | None:
-        """Checks in order: budget, closed domain, supplement without a dimension."""
+        """Checks in order: budget, closed domain, supplement without a dimension (a
+        retry naming a domain whose planned lookup found nothing is one)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
         if domain is None:
@@ -412,7 +427,10 @@ class TurnGovernor:
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
             return DedupReason.DOMAIN_RETRIEVED
-        if state is DomainState.SUPPLEMENT and not (missing_dimension or "").strip():
+        repeats_plan = state is DomainState.RETRY and named and domain in self._plan_missed
+        if (state is DomainState.SUPPLEMENT or repeats_plan) and not (
+            missing_dimension or ""
+        ).strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
 
