@@ -833,7 +833,7 @@ def test_iss_003_constraints_step_by_step() -> None:
     assert verdicts == [Verdict.ANSWER] * 3 + [Verdict.SUPPLEMENT] * 4 + [Verdict.STOP] * 3
 
 
-# -- a planned lookup that found nothing: the planner's scope and words, not the model's --
+# -- a planned lookup that did not answer: the planner's scope and words, not the model's --
 
 
 def planned(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Admission:
@@ -844,11 +844,12 @@ def planned(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Adm
     return admission
 
 
-def test_planned_no_result_is_retried_unscoped_only() -> None:
+@pytest.mark.parametrize("level", [REF, None])
+def test_an_unanswered_plan_is_retried_unscoped_only(level: RelevanceLevel | None) -> None:
     gov = make()
-    planned(gov, "kubernetes", None)
+    planned(gov, "kubernetes", level)
     assert gov.domain_state("kubernetes") is DomainState.RETRY
-    assert gov.situation() is Situation.RETRY
+    assert gov.situation() is (Situation.RETRY if level is None else Situation.CONTINUE)
     # naming the domain again repeats the scope that found nothing: a supplement
     named = gov.admit(LookupRequest("kubernetes", named=True))
     assert named.dedup_reason is NEEDS_DIM
@@ -874,7 +875,7 @@ def test_planned_no_result_takes_the_reference_row_from_mid_water() -> None:
 
 @pytest.mark.parametrize(
     ("level", "state"),
-    [(P, DomainState.CLOSED), (HR, DomainState.CLOSED), (REF, DomainState.SUPPLEMENT)],
+    [(P, DomainState.CLOSED), (HR, DomainState.CLOSED), (DD, DomainState.CLOSED)],
 )
 def test_planned_results_follow_the_matrix(
     level: RelevanceLevel | None, state: DomainState
