@@ -831,3 +831,55 @@ def test_iss_003_constraints_step_by_step() -> None:
             gov.record(domain, FIRST_RESULT[domain])
         verdicts.append(gov.constraint().verdict)
     assert verdicts == [Verdict.ANSWER] * 3 + [Verdict.SUPPLEMENT] * 4 + [Verdict.STOP] * 3
+
+
+# -- a planned lookup that did not answer: the planner's scope and words, not the model's --
+
+
+def planned(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Admission:
+    """A lookup the executor ran from the plan (it names the planner's domain)."""
+    admission = gov.admit(LookupRequest(domain, named=True))
+    if admission.allowed:
+        gov.record(domain, level, planned=True)
+    return admission
+
+
+@pytest.mark.parametrize("level", [REF, None])
+def test_an_unanswered_plan_is_retried_unscoped_only(level: RelevanceLevel | None) -> None:
+    gov = make()
+    planned(gov, "kubernetes", level)
+    assert gov.domain_state("kubernetes") is DomainState.RETRY
+    assert gov.situation() is (Situation.RETRY if level is None else Situation.CONTINUE)
+    # naming the domain again repeats the scope that found nothing: a supplement
+    named = gov.admit(LookupRequest("kubernetes", named=True))
+    assert named.dedup_reason is NEEDS_DIM
+    # a call naming no domain searches the whole knowledge base, in the model's words
+    assert guessed(gov, "kubernetes", REF).allowed
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+
+
+def test_planned_no_result_admits_a_named_retry_with_a_dimension() -> None:
+    gov = make()
+    planned(gov, "kubernetes", None)
+    assert gov.admit(LookupRequest("kubernetes", "exit code", named=True)).allowed
+
+
+def test_planned_no_result_takes_the_reference_row_from_mid_water() -> None:
+    gov = make()
+    spend(gov, 3)
+    planned(gov, "kubernetes", None)
+    assert gov.water_level is MID
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is NEEDS_DIM
+
+
+@pytest.mark.parametrize(
+    ("level", "state"),
+    [(P, DomainState.CLOSED), (HR, DomainState.CLOSED), (DD, DomainState.CLOSED)],
+)
+def test_planned_results_follow_the_matrix(
+    level: RelevanceLevel | None, state: DomainState
+) -> None:
+    gov = make()
+    planned(gov, "kubernetes", level)
+    assert gov.domain_state("kubernetes") is state

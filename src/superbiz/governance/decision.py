@@ -19,7 +19,11 @@ The seed has no row for a lookup that found nothing. When the call named its dom
 has nothing for the question and takes the REFERENCE row. When it named none, D is only
 the nearest guess and the wording may be what missed: while the water is low (the seed's
 "budget ample") D may be retried in other words (``RETRY``); from mid water on it takes
-the REFERENCE row. Domains not yet retrieved stay open at low and mid water. Plan B
+the REFERENCE row. A lookup the executor ran from the plan is the planner's domain and
+words, not the model's: when it did not answer (REFERENCE or nothing) at low water, the
+model keeps its own first lookup (``RETRY``), searching the whole knowledge base (a call
+naming the domain again needs ``missing_dimension``). Domains not yet retrieved stay open
+at low and mid water. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
 
@@ -131,6 +135,8 @@ class LookupRequest:
 
     domain: str | None
     missing_dimension: str | None = None
+    #: the call named ``domain`` itself (``False``: inferred, the search is unscoped)
+    named: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,8 @@ class TurnGovernor:
         # Ordered sets (dicts): messages list domains in the order they were retrieved.
         self._retrieved: dict[str, None] = dict.fromkeys(earlier)
         self._states: dict[str, DomainState] = {}
+        # Domains whose planned lookup did not answer: retried only unscoped (see record)
+        self._plan_unanswered: set[str] = set()
         if settings.mode == "domain-limit":
             self._states.update(dict.fromkeys(earlier, DomainState.CLOSED))
         self._calls = 0
@@ -298,7 +306,7 @@ class TurnGovernor:
         domain = _clean(request.domain)
         reason = None
         if self._settings.enabled:
-            reason = self._block_reason(domain, request.missing_dimension, level)
+            reason = self._block_reason(domain, request.missing_dimension, level, request.named)
         self._calls += 1
         self._last_block = reason
         if reason is None:
@@ -318,10 +326,16 @@ class TurnGovernor:
         tokens: int = 0,
         *,
         named: bool = True,
+        planned: bool = False,
     ) -> None:
         """After an executed lookup: move its domain along the matrix (``None`` = no result).
 
         ``named``: the call named ``domain`` itself (``False``: the caller inferred it).
+        ``planned``: the executor ran it from the plan. The planner chose the domain and
+        the words, so at low water a planned lookup that did not answer (REFERENCE or no
+        result) leaves the model its own first lookup: RETRY, but only for lookups naming
+        no domain (they search the whole knowledge base); naming the domain again repeats
+        the planned search and needs a ``missing_dimension``, as a supplement does.
         """
         self.add_tokens(tokens)
         self._has_result = True
@@ -331,8 +345,14 @@ class TurnGovernor:
         if domain is None:
             return
         self._retrieved[domain] = None
-        if not self.capped:  # the cap knows no domains
-            self._states[domain] = self._next_state(self.domain_state(domain), level, named)
+        if self.capped:  # the cap knows no domains
+            return
+        state = self.domain_state(domain)
+        if planned and self._retries_plan(state, level):
+            self._plan_unanswered.add(domain)
+            self._states[domain] = DomainState.RETRY
+            return
+        self._states[domain] = self._next_state(state, level, named)
 
     def add_tokens(self, n: int) -> None:
         """Tokens spent this turn, for ``indicator: tokens``."""
@@ -402,9 +422,10 @@ class TurnGovernor:
         return Situation.CONTINUE
 
     def _block_reason(
-        self, domain: str | None, missing_dimension: str | None, level: WaterLevel
+        self, domain: str | None, missing_dimension: str | None, level: WaterLevel, named: bool
     ) -> DedupReason | None:
-        """Checks in order: budget, closed domain, supplement without a dimension."""
+        """Checks in order: budget, closed domain, supplement without a dimension (a
+        retry naming a domain whose planned lookup found nothing is one)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
         if domain is None:
@@ -412,9 +433,21 @@ class TurnGovernor:
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
             return DedupReason.DOMAIN_RETRIEVED
-        if state is DomainState.SUPPLEMENT and not (missing_dimension or "").strip():
+        repeats_plan = state is DomainState.RETRY and named and domain in self._plan_unanswered
+        if (state is DomainState.SUPPLEMENT or repeats_plan) and not (
+            missing_dimension or ""
+        ).strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
+
+    def _retries_plan(self, state: DomainState, level: RelevanceLevel | None) -> bool:
+        """A planned lookup's result leaves the domain to the model's own retry."""
+        return (
+            self._settings.mode == "matrix"
+            and state is DomainState.OPEN
+            and level not in _CLOSING
+            and self.water_level is WaterLevel.LOW
+        )
 
     def _next_state(
         self, state: DomainState, level: RelevanceLevel | None, named: bool

@@ -176,7 +176,7 @@ class LookupTurn:
         missing = (args.get("missing_dimension") or "").strip() or None
         # When every call is blocked anyway, do not spend an embedding on the domain.
         governed_domain = domain or (None if self.governor.stopped else self._infer_domain(query))
-        request = LookupRequest(governed_domain, missing)
+        request = LookupRequest(governed_domain, missing, named=domain is not None)
         admission = self._timed(lambda: self.governor.admit(request))
         if not admission.allowed:
             assert admission.dedup_reason is not None
@@ -200,7 +200,10 @@ class LookupTurn:
         primary = outcome.result.primary
         recorded_domain = governed_domain or (primary.domain if primary else None)
         named = domain is not None
-        self._timed(lambda: self.governor.record(recorded_domain, level, named=named))
+        planned = origin == "plan"
+        self._timed(
+            lambda: self.governor.record(recorded_domain, level, named=named, planned=planned)
+        )
         # A planned lookup's domain is the planner's guess: the model's paraphrases are
         # attributed to it only when it answered there (else the knowledge base infers)
         if recorded_domain and (origin == "model" or level in GOOD_LEVELS):
