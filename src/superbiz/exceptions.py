@@ -77,3 +77,10 @@ class LLMResponseError(LLMError):
 
 class StructuredOutputError(LLMError):
     """The model gave no reply matching the requested schema, even after one repair turn."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for one-line messages: the driver's own error when
+    SQLAlchemy wraps one, else the error's text, else its type."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

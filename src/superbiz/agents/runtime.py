@@ -29,7 +29,6 @@ from superbiz.agents.session_lock import SessionLocks, session_locks
 from superbiz.agents.store_lock import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
 from superbiz.config import Settings
-from superbiz.exceptions import StoreError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -37,6 +36,7 @@ from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.map import KnowledgeMap, build_map
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.storage.chat import ChatRepository
+from superbiz.storage.db import relational_store_error
 from superbiz.storage.invocations import InvocationRepository
 
 #: the session a warm-up lookup runs in (cleared right after)
@@ -192,10 +192,7 @@ class Runtime(LookupRuntime):
         try:
             yield
         except SQLAlchemyError as exc:
-            url = self.kb.engine.url.render_as_string(hide_password=True)
-            lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            detail = lines[0] if lines else type(exc).__name__
-            raise StoreError(f"the relational store ({url}) failed: {detail}") from exc
+            raise relational_store_error(self.kb.engine, exc) from exc
 
     def close(self) -> None:
         self.sessions.close()

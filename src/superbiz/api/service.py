@@ -49,7 +49,7 @@ from superbiz.api.responses import (
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import DocumentError
+from superbiz.exceptions import DocumentError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
 from superbiz.knowledge.ingest import Ingestor
@@ -415,7 +415,7 @@ class Service:
             checks["database"] = "ok"
         except Exception as exc:
             checks["database"] = "failed"
-            problems.append(f"database: {_first_line(exc)}")
+            problems.append(f"database: {first_line(exc)}")
         try:
             store = kb.store
             if store.dimension is not None:
@@ -425,7 +425,7 @@ class Service:
                 checks["vector_store"] = "ok (empty: nothing ingested yet)"
         except Exception as exc:
             checks["vector_store"] = "failed"
-            problems.append(f"vector store: {_first_line(exc)}")
+            problems.append(f"vector store: {first_line(exc)}")
         checked = HealthChecks.model_validate(checks)
         if problems:
             return Health(status="unavailable", checks=checked, problems=problems)
@@ -450,8 +450,3 @@ class Service:
         if self.owns_assistant:
             with self.stores.held():
                 self.assistant.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()
-    return message[0] if message else type(exc).__name__

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from sqlalchemy.exc import DataError
 
-from superbiz.exceptions import DocumentError
+from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, search_text
 from superbiz.knowledge.documents import SourceDocument, load_document
@@ -335,7 +335,7 @@ class Ingestor:
                 )
             except DataError as exc:
                 store.delete_documents([doc.path])
-                problem = str(exc.orig or exc).strip().splitlines()[0]
+                problem = first_line(exc)
                 self._report.skipped.append((doc.path, f"refused by the database: {problem}"))
             else:
                 outcome.append(doc.path)

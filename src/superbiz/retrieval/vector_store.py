@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from superbiz._text import STOP_WORDS, is_cjk
-from superbiz.exceptions import IndexMismatchError, StoreError
+from superbiz.exceptions import IndexMismatchError, StoreError, first_line
 from superbiz.retrieval._lite import accelerate_bm25, local_collection, wait_for_index_build
 from superbiz.retrieval.relevance import Metric
 
@@ -476,9 +476,7 @@ class MilvusChunkStore:
         except StoreError:
             raise  # the client wrapper has named the store already
         except Exception as exc:  # Lite and pymilvus raise many types: name the store
-            lines = str(exc).strip().splitlines()
-            detail = lines[0] if lines else type(exc).__name__
-            raise StoreError(f"the vector store ({self.uri}) failed: {detail}") from exc
+            raise StoreError(f"the vector store ({self.uri}) failed: {first_line(exc)}") from exc
 
     def _searched(
         self,

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 
-from superbiz.exceptions import StoreError
+from superbiz.exceptions import StoreError, first_line
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -50,11 +50,13 @@ def _unavailable_store(context: ExceptionContext) -> None:
     error = context.sqlalchemy_exception
     if context.is_pre_ping or not isinstance(error, (OperationalError, InterfaceError)):
         return
-    url = (context.engine.url if context.engine else None) or "the database"
-    where = url.render_as_string(hide_password=True) if not isinstance(url, str) else url
-    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
-    detail = lines[0] if lines else type(error).__name__
-    raise StoreError(f"the relational store ({where}) failed: {detail}") from error
+    raise relational_store_error(context.engine, error) from error
+
+
+def relational_store_error(engine: Engine | None, exc: BaseException) -> StoreError:
+    """``exc`` as a ``StoreError`` that names the database (password hidden)."""
+    where = engine.url.render_as_string(hide_password=True) if engine else "the database"
+    return StoreError(f"the relational store ({where}) failed: {first_line(exc)}")
 
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from superbiz.exceptions import ConfigError, SessionBusyError, StoreError
+from superbiz.exceptions import ConfigError, SessionBusyError
+from superbiz.storage.db import relational_store_error
 
 #: first key of every advisory lock superbiz takes, so that other applications sharing
 #: the database (with their own keys) never wait on a session's turn
@@ -61,7 +62,7 @@ class PostgresSessionLocks:
         try:
             connection = self.engine.connect()
         except DBAPIError as exc:
-            raise _store_error(self.engine, exc) from exc
+            raise relational_store_error(self.engine, exc) from exc
         try:
             self._lock(connection, params)
             try:
@@ -79,7 +80,7 @@ class PostgresSessionLocks:
             if getattr(exc.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
                 raise SessionBusyError(str(params["session_id"]), self.wait_s) from exc
             connection.invalidate()
-            raise _store_error(self.engine, exc) from exc
+            raise relational_store_error(self.engine, exc) from exc
 
     @staticmethod
     def _unlock(connection: Connection, params: dict[str, object]) -> None:
@@ -91,9 +92,3 @@ class PostgresSessionLocks:
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _store_error(engine: Engine, exc: DBAPIError) -> StoreError:
-    url = engine.url.render_as_string(hide_password=True)
-    lines = str(exc.orig or exc).strip().splitlines()
-    return StoreError(f"the relational store ({url}) failed: {lines[0] if lines else exc}")
