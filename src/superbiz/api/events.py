@@ -123,34 +123,46 @@ class TokenStreamingModel:
     ``stream`` (the same response), sending each text delta as a ``token`` and each
     tool call as a ``tool_call`` before the executor runs it. One is made per turn, so
     concurrent turns never share a listener or a step count.
+
+    A step streams at most ``max_chars`` characters (``chat.max-answer-chars``, the cap
+    on the stored answer); the rest is still read, so the step completes, but not sent.
     """
 
-    def __init__(self, inner: ChatModel, session_id: str, listener: Emit) -> None:
+    def __init__(
+        self, inner: ChatModel, session_id: str, listener: Emit, max_chars: int | None = None
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.session_id = session_id
         self.listener = listener
+        self.max_chars = max_chars
         self.step = 0
-        #: text streamed by the latest step (the answer, when that step answered)
+        #: text the latest step wrote (the answer, when that step answered)
         self.last_text = ""
+        #: whether the latest step wrote more than ``max_chars`` (the rest was not sent)
+        self.cut = False
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
         listener = self.listener
         self.step += 1
         pieces: list[str] = []
+        left = self.max_chars
         response: ChatResponse | None = None
         for event in self.inner.stream(messages, tools):
             if isinstance(event, TextDelta):
                 if event.text:
                     pieces.append(event.text)
-                    listener(
-                        TokenEvent(session_id=self.session_id, step=self.step, text=event.text)
-                    )
+                    text = event.text if left is None else event.text[: max(0, left)]
+                    if text:
+                        listener(TokenEvent(session_id=self.session_id, step=self.step, text=text))
+                    if left is not None:
+                        left -= len(event.text)
             elif isinstance(event, ResponseDone):
                 response = event.response
         if response is None:  # a stream must end with ResponseDone; ask plainly instead
             response = self.inner.complete(messages, tools)
         self.last_text = "".join(pieces)
+        self.cut = left is not None and left < 0
         for call in response.message.tool_calls:
             listener(
                 ToolCallEvent(

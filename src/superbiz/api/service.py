@@ -165,7 +165,12 @@ class Service:
         high_mark = self.settings.governance.high_min_calls
         announced: set[str] = set()
         streamer = (
-            TokenStreamingModel(self.assistant.model, session_id, self._announcing(emit, announced))
+            TokenStreamingModel(
+                self.assistant.model,
+                session_id,
+                self._announcing(emit, announced),
+                self.settings.chat.max_answer_chars,
+            )
             if emit
             else None
         )
@@ -201,7 +206,8 @@ class Service:
         if emit:
             answer = turn.result.answer
             streamed = streamer.last_text if streamer else ""
-            if streamed.strip() != answer.strip():  # e.g. a direct answer from the plan
+            cut = streamer is not None and streamer.cut  # the answer event has the cut text
+            if not cut and streamed.strip() != answer.strip():  # e.g. a plan's direct answer
                 for piece in answer_chunks(answer):
                     emit(TokenEvent(session_id=session_id, step=0, text=piece))
             emit(self.turn_view(turn))
