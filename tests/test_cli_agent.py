@@ -146,6 +146,7 @@ def test_ask_plain_prints_the_answer_and_each_lookup(data_dir: Path, session: st
     assert result.exit_code == 0, result.output
     assert "answer · extractive" in result.stdout
     assert "【抽取式回答】" in result.stdout
+    assert "grounded · " in result.stdout and "not grounded" not in result.stdout
     lines = [line for line in result.stderr.splitlines() if line.startswith("lookup")]
     assert len(lines) == 1
     assert "domain=payment" in lines[0] and "executed" in lines[0] and "PRECISE" in lines[0]

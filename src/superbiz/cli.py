@@ -29,6 +29,7 @@ from superbiz.config import Settings, load_settings
 from superbiz.exceptions import LLMError, SuperbizError
 
 if TYPE_CHECKING:
+    from superbiz.agents.executor import TurnResult
     from superbiz.agents.planner import Plan
     from superbiz.governance.tool import ToolOutcome
     from superbiz.knowledge.base import KnowledgeBase
@@ -273,7 +274,12 @@ def ask(
         _print_json(turn.as_dict())
         return
     console.print(
-        Panel(escape(turn.result.answer), title=f"answer · {turn.result.model}", expand=False)
+        Panel(
+            escape(turn.result.answer),
+            title=f"answer · {turn.result.model}",
+            subtitle=_grounding_line(turn.result),
+            expand=False,
+        )
     )
 
 
@@ -315,7 +321,29 @@ def chat(
             except LLMError as exc:  # the session is as it was: the user may ask again
                 err.print(f"[bold red]error:[/] {escape(str(exc))}")
                 continue
-            console.print(Panel(escape(turn.result.answer), title="superbiz", expand=False))
+            console.print(
+                Panel(
+                    escape(turn.result.answer),
+                    title="superbiz",
+                    subtitle=_grounding_line(turn.result),
+                    expand=False,
+                )
+            )
+
+
+def _grounding_line(result: TurnResult) -> str:
+    """Whether the answer stands on the documents shown, and who wrote it."""
+    sources = len(result.citations)
+    line = (
+        f"[green]grounded[/] · {sources} source{'s' * (sources != 1)}"
+        if result.grounded
+        else "[yellow]not grounded[/]"
+    )
+    if result.answer_source != "model":
+        line += f" · {result.answer_source.replace('_', ' ')}"
+    if result.invalid_citations:
+        line += f" · {result.invalid_citations} invalid citation(s) removed"
+    return line
 
 
 def _plan_line(plan: Plan) -> str:

@@ -113,6 +113,8 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
             expect(answer.locator(".answer-text")).to_contain_text("抽取式回答")
             expect(answer.locator(".answer-text")).to_contain_text("18 位统一社会信用代码")
             expect(answer.locator(".citations")).to_contain_text("invoice/发票开具失败.md")
+            expect(answer.locator(".meta")).to_contain_text("grounded")
+            expect(answer.locator(".meta")).not_to_contain_text("not grounded")
             expect(page.locator("#plan")).to_contain_text("invoice")
             lookup = page.locator("#lookups li.lookup").first
             expect(lookup).to_have_attribute("data-level", "PRECISE")

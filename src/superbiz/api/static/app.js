@@ -144,10 +144,21 @@ function renderAnswer(bubble, turn) {
         class: "meta",
         text:
           `${turn.model || ""} · ${turn.steps} steps · ${executed} executed, ${blocked} blocked` +
-          (turn.stopped_by === "step_cap" ? " · step cap reached" : ""),
+          (turn.stopped_by === "step_cap" ? " · step cap reached" : "") +
+          ` · ${groundingText(turn)}`,
       })
     );
   }
+}
+
+// Whether the answer stands on the documents shown (checked citations), and who wrote it.
+function groundingText(turn) {
+  let text = turn.grounded ? "有据 grounded" : "无据 not grounded";
+  if (turn.answer_source && turn.answer_source !== "model") {
+    text += ` · ${turn.answer_source.replace("_", " ")}`;
+  }
+  if (turn.invalid_citations) text += ` · ${turn.invalid_citations} invalid citation(s) removed`;
+  return text;
 }
 
 // Reads "event:" / "data:" blocks off a fetch body; calls onEvent(name, json) for each.
