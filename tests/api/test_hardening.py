@@ -277,7 +277,7 @@ def test_metrics_labels_come_from_fixed_sets(client: TestClient) -> None:
 
 def test_livez_answers_while_the_stores_are_busy(chat_app: FastAPI, client: TestClient) -> None:
     service = chat_app.state.service
-    with service.stores.held(), service._writes:  # a long turn or upload holds them
+    with service.stores.held(), service._writes.held():  # a long turn or upload holds them
         response = client.get("/livez")
     assert response.status_code == 200 and response.json() == {"status": "alive"}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict
@@ -142,7 +141,8 @@ class Service:
         self.owns_assistant = owns_assistant
         self.stores = assistant.store_lock
         self.uploads = self.settings.data_dir / UPLOADS
-        self._writes = threading.Lock()  # one upload or delete at a time
+        #: one upload, delete or ingest at a time, in this process and every other one
+        self._writes = assistant.kb.write_lock
         self._turn_threads = anyio.CapacityLimiter(self.settings.service.max_concurrent_turns)
 
     # -- threading ------------------------------------------------------------------------
@@ -283,7 +283,7 @@ class Service:
 
         A document from a knowledge-base folder at the same path is never replaced; an
         earlier upload only with ``overwrite``."""
-        with self._writes, self.stores.held():
+        with self._writes.held(), self.stores.held():
             return self._upload(filename, data, domain, overwrite)
 
     def _upload(self, filename: str, data: bytes, domain: str | None, overwrite: bool) -> Uploaded:
@@ -357,7 +357,7 @@ class Service:
     def delete_document(self, path: str) -> Deleted:
         """Remove a document from both stores and recompute its domain. An uploaded file
         goes first, so that a later upload's ingest cannot bring the document back."""
-        with self._writes, self.stores.held():
+        with self._writes.held(), self.stores.held():
             return self._delete_document(path)
 
     def _delete_document(self, path: str) -> Deleted:

@@ -24,6 +24,7 @@ from superbiz.storage.repository import (
     StoredDocument,
     knowledge_version,
 )
+from superbiz.storage.write_lock import KnowledgeWriteLock
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
@@ -53,6 +54,8 @@ class KnowledgeBase:
         self.engine = engine or open_database(settings.resolved_database_url)
         self.documents = DocumentRepository(self.engine)
         self.meta = MetaRepository(self.engine)
+        #: held by every write (ingest, upload, delete), see ``superbiz.storage.write_lock``
+        self.write_lock = KnowledgeWriteLock(self.engine)
         self._embedder = embedder
         self._store = store
         self._owns_store = store is None

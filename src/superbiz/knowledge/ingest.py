@@ -203,6 +203,20 @@ class Ingestor:
         on_total: Callable[[int], None] | None = None,
         on_progress: Progress | None = None,
     ) -> IngestReport:
+        """Bring the knowledge base in line with ``paths``; one writer at a time, in any
+        process (``KnowledgeBase.write_lock``): its first step drops index entries with
+        no document row, which would be another writer's chunks not yet recorded."""
+        with self.kb.write_lock.held():
+            return self._ingest(paths, prune, rebuild, on_total, on_progress)
+
+    def _ingest(
+        self,
+        paths: Sequence[Path],
+        prune: bool,
+        rebuild: bool,
+        on_total: Callable[[int], None] | None,
+        on_progress: Progress | None,
+    ) -> IngestReport:
         kb, settings = self.kb, self.kb.settings.ingest
         report = self._report = IngestReport()
         if rebuild:

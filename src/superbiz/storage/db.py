@@ -6,9 +6,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
 from superbiz.exceptions import StoreError, first_line
 
@@ -65,3 +65,11 @@ def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
+
+
+def dedicated_connection(engine: Engine) -> Connection:
+    """A connection of ``engine`` for a lock held on it; ``StoreError`` when there is none."""
+    try:
+        return engine.connect()
+    except DBAPIError as exc:
+        raise relational_store_error(engine, exc) from exc

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from superbiz.exceptions import ConfigError, SessionBusyError
-from superbiz.storage.db import relational_store_error
+from superbiz.storage.db import dedicated_connection, relational_store_error
 
 #: first key of every advisory lock superbiz takes, so that other applications sharing
 #: the database (with their own keys) never wait on a session's turn
@@ -59,10 +59,7 @@ class PostgresSessionLocks:
     def hold(self, session_id: str) -> Iterator[None]:
         """Held while one turn of ``session_id`` runs in any replica."""
         params = {"namespace": LOCK_NAMESPACE, "session_id": session_id}
-        try:
-            connection = self.engine.connect()
-        except DBAPIError as exc:
-            raise relational_store_error(self.engine, exc) from exc
+        connection = dedicated_connection(self.engine)
         try:
             self._lock(connection, params)
             try:

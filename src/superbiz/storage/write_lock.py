@@ -1,0 +1,111 @@
+"""One writer of a knowledge base at a time, across every process that shares it.
+
+An ingest first drops index entries that have no document row (what a crash between
+the two stores leaves behind). Run beside another writer, that step would drop the
+chunks the other one had just inserted and not yet recorded, and the other's document
+would be stored with no searchable text until the next ingest repaired it. So every
+write (``superbiz ingest``, an upload, a delete) holds this lock:
+
+* on PostgreSQL, a session-level advisory lock on a connection held while writing: the
+  replicas and a ``superbiz ingest`` beside them queue in arrival order, and a process
+  that dies releases the lock with its connection;
+* on SQLite, ``flock`` on a file beside the database, which the kernel releases with
+  the process.
+
+It is re-entrant within a thread (an upload ingests while it holds the lock); other
+threads of the process wait for it too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+from superbiz.storage.db import dedicated_connection, relational_store_error
+from superbiz.storage.session_locks import LOCK_NAMESPACE
+
+#: first key of the knowledge base's advisory lock (sessions' locks use ``LOCK_NAMESPACE``);
+#: the second is the schema's hash, so knowledge bases in other schemas never wait
+WRITE_NAMESPACE = LOCK_NAMESPACE + 1
+_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
+_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
+
+
+class KnowledgeWriteLock:
+    """``held()`` while this process writes to the knowledge base of ``engine``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._local = threading.RLock()
+        self._depth = 0  # changed only by the thread holding ``_local``
+        self._outer: ExitStack | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._local:
+            if self._depth == 0:
+                self._outer = self._acquire()
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._outer is not None:
+                    self._outer.close()
+                    self._outer = None
+
+    def _acquire(self) -> ExitStack:
+        stack = ExitStack()
+        if self.engine.dialect.name == "postgresql":
+            stack.enter_context(self._advisory())
+        elif self.engine.dialect.name == "sqlite" and self.engine.url.database:
+            stack.enter_context(_file_lock(Path(self.engine.url.database)))
+        return stack
+
+    @contextmanager
+    def _advisory(self) -> Iterator[None]:
+        params: dict[str, object] = {"namespace": WRITE_NAMESPACE}
+        connection = dedicated_connection(self.engine)
+        try:
+            connection.execute(_LOCK, params)
+            connection.commit()
+        except BaseException as exc:
+            connection.close()
+            if isinstance(exc, DBAPIError):
+                raise relational_store_error(self.engine, exc) from exc
+            raise
+        try:
+            yield
+        finally:
+            _unlock(connection, params)
+
+
+def _unlock(connection: Connection, params: dict[str, object]) -> None:
+    try:
+        connection.execute(_UNLOCK, params)
+        connection.commit()
+    except DBAPIError:
+        connection.invalidate()  # the connection is gone, and with it the lock
+    finally:
+        connection.close()
+
+
+@contextmanager
+def _file_lock(database: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<database>.write-lock`` (an in-memory database has
+    no file and no other process to share it)."""
+    if database.name in ("", ":memory:"):
+        yield
+        return
+    with open(database.with_name(database.name + ".write-lock"), "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
