@@ -113,7 +113,7 @@ def test_a_reference_primary_shows_a_cosine_neighbour_only_within_its_margin() -
     assert found.level is RelevanceLevel.REFERENCE
     assert found.ranked[1].doc_path == KAFKA
     assert found.ranked[1].score < found.ranked[0].score / 2
-    assert paths(found.shown) == [REDIS]  # outside the default margin of 0.05
+    assert paths(found.shown) == [REDIS]  # outside the default margin of 0.1
     for margin in (0.15, None):  # a wider margin, or none (any cosine from reference up)
         found = make_retriever(reference_supplement_margin=margin).retrieve("pool or queue trouble")
         assert paths(found.shown) == [REDIS, KAFKA]
