@@ -82,6 +82,13 @@ def test_report_counts_supplements_per_level_and_summarises_answer_only(
         shown += (per_lookup or 0.0) * row["count"]
     overall = report["supplements"]
     assert overall["supplements_per_lookup"] == pytest.approx(shown / found, abs=1e-3)
+    # a lookup whose primary is gold has shown gold; supplements can only add to that
+    primary_gold = sum(
+        (row["precision"] or 0.0) * row["count"]
+        for name, row in report["levels"].items()
+        if name != "NONE"
+    )
+    assert primary_gold / report["queries"] - 1e-3 <= report["gold_shown"] <= 1.0
 
     console = Console(record=True, width=200)
     render_report(report, console)
@@ -90,7 +97,8 @@ def test_report_counts_supplements_per_level_and_summarises_answer_only(
     summary = [line for line in text.splitlines() if line.startswith("answer-only:")]
     assert len(summary) == 1
     assert "zh R@1" in summary[0] and "en R@1" in summary[0]
-    assert "HIGHLY_RELEVANT precision" in summary[0]
+    assert "HIGHLY_RELEVANT precision" in summary[0] and "gold shown" in summary[0]
+    assert "gold document shown (primary or supplement)" in text
 
 
 def test_a_dev_dataset_prints_no_answer_only_line(

@@ -27,6 +27,13 @@ QUERIES = {
     "pool exhausted": (1.0, 0.0, 0.0, 0.0),  # cosine 1.0 with REDIS, 0.7 with KAFKA
     "cache trouble": (0.45, 0.0, 0.0, float(np.sqrt(1 - 0.45**2))),  # 0.45 with REDIS
     "Rate limiting how-to": (1.0, 0.0, 0.0, 0.0),  # names LIMIT; L1 prefers REDIS
+    # 0.45 with REDIS, 0.33 with KAFKA, 0.25 with LIMIT: KAFKA's fused score is under half
+    "pool or queue trouble": (
+        0.45,
+        0.021,
+        0.25,
+        float(np.sqrt(1 - 0.45**2 - 0.021**2 - 0.25**2)),
+    ),
 }
 TEXTS = {REDIS: "pool exhausted", KAFKA: "consumer backlog", LIMIT: "tenant quota"}
 
@@ -46,7 +53,7 @@ def chunk(doc: str, domain: str) -> ChunkRecord:
     )
 
 
-def make_retriever(**settings: float) -> Retriever:
+def make_retriever(**settings: float | None) -> Retriever:
     store = InMemoryChunkStore()
     store.ensure_collection(4)
     for doc, domain in ((REDIS, "ops"), (KAFKA, "ops"), (LIMIT, "api")):
@@ -92,12 +99,24 @@ def test_middle_cosine_is_reference() -> None:
     assert paths(found.shown) == [REDIS]  # reference_supplements=0: the primary only
 
 
-def test_a_reference_primary_shows_its_neighbours_on_cosine_alone(retriever: Retriever) -> None:
+def test_a_reference_primary_shows_a_neighbour_by_fused_score(retriever: Retriever) -> None:
     found = retriever.retrieve("cache trouble")
     assert found.level is RelevanceLevel.REFERENCE
-    # KAFKA's cosine 0.315 is 0.135 below the primary's: outside the 0.1 margin, which an
-    # uncertain (REFERENCE) primary does not apply
+    # KAFKA's cosine 0.315 is 0.135 below the primary's, outside every margin, but its
+    # fused score is over half the primary's
     assert paths(found.shown) == [REDIS, KAFKA]
+
+
+def test_a_reference_primary_shows_a_cosine_neighbour_only_within_its_margin() -> None:
+    # KAFKA qualifies by cosine alone (0.33 ≥ reference 0.3), 0.12 below the primary's
+    found = make_retriever().retrieve("pool or queue trouble")
+    assert found.level is RelevanceLevel.REFERENCE
+    assert found.ranked[1].doc_path == KAFKA
+    assert found.ranked[1].score < found.ranked[0].score / 2
+    assert paths(found.shown) == [REDIS]  # outside the default margin of 0.1
+    for margin in (0.15, None):  # a wider margin, or none (any cosine from reference up)
+        found = make_retriever(reference_supplement_margin=margin).retrieve("pool or queue trouble")
+        assert paths(found.shown) == [REDIS, KAFKA]
 
 
 def test_nothing_above_reference_is_no_result(retriever: Retriever) -> None:

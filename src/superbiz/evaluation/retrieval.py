@@ -125,6 +125,7 @@ def evaluate_retrieval(
         level_hits: Counter[str] = Counter()
         level_supplements: Counter[str] = Counter()
         level_foreign: Counter[str] = Counter()
+        gold_shown = 0
         latencies: list[float] = []
         for item in queries:
             session = f"eval:{item.id}"
@@ -146,6 +147,8 @@ def evaluate_retrieval(
             primary = outcome.result.primary
             if primary and primary.path in item.gold:
                 level_hits[name] += 1
+            shown = [primary.path, *(d.path for d in outcome.result.supplement)] if primary else []
+            gold_shown += any(path in item.gold for path in shown)
             for supplement in outcome.result.supplement:
                 level_supplements[name] += 1
                 text = f"{supplement.title}\n{supplement.excerpt}"
@@ -178,6 +181,8 @@ def evaluate_retrieval(
             sum(level_supplements.values()),
             sum(level_foreign.values()),
         ),
+        # a gold document among the primary and its supplements: what fewer supplements risk
+        "gold_shown": round(gold_shown / len(queries), 4) if queries else None,
         "latency_ms": {
             "p50": round(percentile(latencies, 50), 2),
             "p95": round(percentile(latencies, 95), 2),
@@ -223,6 +228,7 @@ def render_report(report: dict[str, Any], console: Console) -> None:
             _fixed(row["cross_language_share"]),
         )
     console.print(levels)
+    console.print(f"gold document shown (primary or supplement): {_fixed(report['gold_shown'])}")
     if report.get("answer_only"):
         console.print(_answer_only_line(report))
     latency = report["latency_ms"]
@@ -246,5 +252,6 @@ def _answer_only_line(report: dict[str, Any]) -> str:
     high = report["levels"].get("HIGHLY_RELEVANT", {}).get("precision")
     return (
         f"answer-only: {'; '.join(parts)}; HIGHLY_RELEVANT precision {_fixed(high)}; "
-        f"supplements/lookup {_fixed(report['supplements']['supplements_per_lookup'], 2)}"
+        f"supplements/lookup {_fixed(report['supplements']['supplements_per_lookup'], 2)}; "
+        f"gold shown {_fixed(report['gold_shown'])}"
     )

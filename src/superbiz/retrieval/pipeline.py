@@ -146,8 +146,12 @@ class Retriever:
                 if level is RelevanceLevel.REFERENCE
                 else self._settings.max_supplements
             )
-            # a REFERENCE primary is uncertain: its neighbours are shown on cosine alone
-            margin = None if level is RelevanceLevel.REFERENCE else self._settings.supplement_margin
+            # a REFERENCE primary is uncertain: its neighbours get a margin of their own
+            margin = (
+                self._settings.reference_supplement_margin
+                if level is RelevanceLevel.REFERENCE
+                else self._settings.supplement_margin
+            )
             extra = supplements(
                 top,
                 fresh[1:],
