@@ -366,8 +366,8 @@ class MilvusServer:
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(10)
+            try:  # a killed server may leave a half-written segment that fails its restart
+                self.process.wait(60)
             except Exception:
                 self.process.kill()
                 self.process.wait(10)
