@@ -162,7 +162,10 @@ def test_domains_indicator_counts_the_session(
     earlier: int, this_turn: int, bounds: dict[str, int], expected: WaterLevel
 ) -> None:
     gov = make(
-        indicator="domains", retrieved=frozenset(f"old{i}" for i in range(earlier)), **bounds
+        indicator="domains",
+        retrieved=frozenset(f"old{i}" for i in range(earlier)),
+        high_min_found=10,  # this test counts domains, not the lookups that found
+        **bounds,
     )
     for i in range(this_turn):
         gov.record(f"new{i}", HR)
@@ -348,7 +351,7 @@ def test_supplement_at_mid_water_is_allowed() -> None:
 
 
 def test_supplement_in_one_domain_leaves_the_others_alone() -> None:
-    gov = make()
+    gov = make(high_min_found=4)  # three lookups find documents here
     lookup(gov, "infrastructure", HR)
     lookup(gov, "api", REF)
     assert gov.constraint().verdict is Verdict.SUPPLEMENT
@@ -516,7 +519,7 @@ def test_plan_b_one_lookup_per_domain(level: RelevanceLevel | None) -> None:
 
 
 def test_plan_b_water_levels_still_apply() -> None:
-    gov = make(mode="domain-limit")
+    gov = make(mode="domain-limit", high_min_found=10)
     for i in range(8):
         assert lookup(gov, f"domain{i}", HR).allowed
     assert gov.water_level is HIGH
@@ -547,7 +550,7 @@ def test_withheld_when_the_model_keeps_calling_after_n_blocks(n: int) -> None:
 
 
 def test_an_allowed_call_resets_the_blocked_counter() -> None:
-    gov = make(withhold_after_blocked=2, low_max_calls=10, high_min_calls=20)
+    gov = make(withhold_after_blocked=2, low_max_calls=10, high_min_calls=20, high_min_found=10)
     lookup(gov, "api", HR)
     for domain in ("billing", "search", "auth"):
         gov.admit(LookupRequest("api"))
@@ -706,13 +709,13 @@ def test_governor_message_in_the_turn_language(language: str) -> None:
     assert gov.constraint().message is None  # fresh turn
     lookup(gov, "infrastructure", HR)
     lookup(gov, "api", P)
-    spend(gov, 4)
+    spend(gov, 3)
     constraint = gov.constraint()
-    assert constraint.budget_left == 2
+    assert constraint.budget_left == 1  # 8 - 5 calls, 3 - 2 lookups that found
     assert constraint.closed_domains == ("infrastructure", "api")
     expected = {
-        "zh": "已关闭的知识域：infrastructure, api；剩余检索预算：2 次",
-        "en": "Closed domains: infrastructure, api; lookup budget left: 2",
+        "zh": "已关闭的知识域：infrastructure, api；剩余检索预算：1 次",
+        "en": "Closed domains: infrastructure, api; lookup budget left: 1",
     }[language]
     assert constraint.message is not None and constraint.message.endswith(expected)
 
@@ -883,3 +886,125 @@ def test_planned_results_follow_the_matrix(
     gov = make()
     planned(gov, "kubernetes", level)
     assert gov.domain_state("kubernetes") is state
+
+
+# -- a plan of several domains hedges: an answer resolves it, else the model chooses one ----
+
+
+@pytest.mark.parametrize("order", ["answer first", "answer last"])
+def test_a_planned_answer_closes_the_other_planned_domains(order: str) -> None:
+    gov = make()
+    plan = [("kubernetes", HR), ("monitoring", REF)]
+    for domain, level in plan if order == "answer first" else plan[::-1]:
+        planned(gov, domain, level)
+    assert gov.domain_state("monitoring") is DomainState.CLOSED
+    # no supplement, no retry in a hedge the answer resolved
+    supplement = gov.admit(LookupRequest("monitoring", "alert rules", named=True))
+    assert supplement.dedup_reason is DOMAIN
+    assert guessed(gov, "monitoring", REF).dedup_reason is DOMAIN
+    # a domain the plan did not search stays open, for a question that spans it
+    assert gov.admit(LookupRequest("database", named=True)).allowed
+
+
+def test_the_models_own_answer_leaves_a_planned_supplement_alone() -> None:
+    """Only the plan hedges: an answer the model found elsewhere is the seed's per-domain
+    reading, and the planned domain keeps its targeted supplement."""
+    gov = make()
+    planned(gov, "monitoring", REF)
+    assert lookup(gov, "kubernetes", HR).allowed
+    assert gov.domain_state("monitoring") is DomainState.RETRY
+    assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
+
+
+@pytest.mark.parametrize("second", [REF, None])
+def test_the_model_may_choose_one_of_several_unanswered_planned_domains(
+    second: RelevanceLevel | None,
+) -> None:
+    gov = make(withhold_after_blocked=100, high_min_found=10)  # the choice alone
+    planned(gov, "kubernetes", REF)
+    planned(gov, "monitoring", second)
+    # its first named repeat pages past what the plan showed there, without a dimension
+    chosen = gov.admit(LookupRequest("kubernetes", named=True))
+    assert chosen.allowed
+    gov.record("kubernetes", REF)
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    # one choice per turn: the other planned domain and the chosen one need a dimension
+    assert gov.admit(LookupRequest("monitoring", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("monitoring", "scrape config", named=True)).allowed
+
+
+def test_a_one_domain_plan_leaves_no_choice() -> None:
+    """The ISS-003 loop: naming the one planned domain again repeats the planner's search."""
+    gov = make()
+    planned(gov, "infrastructure", REF)
+    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_a_supplement_into_a_planned_domain_is_the_models_choice() -> None:
+    gov = make(high_min_found=10)  # the choice alone
+    planned(gov, "kubernetes", REF)
+    planned(gov, "monitoring", REF)
+    assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
+    gov.record("monitoring", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_no_choice_from_mid_water() -> None:
+    gov = make()
+    spend(gov, 2)
+    planned(gov, "kubernetes", None)
+    planned(gov, "monitoring", None)
+    assert gov.water_level is MID
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+# -- never more evidence than the plain cap: three lookups that found documents ------------
+
+
+def test_three_planned_references_are_high_water() -> None:
+    """A plan of three domains that all found something has shown what cap:3 would."""
+    gov = make()
+    for domain in ("kubernetes", "monitoring", "database"):
+        planned(gov, domain, REF)
+    assert (gov.found, gov.calls) == (3, 3)
+    assert gov.water_level is HIGH
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
+    assert constraint.budget_left == 0
+    assert gov.situation() is Situation.HIGH_LIMITED
+    supplement = gov.admit(LookupRequest("database", "replication lag", named=True))
+    assert supplement.dedup_reason is BUDGET
+
+
+@pytest.mark.parametrize("nothing", [None, DD])
+def test_lookups_that_found_nothing_do_not_raise_the_found_count(
+    nothing: RelevanceLevel | None,
+) -> None:
+    gov = make(low_max_calls=10, high_min_calls=20)
+    assert lookup(gov, "api", REF).allowed
+    for _ in range(4):  # unscoped calls, nothing inferred: only the water level governs
+        assert gov.admit(LookupRequest(None)).allowed
+        gov.record(None, nothing, named=False)
+    assert (gov.found, gov.water_level) == (1, LOW)
+    assert gov.constraint().budget_left == 2
+    assert lookup(gov, "billing", HR).allowed
+    assert lookup(gov, "search", REF).allowed
+    assert (gov.found, gov.water_level) == (3, HIGH)
+    assert gov.admit(LookupRequest("auth")).dedup_reason is BUDGET
+
+
+@pytest.mark.parametrize("indicator", ["calls", "tokens", "domains"])
+def test_the_found_count_is_high_water_whatever_the_indicator(indicator: str) -> None:
+    gov = make(indicator=indicator, high_min_found=2)
+    lookup(gov, "api", REF)
+    assert gov.water_level is LOW
+    lookup(gov, "billing", REF)
+    assert gov.water_level is HIGH
+
+
+def test_the_cap_ignores_the_found_count() -> None:
+    gov = make(mode="cap", cap_calls=5)
+    for domain in ("a", "b", "c", "d"):
+        assert lookup(gov, domain, HR).allowed
+    assert (gov.found, gov.water_level) == (4, LOW)
