@@ -172,9 +172,10 @@ class GovernanceSettings(_Section):
 
     ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
     domain, no supplements); ``mode: cap`` is the peer baseline, a plain count cap of
-    ``cap_calls`` lookups per turn. The water level is read from ``indicator``; whatever
-    it says, ``high_min_found`` lookups that found documents are high water (the matrix
-    never shows more evidence in a turn than the plain cap of that many lookups could).
+    ``cap_calls`` lookups per turn. The water level is read from ``indicator``; in a turn
+    that ran the plan's lookups, whatever it says, ``high_min_found`` lookups that found
+    documents are high water (the matrix never shows one question more evidence than the
+    plain cap of that many lookups could).
     """
 
     enabled: bool = True

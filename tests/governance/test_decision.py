@@ -162,10 +162,7 @@ def test_domains_indicator_counts_the_session(
     earlier: int, this_turn: int, bounds: dict[str, int], expected: WaterLevel
 ) -> None:
     gov = make(
-        indicator="domains",
-        retrieved=frozenset(f"old{i}" for i in range(earlier)),
-        high_min_found=10,  # this test counts domains, not the lookups that found
-        **bounds,
+        indicator="domains", retrieved=frozenset(f"old{i}" for i in range(earlier)), **bounds
     )
     for i in range(this_turn):
         gov.record(f"new{i}", HR)
@@ -351,7 +348,7 @@ def test_supplement_at_mid_water_is_allowed() -> None:
 
 
 def test_supplement_in_one_domain_leaves_the_others_alone() -> None:
-    gov = make(high_min_found=4)  # three lookups find documents here
+    gov = make()
     lookup(gov, "infrastructure", HR)
     lookup(gov, "api", REF)
     assert gov.constraint().verdict is Verdict.SUPPLEMENT
@@ -519,7 +516,7 @@ def test_plan_b_one_lookup_per_domain(level: RelevanceLevel | None) -> None:
 
 
 def test_plan_b_water_levels_still_apply() -> None:
-    gov = make(mode="domain-limit", high_min_found=10)
+    gov = make(mode="domain-limit")
     for i in range(8):
         assert lookup(gov, f"domain{i}", HR).allowed
     assert gov.water_level is HIGH
@@ -550,7 +547,7 @@ def test_withheld_when_the_model_keeps_calling_after_n_blocks(n: int) -> None:
 
 
 def test_an_allowed_call_resets_the_blocked_counter() -> None:
-    gov = make(withhold_after_blocked=2, low_max_calls=10, high_min_calls=20, high_min_found=10)
+    gov = make(withhold_after_blocked=2, low_max_calls=10, high_min_calls=20)
     lookup(gov, "api", HR)
     for domain in ("billing", "search", "auth"):
         gov.admit(LookupRequest("api"))
@@ -709,13 +706,13 @@ def test_governor_message_in_the_turn_language(language: str) -> None:
     assert gov.constraint().message is None  # fresh turn
     lookup(gov, "infrastructure", HR)
     lookup(gov, "api", P)
-    spend(gov, 3)
+    spend(gov, 4)
     constraint = gov.constraint()
-    assert constraint.budget_left == 1  # 8 - 5 calls, 3 - 2 lookups that found
+    assert constraint.budget_left == 2
     assert constraint.closed_domains == ("infrastructure", "api")
     expected = {
-        "zh": "已关闭的知识域：infrastructure, api；剩余检索预算：1 次",
-        "en": "Closed domains: infrastructure, api; lookup budget left: 1",
+        "zh": "已关闭的知识域：infrastructure, api；剩余检索预算：2 次",
+        "en": "Closed domains: infrastructure, api; lookup budget left: 2",
     }[language]
     assert constraint.message is not None and constraint.message.endswith(expected)
 
@@ -982,7 +979,7 @@ def test_lookups_that_found_nothing_do_not_raise_the_found_count(
     nothing: RelevanceLevel | None,
 ) -> None:
     gov = make(low_max_calls=10, high_min_calls=20)
-    assert lookup(gov, "api", REF).allowed
+    assert planned(gov, "api", REF).allowed
     for _ in range(4):  # unscoped calls, nothing inferred: only the water level governs
         assert gov.admit(LookupRequest(None)).allowed
         gov.record(None, nothing, named=False)
@@ -997,14 +994,24 @@ def test_lookups_that_found_nothing_do_not_raise_the_found_count(
 @pytest.mark.parametrize("indicator", ["calls", "tokens", "domains"])
 def test_the_found_count_is_high_water_whatever_the_indicator(indicator: str) -> None:
     gov = make(indicator=indicator, high_min_found=2)
-    lookup(gov, "api", REF)
+    planned(gov, "api", REF)
     assert gov.water_level is LOW
     lookup(gov, "billing", REF)
     assert gov.water_level is HIGH
 
 
+def test_without_a_plan_only_the_indicator_counts() -> None:
+    """An MCP session runs no plan and spans many questions: one long turn whose water
+    level is the indicator's alone."""
+    gov = make()
+    for domain in ("a", "b", "c", "d"):
+        assert lookup(gov, domain, HR).allowed
+    assert (gov.found, gov.water_level) == (4, MID)
+    assert gov.constraint().budget_left == 4
+
+
 def test_the_cap_ignores_the_found_count() -> None:
     gov = make(mode="cap", cap_calls=5)
     for domain in ("a", "b", "c", "d"):
-        assert lookup(gov, domain, HR).allowed
+        assert planned(gov, domain, HR).allowed
     assert (gov.found, gov.water_level) == (4, LOW)

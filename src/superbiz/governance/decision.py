@@ -29,11 +29,13 @@ other planned domains close (no supplement, no retry). When none answered, the m
 having read every result, may choose one of them for its own first lookup (the next
 documents there, past those shown): one choice per turn; any further named repeat needs
 ``missing_dimension``.
-Domains not yet retrieved stay open at low and mid water. However the indicator reads,
-``high_min_found`` lookups that found documents (3) are high water: the matrix decides
-which lookups run and when to stop, and never puts more evidence in front of the model
-than the peer frameworks' plain cap of 3 lookups could (lookups that found nothing add
-nothing; the retry row exists for them). Plan B
+Domains not yet retrieved stay open at low and mid water. In a turn that ran the plan's
+lookups (one question), however the indicator reads, ``high_min_found`` lookups that
+found documents (3) are high water: the matrix decides which lookups run and when to
+stop, and never puts more evidence in front of the model than the peer frameworks' plain
+cap of 3 lookups could (lookups that found nothing add nothing; the retry row exists for
+them). A turn without a plan (an MCP session: many questions, one long turn) keeps the
+indicator's water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
 
@@ -163,8 +165,8 @@ class Admission:
 class Constraint:
     """What the executor injects before the next LLM step, and whether the tool is offered.
 
-    ``budget_left`` counts lookup calls left before high water by the calls count or by
-    the lookups that found documents, whichever is nearer.
+    ``budget_left`` counts lookup calls left before high water by the calls count or, in
+    a planned turn, by the lookups that found documents, whichever is nearer.
     """
 
     verdict: Verdict
@@ -298,7 +300,7 @@ class TurnGovernor:
         s = self._settings
         if self.capped:
             return WaterLevel.HIGH if self._calls >= s.cap_calls else WaterLevel.LOW
-        if self._found >= s.high_min_found:
+        if self._planned and self._found >= s.high_min_found:
             return WaterLevel.HIGH
         if s.indicator == "tokens":
             return water_level(self._tokens, s.low_max_tokens, s.high_min_tokens)
@@ -313,12 +315,16 @@ class TurnGovernor:
 
     @property
     def budget_left(self) -> int:
-        """Lookup calls left before high water by the calls count or the lookups that
-        found documents, whichever is nearer (before the cap, in ``mode: cap``)."""
+        """Lookup calls left before high water by the calls count or, in a planned turn,
+        the lookups that found documents, whichever is nearer (before the cap, in
+        ``mode: cap``)."""
         s = self._settings
         if self.capped:
             return max(0, s.cap_calls - self._calls)
-        return max(0, min(s.high_min_calls - self._calls, s.high_min_found - self._found))
+        left = s.high_min_calls - self._calls
+        if self._planned:
+            left = min(left, s.high_min_found - self._found)
+        return max(0, left)
 
     def domain_state(self, domain: str) -> DomainState:
         """The domain's state now: a ``RETRY`` domain is a ``SUPPLEMENT`` one from mid
