@@ -111,6 +111,8 @@ def _trace(question_id: str, turn: TurnResult, gold: list[str]) -> dict[str, Any
     return {
         "id": question_id,
         "evidence_recall": any(doc in gold for doc in turn.evidence),
+        "grounded": turn.grounded,
+        "invalid_citations": turn.invalid_citations,
         "lookups": [
             {
                 "origin": o.origin,
