@@ -968,7 +968,7 @@ def test_three_planned_references_are_high_water() -> None:
     assert gov.water_level is HIGH
     constraint = gov.constraint()
     assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
-    assert constraint.budget_left == 0
+    assert (constraint.budget_left, constraint.calls) == (0, 3)  # a gauge shows 3 calls
     assert gov.situation() is Situation.HIGH_LIMITED
     supplement = gov.admit(LookupRequest("database", "replication lag", named=True))
     assert supplement.dedup_reason is BUDGET

@@ -166,7 +166,8 @@ class Constraint:
     """What the executor injects before the next LLM step, and whether the tool is offered.
 
     ``budget_left`` counts lookup calls left before high water by the calls count or, in
-    a planned turn, by the lookups that found documents, whichever is nearer.
+    a planned turn, by the lookups that found documents, whichever is nearer; ``calls``
+    is the turn's calls so far (executed and blocked), for a gauge.
     """
 
     verdict: Verdict
@@ -176,6 +177,7 @@ class Constraint:
     closed_domains: tuple[str, ...]
     supplement_domains: tuple[str, ...]
     budget_left: int
+    calls: int = 0
 
 
 # The seed 002 breaker prompts (first four rows) and the situations the seed left implicit.
@@ -415,7 +417,9 @@ class TurnGovernor:
         supplement = self._domains_in(DomainState.SUPPLEMENT)
         budget = self.budget_left
         if not self._settings.enabled:
-            return Constraint(Verdict.CONTINUE, True, None, level, closed, supplement, budget)
+            return Constraint(
+                Verdict.CONTINUE, True, None, level, closed, supplement, budget, self._calls
+            )
         if self._withheld or level is WaterLevel.HIGH:
             verdict = Verdict.STOP
         elif self.capped:
@@ -437,7 +441,14 @@ class TurnGovernor:
                 supplement_domains=supplement,
             )
         return Constraint(
-            verdict, verdict is not Verdict.STOP, message, level, closed, supplement, budget
+            verdict,
+            verdict is not Verdict.STOP,
+            message,
+            level,
+            closed,
+            supplement,
+            budget,
+            self._calls,
         )
 
     def situation(self) -> Situation | None:
