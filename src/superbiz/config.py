@@ -178,7 +178,10 @@ class GovernanceSettings(_Section):
 
     ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
     domain, no supplements); ``mode: cap`` is the peer baseline, a plain count cap of
-    ``cap_calls`` lookups per turn. The water level is read from ``indicator``.
+    ``cap_calls`` lookups per turn. The water level is read from ``indicator``; in a turn
+    that ran the plan's lookups, whatever it says, ``high_min_found`` lookups that found
+    documents are high water (the matrix never shows one question more evidence than the
+    plain cap of that many lookups could).
     """
 
     enabled: bool = True
@@ -191,6 +194,7 @@ class GovernanceSettings(_Section):
     high_min_tokens: int = Field(12000, ge=1)
     low_max_domains: int = Field(2, ge=0)
     high_min_domains: int = Field(4, ge=1)
+    high_min_found: int = Field(3, ge=1)
     withhold_after_blocked: int = Field(2, ge=1)
     max_steps: int = Field(10, ge=1)
 

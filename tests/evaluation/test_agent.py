@@ -168,6 +168,24 @@ def test_governed_cap_and_off_as_one_report_over_the_same_plans(
     assert [r["executed_lookups_mean"] for r in (on, cap, off)] == [1.0, 3.0, 6.0]
     assert cap["blocked_mean"] == 0.0  # at the cap the tool is withdrawn: it answers
     assert on["evidence_recall"] >= cap["evidence_recall"]
+    # per question, what each lookup did: where two variants differ
+    for run in report["runs"]:
+        traces = run["per_question"]
+        assert [t["id"] for t in traces] == ["q1", "q2"]
+        executed = [sum(lookup["executed"] for lookup in t["lookups"]) for t in traces]
+        assert sum(executed) / len(traces) == run["executed_lookups_mean"]
+        assert sum(t["evidence_recall"] for t in traces) / 2 == run["evidence_recall"]
+        for trace in traces:
+            first = trace["lookups"][0]
+            assert (first["origin"], first["named"], first["executed"]) == ("plan", True, True)
+            assert set(first) >= {"domain", "query", "level", "dedup_reason", "gold"}
+    blocked = [lookup for t in on["per_question"] for lookup in t["lookups"][1:]]
+    assert blocked and not any(lookup["executed"] for lookup in blocked)
+    assert {lookup["dedup_reason"] for lookup in blocked} <= {
+        "domain_retrieved",
+        "supplement_needs_dimension",
+        "budget_exhausted",
+    }
 
 
 def test_an_unknown_governance_variant_is_a_config_error(workspace: dict[str, Path]) -> None:

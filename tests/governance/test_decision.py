@@ -883,3 +883,135 @@ def test_planned_results_follow_the_matrix(
     gov = make()
     planned(gov, "kubernetes", level)
     assert gov.domain_state("kubernetes") is state
+
+
+# -- a plan of several domains hedges: an answer resolves it, else the model chooses one ----
+
+
+@pytest.mark.parametrize("order", ["answer first", "answer last"])
+def test_a_planned_answer_closes_the_other_planned_domains(order: str) -> None:
+    gov = make()
+    plan = [("kubernetes", HR), ("monitoring", REF)]
+    for domain, level in plan if order == "answer first" else plan[::-1]:
+        planned(gov, domain, level)
+    assert gov.domain_state("monitoring") is DomainState.CLOSED
+    # no supplement, no retry in a hedge the answer resolved
+    supplement = gov.admit(LookupRequest("monitoring", "alert rules", named=True))
+    assert supplement.dedup_reason is DOMAIN
+    assert guessed(gov, "monitoring", REF).dedup_reason is DOMAIN
+    # a domain the plan did not search stays open, for a question that spans it
+    assert gov.admit(LookupRequest("database", named=True)).allowed
+
+
+def test_the_models_own_answer_leaves_a_planned_supplement_alone() -> None:
+    """Only the plan hedges: an answer the model found elsewhere is the seed's per-domain
+    reading, and the planned domain keeps its targeted supplement."""
+    gov = make()
+    planned(gov, "monitoring", REF)
+    assert lookup(gov, "kubernetes", HR).allowed
+    assert gov.domain_state("monitoring") is DomainState.RETRY
+    assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
+
+
+@pytest.mark.parametrize("second", [REF, None])
+def test_the_model_may_choose_one_of_several_unanswered_planned_domains(
+    second: RelevanceLevel | None,
+) -> None:
+    gov = make(withhold_after_blocked=100, high_min_found=10)  # the choice alone
+    planned(gov, "kubernetes", REF)
+    planned(gov, "monitoring", second)
+    # its first named repeat pages past what the plan showed there, without a dimension
+    chosen = gov.admit(LookupRequest("kubernetes", named=True))
+    assert chosen.allowed
+    gov.record("kubernetes", REF)
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    # one choice per turn: the other planned domain and the chosen one need a dimension
+    assert gov.admit(LookupRequest("monitoring", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("monitoring", "scrape config", named=True)).allowed
+
+
+def test_a_one_domain_plan_leaves_no_choice() -> None:
+    """The ISS-003 loop: naming the one planned domain again repeats the planner's search."""
+    gov = make()
+    planned(gov, "infrastructure", REF)
+    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_a_supplement_into_a_planned_domain_is_the_models_choice() -> None:
+    gov = make(high_min_found=10)  # the choice alone
+    planned(gov, "kubernetes", REF)
+    planned(gov, "monitoring", REF)
+    assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
+    gov.record("monitoring", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_no_choice_from_mid_water() -> None:
+    gov = make()
+    spend(gov, 2)
+    planned(gov, "kubernetes", None)
+    planned(gov, "monitoring", None)
+    assert gov.water_level is MID
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+# -- never more evidence than the plain cap: three lookups that found documents ------------
+
+
+def test_three_planned_references_are_high_water() -> None:
+    """A plan of three domains that all found something has shown what cap:3 would."""
+    gov = make()
+    for domain in ("kubernetes", "monitoring", "database"):
+        planned(gov, domain, REF)
+    assert (gov.found, gov.calls) == (3, 3)
+    assert gov.water_level is HIGH
+    constraint = gov.constraint()
+    assert (constraint.verdict, constraint.tools_allowed) == (Verdict.STOP, False)
+    assert (constraint.budget_left, constraint.calls) == (0, 3)  # a gauge shows 3 calls
+    assert gov.situation() is Situation.HIGH_LIMITED
+    supplement = gov.admit(LookupRequest("database", "replication lag", named=True))
+    assert supplement.dedup_reason is BUDGET
+
+
+@pytest.mark.parametrize("nothing", [None, DD])
+def test_lookups_that_found_nothing_do_not_raise_the_found_count(
+    nothing: RelevanceLevel | None,
+) -> None:
+    gov = make(low_max_calls=10, high_min_calls=20)
+    assert planned(gov, "api", REF).allowed
+    for _ in range(4):  # unscoped calls, nothing inferred: only the water level governs
+        assert gov.admit(LookupRequest(None)).allowed
+        gov.record(None, nothing, named=False)
+    assert (gov.found, gov.water_level) == (1, LOW)
+    assert gov.constraint().budget_left == 2
+    assert lookup(gov, "billing", HR).allowed
+    assert lookup(gov, "search", REF).allowed
+    assert (gov.found, gov.water_level) == (3, HIGH)
+    assert gov.admit(LookupRequest("auth")).dedup_reason is BUDGET
+
+
+@pytest.mark.parametrize("indicator", ["calls", "tokens", "domains"])
+def test_the_found_count_is_high_water_whatever_the_indicator(indicator: str) -> None:
+    gov = make(indicator=indicator, high_min_found=2)
+    planned(gov, "api", REF)
+    assert gov.water_level is LOW
+    lookup(gov, "billing", REF)
+    assert gov.water_level is HIGH
+
+
+def test_without_a_plan_only_the_indicator_counts() -> None:
+    """An MCP session runs no plan and spans many questions: one long turn whose water
+    level is the indicator's alone."""
+    gov = make()
+    for domain in ("a", "b", "c", "d"):
+        assert lookup(gov, domain, HR).allowed
+    assert (gov.found, gov.water_level) == (4, MID)
+    assert gov.constraint().budget_left == 4
+
+
+def test_the_cap_ignores_the_found_count() -> None:
+    gov = make(mode="cap", cap_calls=5)
+    for domain in ("a", "b", "c", "d"):
+        assert planned(gov, domain, HR).allowed
+    assert (gov.found, gov.water_level) == (4, LOW)

@@ -100,7 +100,7 @@ def tool_result_event(session_id: str, outcome: ToolOutcome, high_mark: int) -> 
             ),
             "closed_domains": list(constraint.closed_domains),
             "supplement_domains": list(constraint.supplement_domains),
-            "calls": max(0, high_mark - constraint.budget_left),
+            "calls": constraint.calls,
             "high_mark": high_mark,
         }
     )

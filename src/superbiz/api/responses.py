@@ -121,7 +121,10 @@ class ChatAnswer(BaseModel):
     )
     reused_evidence: list[str] = Field(description="Cited paths retrieved in earlier turns.")
     model: str
-    high_mark: int = Field(description="Lookups per turn at which the water level is high.")
+    high_mark: int = Field(
+        description="Lookup calls per turn at which the water level is high (a planned turn "
+        "is high too once 3 lookups found documents: `governance.high-min-found`)."
+    )
 
     @classmethod
     def from_turn(cls, turn: SupervisedTurn, high_mark: int) -> ChatAnswer:

@@ -105,6 +105,31 @@ def _metrics(turn: TurnResult, gold: list[str], planning: tuple[int, int, int]) 
     }
 
 
+def _trace(question_id: str, turn: TurnResult, gold: list[str]) -> dict[str, Any]:
+    """One question's lookups in short: origin, domain named or inferred, supplement,
+    level, executed or why blocked, and whether it showed a gold document."""
+    return {
+        "id": question_id,
+        "evidence_recall": any(doc in gold for doc in turn.evidence),
+        "grounded": turn.grounded,
+        "invalid_citations": turn.invalid_citations,
+        "lookups": [
+            {
+                "origin": o.origin,
+                "domain": o.domain,
+                "named": bool((o.arguments.get("domain") or "").strip()),
+                "query": o.arguments.get("query"),
+                "missing_dimension": o.arguments.get("missing_dimension"),
+                "level": o.level.value if o.level else None,
+                "executed": o.executed,
+                "dedup_reason": o.dedup_reason,
+                "gold": any(doc in gold for doc in o.shown),
+            }
+            for o in turn.lookups
+        ],
+    }
+
+
 @dataclass
 class _Variant:
     """One governance variant's executor and what its turns measured."""
@@ -116,6 +141,8 @@ class _Variant:
     step_ms: list[float] = field(default_factory=list)
     blocked_ms: list[float] = field(default_factory=list)
     governance_ms: list[float] = field(default_factory=list)
+    #: per question: what each lookup did, to see where two variants differ
+    traces: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -209,6 +236,7 @@ def evaluate_agent(
                 variant.seconds += elapsed
                 variant.step_ms.append(elapsed * 1000 / max(turn.steps, 1))
                 variant.rows.append(_metrics(turn, item.gold, planning))
+                variant.traces.append(_trace(item.id, turn, item.gold))
                 variant.sources[turn.answer_source] += 1
                 variant.blocked_ms += [
                     o.latency_ms for o in turn.lookups if not o.executed and not o.error
@@ -267,6 +295,7 @@ def _report(variant: _Variant) -> dict[str, Any]:
                 "p95": round(percentile(variant.governance_ms, 95), 4),
             },
             "seconds": round(variant.seconds, 2),
+            "per_question": variant.traces,
         }
     )
     return report

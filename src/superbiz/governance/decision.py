@@ -22,8 +22,20 @@ the nearest guess and the wording may be what missed: while the water is low (th
 the REFERENCE row. A lookup the executor ran from the plan is the planner's domain and
 words, not the model's: when it did not answer (REFERENCE or nothing) at low water, the
 model keeps its own first lookup (``RETRY``), searching the whole knowledge base (a call
-naming the domain again needs ``missing_dimension``). Domains not yet retrieved stay open
-at low and mid water. Plan B
+naming the domain again needs ``missing_dimension``, as in the ISS-003 loop). A plan of
+several domains hedges: the planner could not tell which one answers and searched each.
+When one of them answered (PRECISE / HIGHLY_RELEVANT), the hedge is resolved and the
+other planned domains close (no supplement, no retry). When none answered, the model,
+having read every result, may choose one of them for its own first lookup (the next
+documents there, past those shown): one choice per turn; any further named repeat needs
+``missing_dimension``.
+Domains not yet retrieved stay open at low and mid water. In a turn that ran the plan's
+lookups (one question), however the indicator reads, ``high_min_found`` lookups that
+found documents (3) are high water: the matrix decides which lookups run and when to
+stop, and never puts more evidence in front of the model than the peer frameworks' plain
+cap of 3 lookups could (lookups that found nothing add nothing; the retry row exists for
+them). A turn without a plan (an MCP session: many questions, one long turn) keeps the
+indicator's water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
 
@@ -153,7 +165,9 @@ class Admission:
 class Constraint:
     """What the executor injects before the next LLM step, and whether the tool is offered.
 
-    ``budget_left`` counts lookup calls left before high water by the calls count.
+    ``budget_left`` counts lookup calls left before high water by the calls count or, in
+    a planned turn, by the lookups that found documents, whichever is nearer; ``calls``
+    is the turn's calls so far (executed and blocked), for a gauge.
     """
 
     verdict: Verdict
@@ -163,6 +177,7 @@ class Constraint:
     closed_domains: tuple[str, ...]
     supplement_domains: tuple[str, ...]
     budget_left: int
+    calls: int = 0
 
 
 # The seed 002 breaker prompts (first four rows) and the situations the seed left implicit.
@@ -177,6 +192,8 @@ _LAYOUT = "{body}\n{footer}"
 #: results that answer: their domain closes
 GOOD_LEVELS = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT})
 _CLOSING = GOOD_LEVELS | {RelevanceLevel.DEDUPED}
+#: results that put documents in front of the model (DEDUPED and no result do not)
+_FOUND = GOOD_LEVELS | {RelevanceLevel.REFERENCE}
 
 
 def breaker_message(
@@ -234,7 +251,13 @@ class TurnGovernor:
         self._plan_unanswered: set[str] = set()
         if settings.mode == "domain-limit":
             self._states.update(dict.fromkeys(earlier, DomainState.CLOSED))
+        # Domains the plan's lookups searched; set once the model chose one of several
+        # unanswered planned domains for its own lookup (see _block_reason)
+        self._planned: set[str] = set()
+        self._chose_planned = False
         self._calls = 0
+        self._found = 0  # executed lookups that found documents
+        self._plan_answered = False  # a planned lookup was PRECISE or HIGHLY_RELEVANT
         self._tokens = 0
         self._blocked_in_a_row = 0
         self._withheld = False
@@ -248,6 +271,11 @@ class TurnGovernor:
     def calls(self) -> int:
         """Lookup calls this turn, executed and blocked."""
         return self._calls
+
+    @property
+    def found(self) -> int:
+        """Lookups this turn that found documents (PRECISE, HIGHLY_RELEVANT, REFERENCE)."""
+        return self._found
 
     @property
     def tokens(self) -> int:
@@ -274,6 +302,8 @@ class TurnGovernor:
         s = self._settings
         if self.capped:
             return WaterLevel.HIGH if self._calls >= s.cap_calls else WaterLevel.LOW
+        if self._planned and self._found >= s.high_min_found:
+            return WaterLevel.HIGH
         if s.indicator == "tokens":
             return water_level(self._tokens, s.low_max_tokens, s.high_min_tokens)
         if s.indicator == "domains":
@@ -287,13 +317,24 @@ class TurnGovernor:
 
     @property
     def budget_left(self) -> int:
-        """Lookup calls left before high water by the calls count (before the cap)."""
-        limit = self._settings.cap_calls if self.capped else self._settings.high_min_calls
-        return max(0, limit - self._calls)
+        """Lookup calls left before high water by the calls count or, in a planned turn,
+        the lookups that found documents, whichever is nearer (before the cap, in
+        ``mode: cap``)."""
+        s = self._settings
+        if self.capped:
+            return max(0, s.cap_calls - self._calls)
+        left = s.high_min_calls - self._calls
+        if self._planned:
+            left = min(left, s.high_min_found - self._found)
+        return max(0, left)
 
     def domain_state(self, domain: str) -> DomainState:
-        """The domain's state now: a ``RETRY`` domain is a ``SUPPLEMENT`` one from mid water."""
-        state = self._states.get(domain.strip(), DomainState.OPEN)
+        """The domain's state now: a ``RETRY`` domain is a ``SUPPLEMENT`` one from mid
+        water; once a planned lookup answered, the other planned domains are ``CLOSED``."""
+        domain = domain.strip()
+        state = self._states.get(domain, DomainState.OPEN)
+        if self._plan_answered and domain in self._planned and state is not DomainState.OPEN:
+            return DomainState.CLOSED
         if state is DomainState.RETRY and self.water_level is not WaterLevel.LOW:
             return DomainState.SUPPLEMENT
         return state
@@ -338,6 +379,8 @@ class TurnGovernor:
         the planned search and needs a ``missing_dimension``, as a supplement does.
         """
         self.add_tokens(tokens)
+        if level in _FOUND:
+            self._found += 1
         self._has_result = True
         self._last_level = level
         self._last_block = None
@@ -348,6 +391,11 @@ class TurnGovernor:
         if self.capped:  # the cap knows no domains
             return
         state = self.domain_state(domain)
+        if planned:
+            self._planned.add(domain)
+            self._plan_answered = self._plan_answered or level in GOOD_LEVELS
+        elif named and state is DomainState.RETRY and domain in self._plan_unanswered:
+            self._chose_planned = True
         if planned and self._retries_plan(state, level):
             self._plan_unanswered.add(domain)
             self._states[domain] = DomainState.RETRY
@@ -369,7 +417,9 @@ class TurnGovernor:
         supplement = self._domains_in(DomainState.SUPPLEMENT)
         budget = self.budget_left
         if not self._settings.enabled:
-            return Constraint(Verdict.CONTINUE, True, None, level, closed, supplement, budget)
+            return Constraint(
+                Verdict.CONTINUE, True, None, level, closed, supplement, budget, self._calls
+            )
         if self._withheld or level is WaterLevel.HIGH:
             verdict = Verdict.STOP
         elif self.capped:
@@ -391,7 +441,14 @@ class TurnGovernor:
                 supplement_domains=supplement,
             )
         return Constraint(
-            verdict, verdict is not Verdict.STOP, message, level, closed, supplement, budget
+            verdict,
+            verdict is not Verdict.STOP,
+            message,
+            level,
+            closed,
+            supplement,
+            budget,
+            self._calls,
         )
 
     def situation(self) -> Situation | None:
@@ -425,7 +482,8 @@ class TurnGovernor:
         self, domain: str | None, missing_dimension: str | None, level: WaterLevel, named: bool
     ) -> DedupReason | None:
         """Checks in order: budget, closed domain, supplement without a dimension (a
-        retry naming a domain whose planned lookup found nothing is one)."""
+        retry naming a domain whose planned lookup did not answer is one, unless it is
+        the model's one choice among several such planned domains)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
         if domain is None:
@@ -433,12 +491,21 @@ class TurnGovernor:
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
             return DedupReason.DOMAIN_RETRIEVED
-        repeats_plan = state is DomainState.RETRY and named and domain in self._plan_unanswered
+        repeats_plan = (
+            state is DomainState.RETRY
+            and named
+            and domain in self._plan_unanswered
+            and not self._may_choose_planned()
+        )
         if (state is DomainState.SUPPLEMENT or repeats_plan) and not (
             missing_dimension or ""
         ).strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
+
+    def _may_choose_planned(self) -> bool:
+        """The plan searched several domains and the model has not yet chosen one."""
+        return len(self._planned) > 1 and not self._chose_planned
 
     def _retries_plan(self, state: DomainState, level: RelevanceLevel | None) -> bool:
         """A planned lookup's result leaves the domain to the model's own retry."""
