@@ -37,6 +37,13 @@ POOL = "支付回调超时，是不是 Redis 连接池的问题？"
             1,
         ),
         ("No document here.", {1}, "No document here.", (), 0),
+        (  # values quoted from a log are not citations
+            'The log shows table_ids="[100]" and ids=[7]: drop it [1].',
+            {1},
+            'The log shows table_ids="[100]" and ids=[7]: drop it [1].',
+            (1,),
+            0,
+        ),
         (
             "Use `a[0]` and\n```\nx[1]\n```\nthen [12] [3]",
             {12},

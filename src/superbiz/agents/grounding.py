@@ -40,9 +40,12 @@ __all__ = [
 #: 0.09 and 0.22, answers written from the runbook 0.47-0.86 (English and Chinese).
 EVIDENCE_OVERLAP = 0.3
 
-# [1]  [1, 2]  [1，2]  [ref 1]  [ref: 1]  【1】 — the ways models write a citation.
+# [1]  [1, 2]  [1，2]  [ref 1]  [ref: 1]  【1】 — the ways models write a citation; one
+# right after ``=`` or inside quotes is a value (``table_ids="[100]"`` quoted from a log).
 _MARKER = re.compile(
-    r"[ \t]?(?:\[(?:ref\s*:?\s*)?(\d+(?:\s*[,，、]\s*\d+)*)\]|【(\d+(?:\s*[,，、]\s*\d+)*)】)",
+    r"[ \t]?(?<![=\"'])"
+    r"(?:\[(?:ref\s*:?\s*)?(\d+(?:\s*[,，、]\s*\d+)*)\]|【(\d+(?:\s*[,，、]\s*\d+)*)】)"
+    r"(?![\"'])",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"\d+")
