@@ -88,3 +88,35 @@ def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
 
 def test_accelerate_bm25_leaves_an_unknown_collection_alone() -> None:
     accelerate_bm25(object(), "sparse")  # no segments API: nothing to do, no error
+
+
+ANALYSED = [
+    "## TiKV 如何扩容？是否需要重启，the Region 的 leader 吗",
+    "Payment gateway timeout: check the Redis pool (redis-cli info clients); 连接池耗尽时重试。",
+    "支付回调超时 支付回调超时 payment-gateway v1.2.3 50% C++ C# a&b 3.14 -- ``` **bold**",
+    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ　中文　全角 émigré naïve 🙂 \t\n\n",
+    "",
+]
+
+
+def test_cached_analysis_gives_lites_own_term_ids() -> None:
+    """Lite's jieba analyzer with the block cache (installed by every Lite store) returns
+    exactly the ids jieba and Lite's filters give for the whole text, also on the second
+    and later calls (from the cache)."""
+    import jieba
+    from milvus_lite.analyzer.factory import create_analyzer
+    from milvus_lite.analyzer.hash import term_to_id
+    from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
+
+    from superbiz.retrieval._lite import accelerate_analysis
+    from superbiz.retrieval.vector_store import BM25_ANALYZER, BM25_STOP_WORDS
+
+    accelerate_analysis()
+    accelerate_analysis()  # once is enough; a second call changes nothing
+    assert getattr(JiebaAnalyzer.analyze, "cached_blocks", False)
+    analyzer = create_analyzer(BM25_ANALYZER)
+    stop = set(BM25_STOP_WORDS)
+    for text in [*ANALYSED, *ANALYSED, " ".join(ANALYSED)]:
+        words = [w.strip().lower() for w in jieba.cut_for_search(text) if w.strip()]
+        expected = [term_to_id(w) for w in words if w not in stop]
+        assert analyzer.analyze(text) == expected, text
