@@ -120,3 +120,56 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
         words = [w.strip().lower() for w in jieba.cut_for_search(text) if w.strip()]
         expected = [term_to_id(w) for w in words if w not in stop]
         assert analyzer.analyze(text) == expected, text
+
+
+def test_columnar_flush_builds_lites_own_table(tmp_path: Path) -> None:
+    """Rows inserted in three calls, some replaced and some deleted in between: the table
+    a flush writes is the one Lite's value-by-value code builds (values, order, schema)."""
+    from milvus_lite.storage.memtable import MemTable
+
+    from superbiz.retrieval._lite import _taken_rows
+    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+
+    def records(doc: str, count: int, version: int) -> list[ChunkRecord]:
+        rng = np.random.default_rng(version)
+        return [
+            ChunkRecord(
+                id=f"{doc}#{i}",
+                doc_path=doc,
+                domain="ops",
+                title=f"{doc} v{version}",
+                heading="Steps" if i % 2 else "",
+                chunk_index=i,
+                content_hash=f"h{version}",
+                text=f"第 {i} 段 text {version} " * (i + 1),
+                search_text=f"redis 连接池 {i} {version}",
+                vector=rng.standard_normal(8).astype(np.float32),
+            )
+            for i in range(count)
+        ]
+
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(8)
+        store.insert(records("a.md", 5, 1))
+        store.insert(records("b.md", 3, 2))
+        store.replace_document("a.md", records("a.md", 4, 3))  # one fewer, all replaced
+        store.delete_documents(["b.md"])
+        store.insert(records("c.md", 2, 4))
+        collection = store._local_collection()
+        assert collection is not None
+        memtable = collection._memtable
+        rows = [(batch, row) for batch, row, _ in memtable._pk_index.values()]
+        assert len(rows) == 6
+        assert getattr(MemTable._build_data_table, "columnar", False)
+        taken = _taken_rows(memtable, rows)
+        assert taken is not None
+        assert taken.equals(
+            MemTable._build_data_table.by_value(memtable, rows), check_metadata=True
+        )
+        store.flush()  # the columnar table is what reaches Parquet, and reads back
+        assert [h.chunk_index for h in store.chunks_of("a.md")] == [0, 1, 2, 3]
+        assert store.chunks_of("a.md")[0].title == "a.md v3"
+        assert store.chunks_of("b.md") == []
+    finally:
+        store.close()

@@ -22,6 +22,7 @@ from superbiz.exceptions import IndexMismatchError, StoreError, first_line
 from superbiz.retrieval._lite import (
     accelerate_analysis,
     accelerate_bm25,
+    accelerate_flush,
     local_collection,
     wait_for_index_build,
 )
@@ -200,6 +201,7 @@ class MilvusChunkStore:
             # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
             logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
             accelerate_analysis()
+            accelerate_flush()
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
