@@ -151,9 +151,12 @@ def _taken_rows(memtable: Any, rows: list[tuple[int, int]]) -> Any | None:
         batches.append(batch)
     if any(batch.schema.types != schema.types for batch in batches):
         return None
-    positions = pa.array([starts[batch] + row for batch, row in rows], type=pa.int64())
-    taken = pa.Table.from_batches(batches).take(positions).combine_chunks()
-    return pa.Table.from_arrays(taken.columns, schema=schema)
+    positions = np.fromiter((starts[batch] + row for batch, row in rows), np.int64, len(rows))
+    table = pa.Table.from_batches(batches)
+    if len(positions) != total or np.any(positions != np.arange(total)):
+        table = table.take(pa.array(positions))  # some rows replaced or deleted: a copy
+    # else every row of the batches, in order: the batches' own buffers, no copy
+    return pa.Table.from_arrays(table.columns, schema=schema)
 
 
 def accelerate_bm25(collection: Any, field: str) -> None:
