@@ -3,6 +3,7 @@ an ingest leaves nothing for searches to scan row by row."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,48 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
         assert len(store.chunks_of("b.md")) == (0 if replace else 3)
     finally:
         store.close()
+
+
+def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path) -> None:
+    """Lite's rows go straight to its collection; the same rows through pymilvus and
+    gRPC (a store whose in-process collection is unavailable) read back the same, and a
+    row Lite refuses is a StoreError that names the store."""
+    from superbiz.exceptions import StoreError
+    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+
+    rng = np.random.default_rng(7)
+    records = [
+        ChunkRecord(
+            id=f"a.md#{i}",
+            doc_path="a.md",
+            domain="ops",
+            title="Redis 连接池",
+            heading="Steps" if i else "",
+            chunk_index=i,
+            content_hash="h",
+            text=f"第 {i} 段 check the pool",
+            search_text=f"redis 连接池 pool {i}",
+            vector=rng.standard_normal(8).astype(np.float32),
+        )
+        for i in range(5)
+    ]
+    read: list[list[Any]] = []
+    for direct in (True, False):
+        store = MilvusChunkStore(str(tmp_path / f"{direct}.db"), "chunks")
+        try:
+            store.ensure_collection(8)
+            if not direct:
+                store._local = False  # as when Lite's layout is not the expected one
+            store.insert(records)
+            store.flush()
+            hits = store.chunks_of("a.md")
+            read.append([(h.id, h.title, h.heading, h.text, h.vector.tobytes()) for h in hits])
+            assert [h.id for h in store.search_bm25("连接池 pool", 5)][:1] == ["a.md#0"]
+            if direct:
+                too_long = dataclasses.replace(records[0], id="x" * 200)
+                with pytest.raises(StoreError, match="Milvus at"):
+                    store.insert([too_long])
+        finally:
+            store.close()
+    assert read[0] == read[1]
+    assert len(read[0]) == 5
