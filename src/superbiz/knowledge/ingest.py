@@ -34,6 +34,9 @@ EMBED_BATCH = 128
 #: batches embedded at once, in threads, while the current one is inserted: USE spends
 #: most of its time in BLAS (off the GIL), so a second core embeds too when it is free
 EMBED_WORKERS = 2
+#: chunks of small files gathered before they are indexed together: enough batches for
+#: the embedding threads to overlap the inserts (with one batch per call they took turns)
+INDEX_CHUNKS = 4 * EMBED_BATCH
 
 
 @dataclass(slots=True)
@@ -257,7 +260,7 @@ class Ingestor:
                 else report.updated
             )
             pending.append(self._prepare(doc, item.file, outcome))
-            if sum(len(p.chunks) for p in pending) >= EMBED_BATCH:
+            if sum(len(p.chunks) for p in pending) >= INDEX_CHUNKS:
                 self._index(pending, on_progress)
                 pending = []
         self._index(pending, on_progress)
