@@ -100,6 +100,7 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
     threads: int = Field(1, ge=1)
+    max_tokens: int | None = Field(None, ge=8)
 
 
 class VectorSettings(_Section):

@@ -129,7 +129,7 @@ def test_every_document_or_domain_change_bumps_the_version(
         start = knowledge_version(kb.engine)
         Ingestor(kb).ingest([small_kb])
         ingested = knowledge_version(kb.engine)
-        assert ingested >= start + 5  # five documents at least
+        assert ingested > start  # one bump per transaction: a batch's rows are written in one
         assert kb.documents.delete(["no/such.md"]) == 0
         assert knowledge_version(kb.engine) == ingested
         assert not kb.sync() or kb.version == ingested

@@ -223,14 +223,16 @@ def test_a_row_the_database_refuses_is_skipped_and_leaves_no_chunks(
 ) -> None:
     root = tmp_path / "kb"
     write(root, {"api/a.md": "# A\nfirst\n", "api/b.md": "# B\nsecond\n"})
-    save = kb.documents.save
+    save_all = kb.documents.save_all
 
-    def refuse_b(doc: Any) -> None:
-        if doc.path == "api/b.md":
+    def refuse_b(docs: Any) -> None:
+        if any(doc.path == "api/b.md" for doc in docs):
             raise DataError("INSERT", {}, Exception("invalid byte sequence\nDETAIL: more"))
-        save(doc)
+        save_all(docs)
 
-    monkeypatch.setattr(kb.documents, "save", refuse_b)
+    # the batch's one transaction is refused, then each row is tried on its own
+    monkeypatch.setattr(kb.documents, "save_all", refuse_b)
+    monkeypatch.setattr(kb.documents, "save", lambda doc: refuse_b([doc]))
     report = Ingestor(kb).ingest([root])
     assert report.added == ["api/a.md"]
     assert report.skipped == [("api/b.md", "refused by the database: invalid byte sequence")]

@@ -3,6 +3,7 @@ an ingest leaves nothing for searches to scan row by row."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,137 @@ def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
 
 def test_accelerate_bm25_leaves_an_unknown_collection_alone() -> None:
     accelerate_bm25(object(), "sparse")  # no segments API: nothing to do, no error
+
+
+ANALYSED = [
+    "## TiKV 如何扩容？是否需要重启，the Region 的 leader 吗",
+    "Payment gateway timeout: check the Redis pool (redis-cli info clients); 连接池耗尽时重试。",
+    "支付回调超时 支付回调超时 payment-gateway v1.2.3 50% C++ C# a&b 3.14 -- ``` **bold**",
+    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ　中文　全角 émigré naïve 🙂 \t\n\n",
+    "",
+]
+
+
+def test_cached_analysis_gives_lites_own_term_ids() -> None:
+    """Lite's jieba analyzer with the block cache (installed by every Lite store) returns
+    exactly the ids jieba and Lite's filters give for the whole text, also on the second
+    and later calls (from the cache)."""
+    import jieba
+    from milvus_lite.analyzer.factory import create_analyzer
+    from milvus_lite.analyzer.hash import term_to_id
+    from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
+
+    from superbiz.retrieval._lite import accelerate_analysis
+    from superbiz.retrieval.vector_store import BM25_ANALYZER, BM25_STOP_WORDS
+
+    accelerate_analysis()
+    accelerate_analysis()  # once is enough; a second call changes nothing
+    assert getattr(JiebaAnalyzer.analyze, "cached_blocks", False)
+    analyzer = create_analyzer(BM25_ANALYZER)
+    stop = set(BM25_STOP_WORDS)
+    for text in [*ANALYSED, *ANALYSED, " ".join(ANALYSED)]:
+        words = [w.strip().lower() for w in jieba.cut_for_search(text) if w.strip()]
+        expected = [term_to_id(w) for w in words if w not in stop]
+        assert analyzer.analyze(text) == expected, text
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) -> None:
+    """Rows inserted in three calls, some replaced and some deleted in between (taken
+    from the batches) or all live (the batches themselves): the table a flush writes is
+    the one Lite's value-by-value code builds (values, order, schema)."""
+    from milvus_lite.storage.memtable import MemTable
+
+    from superbiz.retrieval._lite import _taken_rows
+    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+
+    def records(doc: str, count: int, version: int) -> list[ChunkRecord]:
+        rng = np.random.default_rng(version)
+        return [
+            ChunkRecord(
+                id=f"{doc}#{i}",
+                doc_path=doc,
+                domain="ops",
+                title=f"{doc} v{version}",
+                heading="Steps" if i % 2 else "",
+                chunk_index=i,
+                content_hash=f"h{version}",
+                text=f"第 {i} 段 text {version} " * (i + 1),
+                search_text=f"redis 连接池 {i} {version}",
+                vector=rng.standard_normal(8).astype(np.float32),
+            )
+            for i in range(count)
+        ]
+
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(8)
+        store.insert(records("a.md", 5, 1))
+        store.insert(records("b.md", 3, 2))
+        if replace:
+            store.replace_document("a.md", records("a.md", 4, 3))  # one fewer, all replaced
+            store.delete_documents(["b.md"])
+        store.insert(records("c.md", 2, 4))
+        collection = store._local_collection()
+        assert collection is not None
+        memtable = collection._memtable
+        rows = [(batch, row) for batch, row, _ in memtable._pk_index.values()]
+        assert len(rows) == (6 if replace else 10)
+        assert getattr(MemTable._build_data_table, "columnar", False)
+        taken = _taken_rows(memtable, rows)
+        assert taken is not None
+        assert taken.equals(
+            MemTable._build_data_table.by_value(memtable, rows), check_metadata=True
+        )
+        store.flush()  # the columnar table is what reaches Parquet, and reads back
+        a_chunks = store.chunks_of("a.md")
+        assert [h.chunk_index for h in a_chunks] == list(range(4 if replace else 5))
+        assert a_chunks[0].title == ("a.md v3" if replace else "a.md v1")
+        assert len(store.chunks_of("b.md")) == (0 if replace else 3)
+    finally:
+        store.close()
+
+
+def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path) -> None:
+    """Lite's rows go straight to its collection; the same rows through pymilvus and
+    gRPC (a store whose in-process collection is unavailable) read back the same, and a
+    row Lite refuses is a StoreError that names the store."""
+    from superbiz.exceptions import StoreError
+    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+
+    rng = np.random.default_rng(7)
+    records = [
+        ChunkRecord(
+            id=f"a.md#{i}",
+            doc_path="a.md",
+            domain="ops",
+            title="Redis 连接池",
+            heading="Steps" if i else "",
+            chunk_index=i,
+            content_hash="h",
+            text=f"第 {i} 段 check the pool",
+            search_text=f"redis 连接池 pool {i}",
+            vector=rng.standard_normal(8).astype(np.float32),
+        )
+        for i in range(5)
+    ]
+    read: list[list[Any]] = []
+    for direct in (True, False):
+        store = MilvusChunkStore(str(tmp_path / f"{direct}.db"), "chunks")
+        try:
+            store.ensure_collection(8)
+            if not direct:
+                store._local = False  # as when Lite's layout is not the expected one
+            store.insert(records)
+            store.flush()
+            hits = store.chunks_of("a.md")
+            read.append([(h.id, h.title, h.heading, h.text, h.vector.tobytes()) for h in hits])
+            assert [h.id for h in store.search_bm25("连接池 pool", 5)][:1] == ["a.md#0"]
+            if direct:
+                too_long = dataclasses.replace(records[0], id="x" * 200)
+                with pytest.raises(StoreError, match="Milvus at"):
+                    store.insert([too_long])
+        finally:
+            store.close()
+    assert read[0] == read[1]
+    assert len(read[0]) == 5

@@ -34,6 +34,9 @@ EMBED_BATCH = 128
 #: batches embedded at once, in threads, while the current one is inserted: USE spends
 #: most of its time in BLAS (off the GIL), so a second core embeds too when it is free
 EMBED_WORKERS = 2
+#: chunks of small files gathered before they are indexed together: enough batches for
+#: the embedding threads to overlap the inserts (with one batch per call they took turns)
+INDEX_CHUNKS = 4 * EMBED_BATCH
 
 
 @dataclass(slots=True)
@@ -271,7 +274,7 @@ class Ingestor:
                 else report.updated
             )
             pending.append(self._prepare(doc, item.file, outcome))
-            if sum(len(p.chunks) for p in pending) >= EMBED_BATCH:
+            if sum(len(p.chunks) for p in pending) >= INDEX_CHUNKS:
                 self._index(pending, on_progress)
                 pending = []
         self._index(pending, on_progress)
@@ -333,28 +336,43 @@ class Ingestor:
                     upcoming.append(pool.submit(self._embed, batches[number + EMBED_WORKERS]))
                 pairs = zip(batch, vectors, strict=True)
                 store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
-        for doc, file, outcome, chunks in pending:
-            try:
-                self.kb.documents.save(
-                    StoredDocument(
-                        path=doc.path,
-                        title=doc.title,
-                        domain=doc.domain,
-                        content_hash=doc.content_hash,
-                        size_bytes=doc.size_bytes,
-                        chunk_count=len(chunks),
-                        source_file=str(file),
-                        metadata=doc.metadata(),
-                    )
-                )
-            except DataError as exc:
+        rows = [
+            StoredDocument(
+                path=doc.path,
+                title=doc.title,
+                domain=doc.domain,
+                content_hash=doc.content_hash,
+                size_bytes=doc.size_bytes,
+                chunk_count=len(chunks),
+                source_file=str(file),
+                metadata=doc.metadata(),
+            )
+            for doc, file, _, chunks in pending
+        ]
+        try:  # every row in one transaction; when one is refused, each on its own
+            self.kb.documents.save_all(rows)
+            refused: dict[str, str] = {}
+        except DataError:
+            refused = self._save_each(rows)
+        for doc, _, outcome, _ in pending:
+            if doc.path in refused:
                 store.delete_documents([doc.path])
-                problem = first_line(exc)
+                problem = refused[doc.path]
                 self._report.skipped.append((doc.path, f"refused by the database: {problem}"))
             else:
                 outcome.append(doc.path)
                 self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
+
+    def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
+        """Save ``rows`` one by one; the path and reason of each the database refuses."""
+        refused = {}
+        for row in rows:
+            try:
+                self.kb.documents.save(row)
+            except DataError as exc:
+                refused[row.path] = first_line(exc)
+        return refused
 
     def _embed(self, batch: list[tuple[SourceDocument, Chunk]]) -> np.ndarray:
         texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]

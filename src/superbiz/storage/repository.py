@@ -117,18 +117,32 @@ class DocumentRepository:
 
     def save(self, doc: StoredDocument) -> None:
         """Insert or update by path, in one transaction."""
+        self.save_all([doc])
+
+    def save_all(self, docs: Iterable[StoredDocument]) -> None:
+        """Insert or update each of ``docs`` by path, all in one transaction (an ingest
+        writes the rows of a batch of files at once: one commit instead of one each)."""
+        docs = list(docs)
+        if not docs:
+            return
         with Session(self.engine) as session, session.begin():
-            row = session.scalar(select(DocumentRow).where(DocumentRow.path == doc.path))
-            if row is None:
-                row = DocumentRow(path=doc.path)
-                session.add(row)
-            row.title = doc.title
-            row.domain = doc.domain
-            row.content_hash = doc.content_hash
-            row.size_bytes = doc.size_bytes
-            row.chunk_count = doc.chunk_count
-            row.source_file = doc.source_file
-            row.metadata_ = doc.metadata
+            paths = [doc.path for doc in docs]
+            rows = {
+                row.path: row
+                for row in session.scalars(select(DocumentRow).where(DocumentRow.path.in_(paths)))
+            }
+            for doc in docs:
+                row = rows.get(doc.path)
+                if row is None:
+                    row = rows[doc.path] = DocumentRow(path=doc.path)
+                    session.add(row)
+                row.title = doc.title
+                row.domain = doc.domain
+                row.content_hash = doc.content_hash
+                row.size_bytes = doc.size_bytes
+                row.chunk_count = doc.chunk_count
+                row.source_file = doc.source_file
+                row.metadata_ = doc.metadata
             _bump_version(session)
 
     def delete(self, paths: Iterable[str]) -> int:
