@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from superbiz._process import tune_memory
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import LLMError, SuperbizError
 
@@ -56,6 +57,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
 ) -> None:
+    tune_memory()  # before any command imports pyarrow (Milvus Lite)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

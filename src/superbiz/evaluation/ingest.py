@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from superbiz._text import load_segmenter
 from superbiz.config import IngestSettings, Settings, VectorSettings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
@@ -71,7 +72,13 @@ def benchmark_ingest(
         )
         kb = KnowledgeBase(scratch_settings)
         try:
-            dimension = kb.embedder.dimension  # load the model before the clock starts
+            # What a running service has loaded already is timed apart: the model, the
+            # stores (pymilvus, Milvus Lite) and jieba's dictionary (Lite's BM25 analyzer).
+            opening = time.perf_counter()
+            dimension = kb.embedder.dimension
+            _ = kb.store
+            load_segmenter()
+            startup = time.perf_counter() - opening
             cpu_before, started = _cpu_seconds(), time.perf_counter()
             report = Ingestor(kb).ingest([path])
             seconds = time.perf_counter() - started
@@ -90,6 +97,7 @@ def benchmark_ingest(
         "chunks": chunks,
         "seconds": round(seconds, 2),
         "chunks_per_s": round(chunks / seconds, 1) if seconds else None,
+        "startup_seconds": round(startup, 2),
         "cpu_seconds": round(cpu, 2),
         "peak_rss_mb": round(_peak_rss_mb(), 1),
         "load_average_1m": round(os.getloadavg()[0], 2),
@@ -120,6 +128,8 @@ def render_ingest_report(report: dict[str, Any], console: Console) -> None:
         f"[bold]{report['peak_rss_mb']} MB[/]"
     )
     console.print(
-        f"[dim]{report['cpu_seconds']} s of CPU; load average {report['load_average_1m']} "
+        f"[dim]{report['cpu_seconds']} s of CPU; start-up before the clock (model, stores, "
+        f"jieba's dictionary) {report['startup_seconds']} s; load average "
+        f"{report['load_average_1m']} "
         f"on {report['cpus']} CPUs (a busy machine slows this down)[/]"
     )
