@@ -36,7 +36,7 @@ EMBED_BATCH = 128
 EMBED_WORKERS = 2
 #: chunks of small files gathered before they are indexed together: enough batches for
 #: the embedding threads to overlap the inserts (with one batch per call they took turns)
-INDEX_CHUNKS = 4 * EMBED_BATCH
+INDEX_CHUNKS = 8 * EMBED_BATCH
 
 
 @dataclass(slots=True)
