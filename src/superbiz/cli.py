@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -112,7 +112,12 @@ def _progress() -> Progress:
     )
 
 
-def _tracking(progress: Progress, task: TaskID) -> dict[str, Callable[[Any], None]]:
+class _Tracking(TypedDict):
+    on_total: Callable[[int], None]
+    on_progress: Callable[[str], None]
+
+
+def _tracking(progress: Progress, task: TaskID) -> _Tracking:
     """``on_total`` / ``on_progress`` callbacks that move ``task`` and redraw the bar."""
     return {
         "on_total": lambda n: progress.update(task, total=n, refresh=True),

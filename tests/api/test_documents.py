@@ -152,3 +152,23 @@ def test_upload_needs_a_file(client: TestClient) -> None:
     assert response.status_code == 422
     assert "file: Field required" in response.json()["message"]
     assert client.delete("/api/documents/no/such.md").status_code == 404
+
+
+def test_an_upload_never_brings_back_a_document_deleted_elsewhere(
+    client: TestClient, docs_assistant: Runtime
+) -> None:
+    """Another replica with its own data dir deletes from the shared stores but cannot
+    remove this replica's copy of the file; the next upload here ingests only itself."""
+    status, body = upload(client, "旧的.md", REFUND, domain="billing")
+    assert status == 201, body
+    path = body["document"]["path"]
+    kb = docs_assistant.kb
+    kb.documents.delete([path])  # what the other replica's delete does to the stores
+    kb.store.delete_documents([path])
+    assert "billing/旧的.md" in uploads_of(docs_assistant)
+
+    status, body = upload(client, "新的.md", REFUND.replace("退款", "提现"), domain="billing")
+
+    assert status == 201 and body["report"]["added"] == ["billing/新的.md"], body
+    assert kb.documents.get(path) is None
+    assert kb.store.index_state([path]) == {}

@@ -278,8 +278,8 @@ class Service:
     def upload(
         self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
     ) -> Uploaded:
-        """Store the file under ``uploads/<domain>/`` and ingest the uploads folder the way
-        ``superbiz ingest`` does (same metadata writer, same domain recompute).
+        """Store the file under ``uploads/<domain>/`` and ingest it the way ``superbiz
+        ingest`` does (same metadata writer, same domain recompute).
 
         A document from a knowledge-base folder at the same path is never replaced; an
         earlier upload only with ``overwrite``."""
@@ -312,7 +312,9 @@ class Service:
             metadata=LLMMetadataWriter(model) if model else None,
             domains=assistant.domains,
         )
-        report = ingestor.ingest([self.uploads])
+        # only this file: another replica's delete may have left an earlier upload in
+        # this replica's folder, which a folder ingest would bring back
+        report = ingestor.ingest([target], root=self.uploads)
         assistant.invalidate_map()
         path = str(relative)
         for skipped, reason in report.skipped:

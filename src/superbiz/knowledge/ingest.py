@@ -99,16 +99,19 @@ class _Pending(NamedTuple):
 
 
 def discover(
-    paths: Sequence[Path], extensions: Sequence[str]
+    paths: Sequence[Path], extensions: Sequence[str], root: Path | None = None
 ) -> Iterator[_Candidate | tuple[str, str]]:
     """Files to ingest under ``paths`` (sorted; hidden entries skipped), or
-    ``(label, reason)`` for a path that cannot be ingested at all."""
+    ``(label, reason)`` for a path that cannot be ingested at all. A file's document path
+    is relative to its folder, or to ``root`` when that folder holds it."""
     for path in paths:
         if path.is_dir():
             yield from _walk(path.resolve(), extensions)
         elif path.is_file():
+            file = path.resolve()
+            base = root.resolve() if root and file.is_relative_to(root.resolve()) else file.parent
             if path.suffix.lower() in extensions:
-                yield _Candidate(path.resolve(), path.resolve().parent)
+                yield _Candidate(file, base)
             else:
                 yield (str(path), f"unsupported file type (expected {', '.join(extensions)})")
         else:
@@ -205,12 +208,14 @@ class Ingestor:
         rebuild: bool = False,
         on_total: Callable[[int], None] | None = None,
         on_progress: Progress | None = None,
+        root: Path | None = None,
     ) -> IngestReport:
-        """Bring the knowledge base in line with ``paths``; one writer at a time, in any
-        process (``KnowledgeBase.write_lock``): its first step drops index entries with
-        no document row, which would be another writer's chunks not yet recorded."""
+        """Bring the knowledge base in line with ``paths`` (files in the KB folder ``root``
+        get their paths from it); one writer at a time, in any process
+        (``KnowledgeBase.write_lock``): its first step drops index entries with no
+        document row, which would be another writer's chunks not yet recorded."""
         with self.kb.write_lock.held():
-            return self._ingest(paths, prune, rebuild, on_total, on_progress)
+            return self._ingest(paths, prune, rebuild, on_total, on_progress, root)
 
     def _ingest(
         self,
@@ -219,6 +224,7 @@ class Ingestor:
         rebuild: bool,
         on_total: Callable[[int], None] | None,
         on_progress: Progress | None,
+        root: Path | None,
     ) -> IngestReport:
         kb, settings = self.kb, self.kb.settings.ingest
         report = self._report = IngestReport()
@@ -233,7 +239,7 @@ class Ingestor:
         stored = {doc.path: doc for doc in kb.documents.all()}
         broken = self._reconcile(stored)
 
-        found = list(discover(paths, settings.extensions))
+        found = list(discover(paths, settings.extensions, root))
         if on_total:
             on_total(len(found))
         pending: list[_Pending] = []
