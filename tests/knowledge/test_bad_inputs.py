@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import DataError
 
+from conftest import write_kb
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.embedders import Embedder
@@ -75,23 +76,13 @@ REASONS = {
 }
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> None:
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """Good and bad files side by side, with symlinks out of the KB and in loops."""
     root = tmp_path / "kb"
-    write(root, {**GOOD, **BAD})
+    write_kb(root, {**GOOD, **BAD})
     outside = tmp_path / "elsewhere"
-    write(outside, {"secret.md": "# Secret\nnot part of the KB\n", "dir/inner.md": "# In\nx\n"})
+    write_kb(outside, {"secret.md": "# Secret\nnot part of the KB\n", "dir/inner.md": "# In\nx\n"})
     links = root / "links"
     links.mkdir()
     (links / "outside.md").symlink_to(outside / "secret.md")
@@ -161,7 +152,7 @@ def test_gb18030_is_accepted_when_the_setting_lists_it(
     tmp_path: Path, database_url: str, make_settings: Callable[..., Any], use_embedder: Embedder
 ) -> None:
     root = tmp_path / "kb"
-    write(root, {"payment/gbk.md": "# 支付失败\n正文内容\n".encode("gbk")})
+    write_kb(root, {"payment/gbk.md": "# 支付失败\n正文内容\n".encode("gbk")})
     settings = make_settings(tmp_path, database_url, ingest={"encodings": ["utf-8", "gb18030"]})
     knowledge = KnowledgeBase(settings, embedder=use_embedder)
     try:
@@ -178,7 +169,7 @@ def test_a_folder_link_inside_the_kb_is_reported_not_followed(
     tmp_path: Path, kb: KnowledgeBase
 ) -> None:
     root = tmp_path / "kb"
-    write(root, {"api/rate-limit.md": GOOD["api/rate-limit.md"]})
+    write_kb(root, {"api/rate-limit.md": GOOD["api/rate-limit.md"]})
     (root / "mirror").symlink_to(root / "api", target_is_directory=True)
     report = Ingestor(kb).ingest([root])
     assert report.added == ["api/rate-limit.md"]
@@ -200,7 +191,7 @@ def test_reingest_is_unchanged_when_chunks_span_many_query_pages(
     and 100+ chunks in all are still counted exactly, so nothing is 'repaired'."""
     root = tmp_path / "kb"
     sections = "\n\n".join(f"## Step {i}\n" + f"Check item {i} carefully. " * 12 for i in range(30))
-    write(root, {f"ops/runbook-{n}.md": f"# Runbook {n}\n\n{sections}\n" for n in range(10)})
+    write_kb(root, {f"ops/runbook-{n}.md": f"# Runbook {n}\n\n{sections}\n" for n in range(10)})
     kb.store.page_size = 3
     first = Ingestor(kb).ingest([root])
     assert len(first.added) == 10
@@ -222,7 +213,7 @@ def test_a_row_the_database_refuses_is_skipped_and_leaves_no_chunks(
     tmp_path: Path, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "kb"
-    write(root, {"api/a.md": "# A\nfirst\n", "api/b.md": "# B\nsecond\n"})
+    write_kb(root, {"api/a.md": "# A\nfirst\n", "api/b.md": "# B\nsecond\n"})
     save_all = kb.documents.save_all
 
     def refuse_b(docs: Any) -> None:

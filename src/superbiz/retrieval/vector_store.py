@@ -12,6 +12,7 @@ import string
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -496,46 +497,42 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
-        try:
-            return self._searched(data, field, metric, limit, domain, output)
-        except StoreError:
-            raise  # the client wrapper has named the store already
-        except Exception as exc:  # Lite and pymilvus raise many types: name the store
-            raise StoreError(f"the vector store ({self.uri}) failed: {first_line(exc)}") from exc
+        with self._named_errors():
+            where = domain_filter(domain)
+            local = self._local_collection()
+            if local is not None:
+                if metric == "BM25":
+                    accelerate_bm25(local, field)
+                result = local.search(
+                    [data],
+                    top_k=limit,
+                    metric_type=metric,
+                    output_fields=output,
+                    anns_field=field,
+                    expr=where.rendered() if where else None,
+                )
+            else:
+                result = self._client.search(
+                    self.collection,
+                    data=[data],
+                    anns_field=field,
+                    limit=limit,
+                    **(self._filter(where) if where else {}),
+                    output_fields=output,
+                    search_params={"metric_type": metric},
+                )
+            return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
 
-    def _searched(
-        self,
-        data: list[float] | str,
-        field: str,
-        metric: str,
-        limit: int,
-        domain: str | None,
-        output: list[str],
-    ) -> list[ChunkHit]:
-        where = domain_filter(domain)
-        local = self._local_collection()
-        if local is not None:
-            if metric == "BM25":
-                accelerate_bm25(local, field)
-            result = local.search(
-                [data],
-                top_k=limit,
-                metric_type=metric,
-                output_fields=output,
-                anns_field=field,
-                expr=where.rendered() if where else None,
-            )
-        else:
-            result = self._client.search(
-                self.collection,
-                data=[data],
-                anns_field=field,
-                limit=limit,
-                **(self._filter(where) if where else {}),
-                output_fields=output,
-                search_params={"metric_type": metric},
-            )
-        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
+    @contextmanager
+    def _named_errors(self) -> Iterator[None]:
+        """Lite and pymilvus raise many types: each becomes a ``StoreError`` naming the
+        store (one the client wrapper raised has named it already)."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"the vector store ({self.uri}) failed: {first_line(exc)}") from exc
 
     def _local_collection(self) -> Any | None:
         """Milvus Lite's in-process collection when this store is a Lite file (see
