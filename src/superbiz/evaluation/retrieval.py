@@ -164,6 +164,7 @@ def evaluate_retrieval(
         if settings.embedding.provider != "use"
         else "use-multilingual-v3",
         "fusion": settings.retrieval.fusion,
+        "answers": settings.retrieval.answers.model,
         "overall": _summarise(per_query),
         "by_lang": {lang: _summarise(rows) for lang, rows in sorted(by_group["lang"].items())},
         "by_kind": {kind: _summarise(rows) for kind, rows in sorted(by_group["kind"].items())},
@@ -202,7 +203,9 @@ def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str,
 
 
 def render_report(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"retrieval on {report['dataset']} ({report['queries']} queries)")
+    answers = report.get("answers", "none")
+    model = "" if answers == "none" else f", answer model {answers}"
+    table = Table(title=f"retrieval on {report['dataset']} ({report['queries']} queries{model})")
     for column in ("slice", "n", "R@1", "R@5", "R@10", "MRR@10"):
         table.add_column(column, justify="right" if column != "slice" else "left")
     slices = [("overall", report["overall"])]

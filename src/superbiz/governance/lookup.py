@@ -70,6 +70,9 @@ class RetrievalDetails:
     retrieved_domains: list[str]
     dedup_reason: str | None
     l1_similarities: list[float] = field(default_factory=list)
+    #: the answer model's cosines of the same documents (``retrieval.answers``; None where
+    #: it did not rank, empty without an answer model)
+    answer_similarities: list[float | None] = field(default_factory=list)
     l1_fused_scores: list[float] = field(default_factory=list)
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
@@ -182,6 +185,11 @@ class GovernedLookup:
             l1_scores=[d.raw_dense for d in ranked[:10]],
             l1_fused_scores=[round(d.score, 6) for d in ranked[:10]],
             l1_similarities=[round(d.similarity, 6) for d in ranked[:10]],
+            answer_similarities=[
+                None if d.answer is None else round(d.answer, 6) for d in ranked[:10]
+            ]
+            if any(d.answer is not None for d in ranked)
+            else [],
             relevance_level=level.value if level else None,
             completeness_hint=hint,
             retrieved_domains=domains,

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from superbiz.config import Settings
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.knowledge.documents import normalize_domain
+from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.embedders import Embedder, make_embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.pipeline import Retrieval, Retriever
@@ -60,6 +61,7 @@ class KnowledgeBase:
         self._store = store
         self._owns_store = store is None
         self._exact: ExactIndex | None = None
+        self._answers: AnswerIndex | None = None
         self._version = knowledge_version(self.engine)
 
     @property
@@ -78,9 +80,22 @@ class KnowledgeBase:
         return self._embedder
 
     @cached_property
+    def answer_encoder(self) -> AnswerEncoder | None:
+        """The answer model, when ``retrieval.answers.model`` names one."""
+        if self.settings.retrieval.answers.model == "none":
+            return None
+        return shared_encoder()
+
+    @cached_property
     def searcher(self) -> HybridSearcher:
         self.check_index()
-        return HybridSearcher(self.embedder, self.store, self.settings.retrieval)
+        encoder = self.answer_encoder
+        return HybridSearcher(
+            self.embedder,
+            self.store,
+            self.settings.retrieval,
+            answers=(encoder, lambda: self.answer_index) if encoder else None,
+        )
 
     @cached_property
     def retriever(self) -> Retriever:
@@ -142,9 +157,19 @@ class KnowledgeBase:
             self._exact = ExactIndex(exact_entry(doc) for doc in self.documents.all())
         return self._exact
 
+    @property
+    def answer_index(self) -> AnswerIndex:
+        """The documents' answer vectors, loaded once per knowledge version."""
+        if self._answers is None:
+            encoder = self.answer_encoder
+            rows = self.documents.answer_vectors(encoder.name) if encoder else []
+            self._answers = AnswerIndex.from_rows(rows)
+        return self._answers
+
     def invalidate(self) -> None:
-        """Call after documents change: the exact index is rebuilt on next use."""
+        """Call after documents change: the exact and answer indexes are rebuilt on next use."""
         self._exact = None
+        self._answers = None
 
     @property
     def version(self) -> int:
@@ -154,7 +179,7 @@ class KnowledgeBase:
     def sync(self) -> bool:
         """Drop what another process's document changes made stale; True if anything changed.
 
-        One point query. The exact index is rebuilt on next use; a configured vector
+        One point query. The exact and answer indexes are rebuilt on next use; a configured vector
         store that had no collection yet is reopened, so that the collection another
         process created is searched (a collection's chunks are always read live).
         """
@@ -163,6 +188,7 @@ class KnowledgeBase:
             return False
         self._version = current
         self._exact = None
+        self._answers = None
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()
             self._store = None

@@ -27,6 +27,7 @@ from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, s
 from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
+from superbiz.retrieval.answers import answer_head, to_bytes
 from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
@@ -37,6 +38,8 @@ EMBED_WORKERS = 2
 #: chunks of small files gathered before they are indexed together: enough batches for
 #: the embedding threads to overlap the inserts (with one batch per call they took turns)
 INDEX_CHUNKS = 8 * EMBED_BATCH
+#: document openings encoded (and saved) at a time by the answer model
+ANSWER_BATCH = 32
 
 
 @dataclass(slots=True)
@@ -51,6 +54,8 @@ class IngestReport:
     metadata_failures: list[tuple[str, str]] = field(default_factory=list)
     #: domains whose documents were added, changed or removed
     domains_changed: set[str] = field(default_factory=set)
+    #: documents whose opening the answer model encoded (``retrieval.answers``)
+    answers_encoded: int = 0
 
     @property
     def changed(self) -> bool:
@@ -67,6 +72,8 @@ class IngestReport:
         if self.removed:
             parts.append(f"{len(self.removed)} removed")
         parts.append(f"{len(self.skipped)} skipped")
+        if self.answers_encoded:
+            parts.append(f"{self.answers_encoded} openings encoded for answers")
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -79,6 +86,7 @@ class IngestReport:
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
             "domains_changed": sorted(self.domains_changed),
+            "answers_encoded": self.answers_encoded,
         }
 
 
@@ -199,6 +207,8 @@ class Ingestor:
         self.metadata = metadata
         self.domains = domains
         self._report = IngestReport()
+        #: this run's document openings, so that the answer model needs no store read
+        self._heads: dict[str, str] = {}
 
     def ingest(
         self,
@@ -228,6 +238,7 @@ class Ingestor:
     ) -> IngestReport:
         kb, settings = self.kb, self.kb.settings.ingest
         report = self._report = IngestReport()
+        self._heads = {}
         if rebuild:
             kb.store.drop()
             kb.documents.delete_all()
@@ -290,10 +301,11 @@ class Ingestor:
             self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, report)
+        self._encode_answers()
         report.domains_changed.update(
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
         )
-        if report.changed:
+        if report.changed or report.answers_encoded:
             kb.store.flush()
             kb.invalidate()
         if self.domains is not None:
@@ -319,6 +331,9 @@ class Ingestor:
             self._report.metadata_failures.append((doc.path, enrichment.failure))
         doc = enrichment.document
         chunks = chunk_markdown(doc.body, settings.chunk_size, settings.chunk_overlap)
+        if chunks and self.kb.answer_encoder is not None:
+            chars = self.kb.settings.retrieval.answers.head_chars
+            self._heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
         return _Pending(doc, file, outcome, chunks)
 
     def _index(self, pending: list[_Pending], on_progress: Progress | None) -> None:
@@ -369,6 +384,29 @@ class Ingestor:
                 outcome.append(doc.path)
                 self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
+
+    def _encode_answers(self) -> None:
+        """Encode the opening of every document without an answer vector for its current
+        content: the ones this run wrote, and all of them when ``retrieval.answers`` was
+        just turned on. A no-op without an answer model."""
+        encoder = self.kb.answer_encoder
+        if encoder is None:
+            return
+        chars = self.kb.settings.retrieval.answers.head_chars
+        missing = self.kb.documents.without_answer_vector(encoder.name)
+        for start in range(0, len(missing), ANSWER_BATCH):
+            batch = missing[start : start + ANSWER_BATCH]
+            heads = [self._heads.get(doc.path) or self._stored_head(doc, chars) for doc in batch]
+            vectors = encoder.passages(heads)
+            rows = zip(batch, vectors, strict=True)
+            self.kb.documents.save_answer_vectors(
+                encoder.name, [(doc.path, doc.content_hash, to_bytes(v)) for doc, v in rows]
+            )
+            self._report.answers_encoded += len(batch)
+
+    def _stored_head(self, doc: StoredDocument, chars: int) -> str:
+        chunks = self.kb.store.chunks_of(doc.path)
+        return answer_head(doc.title, chunks[0].text if chunks else "", chars)
 
     def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
         """Save ``rows`` one by one; the path and reason of each the database refuses."""

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from superbiz.config import RetrievalSettings
+from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.fusion import minmax_fusion, rrf_fusion
+from superbiz.retrieval.fusion import answer_fusion, minmax_fusion, rrf_fusion
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.title_match import title_coverage, title_words
@@ -38,22 +40,74 @@ class DocHit:
     similarity: float
     raw_dense: float | None
     chunks: list[ScoredChunk] = field(default_factory=list)
+    #: the answer model's cosine with the document's opening, when it ranked this query
+    answer: float | None = None
+    #: the hybrid fused score before the answer model re-scored the document (``score``)
+    hybrid: float | None = None
+
+
+AnswerSource = tuple[AnswerEncoder, Callable[[], AnswerIndex]]
 
 
 class HybridSearcher:
-    def __init__(self, embedder: Embedder, store: ChunkStore, settings: RetrievalSettings) -> None:
+    """``answers``, when given, is the answer model and its index of document openings
+    (``retrieval.answers``): the query is encoded in a thread while the hybrid search
+    runs, and the answer cosines re-rank its documents (``answer_fusion``)."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: ChunkStore,
+        settings: RetrievalSettings,
+        *,
+        answers: AnswerSource | None = None,
+    ) -> None:
         self.embedder = embedder
         self.store = store
         self.settings = settings
+        self._answers = answers
+        self._answer_pool = (
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="answers") if answers else None
+        )
         self._cache: dict[str, np.ndarray] = {}
         self._cache_lock = threading.Lock()  # turns run in threads (server stores: no lock)
 
     def search(self, query: str, domain: str | None = None) -> tuple[np.ndarray, list[DocHit]]:
-        """The query vector and the documents ranked by fused chunk scores."""
+        """The query vector and the documents ranked by fused chunk scores (and by the
+        answer model, when there is one)."""
+        pending = (
+            self._answer_pool.submit(self._answers[0].query, query)
+            if self._answers and self._answer_pool
+            else None
+        )
         vector = self.embed(query)
         dense = self.store.search_dense(vector, self.settings.candidates, domain)
         sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
-        return vector, self.rank(query, vector, dense, sparse)
+        ranked = self.rank(query, vector, dense, sparse)
+        if pending is None or self._answers is None:
+            return vector, ranked
+        cosines = self._answers[1]().scores(pending.result(), domain)
+        return vector, self.rerank(vector, ranked, cosines)
+
+    def rerank(
+        self, vector: np.ndarray, ranked: list[DocHit], cosines: dict[str, float]
+    ) -> list[DocHit]:
+        """``ranked`` with the answer model's best documents added and every document
+        re-scored by ``answer_fusion``; unchanged when no document has an answer vector."""
+        if not cosines:
+            return ranked
+        docs = {doc.doc_path: doc for doc in ranked}
+        best = sorted(cosines, key=cosines.__getitem__, reverse=True)
+        for path in best[: self.settings.answers.candidates]:
+            if path not in docs and (found := self.document_hit(vector, path, 0.0)):
+                docs[path] = found
+        fused = answer_fusion(
+            {path: doc.score for path, doc in docs.items()}, cosines, self.settings.answers.weight
+        )
+        return [
+            replace(docs[path], score=score, answer=cosines.get(path), hybrid=docs[path].score)
+            for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True)
+        ]
 
     def nearest_chunks(self, query: str, limit: int) -> list[ChunkHit]:
         """The chunks nearest to ``query`` by dense search alone (no BM25, no fusion)."""

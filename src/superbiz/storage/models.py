@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -45,6 +55,22 @@ class DocumentRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+
+
+class AnswerVectorRow(Base):
+    """A document opening's vector under the answer model (``retrieval.answers``).
+
+    Valid while ``content_hash`` is the document's: an edited document's old vector is
+    never used, and the next ingest replaces it. Deleted with its document.
+    """
+
+    __tablename__ = "answer_vector"
+
+    path: Mapped[str] = mapped_column(String(PATH_MAX), primary_key=True)
+    model: Mapped[str] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    #: float32, little-endian
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class SessionRetrievalRow(Base):

@@ -9,7 +9,13 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Delete, Engine, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from superbiz.storage.models import DocumentRow, KbMetaRow, KnowledgeDomainRow, KnowledgeVersionRow
+from superbiz.storage.models import (
+    AnswerVectorRow,
+    DocumentRow,
+    KbMetaRow,
+    KnowledgeDomainRow,
+    KnowledgeVersionRow,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,7 @@ class DocumentRepository:
         if not paths:
             return 0
         with Session(self.engine) as session, session.begin():
+            session.execute(delete(AnswerVectorRow).where(AnswerVectorRow.path.in_(paths)))
             deleted = _deleted(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
             if deleted:
                 _bump_version(session)
@@ -157,7 +164,54 @@ class DocumentRepository:
 
     def delete_all(self) -> None:
         with Session(self.engine) as session, session.begin():
+            session.execute(delete(AnswerVectorRow))
             session.execute(delete(DocumentRow))
+            _bump_version(session)
+
+    # -- answer vectors (``retrieval.answers``) -------------------------------
+    def answer_vectors(self, model: str) -> list[tuple[str, str, bytes]]:
+        """``(path, domain, vector)`` of every document whose vector under ``model`` was
+        made from its current content."""
+        query = (
+            select(DocumentRow.path, DocumentRow.domain, AnswerVectorRow.vector)
+            .join(AnswerVectorRow, AnswerVectorRow.path == DocumentRow.path)
+            .where(
+                AnswerVectorRow.model == model,
+                AnswerVectorRow.content_hash == DocumentRow.content_hash,
+            )
+            .order_by(DocumentRow.path)
+        )
+        with self.engine.connect() as connection:
+            return [(path, domain, vector) for path, domain, vector in connection.execute(query)]
+
+    def without_answer_vector(self, model: str) -> list[StoredDocument]:
+        """Documents with chunks and no vector under ``model`` for their current content."""
+        valid = select(AnswerVectorRow.path).where(
+            AnswerVectorRow.model == model,
+            AnswerVectorRow.content_hash == DocumentRow.content_hash,
+            AnswerVectorRow.path == DocumentRow.path,
+        )
+        query = (
+            select(DocumentRow)
+            .where(DocumentRow.chunk_count > 0, ~valid.exists())
+            .order_by(DocumentRow.path)
+        )
+        with Session(self.engine) as session:
+            return [_stored(row) for row in session.scalars(query)]
+
+    def save_answer_vectors(self, model: str, vectors: Iterable[tuple[str, str, bytes]]) -> None:
+        """Replace the vectors of ``(path, content_hash, vector)`` in one transaction; the
+        knowledge version moves, so that every process rebuilds its answer index."""
+        rows = list(vectors)
+        if not rows:
+            return
+        with Session(self.engine) as session, session.begin():
+            paths = [path for path, _, _ in rows]
+            session.execute(delete(AnswerVectorRow).where(AnswerVectorRow.path.in_(paths)))
+            session.add_all(
+                AnswerVectorRow(path=path, model=model, content_hash=digest, vector=vector)
+                for path, digest, vector in rows
+            )
             _bump_version(session)
 
 
