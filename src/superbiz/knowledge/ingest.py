@@ -301,7 +301,7 @@ class Ingestor:
             self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, report)
-        self._encode_answers()
+        self._encode_answers(len(found), on_total, on_progress)
         report.domains_changed.update(
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
         )
@@ -385,15 +385,23 @@ class Ingestor:
                 self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
 
-    def _encode_answers(self) -> None:
+    def _encode_answers(
+        self,
+        files: int,
+        on_total: Callable[[int], None] | None,
+        on_progress: Progress | None,
+    ) -> None:
         """Encode the opening of every document without an answer vector for its current
         content: the ones this run wrote, and all of them when ``retrieval.answers`` was
-        just turned on. A no-op without an answer model."""
+        just turned on. A no-op without an answer model. The progress total grows by the
+        documents to encode (about 0.13 s each on two cores)."""
         encoder = self.kb.answer_encoder
         if encoder is None:
             return
         chars = self.kb.settings.retrieval.answers.head_chars
         missing = self.kb.documents.without_answer_vector(encoder.name)
+        if missing and on_total:
+            on_total(files + len(missing))
         for start in range(0, len(missing), ANSWER_BATCH):
             batch = missing[start : start + ANSWER_BATCH]
             heads = [self._heads.get(doc.path) or self._stored_head(doc, chars) for doc in batch]
@@ -403,6 +411,8 @@ class Ingestor:
                 encoder.name, [(doc.path, doc.content_hash, to_bytes(v)) for doc, v in rows]
             )
             self._report.answers_encoded += len(batch)
+            for doc in batch:
+                self._tick(on_progress, f"answer model: {doc.path}")
 
     def _stored_head(self, doc: StoredDocument, chars: int) -> str:
         chunks = self.kb.store.chunks_of(doc.path)

@@ -1,0 +1,153 @@
+"""The answer model's vectors through ingest and retrieval, on SQLite and PostgreSQL with
+Milvus Lite, USE and multilingual-e5-small, all real: encoded once per content, replaced
+when a document changes, gone with it, backfilled when the model is turned on, and seen by
+a second process on the same database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from conftest import write_kb
+from superbiz.config import AnswerSettings, RetrievalSettings
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.retrieval.answers import E5_MODEL, answer_head
+from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.models import AnswerVectorRow
+
+FAQ = {
+    "database/scale-out.md": "---\ntitle: TiDB 运维 / 扩缩容\ncategory: database\n---\n"
+    "可以在线进行。用 `tiup cluster scale-out` 加入新的 TiKV 节点后，PD 会逐步把 Region "
+    "调度过去，一般几个小时内完成，期间业务不受影响。\n",
+    "database/slow-log.md": "---\ntitle: TiDB 运维 / 慢查询\ncategory: database\n---\n"
+    "执行时间超过 300 毫秒的语句会写入慢日志，阈值由 `tidb_slow_log_threshold` 控制。\n",
+    "database/gc.md": "---\ntitle: TiDB 运维 / GC\ncategory: database\n---\n"
+    "GC 默认每 10 分钟运行一次，保留 10 分钟以内的历史版本，可以通过 tidb_gc_life_time "
+    "调整数据保留时长。\n",
+    "infrastructure/cert.md": "---\ntitle: Certificate expiry\ncategory: infrastructure\n---\n"
+    "Renew it with cert-manager: delete the Secret and the Certificate resource issues a new "
+    "one within a minute.\n",
+    "infrastructure/empty.md": "---\ntitle: Placeholder\ncategory: infrastructure\n---\n",
+}
+WITH_TEXT = sorted(path for path in FAQ if not path.endswith("empty.md"))
+
+OpenKB = Callable[..., KnowledgeBase]
+
+
+@pytest.fixture
+def open_kb(
+    tmp_path: Path, database_url: str, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> Iterator[OpenKB]:
+    """``open_kb(answers=True)``: a KB on this test's database, with or without the model."""
+    opened: list[KnowledgeBase] = []
+
+    def make(answers: bool = True) -> KnowledgeBase:
+        retrieval = RetrievalSettings(answers=AnswerSettings(model="e5" if answers else "none"))
+        kb = KnowledgeBase(
+            make_settings(tmp_path, database_url, retrieval=retrieval), embedder=use_embedder
+        )
+        opened.append(kb)
+        return kb
+
+    yield make
+    for kb in reversed(opened):
+        kb.close()
+
+
+def stored_vectors(kb: KnowledgeBase) -> dict[str, np.ndarray]:
+    rows = kb.documents.answer_vectors(E5_MODEL)
+    return {path: np.frombuffer(vector, dtype="<f4") for path, _, vector in rows}
+
+
+def answer_rows(kb: KnowledgeBase) -> int:
+    with kb.engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(AnswerVectorRow)).scalar())
+
+
+def test_each_document_opening_is_encoded_once_per_content(tmp_path: Path, open_kb: OpenKB) -> None:
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    kb = open_kb()
+    totals: list[int] = []
+    ticks: list[str] = []
+    report = Ingestor(kb).ingest([corpus], on_total=totals.append, on_progress=ticks.append)
+    assert report.answers_encoded == len(WITH_TEXT)  # the empty document has no opening
+    # the progress bar's total grows by the openings, each ticked after the files
+    assert totals == [len(FAQ), len(FAQ) + len(WITH_TEXT)]
+    assert ticks[len(FAQ) :] == [f"answer model: {path}" for path in WITH_TEXT]
+    assert "4 openings encoded for answers" in report.summary()
+    first = stored_vectors(kb)
+    assert sorted(first) == WITH_TEXT
+    assert Ingestor(kb).ingest([corpus]).answers_encoded == 0  # nothing changed
+
+    (corpus / "database/gc.md").write_text(FAQ["database/gc.md"] + "\n也可以手动触发。\n")
+    report = Ingestor(kb).ingest([corpus])
+    assert report.updated == ["database/gc.md"] and report.answers_encoded == 1
+    again = stored_vectors(kb)
+    assert not np.allclose(again["database/gc.md"], first["database/gc.md"])
+    assert np.array_equal(again["database/slow-log.md"], first["database/slow-log.md"])
+
+    (corpus / "database/gc.md").unlink()
+    report = Ingestor(kb).ingest([corpus], prune=True)
+    assert report.removed == ["database/gc.md"]
+    assert sorted(stored_vectors(kb)) == [p for p in WITH_TEXT if p != "database/gc.md"]
+    assert answer_rows(kb) == len(WITH_TEXT) - 1  # the row went with its document
+
+
+def test_turning_the_model_on_encodes_what_an_earlier_ingest_stored(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    plain = open_kb(answers=False)
+    assert Ingestor(plain).ingest([corpus]).answers_encoded == 0
+    assert answer_rows(plain) == 0
+    plain.close()
+
+    kb = open_kb()
+    report = Ingestor(kb).ingest([corpus])
+    assert report.unchanged and not report.added
+    assert report.answers_encoded == len(WITH_TEXT)  # read back from the vector store
+    # the same openings an ingest of the files encodes
+    encoder = kb.answer_encoder
+    assert encoder is not None
+    doc = kb.documents.get("infrastructure/cert.md")
+    assert doc is not None
+    body = FAQ["infrastructure/cert.md"].split("---\n", 2)[2]
+    expected = encoder.passages([answer_head(doc.title, body, 250)])[0]
+    assert np.allclose(stored_vectors(kb)["infrastructure/cert.md"], expected, atol=1e-6)
+
+
+def test_lookups_are_ranked_with_the_answer_model_in_every_process(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    reader = open_kb()  # another replica: opened before the ingest, on the same database
+    assert len(reader.answer_index) == 0
+    writer = open_kb()
+    Ingestor(writer).ingest([write_kb(tmp_path / "kb", FAQ)])
+
+    outcome = GovernedLookup(reader, InMemorySessionTracker()).lookup(
+        "s", "扩容后新节点多久能分到数据？"
+    )
+    assert outcome.ranked[0].doc_path == "database/scale-out.md"
+    assert outcome.result.primary is not None
+    assert outcome.result.primary.path == "database/scale-out.md"
+    cosines = outcome.details.answer_similarities
+    assert len(cosines) == len(outcome.ranked[:10]) and None not in cosines
+    assert cosines[0] == max(cosines)  # type: ignore[type-var]
+    assert len(reader.answer_index) == len(WITH_TEXT)
+
+
+def test_without_the_model_nothing_is_encoded_or_recorded(tmp_path: Path, open_kb: OpenKB) -> None:
+    kb = open_kb(answers=False)
+    Ingestor(kb).ingest([write_kb(tmp_path / "kb", FAQ)])
+    assert kb.answer_encoder is None and len(kb.answer_index) == 0
+    outcome = GovernedLookup(kb, InMemorySessionTracker()).lookup("s", "慢 SQL 记录在哪里？")
+    assert outcome.details.answer_similarities == []
+    assert all(doc.answer is None for doc in outcome.ranked)
