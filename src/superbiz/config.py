@@ -68,6 +68,9 @@ class AnswerSettings(_Section):
     head_chars: int = Field(250, ge=20, le=4000)
     #: the answer model's best documents that join the hybrid candidates
     candidates: int = Field(5, ge=0, le=100)
+    #: a top document whose opening scores this or more is REFERENCE even when its USE
+    #: cosine is under the reference threshold (dev: 7 of 8 such tops were the answer)
+    reference: float = Field(0.85, ge=-1, le=1)
 
 
 class RetrievalSettings(_Section):

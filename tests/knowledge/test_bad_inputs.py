@@ -200,6 +200,9 @@ def test_reingest_is_unchanged_when_chunks_span_many_query_pages(
     state = kb.store.index_state([doc.path for doc in kb.documents.all()])
     assert sorted(count for count, _ in state.values()) == sorted(counts)
     assert len(kb.store.chunks_of("ops/runbook-0.md")) == counts[0]
+    two = ["ops/runbook-0.md", "ops/runbook-1.md"]
+    paged = kb.store.chunks_of_documents(two)
+    assert [len(paged[path]) for path in two] == counts[:2]
 
     again = Ingestor(kb).ingest([root])
     assert len(again.unchanged) == 10

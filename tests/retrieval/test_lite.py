@@ -203,6 +203,9 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
         )
         for i in range(5)
     ]
+    records += [
+        dataclasses.replace(r, id=f"b.md#{r.chunk_index}", doc_path="b.md") for r in records[:2]
+    ]
     read: list[list[Any]] = []
     for direct in (True, False):
         store = MilvusChunkStore(str(tmp_path / f"{direct}.db"), "chunks")
@@ -214,6 +217,11 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             store.flush()
             hits = store.chunks_of("a.md")
             read.append([(h.id, h.title, h.heading, h.text, h.vector.tobytes()) for h in hits])
+            # several documents in one query (one has no chunks), in chunk order each
+            both = store.chunks_of_documents(["b.md", "a.md", "missing.md"])
+            assert sorted(both) == ["a.md", "b.md"]
+            assert [h.id for h in both["a.md"]] == [h.id for h in hits]
+            assert [h.id for h in both["b.md"]] == ["b.md#0", "b.md#1"]
             assert [h.id for h in store.search_bm25("连接池 pool", 5)][:1] == ["a.md#0"]
             if direct:
                 too_long = dataclasses.replace(records[0], id="x" * 200)

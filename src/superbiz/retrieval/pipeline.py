@@ -16,7 +16,12 @@ import numpy as np
 from superbiz._text import Language, detect_language
 from superbiz.config import RetrievalSettings
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
-from superbiz.retrieval.relevance import RelevanceLevel, Thresholds, relevance_level
+from superbiz.retrieval.relevance import (
+    RelevanceLevel,
+    Thresholds,
+    relevance_level,
+    with_answer_evidence,
+)
 from superbiz.retrieval.search import DocHit, HybridSearcher
 
 #: a supplement below the reference cosine still qualifies with this share of the
@@ -145,6 +150,8 @@ class Retriever:
             exact_count = 0  # the exact match has no chunks (index being repaired)
         top_similarity = top.similarity if top else None
         level = relevance_level(exact_count, top_similarity, self._thresholds)
+        if top is not None:
+            level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
 
         shown: list[DocHit] = []
         if level is not None and top is not None:

@@ -116,3 +116,23 @@ def relevance_level(
     if l1_top_similarity >= thresholds.reference:
         return RelevanceLevel.REFERENCE
     return None
+
+
+def with_answer_evidence(
+    level: RelevanceLevel | None, answer_cosine: float | None, reference: float
+) -> RelevanceLevel | None:
+    """``level``, raised from no result to REFERENCE when the answer model matches the top
+    document's opening at ``reference`` or more (``retrieval.answers.reference``).
+
+    The answer model re-ranks by how well a document *answers* the question, so its top
+    document may share few words with it and have a USE cosine under the reference
+    threshold: without this, a lookup whose answer the model put first showed nothing.
+
+    >>> with_answer_evidence(None, 0.9, 0.85), with_answer_evidence(None, 0.8, 0.85)
+    (<RelevanceLevel.REFERENCE: 'REFERENCE'>, None)
+    >>> with_answer_evidence(RelevanceLevel.HIGHLY_RELEVANT, 0.5, 0.85)
+    <RelevanceLevel.HIGHLY_RELEVANT: 'HIGHLY_RELEVANT'>
+    """
+    if level is None and answer_cosine is not None and answer_cosine >= reference:
+        return RelevanceLevel.REFERENCE
+    return level

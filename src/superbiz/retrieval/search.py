@@ -98,9 +98,8 @@ class HybridSearcher:
             return ranked
         docs = {doc.doc_path: doc for doc in ranked}
         best = sorted(cosines, key=cosines.__getitem__, reverse=True)
-        for path in best[: self.settings.answers.candidates]:
-            if path not in docs and (found := self.document_hit(vector, path, 0.0)):
-                docs[path] = found
+        extra = [path for path in best[: self.settings.answers.candidates] if path not in docs]
+        docs.update(self.document_hits(vector, extra, 0.0))
         fused = answer_fusion(
             {path: doc.score for path, doc in docs.items()}, cosines, self.settings.answers.weight
         )
@@ -128,22 +127,29 @@ class HybridSearcher:
 
     def document_hit(self, vector: np.ndarray, doc_path: str, score: float) -> DocHit | None:
         """A document outside the L1 candidates (e.g. an exact L0 match), scored exactly."""
-        chunks = self.store.chunks_of(doc_path)
-        if not chunks:
-            return None
-        scored = sorted(
-            (
-                ScoredChunk(c, _cosine(vector, c.vector), None, None)
-                for c in chunks
-                if c.vector is not None
-            ),
-            key=lambda c: c.similarity,
-            reverse=True,
-        )
-        if not scored:
-            return None
-        top = scored[0]
-        return DocHit(doc_path, top.hit.title, top.hit.domain, score, top.similarity, None, scored)
+        return self.document_hits(vector, [doc_path], score).get(doc_path)
+
+    def document_hits(
+        self, vector: np.ndarray, doc_paths: Sequence[str], score: float
+    ) -> dict[str, DocHit]:
+        """``document_hit`` for several documents, read in one store query."""
+        found: dict[str, DocHit] = {}
+        for path, chunks in self.store.chunks_of_documents(doc_paths).items():
+            scored = sorted(
+                (
+                    ScoredChunk(c, _cosine(vector, c.vector), None, None)
+                    for c in chunks
+                    if c.vector is not None
+                ),
+                key=lambda c: c.similarity,
+                reverse=True,
+            )
+            if scored:
+                top = scored[0]
+                found[path] = DocHit(
+                    path, top.hit.title, top.hit.domain, score, top.similarity, None, scored
+                )
+        return found
 
     def rank(
         self,

@@ -58,6 +58,11 @@ class ChunkStore(Protocol):
         """Every chunk of ``doc_path`` with its vector, in chunk order."""
         ...
 
+    def chunks_of_documents(self, doc_paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
+        """``chunks_of`` for several documents in one query; documents without chunks
+        are left out."""
+        ...
+
     def search_dense(
         self, vector: np.ndarray, limit: int, domain: str | None = None
     ) -> list[ChunkHit]:
