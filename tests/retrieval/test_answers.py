@@ -12,8 +12,11 @@ from fakes.embedders import TableEmbedder
 from superbiz.config import AnswerSettings, RetrievalSettings
 from superbiz.exceptions import ConfigError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
+from superbiz.retrieval.exact_index import ExactIndex
 from superbiz.retrieval.fusion import answer_fusion
 from superbiz.retrieval.memory_store import InMemoryChunkStore
+from superbiz.retrieval.pipeline import Retriever
+from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
 from superbiz.retrieval.search import HybridSearcher
 from superbiz.retrieval.vector_store import ChunkRecord
 
@@ -134,7 +137,7 @@ class FixedAnswers:
         return self.vector
 
 
-def searcher(index: AnswerIndex, answers: FixedAnswers, **settings: int) -> HybridSearcher:
+def searcher(index: AnswerIndex, answers: FixedAnswers, **settings: float) -> HybridSearcher:
     store = InMemoryChunkStore()
     store.ensure_collection(4)
     store.replace_document("ops/a.md", [chunk("ops/a.md", "rotate the signing key")])
@@ -182,3 +185,18 @@ def test_an_empty_answer_index_leaves_the_hybrid_ranking_as_it_was() -> None:
     _, ranked = searcher(AnswerIndex.from_rows([]), FixedAnswers((1.0, 0.0))).search(QUERY)
     assert [d.doc_path for d in ranked] == ["ops/a.md", "ops/b.md"]
     assert all(d.answer is None and d.hybrid is None for d in ranked)
+
+
+@pytest.mark.parametrize(("reference", "level"), [(0.85, RelevanceLevel.REFERENCE), (0.95, None)])
+def test_a_top_the_answer_model_vouches_for_is_reference_under_the_cosine_threshold(
+    reference: float, level: RelevanceLevel | None
+) -> None:
+    index = answer_index({"ops/a.md": 0.80, "ops/b.md": 0.86, "ops/c.md": 0.90})
+    found = searcher(index, FixedAnswers((1.0, 0.0)), reference=reference)
+    # C leads with a USE cosine of 0, far under the reference threshold of 0.9
+    retriever = Retriever(found, lambda: ExactIndex([]), Thresholds(0.95, 0.9), found.settings)
+    result = retriever.retrieve(QUERY)
+    assert result.ranked[0].doc_path == "ops/c.md"
+    assert result.top_similarity == pytest.approx(0.0)
+    assert result.level is level
+    assert [d.doc_path for d in result.shown][:1] == (["ops/c.md"] if level else [])

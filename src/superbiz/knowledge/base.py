@@ -192,7 +192,7 @@ class KnowledgeBase:
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()
             self._store = None
-            self.__dict__.pop("searcher", None)
+            self._close_searcher()
             self.__dict__.pop("retriever", None)
         return True
 
@@ -206,9 +206,15 @@ class KnowledgeBase:
         return normalized
 
     def close(self) -> None:
+        self._close_searcher()
         if self._store is not None:
             self._store.close()
         self.engine.dispose()
+
+    def _close_searcher(self) -> None:
+        searcher = self.__dict__.pop("searcher", None)
+        if searcher is not None:
+            searcher.close()
 
 
 def exact_entry(doc: StoredDocument) -> ExactEntry:

@@ -89,6 +89,11 @@ class HybridSearcher:
         cosines = self._answers[1]().scores(pending.result(), domain)
         return vector, self.rerank(vector, ranked, cosines)
 
+    def close(self) -> None:
+        """Let the answer model's query threads go (the store is the caller's)."""
+        if self._answer_pool is not None:
+            self._answer_pool.shutdown(wait=False)
+
     def rerank(
         self, vector: np.ndarray, ranked: list[DocHit], cosines: dict[str, float]
     ) -> list[DocHit]:
