@@ -68,6 +68,9 @@ class AnswerSettings(_Section):
     head_chars: int = Field(250, ge=20, le=4000)
     #: the answer model's best documents that join the hybrid candidates
     candidates: int = Field(5, ge=0, le=100)
+    #: the query's first characters the model encodes: its time grows with the text (0.9 s
+    #: for 500 characters, 12 s for 8,000, two busy cores); no dev query is longer than 448
+    query_chars: int = Field(512, ge=16)
     #: a top document whose opening scores this or more is REFERENCE even when its USE
     #: cosine is under the reference threshold (dev: 7 of 8 such tops were the answer)
     reference: float = Field(0.85, ge=-1, le=1)

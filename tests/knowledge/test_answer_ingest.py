@@ -6,6 +6,7 @@ a second process on the same database."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,26 @@ def test_without_the_model_nothing_is_encoded_or_recorded(tmp_path: Path, open_k
     outcome = GovernedLookup(kb, InMemorySessionTracker()).lookup("s", "慢 SQL 记录在哪里？")
     assert outcome.details.answer_similarities == []
     assert all(doc.answer is None for doc in outcome.ranked)
+
+
+def test_concurrent_lookups_rank_as_one_at_a_time(tmp_path: Path, open_kb: OpenKB) -> None:
+    """Turns run in threads: the engine keeps no state between calls, so queries encoded
+    at once (each on its own OpenMP team) rank exactly as sequential ones."""
+    kb = open_kb()
+    Ingestor(kb).ingest([write_kb(tmp_path / "kb", FAQ)])
+    questions = [
+        "扩容后新节点多久能分到数据？",
+        "慢 SQL 记录在哪里？",
+        "旧版本数据保留多长时间？",
+        "How do I renew an expiring certificate?",
+    ] * 3
+
+    def ranking(question: str) -> list[tuple[str, float | None]]:
+        return [(doc.doc_path, doc.answer) for doc in kb.retrieve(question).ranked]
+
+    alone = [ranking(q) for q in questions]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        together = list(pool.map(ranking, questions))
+    assert [[path for path, _ in r] for r in together] == [[path for path, _ in r] for r in alone]
+    for mine, theirs in zip(together, alone, strict=True):
+        assert [a for _, a in mine] == pytest.approx([a for _, a in theirs], abs=1e-6)

@@ -175,6 +175,13 @@ def test_the_answer_model_re_ranks_and_brings_in_its_best_document() -> None:
     assert [d.score for d in ranked] == sorted((d.score for d in ranked), reverse=True)
 
 
+def test_the_model_encodes_a_long_query_from_its_first_characters() -> None:
+    answers = FixedAnswers((1.0, 0.0))
+    long_query = QUERY + " and more" * 200
+    searcher(answer_index({"ops/a.md": 0.8}), answers, query_chars=40).search(long_query)
+    assert answers.queries == [long_query[:40]]
+
+
 def test_no_answer_candidates_only_re_ranks_the_hybrid_documents() -> None:
     index = answer_index({"ops/a.md": 0.80, "ops/b.md": 0.86, "ops/c.md": 0.90})
     _, ranked = searcher(index, FixedAnswers((1.0, 0.0)), candidates=0).search(QUERY)

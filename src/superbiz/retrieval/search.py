@@ -76,7 +76,9 @@ class HybridSearcher:
         """The query vector and the documents ranked by fused chunk scores (and by the
         answer model, when there is one)."""
         pending = (
-            self._answer_pool.submit(self._answers[0].query, query)
+            self._answer_pool.submit(
+                self._answers[0].query, query[: self.settings.answers.query_chars]
+            )
             if self._answers and self._answer_pool
             else None
         )
