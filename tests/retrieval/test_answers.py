@@ -12,7 +12,7 @@ from fakes.embedders import TableEmbedder
 from superbiz.config import AnswerSettings, RetrievalSettings
 from superbiz.exceptions import ConfigError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
-from superbiz.retrieval.exact_index import ExactIndex
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.fusion import answer_fusion
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retriever
@@ -207,3 +207,15 @@ def test_a_top_the_answer_model_vouches_for_is_reference_under_the_cosine_thresh
     assert result.top_similarity == pytest.approx(0.0)
     assert result.level is level
     assert [d.doc_path for d in result.shown][:1] == (["ops/c.md"] if level else [])
+
+
+def test_a_query_that_names_one_document_does_not_ask_the_answer_model() -> None:
+    answers = FixedAnswers((1.0, 0.0))
+    index = answer_index({"ops/a.md": 0.80, "ops/b.md": 0.86, "ops/c.md": 0.90})
+    found = searcher(index, answers)
+    names_b = ExactIndex([ExactEntry("ops/b.md", "signing key", "ops")])
+    retriever = Retriever(found, lambda: names_b, Thresholds(0.95, 0.9), found.settings)
+    result = retriever.retrieve(QUERY)
+    assert result.level is RelevanceLevel.PRECISE and result.shown[0].doc_path == "ops/b.md"
+    assert answers.queries == []  # the L0 match is the answer: no query was encoded
+    assert all(doc.answer is None for doc in result.ranked)

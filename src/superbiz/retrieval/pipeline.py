@@ -139,8 +139,9 @@ class Retriever:
         excluded = frozenset(exclude)
         exact = self._exact_index().match(query, domain)
         naming = ExactIndex.naming(exact)
-        vector, ranked = self._searcher.search(query, domain)
         fresh_exact = [m for m in naming if m.doc_path not in excluded]
+        # a query that names one document has its answer: the answer model is not asked
+        vector, ranked = self._searcher.search(query, domain, answers=len(fresh_exact) != 1)
         if len(fresh_exact) == 1:
             ranked = self._promote(ranked, fresh_exact[0], vector)
         fresh = [doc for doc in ranked if doc.doc_path not in excluded]

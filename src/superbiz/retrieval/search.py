@@ -72,14 +72,16 @@ class HybridSearcher:
         self._cache: dict[str, np.ndarray] = {}
         self._cache_lock = threading.Lock()  # turns run in threads (server stores: no lock)
 
-    def search(self, query: str, domain: str | None = None) -> tuple[np.ndarray, list[DocHit]]:
-        """The query vector and the documents ranked by fused chunk scores (and by the
-        answer model, when there is one)."""
+    def search(
+        self, query: str, domain: str | None = None, *, answers: bool = True
+    ) -> tuple[np.ndarray, list[DocHit]]:
+        """The query vector and the documents ranked by fused chunk scores, and by the
+        answer model when there is one and ``answers`` is left on."""
         pending = (
             self._answer_pool.submit(
                 self._answers[0].query, query[: self.settings.answers.query_chars]
             )
-            if self._answers and self._answer_pool
+            if answers and self._answers and self._answer_pool
             else None
         )
         vector = self.embed(query)
