@@ -103,7 +103,7 @@ def test_each_document_opening_is_encoded_once_per_content(tmp_path: Path, open_
 
 
 def test_turning_the_model_on_encodes_what_an_earlier_ingest_stored(
-    tmp_path: Path, open_kb: OpenKB
+    tmp_path: Path, open_kb: OpenKB, caplog: pytest.LogCaptureFixture
 ) -> None:
     corpus = write_kb(tmp_path / "kb", FAQ)
     plain = open_kb(answers=False)
@@ -112,6 +112,9 @@ def test_turning_the_model_on_encodes_what_an_earlier_ingest_stored(
     plain.close()
 
     kb = open_kb()
+    with caplog.at_level("WARNING", logger="superbiz.knowledge.base"):
+        assert len(kb.answer_index) == 0  # lookups rank as before, and the log says why
+    assert "4 documents have no answer vector yet; `superbiz ingest`" in caplog.text
     report = Ingestor(kb).ingest([corpus])
     assert report.unchanged and not report.added
     assert report.answers_encoded == len(WITH_TEXT)  # read back from the vector store

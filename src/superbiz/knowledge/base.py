@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from functools import cached_property
 
@@ -26,6 +27,8 @@ from superbiz.storage.repository import (
     knowledge_version,
 )
 from superbiz.storage.write_lock import KnowledgeWriteLock
+
+log = logging.getLogger(__name__)
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
@@ -159,11 +162,18 @@ class KnowledgeBase:
 
     @property
     def answer_index(self) -> AnswerIndex:
-        """The documents' answer vectors, loaded once per knowledge version."""
+        """The documents' answer vectors, loaded once per knowledge version; documents
+        without one (the model was turned on after their ingest) are logged, once."""
         if self._answers is None:
             encoder = self.answer_encoder
             rows = self.documents.answer_vectors(encoder.name) if encoder else []
             self._answers = AnswerIndex.from_rows(rows)
+            if encoder and (missing := len(self.documents.without_answer_vector(encoder.name))):
+                log.warning(
+                    "retrieval.answers is on but %d documents have no answer vector yet; "
+                    "`superbiz ingest` encodes them (the answer model ranks the others)",
+                    missing,
+                )
         return self._answers
 
     def invalidate(self) -> None:
