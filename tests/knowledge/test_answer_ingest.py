@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from conftest import write_kb
 from superbiz.config import AnswerSettings, RetrievalSettings
+from superbiz.exceptions import EmbeddingError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -79,7 +80,7 @@ def test_each_document_opening_is_encoded_once_per_content(tmp_path: Path, open_
     totals: list[int] = []
     ticks: list[str] = []
     report = Ingestor(kb).ingest([corpus], on_total=totals.append, on_progress=ticks.append)
-    assert report.answers_encoded == len(WITH_TEXT)  # the empty document has no opening
+    assert report.answers_encoded == len(WITH_TEXT)  # the empty file is skipped
     # the progress bar's total grows by the openings, each ticked after the files
     assert totals == [len(FAQ), len(FAQ) + len(WITH_TEXT)]
     assert ticks[len(FAQ) :] == [f"answer model: {path}" for path in WITH_TEXT]
@@ -178,3 +179,24 @@ def test_concurrent_lookups_rank_as_one_at_a_time(tmp_path: Path, open_kb: OpenK
     assert [[path for path, _ in r] for r in together] == [[path for path, _ in r] for r in alone]
     for mine, theirs in zip(together, alone, strict=True):
         assert [a for _, a in mine] == pytest.approx([a for _, a in theirs], abs=1e-6)
+
+
+def test_a_failing_answer_model_loses_no_document_and_the_next_ingest_catches_up(
+    tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    kb = open_kb()
+    encoder = kb.answer_encoder
+    assert encoder is not None
+
+    def broken(texts: object) -> np.ndarray:
+        raise EmbeddingError("the answer model (multilingual-e5-small-q4) failed: test")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(encoder, "passages", broken)
+        with pytest.raises(EmbeddingError, match="answer model"):
+            Ingestor(kb).ingest([corpus])
+    assert [doc.path for doc in kb.documents.all()] == WITH_TEXT  # every document is in
+    assert answer_rows(kb) == 0
+    report = Ingestor(kb).ingest([corpus])
+    assert report.unchanged == WITH_TEXT and report.answers_encoded == len(WITH_TEXT)

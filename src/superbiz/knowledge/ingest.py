@@ -404,7 +404,16 @@ class Ingestor:
             on_total(files + len(missing))
         for start in range(0, len(missing), ANSWER_BATCH):
             batch = missing[start : start + ANSWER_BATCH]
-            heads = [self._heads.get(doc.path) or self._stored_head(doc, chars) for doc in batch]
+            unread = [doc.path for doc in batch if doc.path not in self._heads]
+            # the first chunk of each document an earlier ingest wrote, in one query
+            first = {
+                path: chunks[0].text
+                for path, chunks in self.kb.store.chunks_of_documents(unread).items()
+            }
+            heads = [
+                self._heads.get(doc.path) or answer_head(doc.title, first.get(doc.path, ""), chars)
+                for doc in batch
+            ]
             vectors = encoder.passages(heads)
             rows = zip(batch, vectors, strict=True)
             self.kb.documents.save_answer_vectors(
@@ -413,10 +422,6 @@ class Ingestor:
             self._report.answers_encoded += len(batch)
             for doc in batch:
                 self._tick(on_progress, f"answer model: {doc.path}")
-
-    def _stored_head(self, doc: StoredDocument, chars: int) -> str:
-        chunks = self.kb.store.chunks_of(doc.path)
-        return answer_head(doc.title, chunks[0].text if chunks else "", chars)
 
     def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
         """Save ``rows`` one by one; the path and reason of each the database refuses."""

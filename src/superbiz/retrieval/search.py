@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from superbiz.config import RetrievalSettings
+from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import answer_fusion, minmax_fusion, rrf_fusion
@@ -17,6 +19,8 @@ from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.title_match import title_coverage, title_words
 from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit
+
+log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 64
 
@@ -90,7 +94,12 @@ class HybridSearcher:
         ranked = self.rank(query, vector, dense, sparse)
         if pending is None or self._answers is None:
             return vector, ranked
-        cosines = self._answers[1]().scores(pending.result(), domain)
+        try:
+            query_vector = pending.result()
+        except EmbeddingError as exc:  # the hybrid ranking stands without it
+            log.warning("%s; this lookup is ranked without it", exc)
+            return vector, ranked
+        cosines = self._answers[1]().scores(query_vector, domain)
         return vector, self.rerank(vector, ranked, cosines)
 
     def close(self) -> None:
