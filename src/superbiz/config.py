@@ -275,6 +275,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
         env_nested_delimiter="__",
+        env_parse_none_str="null",  # as in YAML: SUPERBIZ_…_MARGIN=null unsets a number
         alias_generator=_hyphenate,
         populate_by_name=True,
         extra="forbid",
@@ -336,7 +337,22 @@ class _YamlSource(PydanticBaseSettingsSource):
             raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        return data
+        underscored: dict[str, Any] = _underscored(data)
+        return underscored
+
+
+def _underscored(data: Any) -> Any:
+    """Mapping keys spelled as field names (``head-chars`` → ``head_chars``), so that the
+    environment's ``…__HEAD_CHARS`` merges over the file's key instead of sitting beside
+    it (both spellings of one field were refused as an unknown key). Every settings
+    mapping is a section: no key is user data.
+
+    >>> _underscored({"retrieval": {"reference-supplements": 3, "fusion": "minmax"}})
+    {'retrieval': {'reference_supplements': 3, 'fusion': 'minmax'}}
+    """
+    if isinstance(data, dict):
+        return {str(k).replace("-", "_"): _underscored(v) for k, v in data.items()}
+    return data
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,0 +1,60 @@
+"""Settings from ``superbiz.yaml`` and ``SUPERBIZ_*`` variables: spellings, precedence,
+``null`` from the environment, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from superbiz.config import CONFIG_ENV, load_settings
+from superbiz.exceptions import ConfigError
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_yaml_takes_hyphens_and_the_environment_wins_over_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(
+        tmp_path / "superbiz.yaml",
+        "retrieval:\n  reference-supplement-margin: 0.05\n  answers:\n    model: e5\n"
+        "    head-chars: 300\n",
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    settings = load_settings()
+    assert settings.retrieval.reference_supplement_margin == 0.05
+    assert settings.retrieval.answers.model == "e5" and settings.retrieval.answers.head_chars == 300
+
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__HEAD_CHARS", "200")
+    assert load_settings().retrieval.answers.head_chars == 200
+
+
+def test_null_in_the_environment_unsets_a_number_as_in_yaml(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().retrieval.reference_supplement_margin == 0.1
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__REFERENCE_SUPPLEMENT_MARGIN", "null")
+    monkeypatch.setenv("SUPERBIZ_EMBEDDING__MAX_TOKENS", "null")
+    settings = load_settings()
+    assert settings.retrieval.reference_supplement_margin is None
+    assert settings.embedding.max_tokens is None
+    # the answer model's "none" is a value of its own, not an unset
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL", "none")
+    assert load_settings().retrieval.answers.model == "none"
+
+
+def test_a_bad_value_or_an_unknown_key_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL", "bge")
+    with pytest.raises(ConfigError, match=r"answers\.model"):
+        load_settings()
+    monkeypatch.delenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL")
+    config = write_config(tmp_path / "superbiz.yaml", "retrieval:\n  answer:\n    model: e5\n")
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    with pytest.raises(ConfigError, match="answer"):
+        load_settings()
