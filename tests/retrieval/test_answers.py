@@ -17,7 +17,7 @@ from superbiz.retrieval.fusion import answer_fusion
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retriever
 from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
-from superbiz.retrieval.search import HybridSearcher
+from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.vector_store import ChunkRecord
 
 #: answers that do not repeat their questions (the answer-only situation)
@@ -148,7 +148,7 @@ def searcher(index: AnswerIndex, answers: FixedAnswers, **settings: float) -> Hy
         candidates=2, bm25_candidates=2, answers=AnswerSettings(model="e5", **settings)
     )
     embedder = TableEmbedder({QUERY: query_vector}, 4)
-    return HybridSearcher(embedder, store, retrieval, answers=(answers, lambda: index))  # type: ignore[arg-type]
+    return HybridSearcher(embedder, store, retrieval, answers=AnswerSource(answers, lambda: index))  # type: ignore[arg-type]
 
 
 def answer_index(cosines: dict[str, float]) -> AnswerIndex:

@@ -16,7 +16,7 @@ from superbiz.retrieval.embedders import Embedder, make_embedder
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
-from superbiz.retrieval.search import HybridSearcher
+from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
@@ -97,7 +97,7 @@ class KnowledgeBase:
             self.embedder,
             self.store,
             self.settings.retrieval,
-            answers=(encoder, lambda: self.answer_index) if encoder else None,
+            answers=AnswerSource(encoder, lambda: self.answer_index) if encoder else None,
         )
 
     @cached_property
@@ -168,7 +168,7 @@ class KnowledgeBase:
             encoder = self.answer_encoder
             rows = self.documents.answer_vectors(encoder.name) if encoder else []
             self._answers = AnswerIndex.from_rows(rows)
-            if encoder and (missing := len(self.documents.without_answer_vector(encoder.name))):
+            if encoder and (missing := self.documents.count_without_answer_vector(encoder.name)):
                 log.warning(
                     "retrieval.answers is on but %d documents have no answer vector yet; "
                     "`superbiz ingest` encodes them (the answer model ranks the others)",

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,7 +51,11 @@ class DocHit:
     hybrid: float | None = None
 
 
-AnswerSource = tuple[AnswerEncoder, Callable[[], AnswerIndex]]
+class AnswerSource(NamedTuple):
+    """The answer model and the index of document openings it is compared with."""
+
+    encoder: AnswerEncoder
+    openings: Callable[[], AnswerIndex]
 
 
 class HybridSearcher:
@@ -70,9 +75,8 @@ class HybridSearcher:
         self.store = store
         self.settings = settings
         self._answers = answers
-        self._answer_pool = (
-            ThreadPoolExecutor(max_workers=4, thread_name_prefix="answers") if answers else None
-        )
+        # threads start on the first query the answer model encodes: none without it
+        self._answer_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="answers")
         self._cache: dict[str, np.ndarray] = {}
         self._cache_lock = threading.Lock()  # turns run in threads (server stores: no lock)
 
@@ -81,31 +85,31 @@ class HybridSearcher:
     ) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores, and by the
         answer model when there is one and ``answers`` is left on."""
+        source = self._answers if answers else None
         pending = (
             self._answer_pool.submit(
-                self._answers[0].query, query[: self.settings.answers.query_chars]
+                source.encoder.query, query[: self.settings.answers.query_chars]
             )
-            if answers and self._answers and self._answer_pool
+            if source
             else None
         )
         vector = self.embed(query)
         dense = self.store.search_dense(vector, self.settings.candidates, domain)
         sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
         ranked = self.rank(query, vector, dense, sparse)
-        if pending is None or self._answers is None:
+        if source is None or pending is None:
             return vector, ranked
         try:
             query_vector = pending.result()
         except EmbeddingError as exc:  # the hybrid ranking stands without it
             log.warning("%s; this lookup is ranked without it", exc)
             return vector, ranked
-        cosines = self._answers[1]().scores(query_vector, domain)
+        cosines = source.openings().scores(query_vector, domain)
         return vector, self.rerank(vector, ranked, cosines)
 
     def close(self) -> None:
         """Let the answer model's query threads go (the store is the caller's)."""
-        if self._answer_pool is not None:
-            self._answer_pool.shutdown(wait=False)
+        self._answer_pool.shutdown(wait=False)
 
     def rerank(
         self, vector: np.ndarray, ranked: list[DocHit], cosines: dict[str, float]

@@ -6,7 +6,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Delete, Engine, bindparam, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Delete,
+    Engine,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from superbiz.storage.models import (
@@ -79,6 +89,16 @@ def _bump_version(session: Session) -> None:
     """Count a change to documents or domains, in the transaction that makes it, so that
     a reader never sees the new version without the change (see ``knowledge_version``)."""
     session.execute(_BUMP)
+
+
+def _lacks_answer(model: str) -> tuple[ColumnElement[bool], ...]:
+    """A document with chunks and no vector under ``model`` for its current content."""
+    valid = select(AnswerVectorRow.path).where(
+        AnswerVectorRow.model == model,
+        AnswerVectorRow.content_hash == DocumentRow.content_hash,
+        AnswerVectorRow.path == DocumentRow.path,
+    )
+    return (DocumentRow.chunk_count > 0, ~valid.exists())
 
 
 def _deleted(session: Session, statement: Delete) -> int:
@@ -186,18 +206,15 @@ class DocumentRepository:
 
     def without_answer_vector(self, model: str) -> list[StoredDocument]:
         """Documents with chunks and no vector under ``model`` for their current content."""
-        valid = select(AnswerVectorRow.path).where(
-            AnswerVectorRow.model == model,
-            AnswerVectorRow.content_hash == DocumentRow.content_hash,
-            AnswerVectorRow.path == DocumentRow.path,
-        )
-        query = (
-            select(DocumentRow)
-            .where(DocumentRow.chunk_count > 0, ~valid.exists())
-            .order_by(DocumentRow.path)
-        )
+        query = select(DocumentRow).where(*_lacks_answer(model)).order_by(DocumentRow.path)
         with Session(self.engine) as session:
             return [_stored(row) for row in session.scalars(query)]
+
+    def count_without_answer_vector(self, model: str) -> int:
+        """How many ``without_answer_vector`` would return, in one count."""
+        query = select(func.count()).select_from(DocumentRow).where(*_lacks_answer(model))
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
 
     def save_answer_vectors(self, model: str, vectors: Iterable[tuple[str, str, bytes]]) -> None:
         """Replace the vectors of ``(path, content_hash, vector)`` in one transaction; the
