@@ -236,6 +236,14 @@ def test_eval_retrieval_json(tmp_path: Path, kb_writer: Callable[..., Path]) -> 
     assert report["levels"]["PRECISE"]["precision"] == 1.0
     latency = report["latency_ms"]
     assert {"p50", "p95"} <= set(latency) and 0 < latency["p50"] <= latency["p95"]
+    # each query's own outcome, consistent with the summary
+    rows = {row["id"]: row for row in report["per_query"]}
+    assert list(rows) == ["q1", "q2", "q3", "q4"]
+    assert rows["q1"]["gold_rank"] == 1 and rows["q1"]["level"] == "PRECISE"
+    assert rows["q1"]["shown"][0] == PAYMENT and rows["q1"]["gold_shown"]
+    ranks = [row["gold_rank"] for row in rows.values()]
+    assert sum(rank == 1 for rank in ranks) / 4 == report["overall"]["recall@1"]
+    assert sum(row["gold_shown"] for row in rows.values()) / 4 == report["gold_shown"]
     # a second run reuses the ingested corpus
     again = invoke("eval", "retrieval", dataset, "--data-dir", tmp_path / "data", "--json")
     assert again.exit_code == 0 and json.loads(again.stdout)["overall"] == report["overall"]

@@ -117,6 +117,7 @@ def evaluate_retrieval(
             on_total(len(queries))
 
         per_query: list[dict[str, float]] = []
+        rows: list[dict[str, Any]] = []
         by_group: dict[str, dict[str, list[dict[str, float]]]] = {
             "lang": defaultdict(list),
             "kind": defaultdict(list),
@@ -153,6 +154,17 @@ def evaluate_retrieval(
                 level_supplements[name] += 1
                 text = f"{supplement.title}\n{supplement.excerpt}"
                 level_foreign[name] += detect_language(text) != item.lang
+            rows.append(
+                {
+                    "id": item.id,
+                    "lang": item.lang,
+                    "kind": item.kind,
+                    "gold_rank": _gold_rank(ranked, item.gold),
+                    "level": name,
+                    "shown": shown,
+                    "gold_shown": any(path in item.gold for path in shown),
+                }
+            )
             if on_progress:
                 on_progress(item.id)
 
@@ -190,7 +202,14 @@ def evaluate_retrieval(
             "mean": round(mean(latencies), 2),
         },
         "ingest_s": round(ingest_s, 2),
+        # each query's outcome, to see which questions two settings rank differently
+        "per_query": rows,
     }
+
+
+def _gold_rank(ranked: list[str], gold: list[str]) -> int | None:
+    """The 1-based rank of the first gold document in ``ranked``, None when absent."""
+    return next((rank for rank, path in enumerate(ranked, 1) if path in gold), None)
 
 
 def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str, float | None]:
