@@ -249,6 +249,36 @@ def test_eval_retrieval_json(tmp_path: Path, kb_writer: Callable[..., Path]) -> 
     assert again.exit_code == 0 and json.loads(again.stdout)["overall"] == report["overall"]
 
 
+def test_eval_retrieval_reads_several_datasets_side_by_side(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    """Each dataset ranks only its own corpus, though both share one --data-dir."""
+    first, second = tmp_path / "first", tmp_path / "second-answer-only"
+    kb_writer(first / "corpus")
+    kb_writer(
+        second / "corpus",
+        {"ops/rollback.md": "---\ntitle: Rollback\n---\nRoll back with `deploy undo`.\n"},
+    )
+    (second / "README.md").write_text("# A set, variant answer-only\n", encoding="utf-8")
+    for dataset, gold in ((first, PAYMENT), (second, "ops/rollback.md")):
+        query = {"id": "q", "query": "支付失败排查 rollback", "lang": "zh", "gold": [gold]}
+        (dataset / "queries.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+    result = invoke("eval", "retrieval", first, second, "--data-dir", data, "--json")
+    assert result.exit_code == 0, result.output
+    reports = json.loads(result.stdout)["datasets"]
+    assert [Path(r["dataset"]).name for r in reports] == ["first", "second-answer-only"]
+    assert [r["answer_only"] for r in reports] == [False, True]
+    # the second corpus has one document: nothing of the first ranks there
+    assert reports[1]["per_query"][0]["shown"] == ["ops/rollback.md"]
+    assert reports[0]["per_query"][0]["gold_rank"] == 1
+    text = invoke("eval", "retrieval", first, second, "--data-dir", data)
+    assert text.exit_code == 0, text.output
+    flat = one_line(text.stdout)
+    assert "side by side" in flat and "second-answer-only *" in flat and "gold shown" in flat
+    assert flat.count("retrieval on") == 2 and "answer-only: zh R@1 1.000" in flat
+
+
 def test_eval_retrieval_without_queries_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "dataset" / "corpus").mkdir(parents=True)
     result = invoke("eval", "retrieval", tmp_path / "dataset", "--data-dir", tmp_path / "d")

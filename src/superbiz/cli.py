@@ -431,7 +431,12 @@ def trace(
 
 @eval_app.command("retrieval")
 def eval_retrieval(
-    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    dataset_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders with corpus/ and queries.jsonl; several are also shown side by side."
+        ),
+    ],
     data_dir: DataDir = None,
     k: Annotated[int, typer.Option("--k", help="Ranking depth.")] = 10,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
@@ -441,18 +446,20 @@ def eval_retrieval(
     as_json: JsonFlag = False,
 ) -> None:
     """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
-    from superbiz.evaluation.retrieval import evaluate_retrieval, render_report
+    from superbiz.evaluation.retrieval import evaluate_retrieval, render_reports
 
+    reports = []
     with _errors(), _progress() as progress:
-        task = progress.add_task("evaluating", total=None, item="")
-        report = evaluate_retrieval(
-            dataset_dir,
-            _settings(data_dir or _eval_dir(dataset_dir)),
-            k=k,
-            limit=limit,
-            **_tracking(progress, task),
-        )
-    _publish(report, output, as_json, render_report)
+        for dataset_dir in dataset_dirs:
+            task = progress.add_task(dataset_dir.name, total=None, item="")
+            home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
+            reports.append(
+                evaluate_retrieval(
+                    dataset_dir, _settings(home), k=k, limit=limit, **_tracking(progress, task)
+                )
+            )
+    report = reports[0] if len(reports) == 1 else {"datasets": reports}
+    _publish(report, output, as_json, render_reports)
 
 
 @eval_app.command("agent")
@@ -710,6 +717,15 @@ def _eval_dir(dataset_dir: Path) -> Path:
 
     digest = hashlib.sha1(str(dataset_dir.resolve()).encode()).hexdigest()[:8]
     return Path(".superbiz") / "eval" / f"{dataset_dir.resolve().name}-{digest}"
+
+
+def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool) -> Path:
+    """Where a dataset's knowledge base lives: ``--data-dir`` itself for one dataset, a
+    folder in it per dataset for several (one corpus must not rank in another's)."""
+    own = _eval_dir(dataset_dir)
+    if data_dir is None:
+        return own
+    return data_dir / own.name if several else data_dir
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

@@ -260,6 +260,40 @@ def render_report(report: dict[str, Any], console: Console) -> None:
     )
 
 
+def render_reports(report: dict[str, Any], console: Console) -> None:
+    """One dataset's report, or several (``{"datasets": [...]}``) each in full and then
+    side by side: dev and its answer-only variant are read together."""
+    if "datasets" not in report:
+        render_report(report, console)
+        return
+    for each in report["datasets"]:
+        render_report(each, console)
+    console.print(_comparison(report["datasets"]))
+
+
+def _comparison(reports: list[dict[str, Any]]) -> Table:
+    """Each report's summary in a column (answer-only sets marked ``*``)."""
+    table = Table(title="side by side (* answer-only)")
+    table.add_column("")
+    for report in reports:
+        mark = " *" if report.get("answer_only") else ""
+        table.add_column(Path(report["dataset"]).name + mark, justify="right")
+    rows: dict[str, Callable[[dict[str, Any]], str]] = {
+        "R@1": lambda r: f"{r['overall']['recall@1']:.3f}",
+        "R@5": lambda r: f"{r['overall']['recall@5']:.3f}",
+        "MRR@10": lambda r: f"{r['overall']['mrr@10']:.3f}",
+        "HIGHLY_RELEVANT precision": lambda r: _fixed(
+            r["levels"].get("HIGHLY_RELEVANT", {}).get("precision")
+        ),
+        "supplements/lookup": lambda r: _fixed(r["supplements"]["supplements_per_lookup"], 2),
+        "gold shown": lambda r: _fixed(r["gold_shown"]),
+        "lookup p50 ms": lambda r: str(r["latency_ms"]["p50"]),
+    }
+    for name, cell in rows.items():
+        table.add_row(name, *(cell(report) for report in reports))
+    return table
+
+
 def _fixed(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
