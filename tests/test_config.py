@@ -58,3 +58,15 @@ def test_a_bad_value_or_an_unknown_key_is_an_error(
     monkeypatch.setenv(CONFIG_ENV, str(config))
     with pytest.raises(ConfigError, match="answer"):
         load_settings()
+
+
+def test_each_setting_lives_in_one_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service setting written under another section is refused, not silently ignored."""
+    config = tmp_path / "superbiz.yaml"
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    for section in ("embedding", "llm"):
+        write_config(config, f"{section}:\n  max-concurrent-turns: 8\n")
+        with pytest.raises(ConfigError, match=rf"{section}\.max_concurrent_turns"):
+            load_settings()
+    write_config(config, "service:\n  max-concurrent-turns: 8\n")
+    assert load_settings().service.max_concurrent_turns == 8

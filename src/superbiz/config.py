@@ -118,12 +118,6 @@ class EmbeddingSettings(_Section):
     model: str = "use-multilingual-v3"
     base_url: str | None = None
     api_key: str | None = None
-    #: how long a request waits for the running turn of its session before a 409
-    session_wait_s: float = Field(30.0, ge=0)
-    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
-    sse_keepalive_s: float = Field(15.0, gt=0)
-    #: turns one process runs at once (a thread each, mostly waiting on the model)
-    max_concurrent_turns: int = Field(64, ge=1)
     dimensions: int | None = Field(None, ge=1)
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
@@ -183,12 +177,6 @@ class LLMSettings(_Section):
 
     base_url: str | None = None
     api_key: str | None = None
-    #: how long a request waits for the running turn of its session before a 409
-    session_wait_s: float = Field(30.0, ge=0)
-    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
-    sse_keepalive_s: float = Field(15.0, gt=0)
-    #: turns one process runs at once (a thread each, mostly waiting on the model)
-    max_concurrent_turns: int = Field(64, ge=1)
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
