@@ -19,11 +19,13 @@ from superbiz.config import AnswerSettings, RetrievalSettings
 from superbiz.exceptions import EmbeddingError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.knowledge import ingest
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.answers import E5_MODEL, answer_head
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.models import AnswerVectorRow
+from superbiz.storage.repository import knowledge_version
 
 FAQ = {
     "database/scale-out.md": "---\ntitle: TiDB 运维 / 扩缩容\ncategory: database\n---\n"
@@ -127,6 +129,52 @@ def test_turning_the_model_on_encodes_what_an_earlier_ingest_stored(
     body = FAQ["infrastructure/cert.md"].split("---\n", 2)[2]
     expected = encoder.passages([answer_head(doc.title, body, 250)])[0]
     assert np.allclose(stored_vectors(kb)["infrastructure/cert.md"], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(("every_s", "announcements"), [(30.0, 1), (0.0, 2)])
+def test_a_backfill_tells_other_processes_now_and_then_not_per_batch(
+    tmp_path: Path,
+    open_kb: OpenKB,
+    monkeypatch: pytest.MonkeyPatch,
+    every_s: float,
+    announcements: int,
+) -> None:
+    """Each announcement makes every serving process rebuild its indexes: a backfill of two
+    batches announces once at its end, or per batch when the interval has passed."""
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    Ingestor(open_kb(answers=False)).ingest([corpus])
+    kb = open_kb()
+    before = knowledge_version(kb.engine)
+    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(ingest, "ANSWER_ANNOUNCE_S", every_s)
+    assert Ingestor(kb).ingest([corpus]).answers_encoded == len(WITH_TEXT)
+    assert knowledge_version(kb.engine) - before == announcements
+
+
+def test_a_backfill_the_model_stops_announces_what_it_encoded(
+    tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    Ingestor(open_kb(answers=False)).ingest([corpus])
+    reader = open_kb()  # a serving replica
+    assert len(reader.answer_index) == 0
+    kb = open_kb()
+    encoder = kb.answer_encoder
+    assert encoder is not None
+    works, calls = encoder.passages, []
+
+    def second_batch_fails(texts: list[str]) -> np.ndarray:
+        calls.append(texts)
+        if len(calls) == 2:
+            raise EmbeddingError("the answer model (multilingual-e5-small-q4) failed: test")
+        return works(texts)
+
+    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(encoder, "passages", second_batch_fails)
+    with pytest.raises(EmbeddingError):
+        Ingestor(kb).ingest([corpus])
+    assert answer_rows(kb) == 2
+    assert reader.sync() and len(reader.answer_index) == 2
 
 
 def test_lookups_are_ranked_with_the_answer_model_in_every_process(

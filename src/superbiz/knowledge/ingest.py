@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,7 @@ from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, s
 from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
-from superbiz.retrieval.answers import answer_head, to_bytes
+from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
 from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
@@ -40,6 +41,9 @@ EMBED_WORKERS = 2
 INDEX_CHUNKS = 8 * EMBED_BATCH
 #: document openings encoded (and saved) at a time by the answer model
 ANSWER_BATCH = 32
+#: how often a long answer-model backfill tells serving processes of its new vectors: each
+#: time they rebuild their exact and answer indexes, so not at every batch (1-4 s)
+ANSWER_ANNOUNCE_S = 30.0
 
 
 @dataclass(slots=True)
@@ -402,26 +406,43 @@ class Ingestor:
         missing = self.kb.documents.without_answer_vector(encoder.name)
         if missing and on_total:
             on_total(files + len(missing))
-        for start in range(0, len(missing), ANSWER_BATCH):
-            batch = missing[start : start + ANSWER_BATCH]
-            unread = [doc.path for doc in batch if doc.path not in self._heads]
-            # the first chunk of each document an earlier ingest wrote, in one query
-            first = {
-                path: chunks[0].text
-                for path, chunks in self.kb.store.chunks_of_documents(unread).items()
-            }
-            heads = [
-                self._heads.get(doc.path) or answer_head(doc.title, first.get(doc.path, ""), chars)
-                for doc in batch
-            ]
-            vectors = encoder.passages(heads)
-            rows = zip(batch, vectors, strict=True)
-            self.kb.documents.save_answer_vectors(
-                encoder.name, [(doc.path, doc.content_hash, to_bytes(v)) for doc, v in rows]
-            )
-            self._report.answers_encoded += len(batch)
-            for doc in batch:
-                self._tick(on_progress, f"answer model: {doc.path}")
+        announced, unannounced = time.monotonic(), False
+        try:
+            for start in range(0, len(missing), ANSWER_BATCH):
+                batch = missing[start : start + ANSWER_BATCH]
+                rows = self._answer_rows(batch, encoder, chars)
+                announce = start + ANSWER_BATCH >= len(missing) or (
+                    time.monotonic() - announced >= ANSWER_ANNOUNCE_S
+                )
+                self.kb.documents.save_answer_vectors(encoder.name, rows, announce=announce)
+                if announce:
+                    announced = time.monotonic()
+                unannounced = not announce
+                self._report.answers_encoded += len(batch)
+                for doc in batch:
+                    self._tick(on_progress, f"answer model: {doc.path}")
+        finally:
+            if unannounced:  # the model failed: what it did encode is used
+                self.kb.documents.announce_change()
+
+    def _answer_rows(
+        self, batch: list[StoredDocument], encoder: AnswerEncoder, chars: int
+    ) -> list[tuple[str, str, bytes]]:
+        """``(path, content_hash, vector)`` of each document's opening in ``batch``."""
+        unread = [doc.path for doc in batch if doc.path not in self._heads]
+        # the first chunk of each document an earlier ingest wrote, in one query
+        first = {
+            path: chunks[0].text
+            for path, chunks in self.kb.store.chunks_of_documents(unread).items()
+        }
+        heads = [
+            self._heads.get(doc.path) or answer_head(doc.title, first.get(doc.path, ""), chars)
+            for doc in batch
+        ]
+        vectors = encoder.passages(heads)
+        return [
+            (doc.path, doc.content_hash, to_bytes(v)) for doc, v in zip(batch, vectors, strict=True)
+        ]
 
     def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
         """Save ``rows`` one by one; the path and reason of each the database refuses."""

@@ -216,9 +216,12 @@ class DocumentRepository:
         with self.engine.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
-    def save_answer_vectors(self, model: str, vectors: Iterable[tuple[str, str, bytes]]) -> None:
-        """Replace the vectors of ``(path, content_hash, vector)`` in one transaction; the
-        knowledge version moves, so that every process rebuilds its answer index."""
+    def save_answer_vectors(
+        self, model: str, vectors: Iterable[tuple[str, str, bytes]], *, announce: bool = True
+    ) -> None:
+        """Replace the vectors of ``(path, content_hash, vector)`` in one transaction. With
+        ``announce`` the knowledge version moves, so that every process rebuilds its answer
+        index; a long backfill announces now and then (``announce_change``), not per batch."""
         rows = list(vectors)
         if not rows:
             return
@@ -229,6 +232,12 @@ class DocumentRepository:
                 AnswerVectorRow(path=path, model=model, content_hash=digest, vector=vector)
                 for path, digest, vector in rows
             )
+            if announce:
+                _bump_version(session)
+
+    def announce_change(self) -> None:
+        """Move the knowledge version for what was saved without announcing it."""
+        with Session(self.engine) as session, session.begin():
             _bump_version(session)
 
 
