@@ -70,3 +70,13 @@ def test_each_setting_lives_in_one_section(tmp_path: Path, monkeypatch: pytest.M
             load_settings()
     write_config(config, "service:\n  max-concurrent-turns: 8\n")
     assert load_settings().service.max_concurrent_turns == 8
+
+
+def test_evidence_levels_without_the_answer_model_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__LEVELS", "evidence")
+    with pytest.raises(ConfigError, match="reads the answer model"):
+        load_settings()
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL", "e5")
+    assert load_settings().retrieval.levels == "evidence"

@@ -81,6 +81,9 @@ class RetrievalSettings(_Section):
     normalization: NormalizationSettings = NormalizationSettings()
     answers: AnswerSettings = AnswerSettings()
     fusion: Literal["minmax", "rrf"] = "minmax"
+    #: ``cosine``: the seed's rule; ``evidence``: HIGHLY_RELEVANT from a model of the primary's
+    #: cosine, its lead and the answer model's view of it (needs ``answers.model``; README)
+    levels: Literal["cosine", "evidence"] = "cosine"
     dense_weight: float = Field(0.4, ge=0, le=1)
     #: min-max fusion adds this times the share of a document's title the query names;
     #: dev English R@1 0.835 → 0.865 at 0.4 (0.3 and 0.5 within a query of it)
@@ -106,6 +109,15 @@ class RetrievalSettings(_Section):
     #: lower on answer-only. 0.05 reaches 1.84 answer-only but loses a dev question (README)
     reference_supplement_margin: float | None = Field(0.1, ge=0, le=2)
     excerpt_chars: int = Field(1200, ge=100)
+
+    @model_validator(mode="after")
+    def _evidence_needs_the_answer_model(self) -> RetrievalSettings:
+        if self.levels == "evidence" and self.answers.model == "none":
+            raise ValueError(
+                "retrieval.levels 'evidence' reads the answer model: set retrieval.answers.model"
+                " (e5) too"
+            )
+        return self
 
 
 class EmbeddingSettings(_Section):

@@ -24,6 +24,7 @@ from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.answers import E5_MODEL, answer_head
 from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.relevance import EVIDENCE_LEVELS, RelevanceLevel
 from superbiz.storage.models import AnswerVectorRow
 from superbiz.storage.repository import knowledge_version
 
@@ -50,11 +51,14 @@ OpenKB = Callable[..., KnowledgeBase]
 def open_kb(
     tmp_path: Path, database_url: str, make_settings: Callable[..., Any], use_embedder: Embedder
 ) -> Iterator[OpenKB]:
-    """``open_kb(answers=True)``: a KB on this test's database, with or without the model."""
+    """``open_kb(answers=True, levels="cosine")``: a KB on this test's database, with or
+    without the model."""
     opened: list[KnowledgeBase] = []
 
-    def make(answers: bool = True) -> KnowledgeBase:
-        retrieval = RetrievalSettings(answers=AnswerSettings(model="e5" if answers else "none"))
+    def make(answers: bool = True, levels: str = "cosine") -> KnowledgeBase:
+        retrieval = RetrievalSettings(
+            answers=AnswerSettings(model="e5" if answers else "none"), levels=levels
+        )
         kb = KnowledgeBase(
             make_settings(tmp_path, database_url, retrieval=retrieval), embedder=use_embedder
         )
@@ -195,6 +199,26 @@ def test_lookups_are_ranked_with_the_answer_model_in_every_process(
     assert len(cosines) == len(outcome.ranked[:10]) and None not in cosines
     assert cosines[0] == max(cosines)  # type: ignore[type-var]
     assert len(reader.answer_index) == len(WITH_TEXT)
+
+
+def test_evidence_levels_are_decided_and_recorded_with_each_call(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    kb = open_kb(levels="evidence")
+    Ingestor(kb).ingest([write_kb(tmp_path / "kb", FAQ)])
+    lookup = GovernedLookup(kb, InMemorySessionTracker())
+    for number, question in enumerate(["扩容后新节点多久能分到数据？", "慢日志的阈值是多少"]):
+        outcome = lookup.lookup(f"s{number}", question)
+        probability = outcome.details.primary_probability
+        assert probability is not None and 0.0 < probability < 1.0
+        sure = probability >= EVIDENCE_LEVELS.threshold
+        assert (outcome.result.relevance_level is RelevanceLevel.HIGHLY_RELEVANT) == sure
+    assert (
+        GovernedLookup(open_kb(), InMemorySessionTracker())
+        .lookup("s", "扩容后新节点多久能分到数据？")
+        .details.primary_probability
+        is None
+    )  # the seed's rule
 
 
 def test_without_the_model_nothing_is_encoded_or_recorded(tmp_path: Path, open_kb: OpenKB) -> None:

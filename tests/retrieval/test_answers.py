@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from fakes.embedders import TableEmbedder
 from superbiz.config import AnswerSettings, RetrievalSettings
@@ -15,9 +16,14 @@ from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, 
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.fusion import answer_fusion
 from superbiz.retrieval.memory_store import InMemoryChunkStore
-from superbiz.retrieval.pipeline import Retriever
-from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
-from superbiz.retrieval.search import AnswerSource, HybridSearcher
+from superbiz.retrieval.pipeline import Retriever, primary_evidence
+from superbiz.retrieval.relevance import (
+    EVIDENCE_LEVELS,
+    PrimaryEvidence,
+    RelevanceLevel,
+    Thresholds,
+)
+from superbiz.retrieval.search import AnswerSource, DocHit, HybridSearcher
 from superbiz.retrieval.vector_store import ChunkRecord
 
 #: answers that do not repeat their questions (the answer-only situation)
@@ -207,6 +213,49 @@ def test_a_top_the_answer_model_vouches_for_is_reference_under_the_cosine_thresh
     assert result.top_similarity == pytest.approx(0.0)
     assert result.level is level
     assert [d.doc_path for d in result.shown][:1] == (["ops/c.md"] if level else [])
+
+
+def test_evidence_levels_raise_a_primary_both_rankings_put_first() -> None:
+    """A's cosine (0.8) is under this KB's highly-relevant threshold (0.95), but A leads the
+    next document by 0.2 and is the answer model's best opening by 0.15."""
+    index = answer_index({"ops/a.md": 0.95, "ops/b.md": 0.80, "ops/c.md": 0.30})
+    found = searcher(index, FixedAnswers((1.0, 0.0)))
+    levels = {"cosine": RelevanceLevel.REFERENCE, "evidence": RelevanceLevel.HIGHLY_RELEVANT}
+    for rule, level in levels.items():
+        settings = found.settings.model_copy(update={"levels": rule})
+        retriever = Retriever(found, lambda: ExactIndex([]), Thresholds(0.95, 0.3), settings)
+        result = retriever.retrieve(QUERY)
+        assert result.shown[0].doc_path == "ops/a.md" and result.level is level
+        if rule == "cosine":
+            assert result.primary_probability is None
+        else:
+            assert result.primary_probability == pytest.approx(
+                EVIDENCE_LEVELS.probability(PrimaryEvidence(0.8, 0.2, 0.95, 0.15, True)), abs=1e-4
+            )
+
+
+def test_the_primary_evidence_is_read_from_the_ranking() -> None:
+    def doc(path: str, similarity: float, answer: float | None) -> DocHit:
+        return DocHit(path, path, "ops", 1.0, similarity, None, answer=answer)
+
+    ranked = [doc("a", 0.5, 0.90), doc("b", 0.55, 0.92), doc("c", 0.2, None), doc("d", 0.1, 0.5)]
+    assert primary_evidence(ranked) == PrimaryEvidence(
+        similarity=0.5,
+        similarity_lead=pytest.approx(-0.05),  # type: ignore[arg-type]
+        answer=0.90,
+        answer_lead=pytest.approx(-0.02),  # type: ignore[arg-type]
+        answer_best=False,
+    )
+    assert primary_evidence([doc("a", 0.5, 0.9)]) == PrimaryEvidence(0.5, 0.5, 0.9, 0.9, True)
+    assert primary_evidence([doc("a", 0.5, None), doc("b", 0.4, 0.9)]) is None  # model not asked
+
+
+def test_evidence_levels_need_the_answer_model() -> None:
+    with pytest.raises(ValidationError, match=r"retrieval\.answers\.model"):
+        RetrievalSettings(levels="evidence")
+    assert RetrievalSettings(levels="evidence", answers=AnswerSettings(model="e5")).levels == (
+        "evidence"
+    )
 
 
 def test_a_query_that_names_one_document_does_not_ask_the_answer_model() -> None:

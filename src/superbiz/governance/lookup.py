@@ -73,6 +73,8 @@ class RetrievalDetails:
     #: the answer model's cosines of the same documents (``retrieval.answers``; None where
     #: it did not rank, empty without an answer model)
     answer_similarities: list[float | None] = field(default_factory=list)
+    #: ``retrieval.levels: evidence``: the probability that the primary answers the query
+    primary_probability: float | None = None
     l1_fused_scores: list[float] = field(default_factory=list)
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
@@ -190,6 +192,9 @@ class GovernedLookup:
             ]
             if any(d.answer is not None for d in ranked)
             else [],
+            primary_probability=None
+            if found.primary_probability is None
+            else round(found.primary_probability, 4),
             relevance_level=level.value if level else None,
             completeness_hint=hint,
             retrieved_domains=domains,

@@ -17,6 +17,8 @@ from superbiz._text import Language, detect_language
 from superbiz.config import RetrievalSettings
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.relevance import (
+    EVIDENCE_LEVELS,
+    PrimaryEvidence,
     RelevanceLevel,
     Thresholds,
     relevance_level,
@@ -47,6 +49,8 @@ class Retrieval:
     shown: list[DocHit]
     #: excluded documents that would otherwise be evidence (named, or above reference)
     withheld: list[DocHit]
+    #: with ``retrieval.levels: evidence``, the probability that the primary answers
+    primary_probability: float | None = None
 
 
 def supplements(
@@ -103,6 +107,22 @@ def supplements(
     return chosen
 
 
+def primary_evidence(ranked: list[DocHit]) -> PrimaryEvidence | None:
+    """What ``ranked`` says of its first document; None when the answer model did not rank
+    the query (it failed, or the query named one document)."""
+    top, rest = ranked[0], ranked[1:]
+    if top.answer is None:
+        return None
+    best_other = max((d.answer for d in rest if d.answer is not None), default=0.0)
+    return PrimaryEvidence(
+        similarity=top.similarity,
+        similarity_lead=top.similarity - max((d.similarity for d in rest[:4]), default=0.0),
+        answer=top.answer,
+        answer_lead=top.answer - best_other,
+        answer_best=top.answer >= best_other,
+    )
+
+
 def _hybrid(doc: DocHit) -> float:
     """The hybrid fused score, also where the answer model re-ranked: its scores are
     mostly answer cosine, and half the primary's let in 2.58 supplements a lookup instead
@@ -151,8 +171,13 @@ class Retriever:
             exact_count = 0  # the exact match has no chunks (index being repaired)
         top_similarity = top.similarity if top else None
         level = relevance_level(exact_count, top_similarity, self._thresholds)
+        probability = None
         if top is not None:
             level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
+            evidence = primary_evidence(fresh) if self._settings.levels == "evidence" else None
+            if evidence is not None and level is not RelevanceLevel.PRECISE:
+                probability = EVIDENCE_LEVELS.probability(evidence)
+                level = EVIDENCE_LEVELS.level(level, evidence)
 
         shown: list[DocHit] = []
         if level is not None and top is not None:
@@ -192,6 +217,7 @@ class Retriever:
             level=level,
             shown=shown,
             withheld=withheld,
+            primary_probability=probability,
         )
 
     def infer_domain(self, query: str) -> str | None:
