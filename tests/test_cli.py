@@ -221,6 +221,7 @@ def test_eval_retrieval_json(tmp_path: Path, kb_writer: Callable[..., Path]) -> 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert {"overall", "by_lang", "levels", "latency_ms"} <= set(report)
+    assert (report["answers"], report["level_rule"]) == ("none", "cosine")  # what was measured
     assert set(report["overall"]) >= RANKING_KEYS
     assert set(report["by_lang"]) == {"en", "zh"}
     for row in [report["overall"], *report["by_lang"].values()]:

@@ -177,6 +177,7 @@ def evaluate_retrieval(
         else "use-multilingual-v3",
         "fusion": settings.retrieval.fusion,
         "answers": settings.retrieval.answers.model,
+        "level_rule": settings.retrieval.levels,
         "overall": _summarise(per_query),
         "by_lang": {lang: _summarise(rows) for lang, rows in sorted(by_group["lang"].items())},
         "by_kind": {kind: _summarise(rows) for kind, rows in sorted(by_group["kind"].items())},
@@ -224,6 +225,8 @@ def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str,
 def render_report(report: dict[str, Any], console: Console) -> None:
     answers = report.get("answers", "none")
     model = "" if answers == "none" else f", answer model {answers}"
+    if report.get("level_rule", "cosine") != "cosine":
+        model += f", levels {report['level_rule']}"
     table = Table(title=f"retrieval on {report['dataset']} ({report['queries']} queries{model})")
     for column in ("slice", "n", "R@1", "R@5", "R@10", "MRR@10"):
         table.add_column(column, justify="right" if column != "slice" else "left")
