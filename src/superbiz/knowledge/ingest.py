@@ -422,7 +422,7 @@ class Ingestor:
                 for doc in batch:
                     self._tick(on_progress, f"answer model: {doc.path}")
         finally:
-            if unannounced:  # the model failed: what it did encode is used
+            if unannounced:  # the run stopped part-way: what it saved is used
                 self.kb.documents.announce_change()
 
     def _answer_rows(
