@@ -4,13 +4,15 @@ and what is served matches it."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import fields
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from superbiz.agents.runtime import Runtime
-from superbiz.api.responses import TURN_EVENTS
+from superbiz.api.responses import TURN_EVENTS, RetrievalRecord
+from superbiz.governance.lookup import RetrievalDetails
 from superbiz.storage.invocations import Invocation
 
 REF = "#/components/schemas/"
@@ -144,3 +146,7 @@ def test_a_malformed_call_is_served_as_recorded(
     (call,) = response.json()["invocations"]
     assert call["verdict"] == "error" and call["error"] == "query is required"
     assert call["retrieval_details"] is None and call["relevance_level"] is None
+
+
+def test_the_recorded_scores_document_every_key_a_lookup_records() -> None:
+    assert {f.name for f in fields(RetrievalDetails)} == set(RetrievalRecord.model_fields)

@@ -169,6 +169,8 @@ class RetrievalRecord(BaseModel):
     l1_scores: list[float | None] | None = None
     l1_similarities: list[float] | None = None
     l1_fused_scores: list[float] | None = None
+    answer_similarities: list[float | None] | None = None
+    primary_probability: float | None = None
     relevance_level: str | None = None
     completeness_hint: str | None = None
     retrieved_domains: list[str] | None = None
