@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.cli import app
+from superbiz.config import CONFIG_ENV, load_settings
 from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "payment/支付失败排查.md"
@@ -278,6 +279,54 @@ def test_eval_retrieval_reads_several_datasets_side_by_side(
     flat = one_line(text.stdout)
     assert "side by side" in flat and "second-answer-only *" in flat and "gold shown" in flat
     assert flat.count("retrieval on") == 2 and "answer-only: zh R@1 1.000" in flat
+
+
+PARAPHRASES = {
+    "渠道的通知一直没有到达，订单还是未付款": PAYMENT,
+    "钱退不回去了怎么办": PAYMENT,
+    "获取连接一直超时，应用卡住了": "infrastructure/redis-pool.md",
+    "clients get errors when they call us too fast": "api/rate-limit.md",
+    "the platform team must lift the per-tenant ceiling": "api/rate-limit.md",
+    "what should happen before we ship a release": "ops/notes/deploy-checklist.md",
+    "sending the same request twice should do no harm": "glossary.md",
+}
+
+
+def test_eval_levels_fits_settings_that_load_back(
+    tmp_path: Path, kb_writer: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataset = tmp_path / "dataset"
+    kb_writer(dataset / "corpus")
+    lines = [
+        json.dumps({"id": f"q{i}", "query": query, "lang": "en", "gold": [gold]})
+        for i, (query, gold) in enumerate(PARAPHRASES.items())
+    ]
+    (dataset / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+
+    refused = invoke("eval", "levels", dataset, "--data-dir", data)
+    assert refused.exit_code == 2 and "set retrieval.answers.model" in one_line(refused.stderr)
+
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL", "e5")
+    too_few = invoke("eval", "levels", dataset, "--data-dir", data)
+    assert too_few.exit_code == 2 and "at least 40 are needed" in one_line(too_few.stderr)
+
+    # a dataset this small only shows the command's round trip
+    monkeypatch.setattr("superbiz.evaluation.levels.MIN_SAMPLES", 4)
+    monkeypatch.setattr("superbiz.evaluation.levels.SUPPORT", 2)
+    result = invoke("eval", "levels", dataset, "--data-dir", data, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert 4 <= report["lookups"] <= len(PARAPHRASES)
+    assert set(report["highly_relevant"]) == {"cosine", "evidence"}
+    printed = invoke("eval", "levels", dataset, "--data-dir", data).stdout
+    config = tmp_path / "superbiz.yaml"
+    config.write_text(printed[printed.index("retrieval:") :], encoding="utf-8")
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    settings = load_settings()
+    assert settings.retrieval.levels == "evidence"
+    assert settings.retrieval.evidence_levels is not None
+    assert settings.retrieval.evidence_levels.model_dump() == report["model"]
 
 
 def test_eval_retrieval_without_queries_is_a_clear_error(tmp_path: Path) -> None:

@@ -462,6 +462,23 @@ def eval_retrieval(
     _publish(report, output, as_json, render_reports)
 
 
+@eval_app.command("levels")
+def eval_levels(
+    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    data_dir: DataDir = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit retrieval.levels: evidence on a labelled dataset (needs the answer model)."""
+    from superbiz.evaluation.levels import calibrate_levels, render_levels
+
+    with _errors():
+        report = calibrate_levels(dataset_dir, _settings(data_dir or _eval_dir(dataset_dir)))
+    _publish(report, output, as_json, render_levels)
+
+
 @eval_app.command("agent")
 def eval_agent(
     dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],

@@ -77,6 +77,19 @@ class AnswerSettings(_Section):
     reference: float = Field(0.85, ge=-1, le=1)
 
 
+class EvidenceLevelSettings(_Section):
+    """The coefficients of ``retrieval.levels: evidence`` (``superbiz eval levels`` prints
+    them for a labelled dataset of your own); unset, the model fitted on dev is used."""
+
+    bias: float
+    similarity: float
+    similarity_lead: float
+    answer: float
+    answer_lead: float
+    answer_best: float
+    threshold: float = Field(ge=0, le=1)
+
+
 class RetrievalSettings(_Section):
     normalization: NormalizationSettings = NormalizationSettings()
     answers: AnswerSettings = AnswerSettings()
@@ -84,6 +97,7 @@ class RetrievalSettings(_Section):
     #: ``cosine``: the seed's rule; ``evidence``: HIGHLY_RELEVANT from a model of the primary's
     #: cosine, its lead and the answer model's view of it (needs ``answers.model``; README)
     levels: Literal["cosine", "evidence"] = "cosine"
+    evidence_levels: EvidenceLevelSettings | None = None
     dense_weight: float = Field(0.4, ge=0, le=1)
     #: min-max fusion adds this times the share of a document's title the query names;
     #: dev English R@1 0.835 → 0.865 at 0.4 (0.3 and 0.5 within a query of it)

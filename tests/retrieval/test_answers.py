@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from fakes.embedders import TableEmbedder
-from superbiz.config import AnswerSettings, RetrievalSettings
+from superbiz.config import AnswerSettings, EvidenceLevelSettings, RetrievalSettings
 from superbiz.exceptions import ConfigError, EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
@@ -232,6 +232,27 @@ def test_evidence_levels_raise_a_primary_both_rankings_put_first() -> None:
             assert result.primary_probability == pytest.approx(
                 EVIDENCE_LEVELS.probability(PrimaryEvidence(0.8, 0.2, 0.95, 0.15, True)), abs=1e-4
             )
+
+
+def test_fitted_coefficients_from_the_settings_replace_the_shipped_ones() -> None:
+    index = answer_index({"ops/a.md": 0.80, "ops/b.md": 0.86, "ops/c.md": 0.90})
+    found = searcher(index, FixedAnswers((1.0, 0.0)))
+    coefficients = dict(
+        bias=0.0, similarity=0.0, similarity_lead=0.0, answer=0.0, answer_lead=0.0, answer_best=0.0
+    )
+    # below the threshold the seed's rule stands: C is REFERENCE by its answer cosine alone
+    for threshold, level in (
+        (0.5, RelevanceLevel.HIGHLY_RELEVANT),
+        (0.6, RelevanceLevel.REFERENCE),
+    ):
+        fitted = EvidenceLevelSettings(**coefficients, threshold=threshold)  # probability 0.5
+        settings = found.settings.model_copy(
+            update={"levels": "evidence", "evidence_levels": fitted}
+        )
+        result = Retriever(
+            found, lambda: ExactIndex([]), Thresholds(0.95, 0.95), settings
+        ).retrieve(QUERY)
+        assert result.primary_probability == pytest.approx(0.5) and result.level is level
 
 
 def test_the_primary_evidence_is_read_from_the_ranking() -> None:

@@ -18,6 +18,7 @@ from superbiz.config import RetrievalSettings
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.relevance import (
     EVIDENCE_LEVELS,
+    EvidenceLevels,
     PrimaryEvidence,
     RelevanceLevel,
     Thresholds,
@@ -151,6 +152,8 @@ class Retriever:
         self._exact_index = exact_index
         self._thresholds = thresholds
         self._settings = settings
+        fitted = settings.evidence_levels
+        self._evidence_levels = EvidenceLevels(**fitted.model_dump()) if fitted else EVIDENCE_LEVELS
 
     def retrieve(
         self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
@@ -176,8 +179,8 @@ class Retriever:
             level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
             evidence = primary_evidence(fresh) if self._settings.levels == "evidence" else None
             if evidence is not None and level is not RelevanceLevel.PRECISE:
-                probability = EVIDENCE_LEVELS.probability(evidence)
-                level = EVIDENCE_LEVELS.level(level, evidence)
+                probability = self._evidence_levels.probability(evidence)
+                level = self._evidence_levels.level(level, evidence)
 
         shown: list[DocHit] = []
         if level is not None and top is not None:

@@ -202,8 +202,8 @@ class EvidenceLevels:
 
 #: Fitted on dev's 203 lookups that were not PRECISE (USE, multilingual-e5-small; L2 0.1);
 #: the threshold is the median over ten 10-fold cross-validations of the lowest probability
-#: at which out-of-fold precision reaches 0.95 (0.886–0.909). README, "Levels from all the
-#: evidence".
+#: at which out-of-fold precision reaches 0.95 (0.886–0.909): what ``superbiz eval levels``
+#: prints for dev. README, "Levels from all the evidence".
 EVIDENCE_LEVELS = EvidenceLevels(
     bias=-1.267,
     similarity=1.913,
