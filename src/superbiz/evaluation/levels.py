@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -166,7 +165,7 @@ def calibrate_levels(dataset_dir: Path, settings: Settings) -> dict[str, Any]:
         "dataset": str(dataset_dir),
         "lookups": len(samples),
         "gold_primaries": sum(gold),
-        "model": asdict(model),
+        "model": model.model_dump(),
         "cross_validated_thresholds": thresholds,
         "highly_relevant": {
             "cosine": _precision(seed, gold),

@@ -17,6 +17,7 @@ from typing import Literal
 
 from superbiz._messages import localized
 from superbiz._text import Language
+from superbiz.config import EvidenceLevelSettings
 
 Metric = Literal["L2", "L2_SQUARED", "IP", "COSINE"]
 
@@ -150,23 +151,15 @@ class PrimaryEvidence:
     answer_best: bool  # the primary is the model's best opening among the candidates
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceLevels:
+class EvidenceLevels(EvidenceLevelSettings):
     """``retrieval.levels: evidence``: a logistic model of "the primary answers the query"
     over ``PrimaryEvidence``; at ``threshold`` or more the result is HIGHLY_RELEVANT.
 
     The seed's cosine rule sees one number; with the answer model a primary can be sure
     (it leads both rankings) at a modest cosine, or doubtful at a high one. Below the
     threshold the cosine rule stands, except that its HIGHLY_RELEVANT becomes REFERENCE.
+    Its coefficients are the settings' (``retrieval.evidence-levels``).
     """
-
-    bias: float
-    similarity: float
-    similarity_lead: float
-    answer: float
-    answer_lead: float
-    answer_best: float
-    threshold: float
 
     def probability(self, evidence: PrimaryEvidence) -> float:
         z = (
