@@ -49,6 +49,11 @@ def feature_row(evidence: PrimaryEvidence) -> list[float]:
     ]
 
 
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    p: np.ndarray = 1.0 / (1.0 + np.exp(-z))
+    return p
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 0.1, steps: int = 60) -> np.ndarray:
     """Weights of an L2-regularised logistic regression of ``y`` (0/1) on the rows of ``x``.
 
@@ -59,7 +64,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 0.1, steps: int = 60)
     """
     weights = np.zeros(x.shape[1])
     for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(x @ weights)))
+        p = _sigmoid(x @ weights)
         gradient = x.T @ (p - y) + l2 * weights
         hessian = (x.T * (p * (1.0 - p))) @ x + l2 * np.eye(len(weights))
         weights -= np.linalg.solve(hessian, gradient)
@@ -91,7 +96,7 @@ def out_of_fold(x: np.ndarray, y: np.ndarray, folds: int, seed: int, l2: float) 
         held = order[fold::folds]
         kept = sorted(set(order) - set(held))
         weights = fit_logistic(x[kept], y[kept], l2)
-        probabilities[held] = 1.0 / (1.0 + np.exp(-(x[held] @ weights)))
+        probabilities[held] = _sigmoid(x[held] @ weights)
     return probabilities
 
 

@@ -17,17 +17,24 @@ def recall_at(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
     return sum(1 for g in gold if g in top) / len(gold)
 
 
+def gold_rank(ranked: Sequence[str], gold: Sequence[str]) -> int | None:
+    """The 1-based rank of the first gold document in ``ranked``; None when there is none.
+
+    >>> gold_rank(["a", "b", "c"], ["c", "b"]), gold_rank(["a"], ["z"])
+    (2, None)
+    """
+    golden = set(gold)
+    return next((rank for rank, doc in enumerate(ranked, start=1) if doc in golden), None)
+
+
 def reciprocal_rank(ranked: Sequence[str], gold: Sequence[str], k: int = 10) -> float:
     """``1 / rank`` of the first gold document within ``k``, else 0.
 
     >>> reciprocal_rank(["a", "b", "c"], ["b"])
     0.5
     """
-    golden = set(gold)
-    for rank, doc in enumerate(ranked[:k], start=1):
-        if doc in golden:
-            return 1.0 / rank
-    return 0.0
+    rank = gold_rank(ranked[:k], gold)
+    return 0.0 if rank is None else 1.0 / rank
 
 
 def percentile(values: Sequence[float], q: float) -> float:

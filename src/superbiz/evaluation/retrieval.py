@@ -16,7 +16,7 @@ from rich.table import Table
 from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
-from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
+from superbiz.evaluation.metrics import gold_rank, mean, percentile, recall_at, reciprocal_rank
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
@@ -117,7 +117,7 @@ def evaluate_retrieval(
             on_total(len(queries))
 
         per_query: list[dict[str, float]] = []
-        rows: list[dict[str, Any]] = []
+        outcomes: list[dict[str, Any]] = []
         by_group: dict[str, dict[str, list[dict[str, float]]]] = {
             "lang": defaultdict(list),
             "kind": defaultdict(list),
@@ -154,12 +154,12 @@ def evaluate_retrieval(
                 level_supplements[name] += 1
                 text = f"{supplement.title}\n{supplement.excerpt}"
                 level_foreign[name] += detect_language(text) != item.lang
-            rows.append(
+            outcomes.append(
                 {
                     "id": item.id,
                     "lang": item.lang,
                     "kind": item.kind,
-                    "gold_rank": _gold_rank(ranked, item.gold),
+                    "gold_rank": gold_rank(ranked, item.gold),
                     "level": name,
                     "shown": shown,
                     "gold_shown": any(path in item.gold for path in shown),
@@ -204,13 +204,8 @@ def evaluate_retrieval(
         },
         "ingest_s": round(ingest_s, 2),
         # each query's outcome, to see which questions two settings rank differently
-        "per_query": rows,
+        "per_query": outcomes,
     }
-
-
-def _gold_rank(ranked: list[str], gold: list[str]) -> int | None:
-    """The 1-based rank of the first gold document in ``ranked``, None when absent."""
-    return next((rank for rank, path in enumerate(ranked, 1) if path in gold), None)
 
 
 def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str, float | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -119,8 +120,9 @@ class HybridSearcher:
         if not cosines:
             return ranked
         docs = {doc.doc_path: doc for doc in ranked}
-        best = sorted(cosines, key=cosines.__getitem__, reverse=True)
-        extra = [path for path in best[: self.settings.answers.candidates] if path not in docs]
+        # the model's best documents: a partial sort, as every document has a cosine
+        best = heapq.nlargest(self.settings.answers.candidates, cosines, key=cosines.__getitem__)
+        extra = [path for path in best if path not in docs]
         docs.update(self.document_hits(vector, extra, 0.0))
         fused = answer_fusion(
             {path: doc.score for path, doc in docs.items()}, cosines, self.settings.answers.weight
