@@ -73,7 +73,8 @@ class AnswerSettings(_Section):
     #: for 500 characters, 12 s for 8,000, two busy cores); no dev query is longer than 448
     query_chars: int = Field(512, ge=16)
     #: a top document whose opening scores this or more is REFERENCE even when its USE
-    #: cosine is under the reference threshold (dev: 7 of 8 such tops were the answer)
+    #: cosine is under the reference threshold (dev: 7 of 8 such tops were the answer),
+    #: and a supplement whose cosine alone would not qualify it may be shown
     reference: float = Field(0.85, ge=-1, le=1)
 
 

@@ -1,5 +1,6 @@
-"""Which documents are shown beside the primary: each on its own evidence, in the query's
-language unless its cosine alone is highly relevant."""
+"""Which documents are shown beside the primary: each on its own evidence (a cosine under
+highly relevant needs BM25 or the answer model to agree), in the query's language unless
+its cosine alone is highly relevant."""
 
 from __future__ import annotations
 
@@ -17,12 +18,19 @@ ZH_TEXT = "同步延迟时，先检查下游集群的负载和网络，再调整
 
 
 def doc(
-    path: str, score: float, similarity: float, text: str = EN_TEXT, *, bm25: bool = False
+    path: str,
+    score: float,
+    similarity: float,
+    text: str = EN_TEXT,
+    *,
+    bm25: bool = True,
+    answer: float | None = None,
 ) -> DocHit:
-    """A one-chunk document; ``bm25``: its chunk was a BM25 hit (it shares query terms)."""
+    """A one-chunk document; ``bm25``: its chunk was a BM25 hit (it shares query terms);
+    ``answer``: the answer model's cosine with its opening."""
     hit = ChunkHit(f"{path}#0", path, "ops", path, "", 0, text, score)
     chunk = ScoredChunk(hit, similarity, 0.0, 1.0 if bm25 else None)
-    return DocHit(path, path, "ops", score, similarity, None, [chunk])
+    return DocHit(path, path, "ops", score, similarity, None, [chunk], answer=answer)
 
 
 def shown(
@@ -34,7 +42,9 @@ def shown(
     margin: float | None = 0.1,
 ) -> list[str]:
     top = doc("primary", 1.0, top_similarity)
-    found = supplements(top, rest, THRESHOLDS, limit, language=language, margin=margin)
+    found = supplements(
+        top, rest, THRESHOLDS, limit, language=language, margin=margin, answer_reference=0.85
+    )
     return [d.doc_path for d in found]
 
 
@@ -59,12 +69,25 @@ def test_a_high_fused_score_qualifies_without_cosine() -> None:
     assert shown([doc("lexical", 0.6, 0.12), doc("weak", 0.4, 0.12)]) == ["lexical"]
 
 
+def test_a_cosine_under_highly_relevant_needs_a_second_witness() -> None:
+    rest = [
+        doc("dense-only", 0.2, 0.65, bm25=False),  # highly relevant: enough on its own
+        doc("neighbour", 0.2, 0.55, bm25=False),  # near the primary, but nothing else says so
+        doc("terms", 0.2, 0.55),  # BM25 found it too
+        doc("answered", 0.2, 0.55, bm25=False, answer=0.9),  # the answer model agrees
+        doc("unsure", 0.2, 0.55, bm25=False, answer=0.8),  # under its reference level
+    ]
+    assert shown(rest, top_similarity=0.6) == ["dense-only", "terms", "answered"]
+    # the fused score stays a witness of its own (it carries the BM25 or dense rank)
+    assert shown([doc("fused", 0.6, 0.55, bm25=False)], top_similarity=0.6) == ["fused"]
+
+
 def test_another_language_needs_a_highly_relevant_cosine_or_shared_terms() -> None:
     rest = [
-        doc("zh-fused", 0.9, 0.5, ZH_TEXT),  # a high fused score from its cosine alone
-        doc("zh-terms", 0.6, 0.2, ZH_TEXT, bm25=True),  # the query's own terms, e.g. "Redis"
-        doc("zh-cosine", 0.2, 0.65, ZH_TEXT),
-        doc("zh-weak-terms", 0.3, 0.68, ZH_TEXT, bm25=True),
+        doc("zh-fused", 0.9, 0.5, ZH_TEXT, bm25=False),  # a high fused score, its cosine alone
+        doc("zh-terms", 0.6, 0.2, ZH_TEXT),  # the query's own terms, e.g. "Redis"
+        doc("zh-cosine", 0.2, 0.65, ZH_TEXT, bm25=False),
+        doc("zh-weak-terms", 0.3, 0.68, ZH_TEXT),
     ]
     assert shown(rest, margin=None) == ["zh-terms", "zh-cosine", "zh-weak-terms"]
     assert shown(rest, language="zh", margin=None) == [

@@ -62,6 +62,7 @@ def supplements(
     *,
     language: Language,
     margin: float | None,
+    answer_reference: float | None = None,
 ) -> list[DocHit]:
     """The documents shown beside ``top``: the first ``limit`` of ``rest`` (in hybrid-ranking
     order) that are relevant on their own evidence.
@@ -70,20 +71,27 @@ def supplements(
     is None, within ``margin`` of the primary's (a document far below a confident primary
     is a neighbour, not an answer), or by fused score, at least half of ``top``'s: the
     fused rank carries the BM25 evidence that cosine misses (on dev, gold runbooks ranked
-    2nd with cosines of 0.12–0.23). A document in another language than the query needs
+    2nd with cosines of 0.12–0.23). A cosine under ``highly_relevant`` needs a second
+    witness: BM25 found the document too, or the answer model matches its opening at
+    ``answer_reference``. A dense neighbour alone was never the answer: none of the 197
+    supplements that qualified by cosine alone without BM25 was gold (dev and answer-only);
+    without them 2.12 → 1.97 supplements a lookup on answer-only, 1.18 → 1.07 on dev, and
+    the same lookups show a gold document (README). A document in another language needs
     more: a highly-relevant cosine, or the fused score *and* a BM25 match of the query's
     own terms. A cosine alone crosses languages loosely: the English NTP alert got Chinese
     replication FAQs because "synchronising" ≈ 同步. Measured on dev: 2.48 → 1.62
     supplements per lookup, 6.5 % → 1.2 % in the other language, the same share of
     lookups with a gold document shown (README).
 
-    >>> hit = lambda path, score, sim: DocHit(path, "TiDB 同步" if "zh" in path else path,
-    ...                                      "ops", score, sim, None)
+    >>> hit = lambda path, score, sim, answer=None: DocHit(
+    ...     path, "TiDB 同步" if "zh" in path else path, "ops", score, sim, None, answer=answer)
     >>> top = hit("a", 1.0, 0.45)
-    >>> rest = [hit("b", 0.7, 0.12), hit("c", 0.3, 0.31), hit("d", 0.3, 0.4), hit("zh", 0.9, 0.5)]
+    >>> rest = [hit("b", 0.7, 0.12), hit("c", 0.3, 0.31), hit("d", 0.3, 0.4),
+    ...         hit("e", 0.3, 0.4, answer=0.9), hit("zh", 0.9, 0.5)]
     >>> t = Thresholds(highly_relevant=0.6, reference=0.3)
-    >>> [d.doc_path for d in supplements(top, rest, t, 4, language="en", margin=0.1)]
-    ['b', 'd']
+    >>> kept = supplements(top, rest, t, 4, language="en", margin=0.1, answer_reference=0.85)
+    >>> [d.doc_path for d in kept]  # d: a cosine near the primary's, but nothing else
+    ['b', 'e']
     """
     floor = _hybrid(top) * SUPPLEMENT_SCORE_SHARE
     near = (
@@ -96,11 +104,19 @@ def supplements(
         if len(chosen) == limit:
             break
         by_score = _hybrid(doc) >= floor
-        if doc.similarity < near and not by_score:
+        lexical = any(c.raw_bm25 is not None for c in doc.chunks)
+        if not by_score and (
+            doc.similarity < near
+            or (
+                doc.similarity < thresholds.highly_relevant
+                and not lexical
+                and not _answers(doc, answer_reference)
+            )
+        ):
             continue
         if (
             doc.similarity < thresholds.highly_relevant
-            and not (by_score and any(c.raw_bm25 is not None for c in doc.chunks))
+            and not (by_score and lexical)
             and document_language(doc) != language
         ):
             continue
@@ -122,6 +138,13 @@ def primary_evidence(ranked: list[DocHit]) -> PrimaryEvidence | None:
         answer_lead=top.answer - best_other,
         answer_best=top.answer >= best_other,
     )
+
+
+def _answers(doc: DocHit, answer_reference: float | None) -> bool:
+    """Whether the answer model matches ``doc``'s opening at the reference level."""
+    if answer_reference is None or doc.answer is None:
+        return False
+    return doc.answer >= answer_reference
 
 
 def _hybrid(doc: DocHit) -> float:
@@ -202,6 +225,7 @@ class Retriever:
                 limit,
                 language=detect_language(query),
                 margin=margin,
+                answer_reference=self._settings.answers.reference,
             )
             shown = [top, *extra]
         named = {m.doc_path for m in naming}
