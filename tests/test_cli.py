@@ -165,6 +165,32 @@ def test_second_lookup_in_the_same_session_is_deduped(
         assert not (data_dir / "superbiz.db").exists()
 
 
+def test_each_lookup_is_recorded_with_its_scores(cli_kb: dict[str, Any]) -> None:
+    """A person's lookup is a turn of its own, recorded like the model's (``origin: user``)."""
+    session = f"s-{uuid.uuid4().hex}"
+    assert lookup(cli_kb["data_dir"], "支付失败排查", session).exit_code == 0
+    assert lookup(cli_kb["data_dir"], "支付失败排查", session).exit_code == 0  # DEDUPED
+    failed = lookup(cli_kb["data_dir"], "支付失败排查", session, "--domain", "billing")
+    assert failed.exit_code == 2
+
+    records = json.loads(
+        invoke("trace", session, "--data-dir", cli_kb["data_dir"], "--json").stdout
+    )
+    assert [(r["turn"], r["origin"], r["executed"]) for r in records] == [
+        (1, "user", True),
+        (2, "user", True),
+        (3, "user", False),
+    ]
+    first, second, unknown = records
+    assert first["arguments"] == {"query": "支付失败排查"} and first["domain"] == "payment"
+    assert first["relevance_level"] == "PRECISE"
+    scores = first["retrieval_details"]
+    assert scores["l0_titles"] == ["支付失败排查"] and scores["relevance_level"] == "PRECISE"
+    assert 0 < scores["l1_top_similarity"] <= 1 and len(scores["l1_fused_scores"]) > 1
+    assert second["relevance_level"] == "DEDUPED"
+    assert unknown["verdict"] == "error" and "unknown domain 'billing'" in unknown["error"]
+
+
 def test_unknown_domain_exits_2_without_traceback(cli_kb: dict[str, Any]) -> None:
     result = lookup(cli_kb["data_dir"], "支付失败排查", "s-unknown", "--domain", "billing")
     assert result.exit_code == 2

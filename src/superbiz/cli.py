@@ -184,14 +184,18 @@ def lookup(
         typer.Option("--details", help="Add retrieval_details (scores, never shown to the model)."),
     ] = False,
 ) -> None:
-    """One governed lookup: prints what the model would see."""
+    """One governed lookup, recorded in the session (`superbiz trace`): prints what the
+    model would see."""
     from superbiz.agents.runtime import open_lookup
 
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
-        outcome = runtime.lookup.lookup(session, query, domain, missing_dimension)
+        outcome = runtime.call(session, query, domain, missing_dimension)
+    if outcome.result is None:  # a malformed call or an unknown domain (recorded as such)
+        err.print(f"[bold red]error:[/] {escape(outcome.error or 'lookup failed')}")
+        raise typer.Exit(2)
     data = outcome.result.as_dict()
     if details:
-        data["retrieval_details"] = outcome.details.as_dict()
+        data["retrieval_details"] = outcome.details.as_dict() if outcome.details else None
     if as_json:
         _print_json(data)
         return

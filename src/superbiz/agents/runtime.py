@@ -22,6 +22,7 @@ from typing import Self
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from superbiz._text import detect_language
 from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
@@ -30,6 +31,7 @@ from superbiz.agents.store_lock import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
 from superbiz.config import Settings
 from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.tool import LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
@@ -70,6 +72,27 @@ class LookupRuntime:
         """Forget the session's action memory and its recorded calls."""
         self.tracker.clear_session(session_id)
         self.invocations.clear_session(session_id)
+
+    def call(
+        self,
+        session_id: str,
+        query: str,
+        domain: str | None = None,
+        missing_dimension: str | None = None,
+    ) -> ToolOutcome:
+        """A person's lookup outside any chat turn (``superbiz lookup``): a turn of its own,
+        governed and recorded like the model's calls (``origin: user``), so ``superbiz
+        trace`` shows it with its scores."""
+        turn = LookupTurn(
+            self.lookup,
+            self.settings.governance,
+            session_id=session_id,
+            turn=self.invocations.last_turn(session_id) + 1,
+            language=detect_language(query),
+            recorder=self.invocations,
+        )
+        arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
+        return turn.call({k: v for k, v in arguments.items() if v is not None}, origin="user")
 
     def close(self) -> None:
         """Close the knowledge base (also one passed in: the runtime owns it from then on)."""

@@ -78,8 +78,9 @@ class LookupSummary(BaseModel):
     documents: list[str] = Field(description="Paths of the documents shown to the model.")
     latency_ms: float
     error: str | None
-    origin: Literal["model", "plan"] = Field(
-        description="plan: a planned lookup the executor ran before the model's first step."
+    origin: Literal["model", "plan", "user"] = Field(
+        description="plan: a planned lookup the executor ran before the model's first step; "
+        "user: a person's lookup (`superbiz lookup`)."
     )
 
 

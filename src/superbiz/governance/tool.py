@@ -33,7 +33,9 @@ from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
 
 T = TypeVar("T")
-Origin = Literal["model", "plan"]
+#: who asked for a call: the model, the plan (code, before the model's first step) or a
+#: person (``superbiz lookup``)
+Origin = Literal["model", "plan", "user"]
 TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6

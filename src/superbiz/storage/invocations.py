@@ -28,7 +28,7 @@ class Invocation:
     water_level: str
     latency_ms: float
     error: str | None = None
-    origin: str = "model"  # or "plan": a planned lookup code ran before the model's first step
+    origin: str = "model"  # "plan": code ran it before the model's first step; "user": a person
     id: int | None = None
     created_at: datetime = field(default_factory=utcnow)
 
