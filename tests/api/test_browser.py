@@ -121,6 +121,12 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
             expect(lookup.locator(".badge")).to_have_text("PRECISE")
             expect(lookup).to_contain_text("verdict answer")
             expect(page.locator("#water-calls")).to_have_text("1/8")
+            gauge = page.locator("#gauge-fill")
+            expect(gauge).to_have_attribute("style", "width: 12.5%;")
+            # the evidence ceiling makes it high water after a few calls: the bar is full
+            page.evaluate("setGauge(3, 8, 'high')")
+            expect(gauge).to_have_attribute("style", "width: 100%;")
+            page.evaluate("setGauge(1, 8, 'low')")
             expect(page.locator("#turn-summary")).to_contain_text("1 executed")
 
             page.screenshot(path=str(screenshot), full_page=True)

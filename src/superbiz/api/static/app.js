@@ -252,13 +252,16 @@ function resetTrace() {
   setGauge(0, state.info.high_mark, "low");
 }
 
+// calls against the high mark; full at high water, which the evidence ceiling (enough
+// planned lookups found documents) can reach before the calls do
 function setGauge(calls, high, level) {
   $("#water-calls").textContent = `${calls}/${high}`;
   const levelNode = $("#water-level");
   levelNode.textContent = level;
   levelNode.className = `water water-${level}`;
   const fill = $("#gauge-fill");
-  fill.style.width = `${Math.min(100, (100 * calls) / Math.max(1, high))}%`;
+  const share = level === "high" ? 100 : Math.min(100, (100 * calls) / Math.max(1, high));
+  fill.style.width = `${share}%`;
   fill.className = `gauge-fill water-${level}`;
 }
 
