@@ -189,7 +189,7 @@ def lookup(
     from superbiz.agents.runtime import open_lookup
 
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
-        outcome = runtime.call(session, query, domain, missing_dimension)
+        outcome = runtime.user_lookup(session, query, domain, missing_dimension)
     if outcome.result is None:  # a malformed call or an unknown domain (recorded as such)
         err.print(f"[bold red]error:[/] {escape(outcome.error or 'lookup failed')}")
         raise typer.Exit(2)

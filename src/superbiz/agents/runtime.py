@@ -73,7 +73,7 @@ class LookupRuntime:
         self.tracker.clear_session(session_id)
         self.invocations.clear_session(session_id)
 
-    def call(
+    def user_lookup(
         self,
         session_id: str,
         query: str,
