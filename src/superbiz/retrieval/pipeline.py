@@ -105,14 +105,12 @@ def supplements(
             break
         by_score = _hybrid(doc) >= floor
         lexical = any(c.raw_bm25 is not None for c in doc.chunks)
-        if not by_score and (
-            doc.similarity < near
-            or (
-                doc.similarity < thresholds.highly_relevant
-                and not lexical
-                and not _answers(doc, answer_reference)
-            )
-        ):
+        by_cosine = doc.similarity >= near and (
+            doc.similarity >= thresholds.highly_relevant
+            or lexical
+            or _answers(doc, answer_reference)
+        )
+        if not (by_score or by_cosine):
             continue
         if (
             doc.similarity < thresholds.highly_relevant
