@@ -205,7 +205,7 @@ class GovernedRetrieval:
             self.runtime.lookup,
             self.settings.governance,
             session_id=session_id,
-            turn=self.runtime.invocations.last_turn(session_id) + 1,
+            turn=self.runtime.next_turn(session_id),
             language=detect_language(query if isinstance(query, str) else ""),
             recorder=self.runtime.invocations,
         )

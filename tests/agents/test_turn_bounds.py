@@ -91,6 +91,27 @@ def test_a_failed_turn_keeps_earlier_marks(runtime: Callable[..., Runtime]) -> N
     assert [m.role for m in assistant.chats.messages("s1")] == ["user", "assistant"]
 
 
+def test_a_persons_lookups_and_chat_turns_share_one_count(
+    runtime: Callable[..., Runtime],
+) -> None:
+    """``superbiz lookup`` between two chat turns of one session gets a number of its own,
+    and undoing a failed chat turn after it does not forget its record."""
+    model = ScriptedChatModel(PLAN, answer(GROUNDED))
+    assistant = runtime(model)
+    assistant.ask("s1", PAY_Q)
+    assert assistant.user_lookup("s1", "退款失败").executed
+
+    model.add(PLAN, fail)  # fails after the plan's lookup: its record is undone
+    with pytest.raises(LLMUnavailableError):
+        assistant.ask("s1", "退款失败通常是什么原因？")
+    model.add(PLAN, answer(GROUNDED))
+    assistant.ask("s1", PAY_Q)
+
+    recorded = [(r.turn, r.origin) for r in assistant.invocations.for_session("s1")]
+    assert recorded == [(1, "plan"), (2, "user"), (3, "plan")]
+    assert [m.turn for m in assistant.chats.messages("s1")] == [1, 1, 3, 3]
+
+
 def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtime]) -> None:
     long_answer = GROUNDED * 1000
     short = "再确认订单状态是否已经更新 [1]。"

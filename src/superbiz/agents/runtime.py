@@ -62,6 +62,7 @@ class LookupRuntime:
         self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
         self.lookup = GovernedLookup(self.kb, self.tracker)
         self.invocations = InvocationRepository(self.kb.engine)
+        self.chats = ChatRepository(self.kb.engine)
 
     def warm_up(self) -> None:
         """One throwaway lookup, so models and indexes are loaded before anything is timed."""
@@ -72,6 +73,12 @@ class LookupRuntime:
         """Forget the session's action memory and its recorded calls."""
         self.tracker.clear_session(session_id)
         self.invocations.clear_session(session_id)
+
+    def next_turn(self, session_id: str) -> int:
+        """The session's next turn number, after both its stored messages and its recorded
+        calls: a person's lookups (``user_lookup``, MCP) and chat turns share one count, so
+        two turns never record under one number (nor does undoing one forget the other)."""
+        return max(self.chats.last_turn(session_id), self.invocations.last_turn(session_id)) + 1
 
     def user_lookup(
         self,
@@ -87,7 +94,7 @@ class LookupRuntime:
             self.lookup,
             self.settings.governance,
             session_id=session_id,
-            turn=self.invocations.last_turn(session_id) + 1,
+            turn=self.next_turn(session_id),
             language=detect_language(query),
             recorder=self.invocations,
         )
@@ -130,7 +137,6 @@ class Runtime(LookupRuntime):
         sessions: SessionLocks | None = None,
     ) -> None:
         super().__init__(settings, kb=kb, tracker=tracker)
-        self.chats = ChatRepository(self.kb.engine)
         self.store_lock = StoreLock.for_settings(settings)
         self.sessions = sessions or session_locks(settings, self.kb.engine)
         self.model = model or make_chat_model(settings.llm) or ExtractiveChatModel()
@@ -193,16 +199,18 @@ class Runtime(LookupRuntime):
         )
         with self.sessions.hold(session_id), self.store_lock.held(), self._store_errors():
             before = set(self.tracker.retrieved_docs(session_id))
+            turn = self.next_turn(session_id)
             try:
-                return supervisor.handle(session_id, question, on_plan=on_plan, on_lookup=on_lookup)
+                return supervisor.handle(
+                    session_id, question, turn=turn, on_plan=on_plan, on_lookup=on_lookup
+                )
             except BaseException:
-                self._undo_turn(session_id, before)
+                self._undo_turn(session_id, turn, before)
                 raise
 
-    def _undo_turn(self, session_id: str, retrieved_before: set[str]) -> None:
+    def _undo_turn(self, session_id: str, turn: int, retrieved_before: set[str]) -> None:
         """Forget what a failed turn recorded (best effort: the store may be what failed)."""
         try:
-            turn = self.chats.last_turn(session_id) + 1  # the failed turn stored no messages
             self.invocations.discard_turn(session_id, turn)
             marked = self.tracker.retrieved_docs(session_id)
             self.tracker.forget(session_id, [p for p in marked if p not in retrieved_before])

@@ -84,25 +84,28 @@ class Supervisor:
         session_id: str,
         question: str,
         *,
+        turn: int | None = None,
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
     ) -> SupervisedTurn:
         """One turn, within the turn deadline (the runtime undoes a failed one). Control
-        characters are taken out of the question (PostgreSQL cannot store a NUL)."""
+        characters are taken out of the question (PostgreSQL cannot store a NUL). ``turn``
+        is its number (the runtime's count; by default the one after the stored messages)."""
         question = CONTROL.sub("", question)
+        turn = turn or self.chats.last_turn(session_id) + 1
         if self.turn_timeout_s is None:
-            return self._handle(session_id, question, on_plan, on_lookup)
+            return self._handle(session_id, question, turn, on_plan, on_lookup)
         with turn_deadline(self.turn_timeout_s):
-            return self._handle(session_id, question, on_plan, on_lookup)
+            return self._handle(session_id, question, turn, on_plan, on_lookup)
 
     def _handle(
         self,
         session_id: str,
         question: str,
+        turn: int,
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
-        turn = self.chats.last_turn(session_id) + 1
         messages = self.chats.messages(session_id)
         stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
         evidence = load_evidence(stored)
