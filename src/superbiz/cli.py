@@ -479,7 +479,7 @@ def eval_levels(
     from superbiz.evaluation.levels import calibrate_levels, render_levels
 
     with _errors():
-        report = calibrate_levels(dataset_dir, _settings(data_dir or _eval_dir(dataset_dir)))
+        report = calibrate_levels(dataset_dir, _settings(_eval_home(dataset_dir, data_dir)))
     _publish(report, output, as_json, render_levels)
 
 
@@ -546,7 +546,7 @@ def eval_agent(
         task = progress.add_task("llm" if model == "llm" else profile, total=None, item="")
         report = evaluate_agent(
             dataset_dir,
-            _settings(data_dir or _eval_dir(dataset_dir)),
+            _settings(_eval_home(dataset_dir, data_dir)),
             profile=profile,
             governance=variants[0] if len(variants) == 1 else variants,
             use_llm=model == "llm",
@@ -740,9 +740,10 @@ def _eval_dir(dataset_dir: Path) -> Path:
     return Path(".superbiz") / "eval" / f"{dataset_dir.resolve().name}-{digest}"
 
 
-def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool) -> Path:
+def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool = False) -> Path:
     """Where a dataset's knowledge base lives: ``--data-dir`` itself for one dataset, a
-    folder in it per dataset for several (one corpus must not rank in another's)."""
+    folder in it per dataset for several (one corpus must not rank in another's), and
+    ``_eval_dir`` without one."""
     own = _eval_dir(dataset_dir)
     if data_dir is None:
         return own
