@@ -84,15 +84,14 @@ class Supervisor:
         session_id: str,
         question: str,
         *,
-        turn: int | None = None,
+        turn: int,
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
     ) -> SupervisedTurn:
-        """One turn, within the turn deadline (the runtime undoes a failed one). Control
-        characters are taken out of the question (PostgreSQL cannot store a NUL). ``turn``
-        is its number (the runtime's count; by default the one after the stored messages)."""
+        """Turn number ``turn`` (``Runtime.next_turn``: chat turns and a person's lookups
+        share one count), within the turn deadline (the runtime undoes a failed one).
+        Control characters are taken out of the question (PostgreSQL cannot store a NUL)."""
         question = CONTROL.sub("", question)
-        turn = turn or self.chats.last_turn(session_id) + 1
         if self.turn_timeout_s is None:
             return self._handle(session_id, question, turn, on_plan, on_lookup)
         with turn_deadline(self.turn_timeout_s):
