@@ -21,6 +21,10 @@ from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 
+#: digits kept for a ratio in the JSON: the report prints three (or a percentage with one),
+#: and printing three from four would round twice (392/462 = 0.848485 → 0.8485 → 0.849)
+_DIGITS = 6
+
 
 @dataclass(frozen=True, slots=True)
 class EvalQuery:
@@ -93,7 +97,7 @@ def _ranking_scores(ranked: list[str], gold: list[str], k: int) -> dict[str, flo
 
 def _summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     keys = ("recall@1", "recall@5", "recall@10", "mrr@10")
-    summary = {key: round(mean([row[key] for row in rows]), 4) for key in keys}
+    summary = {key: round(mean([row[key] for row in rows]), _DIGITS) for key in keys}
     return {**summary, "queries": len(rows)}
 
 
@@ -185,7 +189,7 @@ def evaluate_retrieval(
         "levels": {
             name: {
                 "count": count,
-                "precision": round(level_hits[name] / count, 4) if count else None,
+                "precision": round(level_hits[name] / count, _DIGITS) if count else None,
                 **_supplement_stats(count, level_supplements[name], level_foreign[name]),
             }
             for name, count in sorted(level_counts.items())
@@ -196,7 +200,7 @@ def evaluate_retrieval(
             sum(level_foreign.values()),
         ),
         # a gold document among the primary and its supplements: what fewer supplements risk
-        "gold_shown": round(gold_shown / len(queries), 4) if queries else None,
+        "gold_shown": round(gold_shown / len(queries), _DIGITS) if queries else None,
         "latency_ms": {
             "p50": round(percentile(latencies, 50), 2),
             "p95": round(percentile(latencies, 95), 2),
@@ -212,8 +216,8 @@ def _supplement_stats(lookups: int, supplements: int, foreign: int) -> dict[str,
     """Supplements shown per lookup, and the share in another language than the query's
     (noise: a Chinese FAQ beside an English alert costs tokens and invites a wrong cite)."""
     return {
-        "supplements_per_lookup": round(supplements / lookups, 3) if lookups else None,
-        "cross_language_share": round(foreign / supplements, 4) if supplements else None,
+        "supplements_per_lookup": round(supplements / lookups, _DIGITS) if lookups else None,
+        "cross_language_share": round(foreign / supplements, _DIGITS) if supplements else None,
     }
 
 
