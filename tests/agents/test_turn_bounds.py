@@ -131,6 +131,22 @@ def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtim
     assert long_answer not in sent and PAY_Q not in sent  # the oldest, too large, dropped
 
 
+def test_history_counts_chat_turns_not_turn_numbers(runtime: Callable[..., Runtime]) -> None:
+    """A person's lookups between two chat turns take turn numbers of the same count:
+    the first chat turn is still sent back with the third (turns 1, 5 and 6)."""
+    model = ScriptedChatModel(*[PLAN, answer(GROUNDED)] * 3)
+    assistant = runtime(model)
+    assistant.ask("s1", PAY_Q)
+    for query in ("退款失败", "对账差异", "支付渠道"):
+        assistant.user_lookup("s1", query)
+    assistant.ask("s1", "second question")
+    assistant.ask("s1", "third question")
+
+    assert [m.turn for m in assistant.chats.messages("s1")] == [1, 1, 5, 5, 6, 6]
+    sent = [m.content for m in model.steps[-1].messages]
+    assert PAY_Q in sent and "second question" in sent
+
+
 def test_an_answer_is_capped_before_it_is_stored(runtime: Callable[..., Runtime]) -> None:
     model = ScriptedChatModel(PLAN, answer(GROUNDED * 2000))
     assistant = runtime(model, chat=ChatSettings(max_answer_chars=1000))

@@ -193,18 +193,16 @@ class Supervisor:
 
 
 def _history(messages: list[ChatMessage], token_budget: int) -> list[Message]:
-    """The last few turns as plain user/assistant messages (evidence travels separately),
-    whole turns only, newest first kept, within ``token_budget`` estimated tokens."""
-    if not messages:
-        return []
-    last = messages[-1].turn
+    """The last few chat turns as plain user/assistant messages (evidence travels
+    separately), whole turns only, newest first kept, within ``token_budget`` estimated
+    tokens. Turns are counted by the messages stored, not by number: a person's lookups
+    take numbers of the same count (``Runtime.next_turn``) and leave gaps."""
     turns: dict[int, list[ChatMessage]] = {}
     for m in messages:
-        if m.turn > last - HISTORY_TURNS:
-            turns.setdefault(m.turn, []).append(m)
+        turns.setdefault(m.turn, []).append(m)
     kept: list[ChatMessage] = []
     used = 0
-    for number in sorted(turns, reverse=True):
+    for number in sorted(turns, reverse=True)[:HISTORY_TURNS]:
         cost = sum(estimate_tokens(m.content) for m in turns[number])
         if used + cost > token_budget:
             break
