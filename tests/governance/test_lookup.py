@@ -340,7 +340,23 @@ def test_fresh_exact_match_is_shown_after_dedup_of_the_other(narrow_kb: Knowledg
     tracker = InMemorySessionTracker()
     tracker.mark_retrieved("s", "infrastructure", REDIS)
     outcome = GovernedLookup(narrow_kb, tracker).lookup("s", "支付失败排查 和 Redis 连接池耗尽")
-    assert outcome.details.l0_match_count == 2
     assert outcome.result.found
     assert outcome.result.relevance_level is RelevanceLevel.PRECISE
     assert outcome.result.primary is not None and outcome.result.primary.path == PAYMENT
+    # recorded: the level's input (one fresh match), and both titles the query named
+    assert outcome.details.l0_match_count == 1
+    assert sorted(outcome.details.l0_titles) == ["Redis 连接池耗尽", "支付失败排查"]
+
+
+def test_a_deduped_result_records_the_scores_its_level_came_from(
+    governed: GovernedLookup, session: str
+) -> None:
+    first = governed.lookup(session, "Redis 连接池耗尽")
+    second = governed.lookup(session, "Redis 连接池耗尽")
+
+    assert second.result.relevance_level is RelevanceLevel.DEDUPED
+    assert first.details.l0_match_count == 1 and second.details.l0_match_count == 0
+    top = first.details.l1_top_similarity  # the runbook itself, ranked first both times
+    assert top is not None and second.ranked[0].similarity == pytest.approx(top)
+    fresh = second.details.l1_top_similarity  # the best document the session lacks
+    assert fresh is None or fresh < top

@@ -71,7 +71,7 @@ def test_a_title_is_precise_and_marks_what_was_shown(
     assert result.relevance_level is RelevanceLevel.PRECISE and result.found
     assert result.primary is not None and result.primary.path == RATE_LIMIT
     assert outcome.details.l0_match_count == 1
-    assert list(tracker.retrieved_docs(session)) == outcome.shown_docs
+    assert list(tracker.retrieved_docs(session)) == outcome.details.shown
     assert result.retrieved_domains_this_session == ["api"]
 
 

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.governance.tracker import SessionTracker
-from superbiz.retrieval.exact_index import ExactMatch
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
@@ -59,6 +58,8 @@ class LookupResult:
 class RetrievalDetails:
     """Scores behind a result (seed 000 §4), kept for recording, never shown to the model."""
 
+    #: the level's inputs (``relevance_level``), over the documents the session has not
+    #: retrieved; the titles and the ``l1_`` lists below are of the whole ranking
     l0_match_count: int
     l0_titles: list[str]
     l1_top_score: float | None
@@ -90,12 +91,7 @@ class LookupOutcome:
     result: LookupResult
     details: RetrievalDetails
     ranked: list[DocHit]
-    l0: list[ExactMatch]
     language: Language
-
-    @property
-    def shown_docs(self) -> list[str]:
-        return self.details.shown
 
 
 def _titles(titles: list[str], language: Language) -> str:
@@ -177,12 +173,14 @@ class GovernedLookup:
             supplement=[self._supplement(d) for d in shown[1:]],
             dedup_reason=dedup_reason,
         )
-        head = ranked[0] if ranked else None
+        # the level's inputs, as ``relevance_level`` read them: over the documents not
+        # retrieved before (a DEDUPED result's cosine is the best fresh document's)
+        head = next((d for d in ranked if d.doc_path not in retrieved), None)
         details = RetrievalDetails(
-            l0_match_count=len(found.naming),
+            l0_match_count=found.exact_count,
             l0_titles=[m.title for m in found.naming],
             l1_top_score=head.raw_dense if head else None,
-            l1_top_similarity=head.similarity if head else None,
+            l1_top_similarity=found.top_similarity,
             l1_match_count=len(ranked),
             l1_scores=[d.raw_dense for d in ranked[:10]],
             l1_fused_scores=[round(d.score, 6) for d in ranked[:10]],
@@ -202,7 +200,7 @@ class GovernedLookup:
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
         )
-        return LookupOutcome(result, details, ranked, found.exact, language)
+        return LookupOutcome(result, details, ranked, language)
 
     def infer_domain(self, query: str) -> str | None:
         """The domain a lookup without one is about, decided before any result is shown."""

@@ -38,8 +38,7 @@ class Retrieval:
 
     #: every document found, best first; a unique fresh exact match is promoted to the top
     ranked: list[DocHit]
-    #: every L0 match, and those of the strongest field (the ones that name a document)
-    exact: list[ExactMatch]
+    #: the L0 matches of the strongest field (the ones that name a document)
     naming: list[ExactMatch]
     #: the level's inputs: naming matches outside ``exclude`` that count (a match whose
     #: document has no chunks does not), and the first fresh document's cosine
@@ -235,7 +234,6 @@ class Retriever:
         ]
         return Retrieval(
             ranked=ranked,
-            exact=exact,
             naming=naming,
             exact_count=exact_count,
             top_similarity=top_similarity,
