@@ -15,8 +15,10 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    TypeDecorator,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # none_as_null: a missing value is SQL NULL (``IS NULL`` finds it), not the JSON ``null``.
@@ -31,6 +33,20 @@ DOMAIN_MAX = 128
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A UTC timestamp, aware on every backend: SQLite keeps no offset and hands back a
+    naive value, which ``isoformat()`` writes without one and comparing with ``utcnow()``
+    refuses; PostgreSQL hands back ``+00:00``."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
 
 
 class Base(DeclarativeBase):
@@ -51,10 +67,8 @@ class DocumentRow(Base):
     chunk_count: Mapped[int] = mapped_column(Integer)
     source_file: Mapped[str] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, onupdate=utcnow
-    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
 class AnswerVectorRow(Base):
@@ -81,7 +95,7 @@ class SessionRetrievalRow(Base):
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     doc_path: Mapped[str] = mapped_column(String(1024), primary_key=True)
     domain: Mapped[str] = mapped_column(String(128))
-    retrieved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    retrieved_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class KbMetaRow(Base):
@@ -125,7 +139,7 @@ class ToolInvocationRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: who asked for the call: ``model``, or ``plan`` (a planned lookup run by code)
     origin: Mapped[str] = mapped_column(String(8), default="model", server_default="model")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class KnowledgeDomainRow(Base):
@@ -139,20 +153,16 @@ class KnowledgeDomainRow(Base):
     when_to_retrieve: Mapped[str | None] = mapped_column(Text, nullable=True)
     document_count: Mapped[int] = mapped_column(Integer, default=0)
     source: Mapped[str] = mapped_column(String(16), default="derived")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, onupdate=utcnow
-    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
 class ChatSessionRow(Base):
     __tablename__ = "chat_sessions"
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, onupdate=utcnow
-    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
 class ChatMessageRow(Base):
@@ -167,4 +177,4 @@ class ChatMessageRow(Base):
     content: Mapped[str] = mapped_column(Text)
     evidence: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonType, nullable=True)
     plan: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
