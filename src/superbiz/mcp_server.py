@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import signal
 import sys
 import threading
@@ -40,7 +39,7 @@ from pydantic import Field
 from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
-from superbiz.exceptions import SuperbizError
+from superbiz.exceptions import SessionBusyError
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -55,7 +54,6 @@ __all__ = [
     "serve",
 ]
 
-logger = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http"]
 SERVER_NAME = "superbiz"
@@ -160,14 +158,14 @@ class GovernedRetrieval:
     ) -> ToolAnswer:
         """One governed ``lookup_knowledge`` call in ``session_id``; always recorded."""
         args = {k: v for k, v in arguments.items() if v is not None}
-        with self._lock:
-            turn = self._turn(session_id, args.get("query"))
-            step = len(turn.outcomes) + 1
-            try:
-                outcome = turn.call(args, call_id=call_id, step=step)
-            except SuperbizError as exc:  # the store or embedder failed: say so, record it
-                logger.warning("lookup failed in session %s: %s", session_id, exc)
-                outcome = turn.call(args, call_id=call_id, step=step, error=f"lookup failed: {exc}")
+        try:
+            # after a chat turn of the session still running (another replica's, say)
+            with self.runtime.sessions.hold(session_id), self._lock:
+                turn = self._turn(session_id, args.get("query"))
+                step = len(turn.outcomes) + 1
+                outcome = self.runtime.recorded_call(turn, args, call_id=call_id, step=step)
+        except SessionBusyError as exc:
+            return ToolAnswer({"error": str(exc)}, is_error=True)
         return ToolAnswer(answer_view(outcome, session_id), is_error=outcome.error is not None)
 
     def domains(self) -> list[DomainSummary]:

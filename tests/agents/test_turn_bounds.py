@@ -4,6 +4,8 @@ the model stays within its token budget, and an answer is capped; SQLite and Pos
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from conftest import write_kb
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import ChatSettings, Settings
-from superbiz.exceptions import LLMUnavailableError
+from superbiz.exceptions import EmbeddingError, LLMUnavailableError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor
@@ -110,6 +112,57 @@ def test_a_persons_lookups_and_chat_turns_share_one_count(
     recorded = [(r.turn, r.origin) for r in assistant.invocations.for_session("s1")]
     assert recorded == [(1, "plan"), (2, "user"), (3, "plan")]
     assert [m.turn for m in assistant.chats.messages("s1")] == [1, 1, 3, 3]
+
+
+def test_a_lookup_during_a_chat_turn_waits_for_it(runtime: Callable[..., Runtime]) -> None:
+    """A person's lookup while a chat turn of the session is still planning would take
+    the turn's number, and the turn's undo would delete its record: it waits instead."""
+    planning, go_on = threading.Event(), threading.Event()
+
+    def slow_plan(_: Sequence[Message], __: Sequence[ToolSpec]) -> Any:
+        planning.set()
+        go_on.wait(10)
+        return PLAN
+
+    assistant = runtime(ScriptedChatModel(slow_plan, fail))  # fails after the plan's lookup
+    errors: list[BaseException] = []
+
+    def chat() -> None:
+        try:
+            assistant.ask("s1", PAY_Q)
+        except LLMUnavailableError as exc:
+            errors.append(exc)
+
+    chat_turn = threading.Thread(target=chat)
+    chat_turn.start()
+    assert planning.wait(10)
+    person = threading.Thread(target=assistant.user_lookup, args=("s1", "退款失败"))
+    person.start()
+    time.sleep(0.3)  # the lookup runs now unless it waits for the turn
+    go_on.set()
+    chat_turn.join(10)
+    person.join(10)
+
+    assert len(errors) == 1
+    recorded = [(r.turn, r.origin) for r in assistant.invocations.for_session("s1")]
+    assert recorded == [(1, "user")]
+
+
+def test_a_failing_lookup_of_a_person_is_recorded(
+    runtime: Callable[..., Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assistant = runtime(ScriptedChatModel())
+
+    def embedder_down(*_: Any, **__: Any) -> Any:
+        raise EmbeddingError("embedding endpoint http://tei is unavailable")
+
+    monkeypatch.setattr(assistant.lookup, "lookup", embedder_down)
+    outcome = assistant.user_lookup("s1", "退款失败")
+
+    assert outcome.error == "lookup failed: embedding endpoint http://tei is unavailable"
+    [row] = assistant.invocations.for_session("s1")
+    assert (row.origin, row.verdict, row.executed) == ("user", "error", False)
+    assert row.error == outcome.error
 
 
 def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtime]) -> None:

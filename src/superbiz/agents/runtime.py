@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -30,8 +30,9 @@ from superbiz.agents.session_lock import SessionLocks, session_locks
 from superbiz.agents.store_lock import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
 from superbiz.config import Settings
+from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tool import LookupTurn, ToolOutcome
+from superbiz.governance.tool import LookupTurn, Origin, ToolOutcome
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
@@ -56,6 +57,7 @@ class LookupRuntime:
         *,
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
+        sessions: SessionLocks | None = None,
     ) -> None:
         self.settings = settings
         self.kb = kb or KnowledgeBase(settings)
@@ -63,6 +65,8 @@ class LookupRuntime:
         self.lookup = GovernedLookup(self.kb, self.tracker)
         self.invocations = InvocationRepository(self.kb.engine)
         self.chats = ChatRepository(self.kb.engine)
+        #: orders a session's turns (one process by default; replicas need shared locks)
+        self.sessions = sessions or session_locks(settings, self.kb.engine)
 
     def warm_up(self) -> None:
         """One throwaway lookup, so models and indexes are loaded before anything is timed."""
@@ -89,20 +93,43 @@ class LookupRuntime:
     ) -> ToolOutcome:
         """A person's lookup outside any chat turn (``superbiz lookup``): a turn of its own,
         governed and recorded like the model's calls (``origin: user``), so ``superbiz
-        trace`` shows it with its scores."""
-        turn = LookupTurn(
-            self.lookup,
-            self.settings.governance,
-            session_id=session_id,
-            turn=self.next_turn(session_id),
-            language=detect_language(query),
-            recorder=self.invocations,
-        )
+        trace`` shows it with its scores. It waits for a chat turn of the session still
+        running, which would otherwise take the same number (and undo it if it failed)."""
         arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
-        return turn.call({k: v for k, v in arguments.items() if v is not None}, origin="user")
+        with self.sessions.hold(session_id):
+            turn = LookupTurn(
+                self.lookup,
+                self.settings.governance,
+                session_id=session_id,
+                turn=self.next_turn(session_id),
+                language=detect_language(query),
+                recorder=self.invocations,
+            )
+            given = {k: v for k, v in arguments.items() if v is not None}
+            return self.recorded_call(turn, given, origin="user")
+
+    def recorded_call(
+        self,
+        turn: LookupTurn,
+        arguments: dict[str, Any],
+        *,
+        origin: Origin = "model",
+        call_id: str = "",
+        step: int = 0,
+    ) -> ToolOutcome:
+        """``turn.call`` outside a chat turn, where no undo follows a failure: a lookup
+        the vector store or the embedder fails is recorded as a failed call and returned
+        with its error (a chat turn lets it fail the turn instead)."""
+        try:
+            return turn.call(arguments, call_id=call_id, step=step, origin=origin)
+        except SuperbizError as exc:
+            log.warning("lookup failed in session %s: %s", turn.session_id, exc)
+            error = f"lookup failed: {exc}"
+            return turn.call(arguments, call_id=call_id, step=step, origin=origin, error=error)
 
     def close(self) -> None:
         """Close the knowledge base (also one passed in: the runtime owns it from then on)."""
+        self.sessions.close()
         self.kb.close()
 
     def __enter__(self) -> Self:
@@ -136,9 +163,8 @@ class Runtime(LookupRuntime):
         tracker: SessionTracker | None = None,
         sessions: SessionLocks | None = None,
     ) -> None:
-        super().__init__(settings, kb=kb, tracker=tracker)
+        super().__init__(settings, kb=kb, tracker=tracker, sessions=sessions)
         self.store_lock = StoreLock.for_settings(settings)
-        self.sessions = sessions or session_locks(settings, self.kb.engine)
         self.model = model or make_chat_model(settings.llm) or ExtractiveChatModel()
         # Whatever calls the LLM outside a turn's executor (planner, domain summaries)
         # lets go of the store lock while it waits.
@@ -224,10 +250,6 @@ class Runtime(LookupRuntime):
             yield
         except SQLAlchemyError as exc:
             raise relational_store_error(self.kb.engine, exc) from exc
-
-    def close(self) -> None:
-        self.sessions.close()
-        super().close()
 
     def clear_session(self, session_id: str) -> None:
         """Forget the conversation, its action memory and its recorded calls (after any
