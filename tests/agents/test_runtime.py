@@ -6,15 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_kb
+from superbiz.agents import runtime as runtime_module
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner
 from superbiz.agents.runtime import WARM_UP_SESSION, LookupRuntime, open_lookup, open_runtime
 from superbiz.agents.store_lock import ReleasingModel
 from superbiz.config import LLMSettings, Settings
+from superbiz.exceptions import StoreError
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm import make_chat_model
+from superbiz.retrieval.embedders import Embedder
 from superbiz.testing import ScriptedChatModel, answer, lookup
 
 REDIS = "infrastructure/redis-pool.md"
@@ -83,3 +88,27 @@ def test_the_testing_module_example_works(governed_kb: KnowledgeBase) -> None:
     assert first.tool_names == ("lookup_knowledge",)
     assert second.tool_results
     assert [c.path for c in turn.citations] == [REDIS]
+
+
+def test_a_map_build_that_fails_is_tried_again(
+    tmp_path: Path, use_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed build must not mark the old map fresh: the next turn builds it again."""
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([write_kb(tmp_path / "kb")])
+        before = {d.domain_id for d in runtime.knowledge_map().domains}
+        Ingestor(kb).ingest(
+            [write_kb(tmp_path / "more", {"billing/refunds.md": "# 退款\n退款流程"})]
+        )
+
+        def store_down(*_: object, **__: object) -> None:
+            raise StoreError("the relational store at sqlite:///… is unavailable")
+
+        monkeypatch.setattr(runtime_module, "build_map", store_down)
+        with pytest.raises(StoreError):
+            runtime.knowledge_map()
+        monkeypatch.undo()
+
+        assert {d.domain_id for d in runtime.knowledge_map().domains} == before | {"billing"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -257,6 +258,30 @@ def test_ensure_all_builds_missing_rows_and_drops_empty_ones(
     assert {d: r for d, r in after.items() if d != "api"} == {
         d: r for d, r in built.items() if d != "api"
     }
+
+
+def test_writers_saving_one_new_domain_at_once_do_not_collide(kb: KnowledgeBase) -> None:
+    """Two turns (or replicas) building the map save the same missing domain: one row."""
+    service = DomainService(kb)
+    start = threading.Barrier(8)
+    failures: list[BaseException] = []
+
+    def save(n: int) -> None:
+        start.wait()
+        try:
+            service.repository.save(DomainRecord("payment", f"writer {n}", None, n, "derived"))
+        except BaseException as exc:
+            failures.append(exc)
+
+    writers = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(30)
+
+    assert failures == []
+    [(description, count, _)] = rows(kb).values()
+    assert description == f"writer {count}"  # the last writer's row, whole
 
 
 def test_the_domain_summary_is_repaired_once_then_derived(

@@ -186,11 +186,15 @@ class Runtime(LookupRuntime):
 
     def knowledge_map(self) -> KnowledgeMap:
         """The map, rebuilt when this or another process changed documents since (the
-        supervisor asks at the start of every turn, so that is where changes are seen)."""
+        supervisor asks at the start of every turn, so that is where changes are seen).
+        A build that fails leaves the map stale, not marked fresh. (Two turns may build it
+        at once while one waits for the LLM to summarise a domain: no lock here, as the
+        other may hold the store lock the first needs back.)"""
         self.kb.sync()
-        if self._map is None or self._map_version != self.kb.version:
-            self._map_version = self.kb.version
+        version = self.kb.version
+        if self._map is None or self._map_version != version:
             self._map = build_map(self.kb, self.domains)
+            self._map_version = version
         return self._map
 
     def invalidate_map(self) -> None:

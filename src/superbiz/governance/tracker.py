@@ -12,9 +12,8 @@ from collections.abc import Collection, Iterable
 from typing import Protocol, cast
 
 from sqlalchemy import Engine, Table, bindparam, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from superbiz.storage.db import upsert_insert
 from superbiz.storage.models import SessionRetrievalRow, utcnow
 
 
@@ -94,8 +93,7 @@ class SqlSessionTracker:
         # Built once with bound parameters: SQLAlchemy then reuses the compiled SQL,
         # where a statement with the rows inlined compiled anew on every call (a
         # lookup spent 1.3 ms instead of 0.2 ms on action memory).
-        insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
-        self._mark = insert(_TABLE).on_conflict_do_nothing()
+        self._mark = upsert_insert(engine, _TABLE).on_conflict_do_nothing()
         self._docs = (
             select(_TABLE.c.doc_path, _TABLE.c.domain)
             .where(_TABLE.c.session_id == bindparam("session_id"))

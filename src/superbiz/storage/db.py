@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
@@ -40,6 +42,13 @@ def open_database(url: str, *, migrate: bool = True) -> Engine:
             raise StoreError(f"cannot migrate the database at {engine.url!r}: {exc}") from exc
     event.listen(engine, "handle_error", _unavailable_store)
     return engine
+
+
+def upsert_insert(engine: Engine, table: Table | type[Any]) -> Any:
+    """An ``INSERT`` into ``table`` that takes ``on_conflict_do_…`` on both stores (SQLite
+    and PostgreSQL spell it alike): two writers of one key do not collide."""
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
 
 
 def _unavailable_store(context: ExceptionContext) -> None:

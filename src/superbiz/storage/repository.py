@@ -19,12 +19,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from superbiz.storage.db import upsert_insert
 from superbiz.storage.models import (
     AnswerVectorRow,
     DocumentRow,
     KbMetaRow,
     KnowledgeDomainRow,
     KnowledgeVersionRow,
+    utcnow,
 )
 
 
@@ -285,17 +287,23 @@ class DomainRepository:
             ]
 
     def save(self, record: DomainRecord) -> None:
-        with Session(self.engine) as session, session.begin():
-            row = session.scalar(
-                select(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == record.domain_id)
+        """Insert or replace the domain's row in one statement: two turns (or replicas)
+        building the map at once both save a new domain."""
+        values = {
+            "description": record.description,
+            "when_to_retrieve": record.when_to_retrieve,
+            "document_count": record.document_count,
+            "source": record.source,
+        }
+        statement = (
+            upsert_insert(self.engine, KnowledgeDomainRow)
+            .values(domain_id=record.domain_id, **values)
+            .on_conflict_do_update(
+                index_elements=["domain_id"], set_={**values, "updated_at": utcnow()}
             )
-            if row is None:
-                row = KnowledgeDomainRow(domain_id=record.domain_id)
-                session.add(row)
-            row.description = record.description
-            row.when_to_retrieve = record.when_to_retrieve
-            row.document_count = record.document_count
-            row.source = record.source
+        )
+        with Session(self.engine) as session, session.begin():
+            session.execute(statement)
             _bump_version(session)
 
     def delete(self, domain_id: str) -> None:
