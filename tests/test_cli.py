@@ -392,3 +392,27 @@ def test_console_script_help() -> None:
     assert done.returncode == 0, done.stderr
     for command in ("ingest", "lookup", "eval", "calibrate"):
         assert command in done.stdout
+
+
+@pytest.mark.parametrize("command", [["ingest", "."], ["map"], ["calibrate"], ["lookup", "x"]])
+def test_invalid_settings_are_one_line_for_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    config = tmp_path / "superbiz.yaml"
+    config.write_text("retrieval:\n  candidates: abc\n", encoding="utf-8")
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    result = runner.invoke(app, [*command, "--data-dir", str(tmp_path / "data")])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert one_line(result.stderr).startswith("error: invalid settings: 1 validation error")
+    assert "retrieval.candidates" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_list_in_the_environment_that_is_not_json_says_how_to_write_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUPERBIZ_INGEST__ENCODINGS", "utf-8,gb18030")
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 2
+    assert """SUPERBIZ_INGEST__ENCODINGS='["utf-8", "gb18030"]'""" in one_line(result.stderr)
+    monkeypatch.setenv("SUPERBIZ_INGEST__ENCODINGS", '["utf-8", "gb18030"]')
+    assert load_settings().ingest.encodings == ("utf-8", "gb18030")

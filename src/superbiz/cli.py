@@ -77,7 +77,9 @@ def _errors() -> Iterator[None]:
 
 
 def _settings(data_dir: Path | None) -> Settings:
-    return load_settings(data_dir=data_dir)
+    """The settings, or one red line and exit 2 when the file or environment is invalid."""
+    with _errors():
+        return load_settings(data_dir=data_dir)
 
 
 @contextmanager

@@ -16,7 +16,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from superbiz.exceptions import ConfigError
 
@@ -377,5 +382,10 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**clean)
     except ConfigError:
         raise
+    except SettingsError as exc:  # an environment value that is not the JSON it must be
+        raise ConfigError(
+            f"invalid settings: {exc}; a list or mapping in a SUPERBIZ_* variable is JSON, "
+            """e.g. SUPERBIZ_INGEST__ENCODINGS='["utf-8", "gb18030"]'"""
+        ) from exc
     except ValueError as exc:
         raise ConfigError(f"invalid settings: {exc}") from exc
