@@ -7,6 +7,7 @@ model of the session instead of loading it again for every command.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+import superbiz
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.cli import app
 from superbiz.config import CONFIG_ENV, load_settings
@@ -380,6 +382,12 @@ def test_calibrate_json(cli_kb: dict[str, Any]) -> None:
     assert {"highly-relevant-threshold", "reference-threshold"} <= _keys(report)
 
 
+def test_calibrate_warns_that_a_small_kb_gives_noisy_thresholds(cli_kb: dict[str, Any]) -> None:
+    result = invoke("calibrate", "--data-dir", cli_kb["data_dir"])
+    assert result.exit_code == 0, result.output
+    assert "too few for thresholds to trust" in one_line(result.stdout)
+
+
 # -- the installed console script ------------------------------------------------------------------
 
 
@@ -416,3 +424,28 @@ def test_a_list_in_the_environment_that_is_not_json_says_how_to_write_it(
     assert """SUPERBIZ_INGEST__ENCODINGS='["utf-8", "gb18030"]'""" in one_line(result.stderr)
     monkeypatch.setenv("SUPERBIZ_INGEST__ENCODINGS", '["utf-8", "gb18030"]')
     assert load_settings().ingest.encodings == ("utf-8", "gb18030")
+
+
+def test_calibrate_proposes_the_same_thresholds_in_every_process(tmp_path: Path) -> None:
+    """Headings are probed in a fixed order: a set's order changes with string hashing
+    (on the example KB, reference 0.19 in one process and 0.21 in another)."""
+    script = shutil.which("superbiz") or str(Path(sys.executable).with_name("superbiz"))
+    data_dir = str(tmp_path / "data")  # its own: Milvus Lite serves one process per file
+
+    def run(*args: str, seed: str = "0") -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [script, *args, "--data-dir", data_dir],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run("ingest", str(Path(superbiz.__file__).parent / "examples" / "corpus"))
+    first, second = (json.loads(run("calibrate", "--json", seed=s)) for s in ("1", "2"))
+    assert first["proposed"] == second["proposed"]
+    assert first["random_pairs"] == second["random_pairs"]

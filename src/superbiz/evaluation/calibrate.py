@@ -31,6 +31,8 @@ from superbiz.retrieval.vector_store import DENSE_METRIC
 
 TARGET_PRECISION = 0.95
 MIN_SUPPORT = 10
+#: fewer probes than this and the proposal is noise (a 15-document KB gives about 40)
+MIN_PROBES = 100
 
 
 def propose_highly_relevant(
@@ -66,7 +68,9 @@ def calibrate(kb: KnowledgeBase, *, sample: int = 400, seed: int = 7) -> dict[st
     probes: list[tuple[str, str]] = []
     for doc in docs:
         probes.append((doc.title, doc.path))
-        for heading in {c.heading.split(" > ")[-1] for c in chunks[doc.path] if c.heading}:
+        # sorted: a set's order changes with each process's string hashing, and so would
+        # the shuffle below and the proposal
+        for heading in sorted({c.heading.split(" > ")[-1] for c in chunks[doc.path] if c.heading}):
             if heading_owners[heading] == 1 and heading != doc.title and is_specific(heading):
                 probes.append((heading, doc.path))
     rng.shuffle(probes)
@@ -124,6 +128,11 @@ def render_calibration(report: dict[str, Any], console: Console) -> None:
         table.add_row(name.replace("_", " "), *(f"{row[k]:.3f}" for k in ("p5", "median", "p95")))
     console.print(table)
     console.print(f"probes: {report['probes']}; dense top-1 precision {report['top1_precision']}")
+    if report["probes"] < MIN_PROBES:
+        console.print(
+            f"[yellow]only {report['probes']} probes (titles and distinct headings): too few for "
+            f"thresholds to trust (at least {MIN_PROBES}); keep the defaults for a KB this small[/]"
+        )
     proposed, current = report["proposed"], report["current"]
     if proposed["highly-relevant-threshold"] is None:
         console.print(
