@@ -79,15 +79,17 @@ def needs_key(method: str, path: str) -> bool:
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
-    """``host`` (port stripped) is listed, or matches a ``*.example.com`` entry.
+    """``host`` is listed with or without its port, or matches a ``*.example.com`` entry.
 
     >>> host_allowed("kb.example.com:8000", ["*.example.com"]), host_allowed("evil.io", ["a"])
+    (True, False)
+    >>> host_allowed("127.0.0.1:8000", ["127.0.0.1:8000"]), host_allowed("a:1", ["a:2"])
     (True, False)
     """
     name = urlsplit(f"//{host}").hostname or ""
     for entry in allowed:
         entry = entry.lower()
-        if entry == "*" or name == entry:
+        if entry in ("*", name, host.lower()):
             return True
         if entry.startswith("*.") and name.endswith(entry[1:]):
             return True
