@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -449,3 +450,20 @@ def test_calibrate_proposes_the_same_thresholds_in_every_process(tmp_path: Path)
     first, second = (json.loads(run("calibrate", "--json", seed=s)) for s in ("1", "2"))
     assert first["proposed"] == second["proposed"]
     assert first["random_pairs"] == second["random_pairs"]
+
+
+def test_trace_shows_stored_text_as_text_and_says_why_a_call_failed(
+    cli_kb: dict[str, Any],
+) -> None:
+    session = f"s-esc-{uuid.uuid4().hex[:6]}"
+    lookup(cli_kb["data_dir"], "refund\x1b[31m [bold]stuck[/bold]\x07", session)
+    lookup(cli_kb["data_dir"], "支付失败排查", session, "--domain", "billing")
+
+    result = invoke("trace", session, "--data-dir", cli_kb["data_dir"])
+
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "refund\\x1b[31m [bold]stuck" in result.stdout  # as stored, markup not applied
+    assert re.search(
+        r"call \d+ \(turn 2, step 0\): unknown domain 'billing'", one_line(result.stdout)
+    )

@@ -64,6 +64,11 @@ def load_segmenter() -> None:
     _jieba().initialize()
 
 
+#: control characters other than tab and line breaks: PostgreSQL refuses NUL in text,
+#: and an escape sequence printed back would act on the reader's terminal
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, an ellipsis marking the cut.
 

@@ -24,8 +24,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from superbiz._process import tune_memory
+from superbiz._text import CONTROL_CHARACTERS
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import LLMError, SuperbizError
 
@@ -43,7 +45,10 @@ app = typer.Typer(
 eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
-console = Console()
+#: piped output is read by people too (``superbiz trace S | less``): wide enough that a
+#: table keeps its columns and a sentence is not broken at rich's default 80 columns
+_PIPED_WIDTH = 200
+console = Console(width=None if sys.stdout.isatty() else _PIPED_WIDTH)
 err = Console(stderr=True, soft_wrap=True)
 
 DataDir = Annotated[
@@ -429,6 +434,10 @@ def trace(
         ],
     )
     console.print(table)
+    for r in rows:
+        if r.error:
+            failure = Text(f"call {r.id} (turn {r.turn}, step {r.step}): {_visible(r.error)}")
+            console.print(failure, style="red")
     executed = sum(r.executed for r in rows)
     console.print(
         f"{len(rows)} calls: {executed} executed, {len(rows) - executed} blocked or failed"
@@ -753,12 +762,23 @@ def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool = Fals
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    table = Table(title=title)
+    """A table of stored values, shown as text: a recorded query may hold rich markup
+    (``[bold]``) or terminal escapes (``\x1b[31m``) that must not act on the terminal."""
+    table = Table(title=escape(title))
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(cell) for cell in row))
+        table.add_row(*(Text(_visible(str(cell))) for cell in row))
     return table
+
+
+def _visible(text: str) -> str:
+    r"""``text`` with control characters written out, as Python writes them.
+
+    >>> _visible("refund\x1b[31m stuck\x07")
+    'refund\\x1b[31m stuck\\x07'
+    """
+    return CONTROL_CHARACTERS.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -261,6 +261,9 @@ def test_control_characters_in_a_question_are_refused_before_work(
 ) -> None:
     response = client.post("/api/chat", json={"session_id": "ctl-1", "question": question})
     assert response.status_code == 422 and response.json()["error"] == "invalid_request"
+    assert response.json()["message"] == (
+        "question: must not contain control characters (NUL, ESC …); tabs and line breaks are fine"
+    )
     assert client.get("/api/sessions/ctl-1").status_code == 404
 
 

@@ -17,12 +17,11 @@ What goes back to the model stays bounded: earlier turns within
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from superbiz._text import detect_language
+from superbiz._text import CONTROL_CHARACTERS, detect_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 
 HISTORY_TURNS = 3
 #: C0 controls but tab and newlines, and DEL: never part of a question
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: what replaces the end of an answer over ``chat.max-answer-chars``
 CUT_NOTE = "\n\n[… answer cut at {limit} characters (chat.max-answer-chars)]"
 
@@ -91,7 +89,7 @@ class Supervisor:
         """Turn number ``turn`` (``Runtime.next_turn``: chat turns and a person's lookups
         share one count), within the turn deadline (the runtime undoes a failed one).
         Control characters are taken out of the question (PostgreSQL cannot store a NUL)."""
-        question = CONTROL.sub("", question)
+        question = CONTROL_CHARACTERS.sub("", question)
         if self.turn_timeout_s is None:
             return self._handle(session_id, question, turn, on_plan, on_lookup)
         with turn_deadline(self.turn_timeout_s):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import cache
 from http import HTTPStatus
@@ -119,11 +119,26 @@ def _definitions(models: tuple[type[BaseModel], ...]) -> dict[str, Any]:
     return dict(defined.get("$defs", {}))
 
 
+#: what a field's pattern refuses, said in words (pydantic quotes the regular expression)
+_PATTERN_MEANS = {
+    "question": "must not contain control characters (NUL, ESC …); tabs and line breaks are fine",
+    "session_id": "must not contain control characters or slashes",
+}
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """pydantic's message for one invalid field, a pattern's in words."""
+    field = str(error.get("loc", ("",))[-1])
+    if error["type"] == "string_pattern_mismatch" and field in _PATTERN_MEANS:
+        return _PATTERN_MEANS[field]
+    return str(error.get("msg", ""))
+
+
 def _handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            FieldError(loc=[str(p) for p in e.get("loc", ())], msg=e.get("msg", ""), type=e["type"])
+            FieldError(loc=[str(p) for p in e.get("loc", ())], msg=_message(e), type=e["type"])
             for e in exc.errors()
         ]
         summary = "; ".join(
