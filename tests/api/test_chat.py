@@ -208,6 +208,8 @@ def test_sessions_invocations_and_clear(client: TestClient) -> None:
     calls = client.get(f"/api/sessions/{session}/invocations").json()["invocations"]
     assert [c["turn"] for c in calls][:1] == [1] and max(c["turn"] for c in calls) == 2
     assert calls[0]["domain"] == "payment" and calls[0]["executed"] is True
+    assert calls[0]["origin"] == "plan"  # the planned lookup, run before the model's first step
+    assert calls[0]["created_at"].endswith("+00:00")
     assert calls[0]["relevance_level"] and calls[0]["retrieval_details"]["l1_match_count"] >= 0
 
     cleared = client.post("/api/chat/clear", json={"session_id": session})

@@ -16,9 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from superbiz.agents.planner import PlanSource
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
+from superbiz.governance.tool import Origin
 from superbiz.retrieval.relevance import RelevanceLevel
 
 # -- errors -----------------------------------------------------------------------------
+
+
+ORIGIN_MEANS = (
+    "model: the model's call; plan: a planned lookup the executor ran before the model's "
+    "first step; user: a person's lookup (`superbiz lookup`)."
+)
 
 
 class FieldError(BaseModel):
@@ -78,10 +85,7 @@ class LookupSummary(BaseModel):
     documents: list[str] = Field(description="Paths of the documents shown to the model.")
     latency_ms: float
     error: str | None
-    origin: Literal["model", "plan", "user"] = Field(
-        description="plan: a planned lookup the executor ran before the model's first step; "
-        "user: a person's lookup (`superbiz lookup`)."
-    )
+    origin: Origin = Field(description=ORIGIN_MEANS)
 
 
 class TokenUsage(BaseModel):
@@ -197,6 +201,7 @@ class RecordedInvocation(BaseModel):
     water_level: WaterLevel
     latency_ms: float
     error: str | None
+    origin: Origin = Field(description=ORIGIN_MEANS)
     id: int | None
     created_at: str = Field(json_schema_extra={"format": "date-time"})
 
