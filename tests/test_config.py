@@ -9,6 +9,8 @@ import pytest
 
 from superbiz.config import CONFIG_ENV, load_settings
 from superbiz.exceptions import ConfigError
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.retrieval.embedders import Embedder
 
 
 def write_config(path: Path, text: str) -> Path:
@@ -80,3 +82,20 @@ def test_evidence_levels_without_the_answer_model_are_refused(
         load_settings()
     monkeypatch.setenv("SUPERBIZ_RETRIEVAL__ANSWERS__MODEL", "e5")
     assert load_settings().retrieval.levels == "evidence"
+
+
+def test_thresholds_in_the_wrong_order_are_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_embedder: Embedder
+) -> None:
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__NORMALIZATION__HIGHLY_RELEVANT_THRESHOLD", "0.2")
+    monkeypatch.setenv("SUPERBIZ_RETRIEVAL__NORMALIZATION__REFERENCE_THRESHOLD", "0.4")
+    with pytest.raises(ConfigError, match=r"reference-threshold 0\.4 exceeds"):
+        load_settings()
+    # one set against the embedder's default for the other: found when the KB opens
+    monkeypatch.delenv("SUPERBIZ_RETRIEVAL__NORMALIZATION__REFERENCE_THRESHOLD")
+    kb = KnowledgeBase(load_settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    try:
+        with pytest.raises(ConfigError, match=r"the defaults for use-multilingual-v3 are 0\.6"):
+            _ = kb.thresholds
+    finally:
+        kb.close()

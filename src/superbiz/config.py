@@ -54,6 +54,16 @@ class NormalizationSettings(_Section):
     highly_relevant_threshold: float | None = Field(None, ge=-1, le=1)
     reference_threshold: float | None = Field(None, ge=-1, le=1)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> NormalizationSettings:
+        high, low = self.highly_relevant_threshold, self.reference_threshold
+        if high is not None and low is not None and low > high:
+            raise ValueError(
+                f"retrieval.normalization: reference-threshold {low} exceeds "
+                f"highly-relevant-threshold {high}"
+            )
+        return self
+
 
 class AnswerSettings(_Section):
     """The answer model: a question-to-passage encoder whose match of the question with

@@ -9,7 +9,7 @@ from functools import cached_property
 from sqlalchemy import Engine
 
 from superbiz.config import Settings
-from superbiz.exceptions import IndexMismatchError, UnknownDomainError
+from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.embedders import Embedder, make_embedder
@@ -145,14 +145,20 @@ class KnowledgeBase:
         """Configured thresholds, else the measured defaults of the active embedder."""
         norm = self.settings.retrieval.normalization
         default = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS)
-        return Thresholds(
-            highly_relevant=norm.highly_relevant_threshold
-            if norm.highly_relevant_threshold is not None
-            else default.highly_relevant,
-            reference=norm.reference_threshold
-            if norm.reference_threshold is not None
-            else default.reference,
-        )
+        try:
+            return Thresholds(
+                highly_relevant=norm.highly_relevant_threshold
+                if norm.highly_relevant_threshold is not None
+                else default.highly_relevant,
+                reference=norm.reference_threshold
+                if norm.reference_threshold is not None
+                else default.reference,
+            )
+        except ValueError as exc:  # one set against the other's default, or both inverted
+            raise ConfigError(
+                f"retrieval.normalization: {exc} (the defaults for {self.embedder.name} are "
+                f"{default.highly_relevant} and {default.reference})"
+            ) from exc
 
     @property
     def exact_index(self) -> ExactIndex:
