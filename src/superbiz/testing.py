@@ -5,27 +5,41 @@ at every step (messages and offered tools), so a test checks what your prompt an
 governor put in front of the model, and how the loop reacts to each reply, without an
 LLM. Like pydantic-ai's ``TestModel`` / ``FunctionModel``, it ships with the package.
 
-Testing your own executor prompt against your own knowledge base (pytest)::
+Testing your own executor prompt against your own knowledge base (pytest; ``KB`` here is
+the example knowledge base that ships in ``superbiz/examples/corpus``)::
+
+    from pathlib import Path
 
     from superbiz.agents.executor import Executor
     from superbiz.agents.runtime import open_lookup
     from superbiz.config import load_settings
+    from superbiz.knowledge.ingest import Ingestor
     from superbiz.testing import ScriptedChatModel, answer, lookup
 
-    def test_redis_questions_cite_the_runbook() -> None:
-        settings = load_settings()
+    KB = Path("kb")  # your Markdown folder
+    REDIS = "infrastructure/redis-pool-and-eviction.md"
+
+    def test_redis_questions_cite_the_runbook(tmp_path: Path) -> None:
+        settings = load_settings(data_dir=tmp_path)  # a store of the test's own
         model = ScriptedChatModel(
-            lookup("redis pool exhausted"),
-            answer("Check maxTotal: the connection pool is exhausted [1]."),
+            lookup("Redis 连接池耗尽"),
+            answer("When redis_pool_active_connections stays at max-total, the pool is "
+                   "exhausted: look for JedisExhaustedException in the logs [1]."),
         )
         with open_lookup(settings) as runtime:
+            Ingestor(runtime.kb).ingest([KB])
             executor = Executor(model, runtime.lookup, settings.governance)
-            turn = executor.run("test-session", "Why do Redis calls time out?")
+            turn = executor.run("test-session", "Why do Redis calls time out?", turn=1)
         first, second = model.steps
         assert "cite" in first.system_texts[0]  # your prompt opened the conversation
         assert first.tool_names == ("lookup_knowledge",)
         assert second.tool_results  # the governed result came back to the model
-        assert [c.path for c in turn.citations] == ["infrastructure/redis-pool.md"]
+        assert turn.answer.startswith("When redis_pool") and turn.grounded  # kept as written
+        assert turn.citations[0].path == REDIS  # [1]: the runbook the lookup found first
+
+``turn.citations`` are the documents the turn showed the model, numbered as it could cite
+them (an earlier turn's document only when the answer cites it); ``turn.answer`` keeps the
+model's text when it is grounded.
 
 An answer must cite the documents shown and draw on them, as a real one must: one that does
 not gets a repair turn (script a second answer), then the extractive answer replaces it.

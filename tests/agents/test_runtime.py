@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import superbiz.testing
 from conftest import write_kb
 from superbiz.agents import runtime as runtime_module
-from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner
 from superbiz.agents.runtime import WARM_UP_SESSION, LookupRuntime, open_lookup, open_runtime
 from superbiz.agents.store_lock import ReleasingModel
 from superbiz.config import LLMSettings, Settings
+from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import StoreError
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm import make_chat_model
 from superbiz.retrieval.embedders import Embedder
-from superbiz.testing import ScriptedChatModel, answer, lookup
+from superbiz.testing import ScriptedChatModel
 
 REDIS = "infrastructure/redis-pool.md"
 
@@ -73,21 +76,14 @@ def test_warm_up_leaves_no_trace(governed_kb: KnowledgeBase) -> None:
     assert runtime.invocations.for_session(WARM_UP_SESSION) == []
 
 
-def test_the_testing_module_example_works(governed_kb: KnowledgeBase) -> None:
-    """The example in ``superbiz.testing``'s docstring, on the small KB."""
-    settings = governed_kb.settings
-    model = ScriptedChatModel(
-        lookup("redis pool exhausted"),
-        answer("Check maxTotal: the connection pool is exhausted [1]."),
-    )
-    runtime = open_lookup(settings, kb=governed_kb)  # the shared KB stays open
-    executor = Executor(model, runtime.lookup, settings.governance)
-    turn = executor.run("test-session", "Why do Redis calls time out?")
-    first, second = model.steps
-    assert "cite" in first.system_texts[0]
-    assert first.tool_names == ("lookup_knowledge",)
-    assert second.tool_results
-    assert [c.path for c in turn.citations] == [REDIS]
+def test_the_testing_module_example_works(tmp_path: Path) -> None:
+    """The example in ``superbiz.testing``'s docstring, run as written on the example KB."""
+    doc = superbiz.testing.__doc__ or ""
+    block = doc.split("::\n", 1)[1].split("\n\n``turn.citations``", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(block), namespace)
+    namespace["KB"] = builtin_dataset() / "corpus"
+    namespace["test_redis_questions_cite_the_runbook"](tmp_path / "data")
 
 
 def test_a_map_build_that_fails_is_tried_again(
