@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from superbiz.agents.executor import Executor, TurnResult
 from superbiz.agents.extractive import ExtractiveChatModel, TurnView, best_passage
-from superbiz.config import GovernanceSettings
+from superbiz.agents.runtime import open_runtime
+from superbiz.config import GovernanceSettings, Settings
+from superbiz.evaluation.agent import builtin_dataset
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm import ChatModel, ResponseDone, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -28,6 +32,8 @@ from superbiz.llm.messages import (
     ToolMessage,
     UserMessage,
 )
+from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.relevance import RelevanceLevel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
@@ -255,3 +261,19 @@ def test_when_the_tool_is_withheld_it_answers_instead_of_supplementing(ask: Any)
     assert only.level is not None and only.level.value == "REFERENCE"
     assert result.steps == 2 and result.stopped_by == "answer"
     assert result.answer.startswith(EN_LABEL)
+
+
+def test_a_supplement_found_in_hand_does_not_replan(tmp_path: Path, use_embedder: Embedder) -> None:
+    """On the example KB the supplement for the words the runbook lacks ("keeps") comes
+    back DEDUPED: the dimension is in the document already retrieved, so the supervisor
+    does not re-plan three other domains for it (five lookups, three empty, before)."""
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([builtin_dataset() / "corpus"])
+        turn = runtime.ask("s1", "Pod keeps restarting with exit code 137")
+
+    levels = [o.result.relevance_level if o.result else None for o in turn.result.lookups]
+    assert levels == [RelevanceLevel.REFERENCE, RelevanceLevel.DEDUPED]
+    assert turn.replan is None and turn.result.unfilled == []
+    assert turn.result.evidence == ["infrastructure/k8s-crashloopbackoff.md"]

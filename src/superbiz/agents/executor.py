@@ -361,10 +361,14 @@ class Executor:
         result.citations = [c for c in refs.values() if c.path not in earlier or c.path in cited]
         result.reused = [c.path for c in result.citations if c.path in earlier]
         result.governance_ms = tool.governance_ms
+        # a dimension the lookup found only in documents already retrieved (DEDUPED,
+        # doc_retrieved) is in hand, not missing: re-planning other domains for it found
+        # nothing in the example KB, three lookups for a word of the question ("keeps")
         result.unfilled = [
             o.arguments["missing_dimension"]
             for o in tool.outcomes
-            if o.arguments.get("missing_dimension") and not (o.result and o.result.found)
+            if o.arguments.get("missing_dimension")
+            and not (o.result and (o.result.found or o.redundant))
         ]
 
     @staticmethod
