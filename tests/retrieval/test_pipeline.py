@@ -34,6 +34,8 @@ QUERIES = {
         0.25,
         float(np.sqrt(1 - 0.45**2 - 0.021**2 - 0.25**2)),
     ),
+    # a keyword query: cosine 0.2 with LIMIT, whose text holds both its words
+    "tenant quota": (0.0, 0.0, 0.2, float(np.sqrt(1 - 0.04))),
 }
 TEXTS = {REDIS: "pool exhausted", KAFKA: "consumer backlog", LIMIT: "tenant quota"}
 
@@ -124,6 +126,13 @@ def test_nothing_above_reference_is_no_result(retriever: Retriever) -> None:
     found = retriever.retrieve("unrelated words")
     assert found.level is None and found.shown == []
     assert found.top_similarity is not None and found.top_similarity < THRESHOLDS.reference
+
+
+def test_a_keyword_query_under_the_cosine_threshold_is_reference(retriever: Retriever) -> None:
+    """Every key term of the query is in the top document, which both lists put first."""
+    found = retriever.retrieve("tenant quota")
+    assert found.top_similarity == pytest.approx(0.2, abs=1e-6)
+    assert found.level is RelevanceLevel.REFERENCE and paths(found.shown) == [LIMIT]
 
 
 def test_a_unique_exact_match_is_promoted_and_precise(retriever: Retriever) -> None:
