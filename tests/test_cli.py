@@ -92,11 +92,17 @@ def test_ingest_json(cli_kb: dict[str, Any]) -> None:
     assert skipped["path"] == BROKEN and skipped["reason"].startswith("malformed frontmatter")
 
 
-def test_ingest_missing_path_is_reported(tmp_path: Path) -> None:
-    result = invoke("ingest", tmp_path / "nope", "--data-dir", tmp_path / "data")
-    assert result.exit_code == 0, result.output
-    assert "0 added" in result.stdout and "1 skipped" in result.stdout
-    assert "no such file or directory" in one_line(result.stderr)
+def test_ingest_missing_path_is_one_red_line_and_exit_2(tmp_path: Path) -> None:
+    """A mistyped path fails the command (a CI job must not pass) and stores nothing."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\ntext\n", encoding="utf-8")
+    data_dir = tmp_path / "data"
+    result = invoke("ingest", folder, tmp_path / "nope", "--data-dir", data_dir)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "Traceback" not in result.output
+    assert one_line(result.stderr) == f"error: no such file or directory: {tmp_path / 'nope'}"
+    assert not data_dir.exists()
 
 
 # -- lookup ------------------------------------------------------------------------------------

@@ -151,6 +151,10 @@ def ingest(
     from superbiz.llm import make_chat_model
 
     settings = _settings(data_dir)
+    # a mistyped path is an error, not a skipped file: a CI job must not pass on it
+    if missing := [str(path) for path in paths if not path.exists()]:
+        err.print(f"[bold red]error:[/] no such file or directory: {escape(', '.join(missing))}")
+        raise typer.Exit(2)
     with _knowledge_base(settings) as kb:
         model = make_chat_model(settings.llm)
         ingestor = Ingestor(
