@@ -123,6 +123,7 @@ def test_file_names_cannot_leave_the_uploads_folder(
     ("name", "data", "reason"),
     [
         ("blob.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR", "binary file (contains NUL bytes)"),
+        ("tiny.md", b"\x00\x01\x02\x03\x04", "binary file (contains NUL bytes)"),
         ("empty.md", b"   \n", "empty file"),
         ("latin1.md", "# Café\n".encode("latin-1"), "not UTF-8"),
         ("broken.md", b"---\ntitle: [unclosed\n---\nbody\n", "malformed frontmatter"),
@@ -136,6 +137,7 @@ def test_unusable_files_get_422_with_the_reason(
     status, body = upload(client, name, data)
     assert status == 422, body
     assert body["error"] == "invalid_document" and reason in body["message"]
+    assert "UTF-16" not in body["message"]  # a few bytes of binary are not UTF-16 text
     assert uploads_of(docs_assistant) == before
 
 

@@ -199,6 +199,24 @@ def test_binary_file() -> None:
     assert reason_of(data, "img.md") == "binary file (contains NUL bytes)"
 
 
+@pytest.mark.parametrize(
+    "data", [b"\x00\x01\x02\x03\x04", b"\x89PNG\x00", b"\x00\x01\x02\x03\x04\x05\x06\x07"]
+)
+def test_a_few_bytes_of_binary_are_not_called_utf16(data: bytes) -> None:
+    """Their NUL bytes fall where UTF-16 puts them by chance; they do not read as text."""
+    assert reason_of(data, "tiny.md") == "binary file (contains NUL bytes)"
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_bom_gets_the_iconv_hint(codec: str) -> None:
+    source = codec.upper().replace("-LE", "LE").replace("-BE", "BE")
+    reason = reason_of("# T\nx".encode(codec), "short.md")
+    assert reason.endswith(
+        f"it looks like {source} without a byte-order mark: "
+        f"convert it with `iconv -f {source} -t UTF-8`"
+    )
+
+
 def test_non_utf8_file() -> None:
     reason = reason_of("# Café crème\n".encode("latin-1"))
     assert reason.startswith("not UTF-8 text")

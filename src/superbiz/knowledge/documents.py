@@ -37,6 +37,8 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+#: the shortest file that may be called UTF-16 text without a byte-order mark (4 characters)
+UTF16_MIN_BYTES = 8
 # C0 controls and DEL except tab, newline and carriage return.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _KNOWN_KEYS = ("title", "category", "covers", "when_to_retrieve", "tags")
@@ -197,12 +199,19 @@ def _gb18030_hint(data: bytes) -> str:
 
 
 def _utf16_hint(data: bytes) -> str:
-    """A hint when the NUL bytes sit where UTF-16 without a byte-order mark puts them."""
+    """A hint when the NUL bytes sit where UTF-16 without a byte-order mark puts them and
+    the bytes read as text in it: a few bytes of binary (``00 01 02 03 04``) match the
+    NUL pattern by chance, so an odd length, under ``UTF16_MIN_BYTES`` or control
+    characters once decoded get no hint."""
     head = data[:8192]
+    if len(data) % 2 or len(data) < UTF16_MIN_BYTES:
+        return ""
     even, odd = head[0::2].count(0), head[1::2].count(0)
     if max(even, odd) < len(head) // 4 or min(even, odd) > max(even, odd) // 10:
         return ""
     source = "UTF-16LE" if odd > even else "UTF-16BE"
+    if _CONTROL.search(head.decode(source.lower(), errors="ignore")):
+        return ""
     return (
         f"; it looks like {source} without a byte-order mark: "
         f"convert it with `iconv -f {source} -t UTF-8`"
