@@ -74,6 +74,7 @@ def test_ingest_prints_the_summary_and_skipped_reasons(cli_kb: dict[str, Any]) -
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "ingest: 5 added, 0 updated, 0 unchanged, 1 skipped"
     assert f"skipped {BROKEN}: malformed frontmatter:" in one_line(result.stderr)
+    assert f"metadata warning {PAYMENT}: unknown frontmatter key 'owner'" in one_line(result.stderr)
     assert "Traceback" not in result.output
 
 
@@ -90,6 +91,8 @@ def test_ingest_json(cli_kb: dict[str, Any]) -> None:
     assert len(report["unchanged"]) == 5 and report["added"] == []
     [skipped] = report["skipped"]
     assert skipped["path"] == BROKEN and skipped["reason"].startswith("malformed frontmatter")
+    [warning] = report["metadata_warnings"]
+    assert warning["path"] == PAYMENT and "'owner'" in warning["reason"]
 
 
 def test_ingest_missing_path_is_one_red_line_and_exit_2(tmp_path: Path) -> None:

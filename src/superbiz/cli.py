@@ -177,6 +177,8 @@ def ingest(
         err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
     for path, reason in report.metadata_failures:
         err.print(f"[yellow]metadata derived[/] {escape(path)}: {escape(reason)}")
+    for path, reason in report.metadata_warnings:
+        err.print(f"[yellow]metadata warning[/] {escape(path)}: {escape(reason)}")
     console.print(f"ingest: {report.summary()}")
 
 

@@ -65,14 +65,72 @@ def test_frontmatter_fields_are_read() -> None:
     assert doc.content_hash == content_hash(FULL.encode("utf-8"))
 
 
-def test_other_keys_are_kept_in_extra() -> None:
+def test_other_keys_are_kept_in_extra_and_named_in_a_warning() -> None:
     doc = parse(FULL)
     assert doc.extra == {"owner": "pay-team", "priority": 3}
+    assert doc.warnings == (
+        "unknown frontmatter keys 'owner', 'priority': not used, kept in extra "
+        "(known keys: title, category, when_to_retrieve, covers, tags, aliases)",
+    )
     metadata = doc.metadata()
     assert metadata["extra"] == {"owner": "pay-team", "priority": 3}
     assert metadata["covers"] == ["支付回调超时", "退款失败"]
     assert metadata["tags"] == ["支付", "订单"]
     assert metadata["when_to_retrieve"] == "用户支付失败时"
+
+
+def test_a_domain_key_is_named_with_the_key_that_sets_the_domain() -> None:
+    doc = parse("---\ntitle: Refunds\ndomain: payment\n---\n# Refunds\nbody\n", "ops/x.md")
+    assert doc.domain == "ops"  # not set by 'domain'
+    [warning] = doc.warnings
+    assert warning.startswith("unknown frontmatter key 'domain': not used")
+    assert warning.endswith("; the domain is set by 'category'")
+
+
+def test_a_horizontal_rule_and_text_at_the_top_stay_in_the_body() -> None:
+    """No key of the opening block is known: it is text between rules, not frontmatter."""
+    text = "---\nWarning: never restart the primary\n---\n# Ops rule\nRestart replicas first.\n"
+    doc = parse(text, "ops/rule.md")
+    assert doc.body == text and doc.extra == {}
+    assert "Warning: never restart the primary" in doc.body
+    assert (doc.title, doc.domain) == ("Ops rule", "ops")
+    [warning] = doc.warnings
+    assert warning.startswith(
+        "the opening '---' block has no frontmatter key ('Warning'): kept as text, "
+        "not frontmatter (known keys: title, category,"
+    )
+
+
+def test_frontmatter_with_known_keys_gives_no_warning() -> None:
+    assert parse("---\ntitle: A\ncategory: ops\n---\nbody\n").warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("front", "field", "expected"),
+    [
+        ("title: yes", "title", "yes"),
+        ("title: No", "title", "No"),
+        ("title: 1.50", "title", "1.50"),
+        ("title: 0x1F", "title", "0x1F"),
+        ("title: 2024-01-01", "title", "2024-01-01"),
+        ("category: no", "domain", "no"),
+        ("category: on", "domain", "on"),
+        ("when_to_retrieve: yes", "when_to_retrieve", "yes"),
+        ("tags: [yes, off, 1.50]", "tags", ("yes", "off", "1.50")),
+        ("covers: 42", "covers", ("42",)),
+    ],
+)
+def test_text_fields_keep_yaml_11_booleans_and_numbers_as_written(
+    front: str, field: str, expected: object
+) -> None:
+    doc = parse(f"---\n{front}\n---\n# Heading\nbody\n")
+    assert getattr(doc, field) == expected
+
+
+def test_a_null_text_field_is_unset() -> None:
+    assert parse("---\ntitle: ~\ncategory: null\n---\n# Heading\nbody\n", "x.md").title == (
+        "Heading"
+    )
 
 
 def test_comma_separated_lists_and_duplicates() -> None:
@@ -275,8 +333,9 @@ def test_ordinary_aliases_still_expand() -> None:
 def test_aliases_may_repeat_a_large_frontmatter_up_to_twice_its_size() -> None:
     """The limit is the larger of 100,000 characters and twice the frontmatter."""
     big = "x" * 120_000
-    assert parse(f"---\nbig: &b {big}\ncopy: *b\n---\n# T\nbody\n").extra["copy"] == big
-    reason = reason_of(f"---\nbig: &b {big}\ncopy: *b\nagain: *b\n---\n# T\nbody\n")
+    front = f"title: T\nbig: &b {big}\ncopy: *b\n"
+    assert parse(f"---\n{front}---\n# T\nbody\n").extra["copy"] == big
+    reason = reason_of(f"---\n{front}again: *b\n---\n# T\nbody\n")
     assert reason.startswith("frontmatter refused: its YAML aliases expand it past 240")
 
 

@@ -317,6 +317,38 @@ def test_frontmatter_dates_do_not_abort_the_run(
     assert_consistent(kb)
 
 
+def test_unknown_frontmatter_keys_are_warned_and_a_rule_with_text_stays_searchable(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    rule = "Warning: never restart the primary database during business hours"
+    root = kb_writer(
+        tmp_path / "kb",
+        {
+            "ops/rule.md": f"---\n{rule}\n---\n# Ops rule\nRestart the replicas one by one.\n",
+            "ops/refunds.md": "---\ntitle: Refunds\ndomain: payment\n---\n# Refunds\nx\n",
+            "ops/plain.md": "---\ntitle: Plain\ncategory: ops\n---\n# Plain\nPlain text.\n",
+        },
+    )
+    kb = open_kb()
+    report = Ingestor(kb).ingest([root])
+    assert sorted(report.added) == ["ops/plain.md", "ops/refunds.md", "ops/rule.md"]
+    warnings = dict(report.metadata_warnings)
+    assert sorted(warnings) == ["ops/refunds.md", "ops/rule.md"]
+    assert warnings["ops/rule.md"].startswith("the opening '---' block has no frontmatter key")
+    assert "'domain'" in warnings["ops/refunds.md"] and "category" in warnings["ops/refunds.md"]
+    assert report.as_dict()["metadata_warnings"] == [
+        {"path": path, "reason": reason} for path, reason in report.metadata_warnings
+    ]
+    row = kb.documents.get("ops/rule.md")
+    assert row is not None and row.metadata["extra"] == {}
+    assert any(rule in chunk.text for chunk in kb.store.chunks_of("ops/rule.md"))
+    _, hits = kb.searcher.search(rule)
+    assert hits[0].doc_path == "ops/rule.md"
+    # said again on every run until the file is fixed
+    again = Ingestor(kb).ingest([root])
+    assert not again.changed and sorted(dict(again.metadata_warnings)) == sorted(warnings)
+
+
 # -- crash repair ---------------------------------------------------------------------------------
 
 

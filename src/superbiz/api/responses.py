@@ -252,6 +252,8 @@ class IngestSummary(BaseModel):
     removed: list[str]
     skipped: list[SkippedFile]
     metadata_failures: list[SkippedFile]
+    #: unknown frontmatter keys and the like: stored, but worth fixing
+    metadata_warnings: list[SkippedFile]
     domains_changed: list[str]
 
 

@@ -41,7 +41,17 @@ _BOMS = (
 UTF16_MIN_BYTES = 8
 # C0 controls and DEL except tab, newline and carriage return.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_KNOWN_KEYS = ("title", "category", "covers", "when_to_retrieve", "tags")
+#: frontmatter fields that are text, and that are lists of texts
+_TEXT_KEYS = ("title", "category", "when_to_retrieve")
+_LIST_KEYS = ("covers", "tags", "aliases")
+#: the frontmatter keys a document may set; any other is kept in ``extra`` with a warning
+FRONTMATTER_KEYS = (*_TEXT_KEYS, *_LIST_KEYS)
+#: YAML 1.1 reads these plain scalars as non-text (``yes`` → True, ``no`` → False, dates…);
+#: a text field keeps what was written instead
+_TYPED_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")
+)
+_STR_TAG = "tag:yaml.org,2002:str"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 
@@ -63,6 +73,8 @@ class SourceDocument:
     extra: dict[str, Any] = field(default_factory=dict)
     #: where ``covers`` and ``when_to_retrieve`` came from: frontmatter, llm or derived
     origin: dict[str, str] = field(default_factory=dict)
+    #: what the frontmatter says that is not used (unknown keys), for the ingest report
+    warnings: tuple[str, ...] = ()
 
     def metadata(self) -> dict[str, Any]:
         """What the relational store keeps besides the columns."""
@@ -131,6 +143,7 @@ def parse_document(
         raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     front, body = split_frontmatter(text, label)
+    front, body, warnings = _check_keys(front, body, text)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
     _refuse_control_characters(front, label)
@@ -154,7 +167,40 @@ def parse_document(
         when_to_retrieve=_str_field(front, "when_to_retrieve", label),
         tags=_list_field(front, "tags", label),
         aliases=(*aliases, relative.stem) if relative.stem not in aliases else aliases,
-        extra=_json_safe({k: v for k, v in front.items() if k not in (*_KNOWN_KEYS, "aliases")}),
+        extra=_json_safe({k: v for k, v in front.items() if k not in FRONTMATTER_KEYS}),
+        warnings=warnings,
+    )
+
+
+def _check_keys(
+    front: dict[str, Any], body: str, text: str
+) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    """``(frontmatter, body, warnings)``: a block with no known key is a horizontal rule
+    and text (``---`` / ``Warning: never restart X`` / ``---``), so it stays in the body
+    instead of vanishing into ``extra``; unknown keys beside known ones are kept in
+    ``extra`` and named, since they do nothing (``domain:`` for ``category:``)."""
+    unknown = [key for key in front if key not in FRONTMATTER_KEYS]
+    if not unknown:
+        return front, body, ()
+    known = ", ".join(FRONTMATTER_KEYS)
+    names = ", ".join(repr(clip(key, 40)) for key in unknown)
+    hint = "; the domain is set by 'category'" if "domain" in unknown else ""
+    if len(unknown) == len(front):
+        return (
+            {},
+            text,
+            (
+                f"the opening '---' block has no frontmatter key ({names}): "
+                f"kept as text, not frontmatter (known keys: {known}){hint}",
+            ),
+        )
+    return (
+        front,
+        body,
+        (
+            f"unknown frontmatter key{'s' if len(unknown) > 1 else ''} {names}: not used, "
+            f"kept in extra (known keys: {known}){hint}",
+        ),
     )
 
 
@@ -274,11 +320,27 @@ def _load_bounded(raw: str, label: str) -> Any:
                 label,
                 f"frontmatter refused: its YAML aliases expand it past {limit} characters",
             )
+        _keep_text(node)
         return loader.construct_document(node)
     except RecursionError as exc:
         raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
     finally:
         loader.dispose()
+
+
+def _keep_text(node: yaml.Node) -> None:
+    """Text fields (and the items of list fields) keep their scalars as written: YAML 1.1
+    would make ``title: yes`` True and ``category: no`` the domain ``false``. A null
+    stays null (the field is then unset)."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value not in FRONTMATTER_KEYS:
+            continue
+        items = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        for item in items:
+            if isinstance(item, yaml.ScalarNode) and item.tag in _TYPED_TAGS:
+                item.tag = _STR_TAG
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int, label: str) -> int:

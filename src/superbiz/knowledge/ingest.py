@@ -56,6 +56,9 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: documents ingested with derived metadata because the LLM failed, and why
     metadata_failures: list[tuple[str, str]] = field(default_factory=list)
+    #: what a document's frontmatter says that is not used (unknown keys), on every run
+    #: until the file is fixed
+    metadata_warnings: list[tuple[str, str]] = field(default_factory=list)
     #: domains whose documents were added, changed or removed
     domains_changed: set[str] = field(default_factory=set)
     #: documents whose opening the answer model encoded (``retrieval.answers``)
@@ -89,6 +92,7 @@ class IngestReport:
             "removed": self.removed,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
+            "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
             "domains_changed": sorted(self.domains_changed),
             "answers_encoded": self.answers_encoded,
         }
@@ -282,6 +286,7 @@ class Ingestor:
                 self._tick(on_progress, label)
                 continue
             seen[doc.path] = item.file
+            report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
             previous = stored.get(doc.path)
             if previous and previous.content_hash == doc.content_hash and doc.path not in broken:
                 report.unchanged.append(doc.path)
