@@ -181,6 +181,70 @@ def test_a_folder_link_inside_the_kb_is_reported_not_followed(
     ]
 
 
+# -- unreadable folders -------------------------------------------------------------------------
+
+LOCKED_REASON = (
+    "cannot read this folder: Permission denied; "
+    "its stored documents are kept as they are (not pruned)"
+)
+
+
+def _lock(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """What ``chmod 000 folder`` does to a user who is not root (the tests run as root,
+    whom it does not stop): listing the folder, and reaching anything in it, fail."""
+    scandir, stat = os.scandir, os.stat
+
+    def refuse(path: Any) -> None:
+        if Path(os.fsdecode(path)).is_relative_to(folder):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+
+    def locked_scandir(path: Any = ".") -> Any:
+        refuse(path)
+        return scandir(path)
+
+    def locked_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if path != folder and not isinstance(path, int):
+            refuse(path)  # the folder itself can be stat'ed, not what is in it
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", locked_scandir)
+    monkeypatch.setattr(os, "stat", locked_stat)
+
+
+def test_an_unreadable_folder_is_skipped_with_its_reason_and_never_pruned(
+    tmp_path: Path, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "kb"
+    write_kb(root, {"ok.md": "# Readable\ncormorants\n", "locked/x.md": "# L\nlocked\n"})
+    assert sorted(Ingestor(kb).ingest([root]).added) == ["locked/x.md", "ok.md"]
+
+    _lock(monkeypatch, (root / "locked").resolve())
+    for prune in (False, True):
+        report = Ingestor(kb).ingest([root], prune=prune)
+        assert report.skipped == [("locked", LOCKED_REASON)]
+        assert report.unchanged == ["ok.md"] and report.removed == []
+    assert kb.documents.get("locked/x.md") is not None
+    assert kb.store.index_state(["locked/x.md"]).keys() == {"locked/x.md"}
+
+    monkeypatch.undo()  # readable again, then deleted: pruned as usual
+    (root / "locked" / "x.md").unlink()
+    assert Ingestor(kb).ingest([root], prune=True).removed == ["locked/x.md"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="chmod 000 does not stop root: see the test above")
+def test_a_chmod_000_folder_is_skipped_and_never_pruned(tmp_path: Path, kb: KnowledgeBase) -> None:
+    root = tmp_path / "kb"
+    write_kb(root, {"ok.md": "# Readable\ncormorants\n", "locked/x.md": "# L\nlocked\n"})
+    Ingestor(kb).ingest([root])
+    (root / "locked").chmod(0)
+    try:
+        report = Ingestor(kb).ingest([root], prune=True)
+    finally:
+        (root / "locked").chmod(0o755)
+    assert report.skipped == [("locked", LOCKED_REASON)] and report.removed == []
+    assert kb.documents.get("locked/x.md") is not None
+
+
 # -- idempotency at any chunk count --------------------------------------------------------
 
 

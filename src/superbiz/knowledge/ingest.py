@@ -104,6 +104,16 @@ class _Candidate:
     root: Path
 
 
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """A folder the walk could not list: reported as skipped, and what is stored from it
+    is left alone (a file not listed is not a file gone)."""
+
+    label: str
+    reason: str
+    folder: Path
+
+
 Progress = Callable[[str], None]
 
 
@@ -116,7 +126,7 @@ class _Pending(NamedTuple):
 
 def discover(
     paths: Sequence[Path], extensions: Sequence[str], root: Path | None = None
-) -> Iterator[_Candidate | tuple[str, str]]:
+) -> Iterator[_Candidate | _Unreadable | tuple[str, str]]:
     """Files to ingest under ``paths`` (sorted; hidden entries skipped), or
     ``(label, reason)`` for a path that cannot be ingested at all. A file's document path
     is relative to its folder, or to ``root`` when that folder holds it."""
@@ -134,12 +144,26 @@ def discover(
             yield (str(path), "no such file or directory")
 
 
-def _walk(root: Path, extensions: Sequence[str]) -> list[_Candidate | tuple[str, str]]:
+def _walk(
+    root: Path, extensions: Sequence[str]
+) -> list[_Candidate | _Unreadable | tuple[str, str]]:
     """The files under ``root`` with one of ``extensions``, sorted by path. Symlinked
     folders are never followed (a link out of the KB, or a loop, would ingest what the
-    operator did not put there): each is reported with what it points to."""
-    found: list[tuple[str, _Candidate | tuple[str, str]]] = []
-    for folder, dirs, files in os.walk(root):
+    operator did not put there): each is reported with what it points to; so is each
+    folder that cannot be listed (``os.walk`` would leave it out without a word)."""
+    found: list[tuple[str, _Candidate | _Unreadable | tuple[str, str]]] = []
+
+    def unreadable(exc: OSError) -> None:
+        folder = Path(exc.filename)
+        relative = folder.relative_to(root).as_posix() if folder != root else str(root)
+        label = _shown(relative)
+        reason = (
+            f"cannot read this folder: {exc.strerror or exc}; "
+            "its stored documents are kept as they are (not pruned)"
+        )
+        found.append((label, _Unreadable(label, reason, folder)))
+
+    for folder, dirs, files in os.walk(root, onerror=unreadable):
         here = Path(folder)
         for name in list(dirs):
             if name.startswith("."):
@@ -263,7 +287,13 @@ class Ingestor:
             on_total(len(found))
         pending: list[_Pending] = []
         seen: dict[str, Path] = {}
+        unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
         for item in found:
+            if isinstance(item, _Unreadable):
+                report.skipped.append((item.label, item.reason))
+                unlisted.append(item.folder)
+                self._tick(on_progress, item.label)
+                continue
             if isinstance(item, tuple):
                 report.skipped.append(item)
                 self._tick(on_progress, item[0])
@@ -307,9 +337,10 @@ class Ingestor:
 
         # Documents whose index was broken and that this run did not see again.
         for path in sorted(broken - seen.keys()):
-            self._repair_unseen(stored[path], report)
+            if not _under(stored[path].source_file, unlisted):
+                self._repair_unseen(stored[path], report)
         if prune:
-            self._prune(stored, seen, paths, report)
+            self._prune(stored, seen, paths, unlisted, report)
         self._encode_answers(len(found), on_total, on_progress)
         report.domains_changed.update(
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
@@ -481,15 +512,19 @@ class Ingestor:
         stored: dict[str, StoredDocument],
         seen: dict[str, Path],
         paths: Sequence[Path],
+        unlisted: Sequence[Path],
         report: IngestReport,
     ) -> None:
+        """Drop the documents under the ingested folders whose files are gone; never one
+        under a folder this run could not read, nor one whose file cannot be checked."""
         roots = [p.resolve() for p in paths if p.is_dir()]
         gone = [
             doc.path
             for doc in stored.values()
             if doc.path not in seen
-            and not Path(doc.source_file).exists()
             and any(Path(doc.source_file).is_relative_to(root) for root in roots)
+            and not _under(doc.source_file, unlisted)
+            and _gone(doc.source_file)
         ]
         self.kb.store.delete_documents(gone)
         self.kb.documents.delete(gone)
@@ -514,6 +549,22 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
         search_text=search_text(doc.title, chunk.heading, chunk.text),
         vector=vector,
     )
+
+
+def _under(file: str, folders: Sequence[Path]) -> bool:
+    return any(Path(file).is_relative_to(folder) for folder in folders)
+
+
+def _gone(file: str) -> bool:
+    """True only when ``file`` surely does not exist: a file that cannot be checked
+    (``Permission denied`` on a folder above it) is not gone."""
+    try:
+        os.stat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _root_of(source: Path, doc_path: str) -> Path:
