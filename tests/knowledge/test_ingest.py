@@ -295,16 +295,35 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_goes_on(
     assert set(dict(again.skipped)) == set(BAD_REASONS)
 
 
-def test_a_file_that_turns_bad_keeps_its_last_good_version(small_kb: Path, open_kb: OpenKB) -> None:
+KEPT = (
+    "; its earlier version stays searchable until the file is fixed "
+    "(or deleted, then `superbiz ingest --prune`)"
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [("---\ntitle: [oops\n---\nbody\n", "malformed frontmatter: "), ("", "empty file")],
+)
+def test_a_file_that_turns_bad_keeps_its_last_good_version_and_says_so(
+    small_kb: Path, open_kb: OpenKB, content: str, reason: str
+) -> None:
     kb = open_kb()
     Ingestor(kb).ingest([small_kb])
     before = kb.documents.get("api/rate-limit.md")
-    (small_kb / "api" / "rate-limit.md").write_text("---\ntitle: [oops\n---\nbody\n")
+    (small_kb / "api" / "rate-limit.md").write_text(content)
     report = Ingestor(kb).ingest([small_kb], prune=True)
-    assert [path for path, _ in report.skipped] == ["api/rate-limit.md"]
+    [(path, said)] = report.skipped
+    assert path == "api/rate-limit.md"
+    assert said.startswith(reason) and said.endswith(KEPT)
     assert report.removed == [] and report.updated == []
     assert kb.documents.get("api/rate-limit.md") == before
+    assert kb.exact_index.match("API rate limiting")  # still found, as the line says
     assert_consistent(kb)
+    # a file never ingested gets no such note
+    (small_kb / "api" / "new.md").write_text(content)
+    skipped = dict(Ingestor(kb).ingest([small_kb]).skipped)
+    assert not skipped["api/new.md"].endswith(KEPT)
 
 
 def test_frontmatter_dates_do_not_abort_the_run(

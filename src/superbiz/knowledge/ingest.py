@@ -280,6 +280,8 @@ class Ingestor:
         kb.record_embedder()
 
         stored = {doc.path: doc for doc in kb.documents.all()}
+        #: stored documents by the real path of their file
+        by_source = {os.path.realpath(doc.source_file): doc for doc in stored.values()}
         broken = self._reconcile(stored)
 
         found = list(discover(paths, settings.extensions, root))
@@ -304,11 +306,13 @@ class Ingestor:
                     item.file, item.root, settings.max_file_bytes, settings.encodings
                 )
             except DocumentError as exc:
-                report.skipped.append((exc.path, exc.reason))
+                kept = _kept(by_source.get(os.path.realpath(item.file)), exc.path)
+                report.skipped.append((exc.path, exc.reason + kept))
                 self._tick(on_progress, label)
                 continue
             except OSError as exc:
-                report.skipped.append((label, f"cannot read: {exc.strerror or exc}"))
+                kept = _kept(by_source.get(os.path.realpath(item.file)), label)
+                report.skipped.append((label, f"cannot read: {exc.strerror or exc}{kept}"))
                 self._tick(on_progress, label)
                 continue
             if doc.path in seen:
@@ -548,6 +552,18 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
         text=chunk.text,
         search_text=search_text(doc.title, chunk.heading, chunk.text),
         vector=vector,
+    )
+
+
+def _kept(stored: StoredDocument | None, label: str) -> str:
+    """What a skip line adds when the file was ingested before: that version is kept (a
+    file emptied or broken by mistake loses nothing), and so stays in lookups."""
+    if stored is None:
+        return ""
+    name = "its earlier version" if stored.path == label else f"its earlier version ({stored.path})"
+    return (
+        f"; {name} stays searchable until the file is fixed "
+        "(or deleted, then `superbiz ingest --prune`)"
     )
 
 
