@@ -238,6 +238,101 @@ def test_prune_removes_deleted_files_only_when_asked(
     assert_consistent(kb)
 
 
+# -- one file, one document -------------------------------------------------------------------
+
+TEAM_A = "---\ntitle: Team A guide\n---\n# Team A guide\nTeam A rotates the flamingo keys.\n"
+TEAM_B = "---\ntitle: Team B guide\n---\n# Team B guide\nTeam B restarts the walrus.\n"
+
+
+def test_another_folder_never_replaces_a_document_whose_file_is_still_there(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    a = kb_writer(tmp_path / "kA", {"guide.md": TEAM_A})
+    b = kb_writer(tmp_path / "kB", {"guide.md": TEAM_B, "other.md": "# Other\nB only.\n"})
+    kb = open_kb()
+    Ingestor(kb).ingest([a])
+
+    for prune in (False, True):
+        report = Ingestor(kb).ingest([b], prune=prune)
+        assert report.updated == [] and report.removed == []
+        [(path, reason)] = report.skipped
+        assert path == "guide.md"
+        assert f"{(a / 'guide.md').resolve()} (still there) is not replaced by " in reason
+        assert str((b / "guide.md").resolve()) in reason and "rename one of them" in reason
+    row = kb.documents.get("guide.md")
+    assert row is not None and row.title == "Team A guide"
+    assert Path(row.source_file) == (a / "guide.md").resolve()
+    _, hits = kb.searcher.search("flamingo keys")
+    assert hits[0].doc_path == "guide.md"
+    assert "flamingo" in kb.store.chunks_of("guide.md")[0].text
+    assert kb.documents.get("other.md") is not None
+
+    # once A's file is gone (its folder moved, renamed or deleted), B's file takes the path
+    (a / "guide.md").unlink()
+    report = Ingestor(kb).ingest([b])
+    assert report.updated == ["guide.md"] and report.skipped == []
+    row = kb.documents.get("guide.md")
+    assert row is not None and row.title == "Team B guide"
+    assert_consistent(kb)
+
+
+def test_a_moved_kb_folder_keeps_its_documents_and_follows_their_files(
+    small_kb: Path, tmp_path: Path, open_kb: OpenKB
+) -> None:
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    moved = small_kb.rename(tmp_path / "moved")
+    report = Ingestor(kb).ingest([moved], prune=True)
+    assert sorted(report.unchanged) == md_files(moved) and not report.changed
+    assert report.skipped == []
+    sources = [Path(doc.source_file) for doc in kb.documents.all()]
+    assert all(source.is_relative_to(moved.resolve()) for source in sources)
+    assert_consistent(kb)
+
+
+def test_a_sub_folder_or_one_file_of_an_ingested_kb_updates_its_documents_in_place(
+    small_kb: Path, open_kb: OpenKB
+) -> None:
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    expected = md_files(small_kb)
+
+    report = Ingestor(kb).ingest([small_kb / "payment"], prune=True)
+    assert report.unchanged == ["payment/支付失败排查.md"]
+    assert not report.changed and report.skipped == []
+    file = small_kb / "api" / "rate-limit.md"
+    file.write_text(file.read_text(encoding="utf-8") + "\nQuota resets hourly.\n")
+    report = Ingestor(kb).ingest([file])
+    assert report.updated == ["api/rate-limit.md"] and report.added == []
+    assert sorted(doc.path for doc in kb.documents.all()) == expected  # no second copy
+    row = kb.documents.get("api/rate-limit.md")
+    assert row is not None and row.domain == "api"
+    assert "Quota resets hourly." in kb.store.chunks_of("api/rate-limit.md")[-1].text
+    assert_consistent(kb)
+
+
+def test_the_kb_folder_after_its_sub_folder_stores_each_file_once_under_its_kb_path(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    root = kb_writer(
+        tmp_path / "kb",
+        {"x.md": "# Top\nAt the top.\n", "sub/x.md": "# Sub\nIn sub.\n", "sub/y.md": "# Y\ny\n"},
+    )
+    kb = open_kb()
+    assert sorted(Ingestor(kb).ingest([root / "sub"]).added) == ["x.md", "y.md"]
+
+    report = Ingestor(kb).ingest([root])
+    assert sorted(report.added) == ["sub/x.md", "sub/y.md"]
+    assert report.updated == ["x.md"]  # the top file takes the path sub/x.md had
+    assert report.removed == ["y.md"]  # the copy from the sub-folder
+    rows = {doc.path: doc for doc in kb.documents.all()}
+    assert sorted(rows) == ["sub/x.md", "sub/y.md", "x.md"]
+    assert (rows["x.md"].title, rows["sub/x.md"].title) == ("Top", "Sub")
+    assert rows["sub/x.md"].domain == "sub"
+    assert_consistent(kb)
+    assert not Ingestor(kb).ingest([root]).changed
+
+
 # -- bad files ---------------------------------------------------------------------------------
 
 BAD_FILES: dict[str, str | bytes] = {

@@ -8,6 +8,7 @@ disagrees. A file that cannot be read is reported and skipped; the rest goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -281,12 +282,23 @@ class Ingestor:
 
         stored = {doc.path: doc for doc in kb.documents.all()}
         #: stored documents by the real path of their file
-        by_source = {os.path.realpath(doc.source_file): doc for doc in stored.values()}
+        by_source: dict[str, list[StoredDocument]] = {}
+        for row in stored.values():
+            by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
         broken = self._reconcile(stored)
 
         found = list(discover(paths, settings.extensions, root))
         if on_total:
             on_total(len(found))
+        # Each file is stored once, under its path in the widest folder it was ingested
+        # from: the root to load it against, and the copies under narrower folders.
+        placed = {
+            item.file: _placement(item, by_source.get(os.path.realpath(item.file), []))
+            for item in found
+            if isinstance(item, _Candidate)
+        }
+        moving = {old: item for item, (_, olds) in placed.items() for old in olds}
+        landed: dict[Path, str] = {}  # file → the path this run stored (or kept) it under
         pending: list[_Pending] = []
         seen: dict[str, Path] = {}
         unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
@@ -301,17 +313,18 @@ class Ingestor:
                 self._tick(on_progress, item[0])
                 continue
             label = item.file.relative_to(item.root).as_posix()
+            real = os.path.realpath(item.file)
+            earlier = next(iter(by_source.get(real, [])), None)
             try:
                 doc = load_document(
-                    item.file, item.root, settings.max_file_bytes, settings.encodings
+                    item.file, placed[item.file][0], settings.max_file_bytes, settings.encodings
                 )
             except DocumentError as exc:
-                kept = _kept(by_source.get(os.path.realpath(item.file)), exc.path)
-                report.skipped.append((exc.path, exc.reason + kept))
+                report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
                 self._tick(on_progress, label)
                 continue
             except OSError as exc:
-                kept = _kept(by_source.get(os.path.realpath(item.file)), label)
+                kept = _kept(earlier, label)
                 report.skipped.append((label, f"cannot read: {exc.strerror or exc}{kept}"))
                 self._tick(on_progress, label)
                 continue
@@ -319,10 +332,20 @@ class Ingestor:
                 report.skipped.append((doc.path, f"same relative path as {seen[doc.path]}"))
                 self._tick(on_progress, label)
                 continue
-            seen[doc.path] = item.file
-            report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
             previous = stored.get(doc.path)
+            other = previous.source_file if previous else None
+            moved = bool(other) and os.path.realpath(other or "") != real
+            # another KB folder's document whose file is still there is never replaced
+            if other and moved and doc.path not in moving and not _gone(other):
+                report.skipped.append((doc.path, _clash(real, other)))
+                self._tick(on_progress, label)
+                continue
+            seen[doc.path] = item.file
+            landed[item.file] = doc.path
+            report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
             if previous and previous.content_hash == doc.content_hash and doc.path not in broken:
+                if moved:  # the file's folder moved (or was renamed): follow it
+                    kb.documents.save(dataclasses.replace(previous, source_file=str(item.file)))
                 report.unchanged.append(doc.path)
                 self._tick(on_progress, label)
                 continue
@@ -338,9 +361,10 @@ class Ingestor:
                 self._index(pending, on_progress)
                 pending = []
         self._index(pending, on_progress)
+        self._drop_copies(moving, landed, seen, report)
 
         # Documents whose index was broken and that this run did not see again.
-        for path in sorted(broken - seen.keys()):
+        for path in sorted(broken - seen.keys() - moving.keys()):
             if not _under(stored[path].source_file, unlisted):
                 self._repair_unseen(stored[path], report)
         if prune:
@@ -357,6 +381,27 @@ class Ingestor:
         return report
 
     # -- steps ----------------------------------------------------------------
+    def _drop_copies(
+        self,
+        moving: dict[str, Path],
+        landed: dict[Path, str],
+        seen: dict[str, Path],
+        report: IngestReport,
+    ) -> None:
+        """Remove the copies of a file stored under a narrower folder's path, once the file
+        is stored under its path in the wider one (a copy whose path another file of this
+        run took was replaced already)."""
+        copies = []
+        for old, file in moving.items():
+            if old in seen or file not in landed:
+                continue
+            row = self.kb.documents.get(landed[file])
+            if row is not None and os.path.realpath(row.source_file) == os.path.realpath(file):
+                copies.append(old)
+        self.kb.store.delete_documents(copies)
+        self.kb.documents.delete(copies)
+        report.removed.extend(copies)
+
     def _reconcile(self, stored: dict[str, StoredDocument]) -> set[str]:
         """Drop index entries with no row; return rows whose index disagrees."""
         self.kb.store.delete_other_documents(list(stored))
@@ -552,6 +597,42 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
         text=chunk.text,
         search_text=search_text(doc.title, chunk.heading, chunk.text),
         vector=vector,
+    )
+
+
+def _placement(item: _Candidate, same: list[StoredDocument]) -> tuple[Path, list[str]]:
+    """``(root, copies)`` for a file whose stored documents are ``same``: it is loaded
+    against the widest of its folder and the folders it was stored from (ingesting a
+    sub-folder or one file of a KB updates the KB's document instead of adding a second
+    copy), and ``copies`` are its documents stored from narrower folders, to remove."""
+    real = Path(os.path.realpath(item.file))
+    root = item.root.resolve()
+    roots = {doc.path: _stored_root(real, doc.path) for doc in same}
+    wider = [r for r in roots.values() if r is not None and root.is_relative_to(r)]
+    widest = min(wider, key=lambda r: len(r.parts), default=root)
+    copies = [
+        path
+        for path, r in roots.items()
+        if r is not None and r != widest and r.is_relative_to(widest)
+    ]
+    return widest, copies
+
+
+def _stored_root(real: Path, doc_path: str) -> Path | None:
+    """The folder a document at ``doc_path`` was ingested from, given its real file."""
+    parts = len(Path(doc_path).parts)
+    if not 0 < parts < len(real.parts):
+        return None
+    root = real.parents[parts - 1]
+    return root if real.relative_to(root).as_posix() == doc_path else None
+
+
+def _clash(real: str, other: str) -> str:
+    """Why ``real`` is not stored over the document of ``other``, and what to do."""
+    return (
+        f"another file is stored at this path, from another folder: {other} (still there) "
+        f"is not replaced by {real}; rename one of them, or delete {other} if this file "
+        "replaces it"
     )
 
 
