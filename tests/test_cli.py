@@ -412,6 +412,21 @@ def test_console_script_help() -> None:
         assert command in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("command", "text"),
+    [
+        (["ingest"], "Where the knowledge base lives [default: ./.superbiz]."),
+        (["map"], "Token budget [default: planner setting]."),
+        (["eval", "service"], "is empty) [default: ./.superbiz/eval/service]."),
+    ],
+)
+def test_help_shows_defaults_written_in_brackets(command: list[str], text: str) -> None:
+    """Rich reads ``[default: …]`` as markup and drops it unless it is escaped."""
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    assert text in result.stdout
+
+
 @pytest.mark.parametrize("command", [["ingest", "."], ["map"], ["calibrate"], ["lookup", "x"]])
 def test_invalid_settings_are_one_line_for_every_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]

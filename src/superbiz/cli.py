@@ -53,7 +53,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 DataDir = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="Where the knowledge base lives [default: ./.superbiz]."),
+    typer.Option("--data-dir", help="Where the knowledge base lives \\[default: ./.superbiz]."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
@@ -262,7 +262,7 @@ def _render_lookup(data: dict[str, Any]) -> None:
 def knowledge_map(
     data_dir: DataDir = None,
     budget: Annotated[
-        int | None, typer.Option("--budget", help="Token budget [default: planner setting].")
+        int | None, typer.Option("--budget", help="Token budget \\[default: planner setting].")
     ] = None,
 ) -> None:
     """Print the knowledge map the Planner sees (YAML)."""
@@ -581,7 +581,7 @@ def eval_service(
         typer.Option(
             "--data-dir",
             help="Knowledge base to serve (the example KB is ingested when it is empty) "
-            "[default: ./.superbiz/eval/service].",
+            "\\[default: ./.superbiz/eval/service].",
         ),
     ] = None,
     clients: Annotated[int, typer.Option("--clients", help="Concurrent clients.", min=1)] = 10,
