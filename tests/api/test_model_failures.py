@@ -18,9 +18,11 @@ from fakes.openai_server import (
     FakeOpenAIServer,
     Reply,
     drip_reply,
+    early_end_reply,
     error_reply,
     garbage_reply,
     hang_reply,
+    no_choices_reply,
     text_reply,
 )
 from superbiz.agents.runtime import Runtime, open_runtime
@@ -34,6 +36,12 @@ FAILURES: dict[str, tuple[Reply, int, str]] = {
     "5xx": (error_reply(500, "upstream exploded"), 503, "llm_unavailable"),
     "not-json": (garbage_reply(), 502, "llm_error"),
     "wrong-shape": (garbage_reply(b'{"choices": [{"index": 0}]}'), 502, "llm_error"),
+    "no-choices": (no_choices_reply(), 502, "llm_error"),
+}
+#: what only a stream can do; the first is the same reply as FAILURES' (same error)
+STREAM_FAILURES: dict[str, tuple[Reply, int, str]] = {
+    "no-choices": (no_choices_reply(), 502, "llm_error"),
+    "ends-early": (early_end_reply("支付回调超时时，先查网关日志，再"), 503, "llm_unavailable"),
 }
 
 
@@ -76,6 +84,32 @@ def test_each_model_failure_is_one_clear_error(
     body = response.json()
     assert body["error"] == kind and "LLM endpoint" in body["message"]
     assert "Traceback" not in response.text
+    assert "ChatCompletion(" not in body["message"]  # a reason, not the SDK's object
+
+
+@pytest.mark.parametrize("case", STREAM_FAILURES, ids=list(STREAM_FAILURES))
+def test_a_streamed_turn_fails_as_a_plain_turn_does(
+    with_model: Callable[..., tuple[TestClient, Runtime]],
+    fake: FakeOpenAIServer,
+    sse_events: Callable[[str], list[tuple[str, dict[str, Any], int]]],
+    case: str,
+) -> None:
+    """An empty reply is the plain turn's 502 in a stream too (it was a 200 with the
+    extractive answer), and a stream that ends before the model finished is an error,
+    not a half answer stored as a whole one."""
+    reply, status, kind = STREAM_FAILURES[case]
+    fake.script_chat(error_reply(400, "planner off"), reply)
+    client, runtime = with_model()
+
+    response = client.post("/api/chat_stream", json={"session_id": "m4", "question": "支付失败"})
+
+    events = sse_events(response.text)
+    names = [name for name, _, _ in events]
+    error = next(data for name, data, _ in events if name == "error")
+    assert (error["status"], error["error"]) == (status, kind)
+    assert "LLM endpoint" in error["message"] and "\n" not in error["message"]
+    assert "answer" not in names and names[-1] == "done"
+    assert runtime.chats.messages("m4") == []  # nothing of the turn is stored
 
 
 def test_a_streamed_turn_reports_the_timeout_as_an_event(

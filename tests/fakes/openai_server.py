@@ -53,14 +53,19 @@ __all__ = [
     "DropConnection",
     "ErrorReply",
     "FakeOpenAIServer",
+    "NoChoicesReply",
     "RecordedRequest",
     "Recording",
     "TextReply",
     "ToolCallReply",
     "drop_connection",
+    "early_end_reply",
     "error_reply",
     "fake_embedding",
+    "length_reply",
     "malformed_arguments_reply",
+    "no_choices_reply",
+    "sse_reply",
     "text_reply",
     "tool_call_reply",
 ]
@@ -75,13 +80,17 @@ KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 class TextReply:
     """A plain assistant answer.
 
-    ``drop_after_chunks`` cuts a stream after that many chunks; ``delay_s`` waits before
-    answering (to make a client time out).
+    ``drop_after_chunks`` cuts a stream after that many chunks (the connection breaks);
+    ``ends_early`` ends a stream cleanly after its text, with no finish chunk and no
+    ``[DONE]`` (a proxy or worker that closed it before the model finished); ``delay_s``
+    waits before answering (to make a client time out). ``finish_reason="length"`` is a
+    model that hit its output token limit.
     """
 
     content: str
-    finish_reason: str = "stop"
+    finish_reason: str | None = "stop"
     drop_after_chunks: int | None = None
+    ends_early: bool = False
     delay_s: float = 0.0
     usage: dict[str, int] | None = None  # recorded usage; computed when None
 
@@ -108,6 +117,12 @@ class ErrorReply:
 
 
 @dataclass(frozen=True)
+class NoChoicesReply:
+    """A 200 whose ``choices`` list is empty (seen from overloaded or misconfigured
+    proxies); streamed: one chunk without choices, then ``[DONE]``."""
+
+
+@dataclass(frozen=True)
 class DropConnection:
     """Close the connection without answering (a crashed or restarting server)."""
 
@@ -128,13 +143,37 @@ class RawReply:
     hang_s: float = 0.0
 
 
-Reply = TextReply | ToolCallReply | ErrorReply | DropConnection | RawReply
+Reply = TextReply | ToolCallReply | ErrorReply | DropConnection | RawReply | NoChoicesReply
 
 
 def text_reply(
     content: str, *, drop_after_chunks: int | None = None, delay_s: float = 0.0
 ) -> TextReply:
     return TextReply(content, drop_after_chunks=drop_after_chunks, delay_s=delay_s)
+
+
+def length_reply(content: str) -> TextReply:
+    """An answer the model stopped because it reached its output token limit."""
+    return TextReply(content, finish_reason="length")
+
+
+def early_end_reply(content: str) -> TextReply:
+    """Streamed: ``content``, then the stream ends with no finish reason and no ``[DONE]``."""
+    return TextReply(content, ends_early=True)
+
+
+def no_choices_reply() -> NoChoicesReply:
+    return NoChoicesReply()
+
+
+def sse_reply(*events: Any) -> RawReply:
+    """A 200 event stream sent as it is: each event a JSON object or a raw string
+    (``"[DONE]"``), whatever the request asked for."""
+    body = "".join(
+        f"data: {e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)}\n\n"
+        for e in events
+    )
+    return RawReply(body.encode("utf-8"), content_type="text/event-stream")
 
 
 def tool_call_reply(
@@ -688,6 +727,8 @@ def _chunks(
             yield chunk({"tool_calls": [{**first, "function": {"name": name, "arguments": ""}}]})
             for piece in _split(args, size):
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    if isinstance(reply, TextReply) and reply.ends_early:
+        return
     yield chunk({}, reply.finish_reason)
     if include_usage:
         yield {**base, "choices": [], "usage": _usage(body, reply)}
@@ -812,6 +853,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, RawReply):
                 self._raw(reply, record)
                 return
+            if isinstance(reply, NoChoicesReply):
+                self._no_choices(body, n, record)
+                return
             if isinstance(reply, TextReply) and reply.delay_s:
                 time.sleep(reply.delay_s)
             if body.get("stream"):
@@ -854,8 +898,28 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self._drop()
                     return
                 self._write_chunk(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-            self._write_chunk(b"data: [DONE]\n\n")
+            if not (isinstance(reply, TextReply) and reply.ends_early):
+                self._write_chunk(b"data: [DONE]\n\n")
             self._write_chunk(b"")
+
+        def _no_choices(self, body: dict[str, Any], n: int, record: RecordedRequest) -> None:
+            payload = {
+                "id": f"chatcmpl-fake-{n}",
+                "object": "chat.completion.chunk" if body.get("stream") else "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [],
+            }
+            if not body.get("stream"):
+                self._send_json(200, payload, record=record)
+                return
+            events = f"data: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Content-Length", str(len(events)))
+            self.end_headers()
+            self.wfile.write(events)
+            record.status = 200
 
         def _embeddings(self, body: Any, record: RecordedRequest) -> None:
             texts, dimensions, encoding = _validate_embeddings(body)

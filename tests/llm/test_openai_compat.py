@@ -12,8 +12,12 @@ import pytest
 from fakes.openai_server import (
     FakeOpenAIServer,
     drop_connection,
+    early_end_reply,
     error_reply,
+    length_reply,
     malformed_arguments_reply,
+    no_choices_reply,
+    sse_reply,
     text_reply,
     tool_call_reply,
 )
@@ -358,6 +362,86 @@ def test_stream_cut_after_text_is_not_replayed(fake_openai: FakeOpenAIServer) ->
 
     assert received  # some text was shown ...
     assert len(fake_openai.chat_requests) == 1  # ... so it was not requested again
+
+
+# -- replies that are not whole ------------------------------------------------------------
+
+
+def test_an_answer_cut_by_the_token_limit_says_so(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script_chat(length_reply("Free some space: first rotate the"))
+    response = make_model(fake_openai.base_url).complete(QUESTION)
+    assert response.finish_reason == "length"
+    assert response.message.content == "Free some space: first rotate the"
+
+
+def test_a_streamed_answer_cut_by_the_token_limit_says_so(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script_chat(length_reply("Free some space: first rotate the"))
+    done = list(make_model(fake_openai.base_url).stream(QUESTION))[-1]
+    assert isinstance(done, ResponseDone) and done.response.finish_reason == "length"
+
+
+def test_a_stream_ending_without_a_finish_reason_after_text_is_an_error(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """The text was shown, so it is not asked again (that would repeat it): the caller
+    gets the same error as for a connection that broke off, not a half answer."""
+    fake_openai.script_chat(early_end_reply("Free some space: first rotate the"), "again")
+    received: list[str] = []
+
+    with pytest.raises(LLMUnavailableError) as info:
+        for event in make_model(fake_openai.base_url).stream(QUESTION):
+            assert not isinstance(event, ResponseDone)
+            received.append(event.text)
+
+    assert "".join(received) == "Free some space: first rotate the"
+    message = str(info.value)
+    assert "broke off the stream" in message and "finish reason" in message
+    assert "\n" not in message
+    assert len(fake_openai.chat_requests) == 1
+
+
+def test_a_stream_ending_without_a_finish_reason_before_any_text_is_retried(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    sleeps = Sleeps()
+    fake_openai.script_chat(early_end_reply(""), "Rotate the logs.")
+    events = list(make_model(fake_openai.base_url, sleeps=sleeps).stream(QUESTION))
+    done = events[-1]
+    assert isinstance(done, ResponseDone) and done.response.message.content == "Rotate the logs."
+    assert len(fake_openai.chat_requests) == 2 and len(sleeps) == 1
+
+
+def test_a_stream_ending_without_a_finish_reason_every_time_is_unavailable(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.script_chat(early_end_reply(""), early_end_reply(""))
+    with pytest.raises(LLMUnavailableError, match=r"after 2 attempts.*finish reason"):
+        list(make_model(fake_openai.base_url, max_retries=1).stream(QUESTION))
+
+
+def test_no_choices_is_one_clear_line(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script_chat(no_choices_reply())
+    model = make_model(fake_openai.base_url)
+    with pytest.raises(LLMResponseError) as info:
+        model.complete(QUESTION)
+    assert str(info.value) == f"LLM endpoint {model.base_url} returned no choices"
+    assert len(fake_openai.chat_requests) == 1  # an answer, not an outage: not retried
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [no_choices_reply(), sse_reply("[DONE]")],
+    ids=["chunk-without-choices", "only-done"],
+)
+def test_a_stream_without_choices_is_the_same_error(
+    fake_openai: FakeOpenAIServer, reply: object
+) -> None:
+    fake_openai.script_chat(reply)  # type: ignore[arg-type]
+    model = make_model(fake_openai.base_url)
+    with pytest.raises(LLMResponseError) as info:
+        list(model.stream(QUESTION))
+    assert str(info.value) == f"LLM endpoint {model.base_url} returned no choices"
+    assert len(fake_openai.chat_requests) == 1
 
 
 def test_response_format_is_passed(fake_openai: FakeOpenAIServer) -> None:

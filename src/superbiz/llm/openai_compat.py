@@ -208,6 +208,8 @@ class _StreamAssembler:
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        #: a chunk carried the first choice (a stream of none is an empty reply)
+        self.chose = False
 
     def feed(self, chunk: Any) -> str:
         usage = _usage(getattr(chunk, "usage", None))
@@ -217,6 +219,7 @@ class _StreamAssembler:
         for choice in getattr(chunk, "choices", None) or ():
             if getattr(choice, "index", 0) not in (0, None):
                 continue
+            self.chose = True
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
             delta = choice.delta
@@ -251,6 +254,17 @@ class _StreamAssembler:
             call.name += name
         if function.arguments:
             call.arguments.append(function.arguments)
+
+    def check_complete(self, request: httpx2.Request | None) -> None:
+        """Raise when the stream ended before the model finished: every server we target
+        sends a ``finish_reason`` in its last choice chunk, so a stream without one was
+        closed early (a proxy, a crashed worker) and its text is not the whole answer.
+        Raised as the transport error it is, so it is retried or reported like one."""
+        if self.chose and self.finish_reason is None:
+            raise httpx2.RemoteProtocolError(
+                "the stream ended without a finish reason (the answer is incomplete)",
+                request=request,
+            )
 
     def response(
         self, read: Callable[[str, tuple[ToolCall, ...]], AssistantMessage]
@@ -463,7 +477,9 @@ class OpenAIChatModel:
         """Text deltas as they arrive, then :class:`ResponseDone` with the whole turn.
 
         A failure before any text was yielded is retried like :meth:`complete`; after
-        that a retry would repeat text the caller has already shown, so it is not.
+        that a retry would repeat text the caller has already shown, so it is not. A
+        stream that ends without a finish reason is such a failure (its text is not the
+        whole answer); one without any choice is an empty reply, as in :meth:`complete`.
         """
         deadline.check()
         params = self._params(messages, tools, response_format)
@@ -486,6 +502,7 @@ class OpenAIChatModel:
                         if piece:
                             yielded = True
                             yield TextDelta(piece)
+                    assembler.check_complete(getattr(chunks.response, "request", None))
             except openai.APIStatusError as exc:
                 if extra and exc.status_code in (400, 422) and "stream_options" in _describe(exc):
                     logger.info("%s does not accept stream_options; retrying", self.base_url)
@@ -514,6 +531,8 @@ class OpenAIChatModel:
                     f"LLM endpoint {self.base_url} sent a malformed stream: {exc}"
                 ) from None
             else:
+                if not assembler.chose:  # only [DONE], or chunks without choices
+                    raise self._no_choices()
                 response = assembler.response(lambda text, calls: self._read(text, calls, tools))
                 rest = gate.rest(response.message.content) if tools else ""
                 if rest:
@@ -595,12 +614,15 @@ class OpenAIChatModel:
 
     # -- responses ----------------------------------------------------------------------
 
+    def _no_choices(self) -> LLMResponseError:
+        """A reply without an answer, streamed or not: one line, not the SDK's object
+        (its repr is hundreds of characters of ``None`` fields)."""
+        return LLMResponseError(f"LLM endpoint {self.base_url} returned no choices")
+
     def _parse_completion(self, completion: Any, tools: Sequence[ToolSpec]) -> ChatResponse:
         choices = getattr(completion, "choices", None)
         if not choices:
-            raise LLMResponseError(
-                f"LLM endpoint {self.base_url} returned no choices: {str(completion)[:300]}"
-            )
+            raise self._no_choices()
         choice = choices[0]
         message = choice.message
         calls: list[ToolCall] = []
