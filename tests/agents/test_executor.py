@@ -17,10 +17,12 @@ import pytest
 
 from fakes.openai_server import (
     FakeOpenAIServer,
+    length_reply,
     malformed_arguments_reply,
     text_reply,
     tool_call_reply,
 )
+from superbiz._messages import localized
 from superbiz.agents.executor import Executor, TurnResult, lookup_summary
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings, LLMSettings
@@ -447,6 +449,57 @@ def test_malformed_arguments_from_the_server_are_answered_as_a_tool_error(
     assert set(error) == {"error"} and "not valid JSON" in error["error"]
     assert sent[3]["tool_call_id"] == sent[2]["tool_calls"][0]["id"]
     assert "tools" in server.chat_requests[1]  # the tool is still offered
+
+
+# -- answers cut at the model's token limit ---------------------------------------------------
+
+CUT = "先检查网关日志 [1]，再"  # grounded in 支付失败排查, stopped mid-sentence
+
+
+def test_an_answer_cut_at_the_token_limit_is_kept_and_marked_as_cut(
+    run: Run, server: FakeOpenAIServer
+) -> None:
+    server.script_chat(
+        tool_call_reply(("lookup_knowledge", '{"query": "支付失败排查"}')), length_reply(CUT)
+    )
+
+    with openai_model(server.base_url) as model:
+        result = run(model, "支付回调超时怎么办？")
+
+    assert (result.answer_source, result.grounded, result.truncated) == ("model", True, True)
+    assert result.answer == CUT + localized("executor.length_cut", "zh")
+    assert result.as_dict()["truncated"] is True
+
+
+def test_a_repaired_answer_cut_at_the_token_limit_is_marked_as_cut(
+    run: Run, server: FakeOpenAIServer
+) -> None:
+    server.script_chat(
+        tool_call_reply(("lookup_knowledge", '{"query": "Redis connection pool exhausted"}')),
+        text_reply("Restart everything."),  # draws on nothing: repaired
+        length_reply("检查 maxTotal 配置 [1]，再排查慢查询和"),
+    )
+
+    with openai_model(server.base_url) as model:
+        result = run(model, "The Redis connection pool is exhausted")
+
+    assert (result.answer_source, result.truncated) == ("repaired", True)
+    assert result.answer.endswith(localized("executor.length_cut", "en"))
+
+
+def test_an_extractive_answer_is_never_marked_as_cut(run: Run, server: FakeOpenAIServer) -> None:
+    """The cut answer was replaced by a quote from the documents: that one is whole."""
+    server.script_chat(
+        tool_call_reply(("lookup_knowledge", '{"query": "支付失败排查"}')),
+        length_reply("重启一下试试，或者"),
+        length_reply("还是重启"),
+    )
+
+    with openai_model(server.base_url) as model:
+        result = run(model, "支付回调超时怎么办？")
+
+    assert (result.answer_source, result.truncated) == ("extractive", False)
+    assert localized("executor.length_cut", "zh") not in result.answer
 
 
 def closed_port() -> int:

@@ -22,9 +22,11 @@ from fakes.openai_server import (
     error_reply,
     garbage_reply,
     hang_reply,
+    length_reply,
     no_choices_reply,
     text_reply,
 )
+from superbiz._messages import localized
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -152,3 +154,26 @@ def test_a_turn_failing_after_its_first_lookup_can_be_asked_again(
     assert looked_up["executed"] and looked_up["dedup_reason"] is None
     assert looked_up["origin"] == "plan" and again.json()["grounded"] is True
     assert again.json()["citations"][0]["path"] == "payment/支付失败排查.md"
+
+
+@pytest.mark.parametrize("route", ["/api/chat", "/api/chat_stream"])
+def test_an_answer_cut_at_the_token_limit_is_shown_and_stored_as_cut(
+    with_model: Callable[..., tuple[TestClient, Runtime]],
+    fake: FakeOpenAIServer,
+    sse_events: Callable[[str], list[tuple[str, dict[str, Any], int]]],
+    route: str,
+) -> None:
+    cut = "支付渠道回调超时时，先检查网关日志 [1]，再"
+    fake.script_chat(error_reply(400, "planner off"), length_reply(cut))
+    client, runtime = with_model()
+
+    response = client.post(route, json={"session_id": "m5", "question": "支付回调超时怎么办？"})
+
+    assert response.status_code == 200, response.text
+    if route == "/api/chat":
+        body = response.json()
+    else:
+        body = next(data for name, data, _ in sse_events(response.text) if name == "answer")
+    shown = cut + localized("executor.length_cut", "zh")
+    assert (body["answer"], body["truncated"], body["answer_source"]) == (shown, True, "model")
+    assert runtime.chats.messages("m5")[-1].content == shown

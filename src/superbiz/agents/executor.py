@@ -69,6 +69,9 @@ class TurnResult:
     #: who wrote the answer: the model, the model after a repair turn, or the extractive
     #: composition from the same documents (see ``superbiz.agents.grounding``)
     answer_source: AnswerSource = "model"
+    #: the model's answer stopped at its output token limit (``finish_reason: length``):
+    #: it ends mid-sentence, so a note says so (``executor.length_cut``)
+    truncated: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -114,6 +117,7 @@ class TurnResult:
             "grounded": self.grounded,
             "invalid_citations": self.invalid_citations,
             "answer_source": self.answer_source,
+            "truncated": self.truncated,
             "citations": [c.as_dict() for c in self.citations],
             "lookups": [lookup_summary(o) for o in self.lookups],
             "steps": self.steps,
@@ -198,6 +202,7 @@ class Executor:
         messages = self._opening(question, language, history, plan, list(refs.values()))
         if plan is not None:
             self._run_planned(plan, question, tool, messages, refs, on_lookup)
+        finish: str | None = None  # the finish reason of the step that answered
         for step in range(1, self.governance.max_steps + 1):
             constraint = tool.constraint()
             extra = [SystemMessage(constraint.message)] if constraint.message else []
@@ -207,6 +212,7 @@ class Executor:
             messages.append(reply)
             if not reply.tool_calls:
                 result.answer = reply.content.strip()
+                finish = response.finish_reason
                 break
             for call in reply.tool_calls:
                 outcome = tool.call(
@@ -220,8 +226,8 @@ class Executor:
                 if on_lookup:
                     on_lookup(outcome)
         else:
-            self._force_answer(result, tool, messages, on_lookup)
-        cited = self._ground(result, tool, messages, refs)
+            finish = self._force_answer(result, tool, messages, on_lookup)
+        cited = self._ground(result, tool, messages, refs, finish)
         self._settle(result, tool, refs, earlier, cited)
         return result
 
@@ -278,12 +284,19 @@ class Executor:
         tool: LookupTurn,
         messages: list[Message],
         refs: dict[str, Citation],
+        finish: str | None,
     ) -> tuple[int, ...]:
         """Check the answer's citations; repair once or quote the documents instead
-        (see :func:`superbiz.agents.grounding.ground`). Returns the refs it cites."""
+        (see :func:`superbiz.agents.grounding.ground`). Returns the refs it cites.
+
+        ``finish`` is the answering step's finish reason: a model answer (first or
+        repaired) cut at the token limit keeps its text, marked as cut, so no one takes
+        half a runbook step for the whole of it."""
+        repaired: list[str | None] = []  # the repair turn's finish reason
 
         def repair(prompt: str) -> str:
             response = self._complete(result, tool, [*messages, SystemMessage(prompt)], [])
+            repaired.append(response.finish_reason)
             return response.message.content
 
         def quote() -> str:
@@ -303,6 +316,13 @@ class Executor:
         result.grounded = grounding.grounded
         result.invalid_citations = grounding.invalid_citations
         result.answer_source = grounding.source
+        if grounding.source == "repaired":
+            finish = repaired[-1] if repaired else None
+        elif grounding.source == "extractive":
+            finish = None  # quoted by code, whole
+        if grounding.answer and finish == "length":
+            result.truncated = True
+            result.answer += localized("executor.length_cut", result.language)
         return grounding.cited
 
     @staticmethod
@@ -327,9 +347,9 @@ class Executor:
         tool: LookupTurn,
         messages: list[Message],
         on_lookup: OnLookup | None,
-    ) -> None:
+    ) -> str | None:
         """The step cap: one last call without tools; calls it makes anyway are recorded
-        as errors and never run."""
+        as errors and never run. Returns the call's finish reason."""
         result.stopped_by = "step_cap"
         cap = SystemMessage(localized("executor.step_cap", result.language))
         final = self._complete(result, tool, [*messages, cap], [])
@@ -344,6 +364,7 @@ class Executor:
             if on_lookup:
                 on_lookup(outcome)
         result.answer = final.message.content.strip()
+        return final.finish_reason
 
     @staticmethod
     def _settle(

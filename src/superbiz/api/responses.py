@@ -115,6 +115,11 @@ class ChatAnswer(BaseModel):
         description="model; repaired (after one repair turn); extractive (quoted instead of "
         "an ungrounded answer, or no LLM); no_evidence (no document was shown)."
     )
+    truncated: bool = Field(
+        default=False,
+        description="The model's answer stopped at its output token limit (finish_reason "
+        "length); the answer ends with a note saying so.",
+    )
     citations: list[AnswerCitation]
     lookups: list[LookupSummary]
     steps: int = Field(description="Model calls of the turn.")
