@@ -502,6 +502,30 @@ def test_an_extractive_answer_is_never_marked_as_cut(run: Run, server: FakeOpenA
     assert localized("executor.length_cut", "zh") not in result.answer
 
 
+def test_the_raw_text_of_malformed_arguments_is_kept_in_the_record(
+    run: Run, server: FakeOpenAIServer, recorder: InvocationRepository, session: str
+) -> None:
+    long_raw = '{"query": "' + "disk full " * 100
+    server.script_chat(
+        malformed_arguments_reply("lookup_knowledge", '{"query": "disk full'),
+        malformed_arguments_reply("lookup_knowledge", long_raw),
+        text_reply("I could not look that up."),
+    )
+
+    with openai_model(server.base_url) as model:
+        result = run(model, "The disk is full, what now?")
+
+    first, second = recorder.for_session(session)
+    assert first.arguments == {"_raw": '{"query": "disk full'}
+    assert second.arguments == {"_raw": long_raw[:500] + "…"}
+    assert [o.arguments for o in result.lookups] == [first.arguments, second.arguments]
+    assert first.error is not None and first.error.startswith("arguments are not valid JSON")
+    # the model is still told what was wrong, and its history stays parseable
+    sent = server.chat_requests[1]["messages"]
+    assert "not valid JSON" in json.loads(sent[3]["content"])["error"]
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

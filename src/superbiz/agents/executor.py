@@ -221,6 +221,7 @@ class Executor:
                     step=step,
                     tool_name=call.name,
                     error=call.error,
+                    raw_arguments=call.raw_arguments,
                 )
                 messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
                 if on_lookup:
@@ -360,6 +361,7 @@ class Executor:
                 step=result.steps,
                 tool_name=call.name,
                 error=call.error or "the step limit is reached",
+                raw_arguments=call.raw_arguments,
             )
             if on_lookup:
                 on_lookup(outcome)

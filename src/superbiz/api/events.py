@@ -23,7 +23,7 @@ from superbiz.api.responses import (
     ToolResultEvent,
     TurnEvent,
 )
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.tool import ToolOutcome, raw_record
 from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
@@ -170,7 +170,9 @@ class TokenStreamingModel:
                     step=self.step,
                     call_id=call.id,
                     name=call.name,
-                    arguments=call.arguments if isinstance(call.arguments, dict) else {},
+                    arguments=call.arguments
+                    if call.arguments is not None
+                    else raw_record(call.raw_arguments),
                 )
             )
         return response

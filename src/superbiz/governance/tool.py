@@ -39,6 +39,8 @@ Origin = Literal["model", "plan", "user"]
 TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
+#: characters of a malformed call's raw arguments kept in its record (``_raw``)
+RAW_ARGUMENT_CHARS = 500
 
 LOOKUP_KNOWLEDGE = ToolSpec(
     name=TOOL_NAME,
@@ -159,9 +161,13 @@ class LookupTurn:
         tool_name: str = TOOL_NAME,
         error: str | None = None,
         origin: Origin = "model",
+        raw_arguments: str = "",
     ) -> ToolOutcome:
+        """Run one call. ``raw_arguments``: the text the model sent, recorded as
+        ``{"_raw": …}`` when it did not parse (``arguments`` is ``None``), so the record
+        shows what the model wrote, not an empty object."""
         started = time.perf_counter()
-        args = dict(arguments or {})
+        args = dict(arguments) if arguments is not None else raw_record(raw_arguments)
         problem = error or _validate(tool_name, arguments)
         domain: str | None = None
         if problem is None and (args.get("domain") or "").strip():
@@ -300,6 +306,16 @@ class LookupTurn:
                 )
             )
         return outcome
+
+
+def raw_record(raw_arguments: str) -> dict[str, Any]:
+    """The arguments to record for a call whose text is no JSON object: the text itself,
+    cut at ``RAW_ARGUMENT_CHARS`` (``{}`` when the model sent none)."""
+    if not raw_arguments:
+        return {}
+    if len(raw_arguments) > RAW_ARGUMENT_CHARS:
+        raw_arguments = raw_arguments[:RAW_ARGUMENT_CHARS] + "…"
+    return {"_raw": raw_arguments}
 
 
 def _validate(tool_name: str, arguments: dict[str, Any] | None) -> str | None:
