@@ -23,6 +23,7 @@ from fakes.openai_server import (
     garbage_reply,
     hang_reply,
     length_reply,
+    malformed_arguments_reply,
     no_choices_reply,
     text_reply,
 )
@@ -177,3 +178,41 @@ def test_an_answer_cut_at_the_token_limit_is_shown_and_stored_as_cut(
     shown = cut + localized("executor.length_cut", "zh")
     assert (body["answer"], body["truncated"], body["answer_source"]) == (shown, True, "model")
     assert runtime.chats.messages("m5")[-1].content == shown
+
+
+@pytest.mark.parametrize("route", ["/api/chat", "/api/chat_stream"])
+def test_a_model_that_keeps_sending_malformed_calls_is_stopped_after_three_steps(
+    with_model: Callable[..., tuple[TestClient, Runtime]],
+    fake: FakeOpenAIServer,
+    sse_events: Callable[[str], list[tuple[str, dict[str, Any], int]]],
+    route: str,
+) -> None:
+    """It used to get every one of ``governance.max-steps`` (10) steps, then the step
+    cap's call and a repair turn: 12 executor calls for the extractive answer it gets
+    after 5 now (3 steps, the call without the tool, the repair turn)."""
+    bad = malformed_arguments_reply("lookup_knowledge", '{"query": "支付回调超时", ')
+    fake.script_chat(error_reply(400, "planner off"), *[bad] * 14)
+    client, runtime = with_model()
+
+    response = client.post(route, json={"session_id": "m6", "question": "支付回调超时怎么办？"})
+
+    assert response.status_code == 200, response.text
+    raw = {"_raw": '{"query": "支付回调超时", '}
+    if route == "/api/chat":
+        body = response.json()
+    else:
+        events = sse_events(response.text)
+        body = next(data for name, data, _ in events if name == "answer")
+        announced = [data for name, data, _ in events if name == "tool_call"]
+        assert announced[1:] and all(e["arguments"] == raw for e in announced[1:])
+    assert (body["stopped_by"], body["answer_source"]) == ("malformed_calls", "extractive")
+    assert body["steps"] == 5 and len(fake.chat_requests) == 6  # the planner's call too
+    assert body["answer"].startswith(localized("extractive.fallback_label", "zh")[:6])
+    forced = fake.chat_requests[4]
+    assert "tools" not in forced
+    assert forced["messages"][-1]["content"] == localized("executor.malformed_calls", "zh")
+    lookups = body["lookups"]
+    assert lookups[0]["origin"] == "plan" and lookups[0]["executed"]
+    assert [lk["arguments"] for lk in lookups[1:]] == [raw] * 4
+    rows = runtime.invocations.for_session("m6")
+    assert [r.verdict for r in rows[1:]] == ["error"] * 4  # 3 steps + the forced call

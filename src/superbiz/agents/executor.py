@@ -42,6 +42,15 @@ from superbiz.llm.messages import (
 )
 from superbiz.storage.invocations import InvocationRepository
 
+#: how a turn's model loop ended: an answer, the step cap, or the tool withdrawn after
+#: ``MALFORMED_STEPS`` steps in a row whose every call was malformed
+StopReason = Literal["answer", "step_cap", "malformed_calls"]
+#: Steps in a row whose calls were all malformed (not JSON, no query, another tool) after
+#: which the tool is withdrawn and the model must answer: it was told the error twice and
+#: kept sending calls that cannot run, so more steps would only spend the turn's budget
+#: (it took all ``governance.max-steps`` before, then the extractive answer anyway).
+MALFORMED_STEPS = 3
+
 
 @dataclass(slots=True)
 class TurnResult:
@@ -53,7 +62,7 @@ class TurnResult:
     citations: list[Citation] = field(default_factory=list)
     lookups: list[ToolOutcome] = field(default_factory=list)
     steps: int = 0
-    stopped_by: Literal["answer", "step_cap"] = "answer"
+    stopped_by: StopReason = "answer"
     model: str = ""
     governance_ms: float = 0.0
     #: missing dimensions a supplement was asked for but could not fill
@@ -203,6 +212,8 @@ class Executor:
         if plan is not None:
             self._run_planned(plan, question, tool, messages, refs, on_lookup)
         finish: str | None = None  # the finish reason of the step that answered
+        stop: StopReason = "step_cap"
+        malformed_steps = 0
         for step in range(1, self.governance.max_steps + 1):
             constraint = tool.constraint()
             extra = [SystemMessage(constraint.message)] if constraint.message else []
@@ -213,7 +224,9 @@ class Executor:
             if not reply.tool_calls:
                 result.answer = reply.content.strip()
                 finish = response.finish_reason
+                stop = "answer"
                 break
+            malformed = True
             for call in reply.tool_calls:
                 outcome = tool.call(
                     call.arguments,
@@ -223,11 +236,16 @@ class Executor:
                     error=call.error,
                     raw_arguments=call.raw_arguments,
                 )
+                malformed = malformed and outcome.malformed
                 messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
                 if on_lookup:
                     on_lookup(outcome)
-        else:
-            finish = self._force_answer(result, tool, messages, on_lookup)
+            malformed_steps = malformed_steps + 1 if malformed else 0
+            if malformed_steps >= MALFORMED_STEPS and step < self.governance.max_steps:
+                stop = "malformed_calls"
+                break
+        if stop != "answer":
+            finish = self._force_answer(result, tool, messages, on_lookup, stop)
         cited = self._ground(result, tool, messages, refs, finish)
         self._settle(result, tool, refs, earlier, cited)
         return result
@@ -348,11 +366,13 @@ class Executor:
         tool: LookupTurn,
         messages: list[Message],
         on_lookup: OnLookup | None,
+        stop: StopReason,
     ) -> str | None:
-        """The step cap: one last call without tools; calls it makes anyway are recorded
-        as errors and never run. Returns the call's finish reason."""
-        result.stopped_by = "step_cap"
-        cap = SystemMessage(localized("executor.step_cap", result.language))
+        """The step cap, or the tool withdrawn after malformed calls (``stop``): one last
+        call without tools; calls it makes anyway are recorded as errors and never run.
+        Returns the call's finish reason."""
+        result.stopped_by = stop
+        cap = SystemMessage(localized(f"executor.{stop}", result.language))
         final = self._complete(result, tool, [*messages, cap], [])
         for call in final.message.tool_calls:
             outcome = tool.call(
@@ -360,7 +380,7 @@ class Executor:
                 call_id=call.id,
                 step=result.steps,
                 tool_name=call.name,
-                error=call.error or "the step limit is reached",
+                error=call.error or _STOP_ERRORS[stop],
                 raw_arguments=call.raw_arguments,
             )
             if on_lookup:
@@ -409,6 +429,12 @@ class Executor:
             )
             doc["ref"] = citation.ref
         return json.dumps(view, ensure_ascii=False)
+
+
+_STOP_ERRORS: dict[StopReason, str] = {
+    "step_cap": "the step limit is reached",
+    "malformed_calls": "the tool is withdrawn for this turn after malformed calls",
+}
 
 
 def _unique(evidence: Sequence[Citation]) -> list[Citation]:

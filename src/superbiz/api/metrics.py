@@ -46,7 +46,7 @@ class ServiceMetrics:
         )
         self.turns = Counter(
             "superbiz_turns",
-            "Chat turns by how they ended (answer, step_cap, error)",
+            "Chat turns by how they ended (answer, step_cap, malformed_calls, error)",
             ["stopped_by"],
             registry=self.registry,
         )

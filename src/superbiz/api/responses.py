@@ -123,7 +123,10 @@ class ChatAnswer(BaseModel):
     citations: list[AnswerCitation]
     lookups: list[LookupSummary]
     steps: int = Field(description="Model calls of the turn.")
-    stopped_by: Literal["answer", "step_cap"]
+    stopped_by: Literal["answer", "step_cap", "malformed_calls"] = Field(
+        description="answer; step_cap (governance.max-steps); malformed_calls (the tool "
+        "was withdrawn after 3 steps in a row whose calls could not run)."
+    )
     usage: TokenUsage
     plan: AnswerPlan
     replan: AnswerPlan | None = Field(

@@ -85,6 +85,9 @@ class ToolOutcome:
     constraint: Constraint
     latency_ms: float
     origin: Origin = "model"
+    #: the call could not be a lookup at all (arguments not a JSON object, no query,
+    #: another tool): the model's mistake, unlike an unknown domain or a blocked call
+    malformed: bool = False
 
     @property
     def level(self) -> RelevanceLevel | None:
@@ -169,6 +172,7 @@ class LookupTurn:
         started = time.perf_counter()
         args = dict(arguments) if arguments is not None else raw_record(raw_arguments)
         problem = error or _validate(tool_name, arguments)
+        malformed = problem is not None
         domain: str | None = None
         if problem is None and (args.get("domain") or "").strip():
             try:
@@ -177,7 +181,15 @@ class LookupTurn:
                 problem = str(exc)
         if problem is not None:
             return self._finish(
-                call_id, step, tool_name, args, started, origin, executed=False, error=problem
+                call_id,
+                step,
+                tool_name,
+                args,
+                started,
+                origin,
+                executed=False,
+                error=problem,
+                malformed=malformed,
             )
 
         query = args["query"].strip()
@@ -266,6 +278,7 @@ class LookupTurn:
         details: RetrievalDetails | None = None,
         error: str | None = None,
         water: WaterLevel | None = None,
+        malformed: bool = False,
     ) -> ToolOutcome:
         latency = (time.perf_counter() - started) * 1000
         constraint = self.constraint()
@@ -281,6 +294,7 @@ class LookupTurn:
             constraint=constraint,
             latency_ms=latency,
             origin=origin,
+            malformed=malformed,
         )
         self.outcomes.append(outcome)
         if self.recorder is not None:

@@ -145,6 +145,7 @@ function renderAnswer(bubble, turn) {
         text:
           `${turn.model || ""} · ${turn.steps} steps · ${executed} executed, ${blocked} blocked` +
           (turn.stopped_by === "step_cap" ? " · step cap reached" : "") +
+          (turn.stopped_by === "malformed_calls" ? " · tool withdrawn (malformed calls)" : "") +
           ` · ${groundingText(turn)}`,
       })
     );
