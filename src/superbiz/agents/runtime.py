@@ -123,7 +123,7 @@ class LookupRuntime:
         try:
             return turn.call(arguments, call_id=call_id, step=step, origin=origin)
         except SuperbizError as exc:
-            log.warning("lookup failed in session %s: %s", turn.session_id, exc)
+            log.info("lookup failed in session %s: %s", turn.session_id, exc)  # and recorded
             error = f"lookup failed: {exc}"
             return turn.call(arguments, call_id=call_id, step=step, origin=origin, error=error)
 

@@ -215,7 +215,7 @@ class MilvusChunkStore:
                 raise StoreError(
                     f"cannot open Milvus Lite at {uri}: another process is probably using it "
                     "(Milvus Lite allows one process per file; stop the other one, or set "
-                    "vector.uri to a Milvus server)"
+                    f"vector.uri to a Milvus server); Milvus Lite said: {first_line(exc)}"
                 ) from exc
             raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
         self.page_size = QUERY_PAGE
