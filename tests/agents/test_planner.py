@@ -471,3 +471,11 @@ def test_prompt_files_exist_in_both_languages() -> None:
         prompt = load_prompt("chat-planner-prompt", language)  # type: ignore[arg-type]
         assert "{knowledge_map}" in prompt and "{session_evidence}" in prompt
         assert "{max_domains}" in prompt
+
+
+def test_plan_reply_spells_a_domain_as_the_knowledge_base_does() -> None:
+    """A model that writes a two-word domain with a space names the hyphenated domain."""
+    reply = {"need_retrieval": True, "domains": [{"domain": " Payment  Ops "}]}
+    text = json.dumps(reply)
+    plan = parse_structured(text, PlanReply, {"allowed": {"payment-ops"}}).to_plan("q", 3, "map")
+    assert plan.domain_ids == ["payment-ops"]

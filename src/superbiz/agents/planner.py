@@ -29,6 +29,7 @@ from superbiz.agents.context import PLAN_HEADER, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
+from superbiz.knowledge.documents import normalize_domain
 from superbiz.knowledge.map import KnowledgeMap, MapDocument
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
@@ -190,7 +191,8 @@ class PlanReplyDomain(BaseModel):
     @field_validator("domain")
     @classmethod
     def _normalise(cls, domain: str) -> str:
-        return domain.strip().lower()
+        """As the knowledge base spells domains: "Payment Ops" is ``payment-ops``."""
+        return normalize_domain(domain) if domain.strip() else ""
 
 
 class PlanReply(BaseModel):
