@@ -138,6 +138,7 @@ class RetrievalSettings(_Section):
     #: `eval agent` evidence recall unchanged on dev (every profile), 4 questions of 462
     #: lower on answer-only. 0.05 reaches 1.84 answer-only but loses a dev question (README)
     reference_supplement_margin: float | None = Field(0.1, ge=0, le=2)
+    #: the excerpt unit: a primary shows up to twice this (two chunks), a supplement half
     excerpt_chars: int = Field(1200, ge=100)
 
     @model_validator(mode="after")

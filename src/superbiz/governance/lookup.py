@@ -104,7 +104,8 @@ class EvidenceSource(Protocol):
 
     @property
     def excerpt_chars(self) -> int:
-        """How much of a primary document's text is shown (half per supplement)."""
+        """The excerpt unit: a primary document shows up to twice this (its two best
+        chunks), a supplement up to half of it."""
         ...
 
     def retrieve(

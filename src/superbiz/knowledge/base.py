@@ -120,7 +120,8 @@ class KnowledgeBase:
 
     @property
     def excerpt_chars(self) -> int:
-        """How much of a primary document's text a lookup shows (half per supplement)."""
+        """The excerpt unit: a primary document shows up to twice this (its two best
+        chunks), a supplement up to half of it."""
         return self.settings.retrieval.excerpt_chars
 
     def check_index(self) -> None:
