@@ -81,6 +81,8 @@ class ToolOutcome:
     result: LookupResult | None
     details: RetrievalDetails | None
     error: str | None
+    #: the water level the call was admitted at; ``constraint`` (its verdict, budget and
+    #: water level) is what the governor says after it, for the model's next step
     water_level: WaterLevel
     constraint: Constraint
     latency_ms: float
