@@ -399,6 +399,7 @@ def trace(
 ) -> None:
     """A session's tool calls, executed and blocked, like the ISS-003 log."""
     from superbiz.agents.runtime import open_lookup
+    from superbiz.governance.tool import RAW_ARGUMENTS
 
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
         rows = runtime.invocations.for_session(session)
@@ -429,7 +430,7 @@ def trace(
                 r.turn,
                 r.step,
                 r.domain or "-",
-                str(r.arguments.get("query", ""))[:40],
+                str(r.arguments.get("query") or r.arguments.get(RAW_ARGUMENTS, ""))[:40],
                 r.relevance_level or ("error" if r.error else "-"),
                 r.dedup_reason or "-",
                 r.verdict if r.executed or r.error else f"blocked/{r.verdict}",

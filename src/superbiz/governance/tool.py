@@ -39,7 +39,8 @@ Origin = Literal["model", "plan", "user"]
 TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
-#: characters of a malformed call's raw arguments kept in its record (``_raw``)
+#: the key under which a malformed call's text is recorded, and how much of it
+RAW_ARGUMENTS = "_raw"
 RAW_ARGUMENT_CHARS = 500
 
 LOOKUP_KNOWLEDGE = ToolSpec(
@@ -331,7 +332,7 @@ def raw_record(raw_arguments: str) -> dict[str, Any]:
         return {}
     if len(raw_arguments) > RAW_ARGUMENT_CHARS:
         raw_arguments = raw_arguments[:RAW_ARGUMENT_CHARS] + "…"
-    return {"_raw": raw_arguments}
+    return {RAW_ARGUMENTS: raw_arguments}
 
 
 def _validate(tool_name: str, arguments: dict[str, Any] | None) -> str | None:
