@@ -345,9 +345,13 @@ def render_agent_report(report: dict[str, Any], console: Console) -> None:
     )
     for run in runs:
         blocked, governance = run["blocked_call_ms"], run["governance_ms_per_step"]
+        blocked_text = (
+            f"blocked call p50 {blocked['p50']} ms, p95 {blocked['p95']} ms"
+            if blocked["p50"] is not None
+            else "no call blocked"
+        )
         console.print(
             f"governance {run['governance']}: {run['ms_per_step_p50']} ms per step (p50); "
-            f"blocked call p50 {blocked['p50']} ms, p95 {blocked['p95']} ms; governance "
-            f"{governance['p50']} ms per step (p50, p95 {governance['p95']}); "
-            f"{run['seconds']} s in all"
+            f"{blocked_text}; governance {governance['p50']} ms per step (p50, p95 "
+            f"{governance['p95']}); {run['seconds']} s in all"
         )
