@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import unicodedata
 from functools import cache
@@ -38,7 +39,7 @@ def key_terms(text: str) -> list[str]:
     ['支付', '回调', '超时', 'redis', '连接池']
     """
     terms: list[str] = []
-    for token in _jieba().cut(normalize(text)):
+    for token in segmenter().cut(normalize(text)):
         token = token.strip()
         if not token or token in STOP_WORDS:
             continue
@@ -49,11 +50,16 @@ def key_terms(text: str) -> list[str]:
 
 
 @cache
-def _jieba() -> ModuleType:
-    """jieba, imported on first use (it loads its dictionary) and kept quiet."""
+def segmenter() -> ModuleType:
+    """jieba, imported on first use (it loads its dictionary), kept quiet, and caching its
+    dictionary in a file of this user's: the shared ``/tmp/jieba.cache`` of another user
+    cannot be written and jieba printed a traceback for it. Every use of jieba here goes
+    through this (Milvus Lite's analyzer shares the same tokenizer)."""
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
+    if jieba.dt.cache_file is None and hasattr(os, "getuid"):
+        jieba.dt.cache_file = f"jieba.u{os.getuid()}.cache"
     module: ModuleType = jieba
     return module
 
@@ -61,7 +67,7 @@ def _jieba() -> ModuleType:
 def load_segmenter() -> None:
     """Load jieba's dictionary now (about 1 s) rather than on the first Chinese text;
     Milvus Lite's BM25 analyzer segments with the same jieba."""
-    _jieba().initialize()
+    segmenter().initialize()
 
 
 #: control characters other than tab and line breaks: PostgreSQL refuses NUL in text,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from superbiz._text import segmenter
 from superbiz.retrieval.exact_index import (
     ExactEntry,
     ExactIndex,
@@ -228,3 +231,11 @@ def test_empty_query_and_empty_index(index: ExactIndex) -> None:
     assert index.match("") == []
     assert index.match("   ") == []
     assert ExactIndex().match("支付失败排查") == []
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="per-user cache files need a uid")
+def test_jieba_caches_its_dictionary_in_a_file_of_this_users() -> None:
+    """Another user's /tmp/jieba.cache cannot be rewritten: jieba printed a traceback."""
+    jieba = segmenter()
+    assert jieba.dt.cache_file == f"jieba.u{os.getuid()}.cache"
+    assert jieba.lcut("支付回调超时") == ["支付", "回调", "超时"]

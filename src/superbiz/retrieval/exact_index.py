@@ -10,7 +10,6 @@ of documents in the strongest field that matched (a title beats a tag).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -18,11 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-import jieba
-
-from superbiz._text import STOP_WORDS, is_cjk, normalize
-
-jieba.setLogLevel(logging.WARNING)
+from superbiz._text import STOP_WORDS, is_cjk, normalize, segmenter
 
 _LATIN_LETTER = re.compile(r"[a-z]")
 _SPACE_NEAR_CJK = re.compile(
@@ -94,7 +89,7 @@ def _first_unit(key: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _cjk_boundaries(text: str) -> frozenset[int]:
-    return frozenset(pos for _, start, end in jieba.tokenize(text) for pos in (start, end))
+    return frozenset(pos for _, start, end in segmenter().tokenize(text) for pos in (start, end))
 
 
 class ExactIndex:

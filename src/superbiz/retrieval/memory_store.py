@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from superbiz._text import normalize
+from superbiz._text import normalize, segmenter
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.vector_store import BM25_STOP_WORDS, ChunkHit, ChunkRecord
 
@@ -33,11 +33,9 @@ def bm25_tokens(text: str) -> list[str]:
     >>> bm25_tokens("The Redis 连接池耗尽了？")
     ['redis', '连接池', '耗尽']
     """
-    import jieba
-
     return [
         token
-        for token in (t.strip() for t in jieba.cut(normalize(text)))
+        for token in (t.strip() for t in segmenter().cut(normalize(text)))
         if token and _WORD.search(token) and token not in _STOP
     ]
 
