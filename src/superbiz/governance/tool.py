@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from superbiz._messages import localized
@@ -174,6 +175,7 @@ class LookupTurn:
         shows what the model wrote, not an empty object."""
         started = time.perf_counter()
         args = dict(arguments) if arguments is not None else raw_record(raw_arguments)
+        finish = partial(self._finish, call_id, step, tool_name, args, started, origin)
         problem = error or _validate(tool_name, arguments)
         malformed = problem is not None
         domain: str | None = None
@@ -183,17 +185,7 @@ class LookupTurn:
             except UnknownDomainError as exc:
                 problem = str(exc)
         if problem is not None:
-            return self._finish(
-                call_id,
-                step,
-                tool_name,
-                args,
-                started,
-                origin,
-                executed=False,
-                error=problem,
-                malformed=malformed,
-            )
+            return finish(executed=False, error=problem, malformed=malformed)
 
         query = args["query"].strip()
         missing = (args.get("missing_dimension") or "").strip() or None
@@ -206,17 +198,8 @@ class LookupTurn:
             if governed_domain and domain is None:  # its paraphrases need no new inference
                 self._asked.append((frozenset(key_terms(query)), governed_domain))
             result = self._blocked(admission.dedup_reason, governed_domain)
-            return self._finish(
-                call_id,
-                step,
-                tool_name,
-                args,
-                started,
-                origin,
-                executed=False,
-                domain=governed_domain,
-                result=result,
-                water=admission.water_level,
+            return finish(
+                executed=False, domain=governed_domain, result=result, water=admission.water_level
             )
         outcome = self.lookup.lookup(self.session_id, query, domain, missing)
         level = outcome.result.relevance_level
@@ -231,13 +214,7 @@ class LookupTurn:
         # attributed to it only when it answered there (else the knowledge base infers)
         if recorded_domain and (origin == "model" or level in GOOD_LEVELS):
             self._asked.append((frozenset(key_terms(query)), recorded_domain))
-        return self._finish(
-            call_id,
-            step,
-            tool_name,
-            args,
-            started,
-            origin,
+        return finish(
             executed=True,
             domain=recorded_domain,
             result=outcome.result,
