@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -33,9 +34,7 @@ NEEDS_DIM = DedupReason.SUPPLEMENT_NEEDS_DIMENSION
 ALL_LEVELS: list[RelevanceLevel | None] = [P, HR, REF, None, DD]
 
 
-def make(
-    language: str = "en", retrieved: frozenset[str] = frozenset(), **settings: Any
-) -> TurnGovernor:
+def make(language: str = "en", retrieved: Iterable[str] = (), **settings: Any) -> TurnGovernor:
     return TurnGovernor(GovernanceSettings(**settings), language, retrieved)  # type: ignore[arg-type]
 
 
@@ -394,9 +393,9 @@ def test_matrix_mode_reopens_earlier_turn_domains() -> None:
 
 
 def test_domain_limit_mode_keeps_earlier_turn_domains_closed() -> None:
-    gov = make(mode="domain-limit", retrieved=frozenset({"infrastructure", "api"}))
+    gov = make(mode="domain-limit", retrieved=["infrastructure", "api"])  # in that order
     assert gov.domain_state("api") is DomainState.CLOSED
-    assert gov.constraint().closed_domains == ("api", "infrastructure")
+    assert gov.constraint().closed_domains == ("infrastructure", "api")
     assert gov.constraint().message is None  # fresh turn
     assert gov.admit(LookupRequest("api", "a dimension")).dedup_reason is DOMAIN
     assert gov.situation() is Situation.BLOCKED

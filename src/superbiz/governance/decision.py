@@ -47,7 +47,7 @@ answer. Its water level is low below the cap and high at it. Pure logic, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -239,13 +239,16 @@ class TurnGovernor:
         self,
         settings: GovernanceSettings,
         language: Language,
-        retrieved_domains: frozenset[str] = frozenset(),
+        retrieved_domains: Iterable[str] = (),
     ) -> None:
         self._settings = settings
         self._language: Language = language
-        earlier = sorted(d for d in (_clean(x) for x in retrieved_domains) if d)
-        # Ordered sets (dicts): messages list domains in the order they were retrieved.
-        self._retrieved: dict[str, None] = dict.fromkeys(earlier)
+        # Ordered sets (dicts): messages list domains in the order they were retrieved
+        # (``retrieved_domains`` in the session's order, earlier turns first).
+        self._retrieved: dict[str, None] = dict.fromkeys(
+            d for d in (_clean(x) for x in retrieved_domains) if d
+        )
+        earlier = list(self._retrieved)
         self._states: dict[str, DomainState] = {}
         # Domains whose planned lookup did not answer: retried only unscoped (see record)
         self._plan_unanswered: set[str] = set()

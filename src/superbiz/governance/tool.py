@@ -140,7 +140,7 @@ class LookupTurn:
         self.turn = turn
         self.language: Language = language
         self.recorder = recorder
-        earlier = frozenset(lookup.tracker.retrieved_domains(session_id))
+        earlier = lookup.tracker.retrieved_domains(session_id)  # in the order retrieved
         self.governor = TurnGovernor(governance, language, earlier)
         self.outcomes: list[ToolOutcome] = []
         self._asked: list[tuple[frozenset[str], str]] = []  # key terms → domain, this turn
