@@ -239,3 +239,12 @@ def test_jieba_caches_its_dictionary_in_a_file_of_this_users() -> None:
     jieba = segmenter()
     assert jieba.dt.cache_file == f"jieba.u{os.getuid()}.cache"
     assert jieba.lcut("支付回调超时") == ["支付", "回调", "超时"]
+
+
+def test_a_file_name_is_named_with_spaces_for_its_hyphens() -> None:
+    index = ExactIndex(
+        [ExactEntry("db/mysql-failover.md", "MySQL 主从切换", "db", ("mysql-failover",))]
+    )
+    [match] = ExactIndex.naming(index.match("mysql failover: which replica is promoted?"))
+    assert (match.doc_path, match.field) == ("db/mysql-failover.md", MatchField.ALIAS)
+    assert index.match("mysql_failover") and not index.match("mysqlfailover")

@@ -24,6 +24,7 @@ _SPACE_NEAR_CJK = re.compile(
     r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s+|\s+(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
 )
 _ALNUM = re.compile(r"[a-z0-9]")
+_JOINERS = re.compile(r"[-_]+")
 
 
 class MatchField(IntEnum):
@@ -56,12 +57,13 @@ class ExactMatch:
 
 def match_form(text: str) -> str:
     """Normalised text with the spaces next to CJK characters removed, so that
-    ``Redis 连接池`` and ``redis连接池`` compare equal.
+    ``Redis 连接池`` and ``redis连接池`` compare equal, and hyphens and underscores read
+    as spaces, so that a query saying ``mysql failover`` names ``mysql-failover.md``.
 
-    >>> match_form("Redis 连接池 耗尽")
-    'redis连接池耗尽'
+    >>> match_form("Redis 连接池 耗尽"), match_form("mysql-failover"), match_form("PAY-3002")
+    ('redis连接池耗尽', 'mysql failover', 'pay 3002')
     """
-    return _SPACE_NEAR_CJK.sub("", normalize(text))
+    return _SPACE_NEAR_CJK.sub("", normalize(_JOINERS.sub(" ", text)))
 
 
 def is_specific(term: str) -> bool:
