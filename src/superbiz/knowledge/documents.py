@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from superbiz._text import clip
+from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.exceptions import DocumentError
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
@@ -39,8 +39,6 @@ _BOMS = (
 )
 #: the shortest file that may be called UTF-16 text without a byte-order mark (4 characters)
 UTF16_MIN_BYTES = 8
-# C0 controls and DEL except tab, newline and carriage return.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: frontmatter fields that are text, and that are lists of texts
 _TEXT_KEYS = ("title", "category", "when_to_retrieve")
 _LIST_KEYS = ("covers", "tags", "aliases")
@@ -158,7 +156,7 @@ def parse_document(
     aliases = _list_field(front, "aliases", label)
     return SourceDocument(
         path=label,
-        title=clip(" ".join(_CONTROL.sub(" ", title).split()), TITLE_MAX),
+        title=clip(" ".join(CONTROL_CHARACTERS.sub(" ", title).split()), TITLE_MAX),
         domain=domain,
         body=body,
         content_hash=content_hash(data),
@@ -256,7 +254,7 @@ def _utf16_hint(data: bytes) -> str:
     if max(even, odd) < len(head) // 4 or min(even, odd) > max(even, odd) // 10:
         return ""
     source = "UTF-16LE" if odd > even else "UTF-16BE"
-    if _CONTROL.search(head.decode(source.lower(), errors="ignore")):
+    if CONTROL_CHARACTERS.search(head.decode(source.lower(), errors="ignore")):
         return ""
     return (
         f"; it looks like {source} without a byte-order mark: "
@@ -382,7 +380,7 @@ def _refuse_control_characters(front: dict[str, Any], label: str) -> None:
             pending.extend((key, v) for item in value.items() for v in item)
         elif isinstance(value, list):
             pending.extend((key, v) for v in value)
-        elif isinstance(value, str) and (match := _CONTROL.search(value)):
+        elif isinstance(value, str) and (match := CONTROL_CHARACTERS.search(value)):
             raise DocumentError(
                 label,
                 f"frontmatter field {clip(key, 40)!r} contains the control character "
