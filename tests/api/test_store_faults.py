@@ -14,7 +14,9 @@ from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 
 FIRST = "Clients receive HTTP 429 Too Many Requests, how do we raise the limit?"
-SECOND = "Redis pool exhausted and payment callback timeout"  # three lookups
+# names no document: an L0 match ("redis pool" is the runbook's file name) would answer it
+# in one PRECISE lookup, before the store fails
+SECOND = "Redis maxTotal reached and payment callback timeout"
 
 
 class Flaky:
