@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language
+from superbiz.governance.decision import DedupReason
 from superbiz.governance.tracker import SessionTracker
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
@@ -48,7 +49,7 @@ class LookupResult:
     message: str
     primary: PrimaryResult | None = None
     supplement: list[SupplementResult] = field(default_factory=list)
-    dedup_reason: str | None = None
+    dedup_reason: DedupReason | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,7 +70,7 @@ class RetrievalDetails:
     relevance_level: str | None
     completeness_hint: str
     retrieved_domains: list[str]
-    dedup_reason: str | None
+    dedup_reason: DedupReason | None
     l1_similarities: list[float] = field(default_factory=list)
     #: the answer model's cosines of the same documents (``retrieval.answers``; None where
     #: it did not rank, empty without an answer model)
@@ -143,9 +144,9 @@ class GovernedLookup:
         found = self.source.retrieve(text, domain, exclude=retrieved)
         ranked, shown, level = found.ranked, found.shown, found.level
 
-        dedup_reason = None
+        dedup_reason: DedupReason | None = None
         if not shown and found.withheld:
-            level, dedup_reason = RelevanceLevel.DEDUPED, "doc_retrieved"
+            level, dedup_reason = RelevanceLevel.DEDUPED, DedupReason.DOC_RETRIEVED
 
         if shown:
             self.tracker.mark_many(session_id, [(d.domain, d.doc_path) for d in shown])

@@ -98,7 +98,7 @@ class ToolOutcome:
         return self.result.relevance_level if self.result else None
 
     @property
-    def dedup_reason(self) -> str | None:
+    def dedup_reason(self) -> DedupReason | None:
         return self.result.dedup_reason if self.result else None
 
     @property
@@ -240,7 +240,7 @@ class LookupTurn:
             completeness_hint=completeness_hint(RelevanceLevel.DEDUPED, language),
             retrieved_domains_this_session=self.lookup.tracker.retrieved_domains(self.session_id),
             message=localized(f"tool.blocked.{reason}", language).format(domain=domain or "-"),
-            dedup_reason=reason.value,
+            dedup_reason=reason,
         )
 
     def _finish(
