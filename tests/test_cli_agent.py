@@ -185,6 +185,18 @@ def test_ask_with_a_dead_llm_endpoint_exits_2_with_one_line(data_dir: Path, sess
     assert "unavailable" in message
 
 
+def test_a_question_longer_than_a_turn_takes_is_refused_as_the_api_refuses_it(
+    data_dir: Path, session: str
+) -> None:
+    result = ask(data_dir, "支付回调超时" * 700, session)  # 4,200 characters
+
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert one_line(result.stderr).startswith(
+        "error: the question is 4200 characters long; a turn takes at most 4000"
+    )
+    assert invoke("trace", session, "--data-dir", data_dir).exit_code == 1  # nothing recorded
+
+
 # -- trace -------------------------------------------------------------------------------------
 
 

@@ -48,6 +48,10 @@ class SessionBusyError(SuperbizError):
         self.waited_s = waited_s
 
 
+class QuestionError(SuperbizError):
+    """A question that cannot be asked as written (longer than a turn takes)."""
+
+
 class UnknownDomainError(SuperbizError):
     """A lookup named a domain the knowledge base does not have."""
 

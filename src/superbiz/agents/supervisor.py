@@ -26,6 +26,7 @@ from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
 from superbiz.config import ChatSettings
+from superbiz.exceptions import QuestionError
 from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
@@ -34,7 +35,8 @@ from superbiz.storage.chat import ChatMessage, ChatRepository
 log = logging.getLogger(__name__)
 
 HISTORY_TURNS = 3
-#: C0 controls but tab and newlines, and DEL: never part of a question
+#: the longest question a turn takes, from every entry point (the API refuses it with 422)
+MAX_QUESTION_CHARS = 4000
 #: what replaces the end of an answer over ``chat.max-answer-chars``
 CUT_NOTE = "\n\n[… answer cut at {limit} characters (chat.max-answer-chars)]"
 
@@ -90,6 +92,11 @@ class Supervisor:
         share one count), within the turn deadline (the runtime undoes a failed one).
         Control characters are taken out of the question (PostgreSQL cannot store a NUL)."""
         question = CONTROL_CHARACTERS.sub("", question)
+        if len(question) > MAX_QUESTION_CHARS:
+            raise QuestionError(
+                f"the question is {len(question)} characters long; a turn takes at most "
+                f"{MAX_QUESTION_CHARS}: ask about one thing, or put the text in a document"
+            )
         if self.turn_timeout_s is None:
             return self._handle(session_id, question, turn, on_plan, on_lookup)
         with turn_deadline(self.turn_timeout_s):

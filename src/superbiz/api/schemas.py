@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
+from superbiz.agents.supervisor import MAX_QUESTION_CHARS
+
 #: the width of the ``session_id`` columns
 MAX_SESSION_ID = 128
-MAX_QUESTION_CHARS = 4000
 
 
 def _id_text(value: Any) -> Any:
