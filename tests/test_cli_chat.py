@@ -244,3 +244,22 @@ def test_eval_agent_table_shows_plan_domain_recall(dataset: Path, data_dir: Path
     assert result.exit_code == 0, result.output
     row = next(line for line in result.stdout.splitlines() if "plan_domain_recall" in line)
     assert "1.000" in row and "domains/plan" in row
+
+
+def test_the_chat_repl_refuses_a_too_long_question_and_goes_on(
+    data_dir: Path, session: str
+) -> None:
+    long_question = "支付回调超时" * 700
+    result = invoke(
+        "chat",
+        "--session",
+        session,
+        "--data-dir",
+        data_dir,
+        input=f"{long_question}\n{PAY_Q}\n/quit\n",
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "error: the question is 4200 characters long" in one_line(result.stderr)
+    # the next question ran (the error went to stderr, so two prompts share a line)
+    assert "you> you> plan consult payment (map)" in result.stdout

@@ -29,7 +29,7 @@ from rich.text import Text
 from superbiz._process import tune_memory
 from superbiz._text import CONTROL_CHARACTERS
 from superbiz.config import Settings, load_settings
-from superbiz.exceptions import LLMError, SuperbizError
+from superbiz.exceptions import LLMError, QuestionError, SuperbizError
 
 if TYPE_CHECKING:
     from superbiz.agents.executor import TurnResult
@@ -342,7 +342,7 @@ def chat(
                     on_plan=lambda plan: console.print(_plan_line(plan)),
                     on_lookup=lambda o: console.print(_lookup_line(o)),
                 )
-            except LLMError as exc:  # the session is as it was: the user may ask again
+            except (LLMError, QuestionError) as exc:  # the session is as it was: ask again
                 err.print(f"[bold red]error:[/] {escape(str(exc))}")
                 continue
             console.print(
