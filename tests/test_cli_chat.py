@@ -71,6 +71,13 @@ def data_dir(dataset: Path) -> Path:
     return target
 
 
+def chat(data_dir: Path, session: str, *lines: str) -> Result:
+    """``superbiz chat`` with ``lines`` typed in, one after the other."""
+    return invoke(
+        "chat", "--session", session, "--data-dir", data_dir, input="\n".join(lines) + "\n"
+    )
+
+
 def lines_of(out: str, kind: str) -> list[str]:
     """The REPL's ``plan ...`` or ``lookup ...`` lines (after the ``you>`` prompt, whose
     input is not echoed)."""
@@ -135,14 +142,7 @@ def test_ask_plain_shows_the_plan_then_the_lookups(data_dir: Path, session: str)
 
 
 def test_the_chat_repl_plans_looks_up_answers_and_clears(data_dir: Path, session: str) -> None:
-    result = invoke(
-        "chat",
-        "--session",
-        session,
-        "--data-dir",
-        data_dir,
-        input=f"{PAY_Q}\n{REFUND_Q}\n/clear\n/quit\n",
-    )
+    result = chat(data_dir, session, PAY_Q, REFUND_Q, "/clear", "/quit")
 
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -250,14 +250,7 @@ def test_the_chat_repl_refuses_a_too_long_question_and_goes_on(
     data_dir: Path, session: str
 ) -> None:
     long_question = "支付回调超时" * 700
-    result = invoke(
-        "chat",
-        "--session",
-        session,
-        "--data-dir",
-        data_dir,
-        input=f"{long_question}\n{PAY_Q}\n/quit\n",
-    )
+    result = chat(data_dir, session, long_question, PAY_Q, "/quit")
 
     assert result.exit_code == 0, result.output
     assert "error: the question is 4200 characters long" in one_line(result.stderr)
