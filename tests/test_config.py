@@ -99,3 +99,14 @@ def test_thresholds_in_the_wrong_order_are_an_error(
             _ = kb.thresholds
     finally:
         kb.close()
+
+
+def test_one_setting_written_both_ways_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(
+        tmp_path / "superbiz.yaml", "retrieval:\n  bm25-candidates: 10\n  bm25_candidates: 20\n"
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    with pytest.raises(ConfigError, match="'bm25-candidates' and 'bm25_candidates' set the same"):
+        load_settings()

@@ -368,21 +368,28 @@ class _YamlSource(PydanticBaseSettingsSource):
             raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        underscored: dict[str, Any] = _underscored(data)
+        underscored: dict[str, Any] = _underscored(data, str(path))
         return underscored
 
 
-def _underscored(data: Any) -> Any:
+def _underscored(data: Any, where: str = "") -> Any:
     """Mapping keys spelled as field names (``head-chars`` → ``head_chars``), so that the
     environment's ``…__HEAD_CHARS`` merges over the file's key instead of sitting beside
     it (both spellings of one field were refused as an unknown key). Every settings
-    mapping is a section: no key is user data.
+    mapping is a section: no key is user data. One key written both ways is an error:
+    which value was meant cannot be told.
 
     >>> _underscored({"retrieval": {"reference-supplements": 3, "fusion": "minmax"}})
     {'retrieval': {'reference_supplements': 3, 'fusion': 'minmax'}}
     """
     if isinstance(data, dict):
-        return {str(k).replace("-", "_"): _underscored(v) for k, v in data.items()}
+        keys: dict[str, str] = {}
+        for key in map(str, data):
+            field = key.replace("-", "_")
+            if field in keys:
+                raise ConfigError(f"{where}: {keys[field]!r} and {key!r} set the same setting")
+            keys[field] = key
+        return {str(k).replace("-", "_"): _underscored(v, where) for k, v in data.items()}
     return data
 
 
