@@ -255,6 +255,15 @@ def test_sessions_need_the_key_when_one_is_set(keyed: FastAPI) -> None:
         assert client.get(path, headers={"X-API-Key": KEY}).status_code == 200
 
 
+def test_json_sent_as_text_says_which_content_type_to_send(client: TestClient) -> None:
+    body = b'{"session_id": "plain-1", "question": "hi"}'
+    response = client.post("/api/chat", content=body, headers={"Content-Type": "text/plain"})
+    assert response.status_code == 422 and response.json()["error"] == "invalid_request"
+    assert response.json()["message"] == (
+        "body: not read as JSON: send it with Content-Type: application/json"
+    )
+
+
 @pytest.mark.parametrize("question", ["a\x00b", "bell\x07", "esc\x1b[31m"])
 def test_control_characters_in_a_question_are_refused_before_work(
     client: TestClient, question: str

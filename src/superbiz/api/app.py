@@ -126,6 +126,10 @@ _PATTERN_MEANS = {
 }
 
 
+#: a body sent without a JSON content type reaches the model unparsed
+_NOT_JSON = "not read as JSON: send it with Content-Type: application/json"
+
+
 def _message(error: Mapping[str, Any]) -> str:
     """pydantic's message for one invalid field, a pattern's in words."""
     field = str(error.get("loc", ("",))[-1])
@@ -136,9 +140,14 @@ def _message(error: Mapping[str, Any]) -> str:
 
 def _handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        json_body = "json" in request.headers.get("content-type", "")
         errors = [
-            FieldError(loc=[str(p) for p in e.get("loc", ())], msg=_message(e), type=e["type"])
+            FieldError(
+                loc=[str(p) for p in e.get("loc", ())],
+                msg=_message(e) if json_body or tuple(e.get("loc", ())) != ("body",) else _NOT_JSON,
+                type=e["type"],
+            )
             for e in exc.errors()
         ]
         summary = "; ".join(
