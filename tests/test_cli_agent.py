@@ -127,6 +127,7 @@ def test_ask_json_prints_the_answer_citations_and_lookups(data_dir: Path, sessio
     assert lookup["origin"] == "plan"  # run by code before the model's first step
     assert (data["steps"], data["stopped_by"]) == (1, "answer")
     assert (data["grounded"], data["invalid_citations"]) == (True, 0)
+    assert data["answer_source"] == "extractive"  # no LLM: quoted from the start
     assert result.stderr == ""  # --json: nothing else is printed
 
 

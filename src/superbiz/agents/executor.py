@@ -334,7 +334,9 @@ class Executor:
         result.answer = grounding.answer or localized("executor.no_answer", result.language)
         result.grounded = grounding.grounded
         result.invalid_citations = grounding.invalid_citations
-        result.answer_source = grounding.source
+        # without an LLM the answer is quoted from the documents from the start
+        no_llm = grounding.source == "model" and result.model == ExtractiveChatModel.name
+        result.answer_source = "extractive" if no_llm else grounding.source
         if grounding.source == "repaired":
             finish = repaired[-1] if repaired else None
         elif grounding.source == "extractive":
