@@ -333,6 +333,52 @@ def test_the_kb_folder_after_its_sub_folder_stores_each_file_once_under_its_kb_p
     assert not Ingestor(kb).ingest([root]).changed
 
 
+def test_a_folder_and_its_sub_folder_in_one_command_store_each_file_once_under_the_folder(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    root = kb_writer(tmp_path / "kb", {"payment/a.md": "# A\na\n", "api/b.md": "# B\nb\n"})
+    kb = open_kb()
+    report = Ingestor(kb).ingest([root, root / "payment", root / "payment" / "a.md"])
+    assert sorted(report.added) == ["api/b.md", "payment/a.md"] and report.skipped == []
+    assert kb.documents.get("payment/a.md").domain == "payment"  # type: ignore[union-attr]
+    again = Ingestor(kb).ingest([root / "payment", root])  # the narrower one first
+    assert sorted(again.unchanged) == ["api/b.md", "payment/a.md"]
+    assert not again.changed and again.skipped == []
+
+
+def test_a_new_file_ingested_through_a_sub_folder_gets_its_kb_path_and_domain(
+    small_kb: Path, open_kb: OpenKB
+) -> None:
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    new = small_kb / "payment" / "chargeback.md"
+    new.write_text("# Chargeback\nA customer disputes a payment.\n", encoding="utf-8")
+    assert Ingestor(kb).ingest([small_kb / "payment"]).added == ["payment/chargeback.md"]
+    row = kb.documents.get("payment/chargeback.md")
+    assert row is not None and row.domain == "payment"
+    assert not Ingestor(kb).ingest([small_kb]).changed  # no copy to remove later
+
+
+def test_a_copy_keeps_its_path_until_its_file_has_landed_under_the_kb_path(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    """The sub-folder's copy ``refund.md`` is not taken by the top-level ``refund.md``
+    while its own file, now empty, could not be stored under ``payment/refund.md``."""
+    root = kb_writer(tmp_path / "kb", {"payment/refund.md": "# Refund\nthe zebra worker\n"})
+    kb = open_kb()
+    assert Ingestor(kb).ingest([root / "payment"]).added == ["refund.md"]
+    (root / "payment" / "refund.md").write_text("", encoding="utf-8")
+    (root / "refund.md").write_text("# Top refund\noverview\n", encoding="utf-8")
+
+    report = Ingestor(kb).ingest([root])
+    skipped = dict(report.skipped)
+    assert skipped["payment/refund.md"].startswith("empty file")
+    assert skipped["refund.md"].startswith("another file is stored at this path")
+    row = kb.documents.get("refund.md")
+    assert row is not None and row.title == "Refund"  # the zebra version is still there
+    assert_consistent(kb)
+
+
 # -- bad files ---------------------------------------------------------------------------------
 
 BAD_FILES: dict[str, str | bytes] = {

@@ -14,7 +14,7 @@ import hashlib
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,17 +287,20 @@ class Ingestor:
             by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
         broken = self._reconcile(stored)
 
-        found = list(discover(paths, settings.extensions, root))
+        found = _each_file_once(discover(paths, settings.extensions, root))
         if on_total:
             on_total(len(found))
-        # Each file is stored once, under its path in the widest folder it was ingested
-        # from: the root to load it against, and the copies under narrower folders.
+        # Each file is stored once, under its path in the widest KB folder that holds it
+        # (given now, or ingested before): the root to load it against, and the copies
+        # stored under narrower folders' paths, removed once it has landed.
+        kb_roots = _stored_roots(stored.values())
         placed = {
-            item.file: _placement(item, by_source.get(os.path.realpath(item.file), []))
+            item.file: _placement(item, by_source.get(os.path.realpath(item.file), []), kb_roots)
             for item in found
             if isinstance(item, _Candidate)
         }
         moving = {old: item for item, (_, olds) in placed.items() for old in olds}
+        followed: list[StoredDocument] = []  # unchanged files whose folder moved
         landed: dict[Path, str] = {}  # file → the path this run stored (or kept) it under
         pending: list[_Pending] = []
         seen: dict[str, Path] = {}
@@ -335,8 +338,10 @@ class Ingestor:
             previous = stored.get(doc.path)
             other = previous.source_file if previous else None
             moved = bool(other) and os.path.realpath(other or "") != real
-            # another KB folder's document whose file is still there is never replaced
-            if other and moved and doc.path not in moving and not _gone(other):
+            # another file's document is never replaced while that file is there, unless it
+            # is a copy of a file this run has already stored under its KB path
+            freed = doc.path in moving and moving[doc.path] in landed
+            if other and moved and not freed and not _gone(other):
                 report.skipped.append((doc.path, _clash(real, other)))
                 self._tick(on_progress, label)
                 continue
@@ -345,7 +350,7 @@ class Ingestor:
             report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
             if previous and previous.content_hash == doc.content_hash and doc.path not in broken:
                 if moved:  # the file's folder moved (or was renamed): follow it
-                    kb.documents.save(dataclasses.replace(previous, source_file=str(item.file)))
+                    followed.append(dataclasses.replace(previous, source_file=str(item.file)))
                 report.unchanged.append(doc.path)
                 self._tick(on_progress, label)
                 continue
@@ -361,6 +366,7 @@ class Ingestor:
                 self._index(pending, on_progress)
                 pending = []
         self._index(pending, on_progress)
+        kb.documents.save_all(followed)
         self._drop_copies(moving, landed, seen, report)
 
         # Documents whose index was broken and that this run did not see again.
@@ -600,20 +606,48 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
     )
 
 
-def _placement(item: _Candidate, same: list[StoredDocument]) -> tuple[Path, list[str]]:
+def _each_file_once(
+    items: Iterable[_Candidate | _Unreadable | tuple[str, str]],
+) -> list[_Candidate | _Unreadable | tuple[str, str]]:
+    """``items`` with each real file once, under the widest folder given for it:
+    ``ingest corpus corpus/payment`` walks ``payment/x.md`` twice, and the narrower walk
+    must neither decide its path nor report it as its own duplicate."""
+    items = list(items)
+    widest: dict[str, _Candidate] = {}
+    for item in items:
+        if isinstance(item, _Candidate):
+            real = os.path.realpath(item.file)
+            kept = widest.get(real)
+            if kept is None or len(item.root.parts) < len(kept.root.parts):
+                widest[real] = item
+    chosen = {id(item) for item in widest.values()}
+    return [i for i in items if not isinstance(i, _Candidate) or id(i) in chosen]
+
+
+def _stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
+    """The folders stored documents were ingested from (their KB roots)."""
+    roots = (_stored_root(Path(os.path.realpath(d.source_file)), d.path) for d in stored)
+    return {root for root in roots if root is not None}
+
+
+def _placement(
+    item: _Candidate, same: list[StoredDocument], kb_roots: set[Path]
+) -> tuple[Path, list[str]]:
     """``(root, copies)`` for a file whose stored documents are ``same``: it is loaded
-    against the widest of its folder and the folders it was stored from (ingesting a
-    sub-folder or one file of a KB updates the KB's document instead of adding a second
-    copy), and ``copies`` are its documents stored from narrower folders, to remove."""
+    against the widest KB folder that holds the folder it was found in (ingesting a
+    sub-folder or one file of a KB, new or known, stores it under its KB path and domain,
+    not as a second copy), and ``copies`` are its documents stored under other paths
+    from narrower folders, to remove once it has landed."""
     real = Path(os.path.realpath(item.file))
     root = item.root.resolve()
-    roots = {doc.path: _stored_root(real, doc.path) for doc in same}
-    wider = [r for r in roots.values() if r is not None and root.is_relative_to(r)]
+    wider = [r for r in kb_roots if root.is_relative_to(r)]
     widest = min(wider, key=lambda r: len(r.parts), default=root)
     copies = [
-        path
-        for path, r in roots.items()
-        if r is not None and r != widest and r.is_relative_to(widest)
+        doc.path
+        for doc in same
+        if (r := _stored_root(real, doc.path)) is not None
+        and r != widest
+        and r.is_relative_to(widest)
     ]
     return widest, copies
 
