@@ -105,6 +105,12 @@ def test_frontmatter_with_known_keys_gives_no_warning() -> None:
     assert parse("---\ntitle: A\ncategory: ops\n---\nbody\n").warnings == ()
 
 
+def test_a_known_key_in_capitals_is_that_key() -> None:
+    """``Title: Caps`` was an unknown key, so the block became body text."""
+    doc = parse("---\nTitle: yes\nCATEGORY: Ops\n---\n# Heading\nbody\n")
+    assert (doc.title, doc.domain, doc.warnings) == ("yes", "ops", ())
+
+
 @pytest.mark.parametrize(
     ("front", "field", "expected"),
     [

@@ -170,6 +170,12 @@ def parse_document(
     )
 
 
+def _known_key(key: Any) -> Any:
+    """``key`` as the known frontmatter key it spells in another case, else as written."""
+    lower = key.lower() if isinstance(key, str) else key
+    return lower if lower in FRONTMATTER_KEYS else key
+
+
 def _check_keys(
     front: dict[str, Any], body: str, text: str
 ) -> tuple[dict[str, Any], str, tuple[str, ...]]:
@@ -177,6 +183,8 @@ def _check_keys(
     and text (``---`` / ``Warning: never restart X`` / ``---``), so it stays in the body
     instead of vanishing into ``extra``; unknown keys beside known ones are kept in
     ``extra`` and named, since they do nothing (``domain:`` for ``category:``)."""
+    # ``Title:`` is ``title:``: a capital letter must not turn a title into text
+    front = {_known_key(key): value for key, value in front.items()}
     unknown = [key for key in front if key not in FRONTMATTER_KEYS]
     if not unknown:
         return front, body, ()
@@ -333,7 +341,7 @@ def _keep_text(node: yaml.Node) -> None:
     if not isinstance(node, yaml.MappingNode):
         return
     for key, value in node.value:
-        if not isinstance(key, yaml.ScalarNode) or key.value not in FRONTMATTER_KEYS:
+        if not isinstance(key, yaml.ScalarNode) or key.value.lower() not in FRONTMATTER_KEYS:
             continue
         items = value.value if isinstance(value, yaml.SequenceNode) else [value]
         for item in items:
