@@ -108,6 +108,24 @@ def test_ingest_missing_path_is_one_red_line_and_exit_2(tmp_path: Path) -> None:
     assert not data_dir.exists()
 
 
+def test_ingest_of_a_path_under_an_unreadable_folder_is_one_red_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user who is not root gets under a ``chmod 000`` folder (root is not stopped)."""
+    locked = tmp_path / "locked" / "inner"
+    stat = Path.stat
+
+    def refuse(path: Path, **kwargs: Any) -> Any:
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return stat(path, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", refuse)
+    result = invoke("ingest", locked, "--data-dir", tmp_path / "data")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert one_line(result.stderr) == f"error: cannot read {locked}: Permission denied"
+
+
 # -- lookup ------------------------------------------------------------------------------------
 
 

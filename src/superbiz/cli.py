@@ -152,8 +152,8 @@ def ingest(
 
     settings = _settings(data_dir)
     # a mistyped path is an error, not a skipped file: a CI job must not pass on it
-    if missing := [str(path) for path in paths if not path.exists()]:
-        err.print(f"[bold red]error:[/] no such file or directory: {escape(', '.join(missing))}")
+    if problems := [problem for path in paths if (problem := _unreachable(path))]:
+        err.print(f"[bold red]error:[/] {escape('; '.join(problems))}")
         raise typer.Exit(2)
     with _knowledge_base(settings) as kb:
         model = make_chat_model(settings.llm)
@@ -180,6 +180,18 @@ def ingest(
     for path, reason in report.metadata_warnings:
         err.print(f"[yellow]metadata warning[/] {escape(path)}: {escape(reason)}")
     console.print(f"ingest: {report.summary()}")
+
+
+def _unreachable(path: Path) -> str | None:
+    """Why ``path`` cannot be ingested at all, or None (a folder above it that cannot be
+    read is said as such, not as a traceback)."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return f"no such file or directory: {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    return None
 
 
 @app.command()
