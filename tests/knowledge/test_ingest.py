@@ -742,3 +742,24 @@ def test_rebuild_with_another_embedder(
     assert_consistent(other)
     outcome = GovernedLookup(other, InMemorySessionTracker()).lookup("s", "API rate limiting")
     assert outcome.result.found
+
+
+def test_a_rebuild_indexes_again_what_was_stored_from_other_folders(
+    tmp_path: Path, open_kb: OpenKB, kb_writer: Callable[..., Path]
+) -> None:
+    """``--rebuild`` with one folder kept the other folder's (and uploads') documents out
+    of the new index without a word; their files are still there, so they are indexed."""
+    first = kb_writer(tmp_path / "first", {"ops/a.md": "# A\nalpha runbook\n"})
+    second = kb_writer(tmp_path / "second", {"api/b.md": "# B\nbeta runbook\n"})
+    kb = open_kb()
+    Ingestor(kb).ingest([first])
+    Ingestor(kb).ingest([second])
+    (second / "api" / "gone.md").write_text("# Gone\nx\n", encoding="utf-8")
+    Ingestor(kb).ingest([second])
+    (second / "api" / "gone.md").unlink()  # its file is gone: not indexed again
+
+    report = Ingestor(kb).ingest([first], rebuild=True)
+    assert sorted(report.added) == ["api/b.md", "ops/a.md"]
+    assert sorted(doc.path for doc in kb.documents.all()) == ["api/b.md", "ops/a.md"]
+    assert_consistent(kb)
+    assert not Ingestor(kb).ingest([first, second]).changed

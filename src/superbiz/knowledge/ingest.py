@@ -272,7 +272,15 @@ class Ingestor:
         kb, settings = self.kb, self.kb.settings.ingest
         report = self._report = IngestReport()
         self._heads = {}
+        # a rebuild indexes again every stored document whose file is still there (other
+        # folders', uploads), not only those under ``paths``: nothing disappears with it
+        again: list[_Candidate] = []
         if rebuild:
+            again = [
+                _Candidate(Path(doc.source_file), _root_of(Path(doc.source_file), doc.path))
+                for doc in kb.documents.all()
+                if not _gone(doc.source_file)
+            ]
             kb.store.drop()
             kb.documents.delete_all()
             kb.record_embedder()
@@ -287,7 +295,7 @@ class Ingestor:
             by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
         broken = self._reconcile(stored)
 
-        found = _each_file_once(discover(paths, settings.extensions, root))
+        found = _each_file_once([*discover(paths, settings.extensions, root), *again])
         if on_total:
             on_total(len(found))
         # Each file is stored once, under its path in the widest KB folder that holds it
