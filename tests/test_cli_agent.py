@@ -211,7 +211,7 @@ def test_trace_prints_one_row_per_call_executed_and_blocked(data_dir: Path, sess
         executor = Executor(
             make_profile("defiant"), lookup, settings.governance, InvocationRepository(kb.engine)
         )
-        turn = executor.run(session, "Redis 连接池耗尽")
+        turn = executor.run(session, "Redis 连接池耗尽", turn=2)
     finally:
         kb.close()
     assert turn.turn == 2 and turn.blocked > 0

@@ -193,7 +193,7 @@ def ask(governed_kb: KnowledgeBase) -> Any:
     def run(question: str, **governance: Any) -> TurnResult:
         lookup = GovernedLookup(governed_kb, InMemorySessionTracker())
         executor = Executor(ExtractiveChatModel(), lookup, GovernanceSettings(**governance))
-        return executor.run(f"ex-{uuid.uuid4().hex[:8]}", question)
+        return executor.run(f"ex-{uuid.uuid4().hex[:8]}", question, turn=1)
 
     return run
 

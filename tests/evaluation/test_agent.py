@@ -243,7 +243,9 @@ def test_iss003_replay_call_by_call_on_the_example_kb(
         model = make_profile("iss003_replay", list(kb.domains()))
         lookup = GovernedLookup(kb, InMemorySessionTracker())
         executor = Executor(model, lookup, GovernanceSettings(enabled=governed))
-        result = executor.run("iss003", "日志报 Could not get a resource from the pool 是什么原因")
+        result = executor.run(
+            "iss003", "日志报 Could not get a resource from the pool 是什么原因", turn=1
+        )
     finally:
         kb.close()
 

@@ -26,7 +26,7 @@ def run_profile(kb: KnowledgeBase, name: str, question: str, **governance: Any) 
     model = make_profile(name, list(kb.domains()))
     lookup = GovernedLookup(kb, InMemorySessionTracker())
     executor = Executor(model, lookup, GovernanceSettings(**governance))
-    return executor.run(f"profile-{uuid.uuid4().hex[:8]}", question)
+    return executor.run(f"profile-{uuid.uuid4().hex[:8]}", question, turn=1)
 
 
 def executed(result: TurnResult) -> list[bool]:

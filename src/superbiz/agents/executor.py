@@ -175,28 +175,23 @@ class Executor:
         #: profiles): its citations are checked, its answers never repaired. Decided
         #: here, before a caller wraps the model (the HTTP service streams it).
         self.quotes = isinstance(model, ExtractiveChatModel)
-        # Turns counted here too: a turn without tool calls leaves no recorded row.
-        self._turns: dict[str, int] = {}
 
     def run(
         self,
         session_id: str,
         question: str,
         *,
-        turn: int | None = None,
+        turn: int,
         history: Sequence[Message] = (),
         plan: Plan | None = None,
         evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
         resume: LookupTurn | None = None,
     ) -> TurnResult:
-        """One turn. ``plan`` (the planner's domains) and ``evidence`` (documents retrieved
-        in earlier turns) reach the model as system messages, never the knowledge map."""
+        """Turn number ``turn`` of ``session_id`` (``Runtime.next_turn`` counts them).
+        ``plan`` (the planner's domains) and ``evidence`` (documents retrieved in earlier
+        turns) reach the model as system messages, never the knowledge map."""
         language = detect_language(question)
-        if turn is None:
-            recorded = self.recorder.last_turn(session_id) if self.recorder else 0
-            turn = max(recorded, self._turns.get(session_id, 0)) + 1
-        self._turns[session_id] = max(turn, self._turns.get(session_id, 0))
         tool = resume or LookupTurn(
             self.lookup,
             self.governance,
