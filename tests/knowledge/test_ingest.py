@@ -763,3 +763,24 @@ def test_a_rebuild_indexes_again_what_was_stored_from_other_folders(
     assert sorted(doc.path for doc in kb.documents.all()) == ["api/b.md", "ops/a.md"]
     assert_consistent(kb)
     assert not Ingestor(kb).ingest([first, second]).changed
+
+
+def test_a_broken_document_whose_file_turned_bad_is_kept_until_the_file_is_fixed(
+    small_kb: Path, open_kb: OpenKB
+) -> None:
+    """Its skip line says the earlier version is kept: the repair of its broken index
+    must not delete it meanwhile."""
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    kb.store.delete_documents(["api/rate-limit.md"])  # a crash lost its chunks
+    file = small_kb / "api" / "rate-limit.md"
+    good = file.read_text(encoding="utf-8")
+    file.write_text("", encoding="utf-8")
+
+    report = Ingestor(kb).ingest([small_kb])
+    assert dict(report.skipped)["api/rate-limit.md"].startswith("empty file; its earlier version")
+    assert report.removed == [] and kb.documents.get("api/rate-limit.md") is not None
+
+    file.write_text(good, encoding="utf-8")
+    assert Ingestor(kb).ingest([small_kb]).repaired == ["api/rate-limit.md"]
+    assert_consistent(kb)

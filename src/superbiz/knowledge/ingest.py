@@ -313,6 +313,7 @@ class Ingestor:
         pending: list[_Pending] = []
         seen: dict[str, Path] = {}
         unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
+        unloaded: list[_Candidate] = []  # files that could not be loaded: their rows are kept
         for item in found:
             if isinstance(item, _Unreadable):
                 report.skipped.append((item.label, item.reason))
@@ -331,10 +332,12 @@ class Ingestor:
                     item.file, placed[item.file][0], settings.max_file_bytes, settings.encodings
                 )
             except DocumentError as exc:
+                unloaded.append(item)
                 report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
                 self._tick(on_progress, label)
                 continue
             except OSError as exc:
+                unloaded.append(item)
                 kept = _kept(earlier, label)
                 report.skipped.append((label, f"cannot read: {exc.strerror or exc}{kept}"))
                 self._tick(on_progress, label)
@@ -377,9 +380,13 @@ class Ingestor:
         kb.documents.save_all(followed)
         self._drop_copies(moving, landed, seen, report)
 
-        # Documents whose index was broken and that this run did not see again.
+        # Documents whose index was broken and that this run did not see again; not one
+        # whose file this run could not load: its skip line says the row is kept, and the
+        # run after the file is fixed repairs it
+        failed = {os.path.realpath(item.file) for item in unloaded}
         for path in sorted(broken - seen.keys() - moving.keys()):
-            if not _under(stored[path].source_file, unlisted):
+            source = stored[path].source_file
+            if not _under(source, unlisted) and os.path.realpath(source) not in failed:
                 self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, unlisted, report)
