@@ -383,13 +383,14 @@ def _underscored(data: Any, where: str = "") -> Any:
     {'retrieval': {'reference_supplements': 3, 'fusion': 'minmax'}}
     """
     if isinstance(data, dict):
-        keys: dict[str, str] = {}
-        for key in map(str, data):
-            field = key.replace("-", "_")
-            if field in keys:
-                raise ConfigError(f"{where}: {keys[field]!r} and {key!r} set the same setting")
-            keys[field] = key
-        return {str(k).replace("-", "_"): _underscored(v, where) for k, v in data.items()}
+        spelled: dict[str, str] = {}  # field name → the key as written
+        fields: dict[str, Any] = {}
+        for key, value in data.items():
+            field = str(key).replace("-", "_")
+            if field in fields:
+                raise ConfigError(f"{where}: {spelled[field]!r} and {key!r} set the same setting")
+            spelled[field], fields[field] = str(key), _underscored(value, where)
+        return fields
     return data
 
 

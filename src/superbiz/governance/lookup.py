@@ -177,11 +177,10 @@ class GovernedLookup:
         )
         # the level's inputs, as ``relevance_level`` read them: over the documents not
         # retrieved before (a DEDUPED result's cosine is the best fresh document's)
-        head = next((d for d in ranked if d.doc_path not in retrieved), None)
         details = RetrievalDetails(
             l0_match_count=found.exact_count,
             l0_titles=[m.title for m in found.naming],
-            l1_top_score=head.raw_dense if head else None,
+            l1_top_score=found.top.raw_dense if found.top else None,
             l1_top_similarity=found.top_similarity,
             l1_match_count=len(ranked),
             l1_scores=[d.raw_dense for d in ranked[:10]],

@@ -309,11 +309,10 @@ class Ingestor:
         }
         moving = {old: item for item, (_, olds) in placed.items() for old in olds}
         followed: list[StoredDocument] = []  # unchanged files whose folder moved
-        landed: dict[Path, str] = {}  # file → the path this run stored (or kept) it under
         pending: list[_Pending] = []
         seen: dict[str, Path] = {}
         unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
-        unloaded: list[_Candidate] = []  # files that could not be loaded: their rows are kept
+        unloaded: set[str] = set()  # real files that could not be loaded: their rows stay
         for item in found:
             if isinstance(item, _Unreadable):
                 report.skipped.append((item.label, item.reason))
@@ -332,12 +331,12 @@ class Ingestor:
                     item.file, placed[item.file][0], settings.max_file_bytes, settings.encodings
                 )
             except DocumentError as exc:
-                unloaded.append(item)
+                unloaded.add(real)
                 report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
                 self._tick(on_progress, label)
                 continue
             except OSError as exc:
-                unloaded.append(item)
+                unloaded.add(real)
                 kept = _kept(earlier, label)
                 report.skipped.append((label, f"cannot read: {exc.strerror or exc}{kept}"))
                 self._tick(on_progress, label)
@@ -351,13 +350,12 @@ class Ingestor:
             moved = bool(other) and os.path.realpath(other or "") != real
             # another file's document is never replaced while that file is there, unless it
             # is a copy of a file this run has already stored under its KB path
-            freed = doc.path in moving and moving[doc.path] in landed
+            freed = doc.path in moving and moving[doc.path] in seen.values()  # rare: a copy
             if other and moved and not freed and not _gone(other):
                 report.skipped.append((doc.path, _clash(real, other)))
                 self._tick(on_progress, label)
                 continue
             seen[doc.path] = item.file
-            landed[item.file] = doc.path
             report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
             if previous and previous.content_hash == doc.content_hash and doc.path not in broken:
                 if moved:  # the file's folder moved (or was renamed): follow it
@@ -378,15 +376,14 @@ class Ingestor:
                 pending = []
         self._index(pending, on_progress)
         kb.documents.save_all(followed)
-        self._drop_copies(moving, landed, seen, report)
+        self._drop_copies(moving, seen, report)
 
         # Documents whose index was broken and that this run did not see again; not one
         # whose file this run could not load: its skip line says the row is kept, and the
         # run after the file is fixed repairs it
-        failed = {os.path.realpath(item.file) for item in unloaded}
         for path in sorted(broken - seen.keys() - moving.keys()):
             source = stored[path].source_file
-            if not _under(source, unlisted) and os.path.realpath(source) not in failed:
+            if not _under(source, unlisted) and os.path.realpath(source) not in unloaded:
                 self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, unlisted, report)
@@ -405,13 +402,13 @@ class Ingestor:
     def _drop_copies(
         self,
         moving: dict[str, Path],
-        landed: dict[Path, str],
         seen: dict[str, Path],
         report: IngestReport,
     ) -> None:
         """Remove the copies of a file stored under a narrower folder's path, once the file
         is stored under its path in the wider one (a copy whose path another file of this
-        run took was replaced already)."""
+        run took was replaced already). ``seen``: path → the file this run stored there."""
+        landed = {file: path for path, file in seen.items()}
         copies = []
         for old, file in moving.items():
             if old in seen or file not in landed:

@@ -41,9 +41,9 @@ class Retrieval:
     #: the L0 matches of the strongest field (the ones that name a document)
     naming: list[ExactMatch]
     #: the level's inputs: naming matches outside ``exclude`` that count (a match whose
-    #: document has no chunks does not), and the first fresh document's cosine
+    #: document has no chunks does not), and the first fresh document (its cosine)
     exact_count: int
-    top_similarity: float | None
+    top: DocHit | None
     level: RelevanceLevel | None
     #: the primary document and its supplements; empty when ``level`` is None
     shown: list[DocHit]
@@ -51,6 +51,11 @@ class Retrieval:
     withheld: list[DocHit]
     #: with ``retrieval.levels: evidence``, the probability that the primary answers
     primary_probability: float | None = None
+
+    @property
+    def top_similarity(self) -> float | None:
+        """The first fresh document's cosine: what the seed's level rule reads."""
+        return self.top.similarity if self.top else None
 
 
 def supplements(
@@ -233,8 +238,7 @@ class Retriever:
         exact_count = len(fresh_exact)
         if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
             exact_count = 0  # the exact match has no chunks (index being repaired)
-        top_similarity = top.similarity if top else None
-        level = relevance_level(exact_count, top_similarity, self._thresholds)
+        level = relevance_level(exact_count, top.similarity if top else None, self._thresholds)
         probability = None
         if top is not None:
             level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
@@ -281,7 +285,7 @@ class Retriever:
             ranked=ranked,
             naming=naming,
             exact_count=exact_count,
-            top_similarity=top_similarity,
+            top=top,
             level=level,
             shown=shown,
             withheld=withheld,
