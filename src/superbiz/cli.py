@@ -146,7 +146,7 @@ def ingest(
 ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from superbiz.knowledge.domains import DomainService
-    from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.lifecycle import DocumentLifecycle
     from superbiz.knowledge.metadata import LLMMetadataWriter
     from superbiz.llm import make_chat_model
 
@@ -157,14 +157,14 @@ def ingest(
         raise typer.Exit(2)
     with _knowledge_base(settings) as kb:
         model = make_chat_model(settings.llm)
-        ingestor = Ingestor(
+        lifecycle = DocumentLifecycle(
             kb,
             metadata=LLMMetadataWriter(model) if model else None,
             domains=DomainService(kb, model),
         )
         with _progress() as progress:
             task = progress.add_task("ingesting", total=None, item="")
-            report = ingestor.ingest(
+            report = lifecycle.ingest(
                 paths,
                 prune=prune,
                 rebuild=rebuild,

@@ -24,6 +24,14 @@ class DocumentError(SuperbizError):
         self.reason = reason
 
 
+class NotFoundError(LookupError):
+    """A document, session or source the caller named does not exist (→ 404)."""
+
+
+class ConflictError(Exception):
+    """A change would replace a document it must not, or not without asking (→ 409)."""
+
+
 class EmbeddingError(SuperbizError):
     """The embedder failed or returned something unusable."""
 

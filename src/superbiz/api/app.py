@@ -32,9 +32,9 @@ from superbiz.api.metrics import RequestTimer
 from superbiz.api.responses import TURN_EVENTS, ErrorBody, FieldError
 from superbiz.api.routes import ROUTERS
 from superbiz.api.routes.page import STATIC
-from superbiz.api.service import ConflictError, NotFoundError, Service
+from superbiz.api.service import Service
 from superbiz.config import Settings, load_settings
-from superbiz.exceptions import SuperbizError
+from superbiz.exceptions import ConflictError, NotFoundError, SuperbizError
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,10 @@ reports to the listener of the request that asked, so events never mix.
 from __future__ import annotations
 
 import logging
-import os
-import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -48,57 +45,17 @@ from superbiz.api.responses import (
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import DocumentError, first_line
+from superbiz.exceptions import NotFoundError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
-from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-UPLOADS = "uploads"
-MAX_NAME_CHARS = 120
 #: how long a health check waits for the stores before calling them busy
 HEALTH_WAIT_S = 10.0
-
-
-class NotFoundError(LookupError):
-    """A document or session the caller named does not exist (→ 404)."""
-
-
-class ConflictError(Exception):
-    """An upload would replace a document it must not, or not without asking (→ 409)."""
-
-
-def safe_filename(name: str | None, fallback: str = "document.md") -> str:
-    """The last component of an uploaded file's name, with nothing that could leave the
-    uploads folder or hide the file (separators, ``..``, leading dots, control characters).
-
-    >>> safe_filename("../../etc/passwd.md"), safe_filename("..\\\\a b/支付 手册.md")
-    ('passwd.md', '支付 手册.md')
-    >>> safe_filename(".hidden.md"), safe_filename(""), safe_filename("a:b*?.txt")
-    ('hidden.md', 'document.md', 'a_b_.txt')
-    """
-    base = unicodedata.normalize("NFKC", name or "").replace("\\", "/").split("/")[-1]
-    base = "".join(ch for ch in base if unicodedata.category(ch)[0] != "C")
-    base = re.sub(r"[^\w.\- ()\[\]@+,]+", "_", base).strip(" ._")
-    base = re.sub(r"_{2,}", "_", base)
-    if len(base) > MAX_NAME_CHARS:
-        stem, dot, ext = base.rpartition(".")
-        base = stem[: MAX_NAME_CHARS - len(ext) - 1] + dot + ext if dot else base[:MAX_NAME_CHARS]
-    return base or fallback
-
-
-def safe_domain(domain: str | None) -> str:
-    """A domain usable as a folder name (``Payment Ops`` → ``payment-ops``).
-
-    >>> safe_domain("../Payment Ops"), safe_domain(None), safe_domain("..")
-    ('payment-ops', 'general', 'general')
-    """
-    cleaned = re.sub(r"[^\w-]+", "-", normalize_domain(domain or "")).strip("-_")
-    return cleaned or DEFAULT_DOMAIN
 
 
 def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
@@ -113,15 +70,8 @@ def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
         when_to_retrieve=doc.when_to_retrieve,
         tags=doc.tags,
         origin=doc.origin,
-        uploaded=_inside(Path(doc.source_file), uploads),
+        uploaded=inside(Path(doc.source_file), uploads),
     )
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(folder.resolve())
-    except OSError:
-        return False
 
 
 class Service:
@@ -278,105 +228,36 @@ class Service:
     def upload(
         self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
     ) -> Uploaded:
-        """Store the file under ``uploads/<domain>/`` and ingest it the way ``superbiz
-        ingest`` does (same metadata writer, same domain recompute).
-
-        A document from a knowledge-base folder at the same path is never replaced; an
-        earlier upload only with ``overwrite``."""
+        """Store the file and ingest it the way ``superbiz ingest`` does (same metadata
+        writer, same domain recompute): ``DocumentLifecycle.add``."""
         with self._writes.held(), self.stores.held():
-            return self._upload(filename, data, domain, overwrite)
+            added = self._lifecycle().add(filename, data, domain, overwrite)
+            self.assistant.invalidate_map()
+        return Uploaded(
+            status=added.status,
+            document=document_view(added.document, self.uploads),
+            report=IngestSummary.model_validate(added.report.as_dict()),
+        )
 
-    def _upload(self, filename: str, data: bytes, domain: str | None, overwrite: bool) -> Uploaded:
-        folder = safe_domain(domain)
-        name = safe_filename(filename)
-        extensions = self.settings.ingest.extensions
-        if Path(name).suffix.lower() not in extensions:
-            raise DocumentError(name, f"unsupported file type (expected {', '.join(extensions)})")
-        relative = PurePosixPath(folder, name)
-        target = (self.uploads / folder / name).resolve()
-        self._check_replace(str(relative), target, data, overwrite)
-        # refuse binary, empty, wrongly encoded or malformed before storing
-        parse_document(data, relative, self.settings.ingest.encodings)
-        if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
-            raise DocumentError(name, "file name leaves the uploads folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial_file = target.with_name(f".{target.name}.part")  # hidden: ingest skips it
-        partial_file.write_bytes(data)
-        os.replace(partial_file, target)
+    def delete_document(self, path: str) -> Deleted:
+        """Remove a document from both stores: ``DocumentLifecycle.remove``."""
+        with self._writes.held(), self.stores.held():
+            removed = self._lifecycle().remove(path)
+            self.assistant.invalidate_map()
+        return Deleted(
+            deleted=removed.path, domain=removed.domain, file_removed=removed.file_removed
+        )
 
+    def _lifecycle(self) -> DocumentLifecycle:
+        """The document verbs, with this assistant's metadata writer and domains; the LLM
+        describing documents does so outside the store lock, so turns go on."""
         assistant = self.assistant
-        # the LLM describing documents does so outside the store lock: turns go on
         model = None if assistant.extractive else self.stores.releasing(assistant.model)
-        ingestor = Ingestor(
+        return DocumentLifecycle(
             assistant.kb,
             metadata=LLMMetadataWriter(model) if model else None,
             domains=assistant.domains,
         )
-        # only this file: another replica's delete may have left an earlier upload in
-        # this replica's folder, which a folder ingest would bring back
-        report = ingestor.ingest([target], root=self.uploads)
-        assistant.invalidate_map()
-        path = str(relative)
-        for skipped, reason in report.skipped:
-            if skipped == path:
-                target.unlink(missing_ok=True)
-                raise DocumentError(path, reason)
-        status = next(
-            (
-                label
-                for label, paths in (
-                    ("added", report.added),
-                    ("updated", report.updated),
-                    ("repaired", report.repaired),
-                )
-                if path in paths
-            ),
-            "unchanged",
-        )
-        stored = assistant.kb.documents.get(path)
-        if stored is None:  # pragma: no cover - ingest reported no skip
-            raise DocumentError(path, "the document was not stored")
-        return Uploaded(
-            status=status,
-            document=document_view(stored, self.uploads),
-            report=IngestSummary.model_validate(report.as_dict()),
-        )
-
-    def _check_replace(self, path: str, target: Path, data: bytes, overwrite: bool) -> None:
-        """Refuse to replace a knowledge-base document, or an earlier upload with other
-        content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
-        existing = self.assistant.kb.documents.get(path)
-        if existing is None:
-            return
-        if not _inside(Path(existing.source_file), self.uploads):
-            raise ConflictError(
-                f"{path} is a document from a knowledge-base folder and an upload never "
-                "replaces it; rename the file or upload it to another domain"
-            )
-        if not overwrite and not (target.is_file() and target.read_bytes() == data):
-            raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")
-
-    def delete_document(self, path: str) -> Deleted:
-        """Remove a document from both stores and recompute its domain. An uploaded file
-        goes first, so that a later upload's ingest cannot bring the document back."""
-        with self._writes.held(), self.stores.held():
-            return self._delete_document(path)
-
-    def _delete_document(self, path: str) -> Deleted:
-        kb = self.assistant.kb
-        doc = kb.documents.get(path)
-        if doc is None:
-            raise NotFoundError(f"no document {path!r}")
-        source = Path(doc.source_file)
-        removed_file = False
-        if _inside(source, self.uploads):
-            source.unlink(missing_ok=True)
-            removed_file = True
-        kb.documents.delete([path])
-        kb.store.delete_documents([path])
-        self.assistant.domains.refresh({doc.domain})
-        self.assistant.invalidate_map()
-        return Deleted(deleted=path, domain=doc.domain, file_removed=removed_file)
 
     # -- knowledge map and health ---------------------------------------------------------
     def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:

@@ -9,14 +9,12 @@ disagrees. A file that cannot be read is reported and skipped; the rest goes on.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,9 +24,21 @@ from sqlalchemy.exc import DataError
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, search_text
+from superbiz.knowledge.discovery import (
+    Candidate,
+    Unreadable,
+    discover,
+    each_file_once,
+    gone,
+    placement,
+    root_of,
+    stored_roots,
+    under,
+)
 from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
+from superbiz.knowledge.report import IngestReport
 from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
 from superbiz.retrieval.vector_store import ChunkRecord
 from superbiz.storage.repository import StoredDocument
@@ -47,74 +57,6 @@ ANSWER_BATCH = 32
 ANSWER_ANNOUNCE_S = 30.0
 
 
-@dataclass(slots=True)
-class IngestReport:
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    #: documents ingested with derived metadata because the LLM failed, and why
-    metadata_failures: list[tuple[str, str]] = field(default_factory=list)
-    #: what a document's frontmatter says that is not used (unknown keys), on every run
-    #: until the file is fixed
-    metadata_warnings: list[tuple[str, str]] = field(default_factory=list)
-    #: domains whose documents were added, changed or removed
-    domains_changed: set[str] = field(default_factory=set)
-    #: documents whose opening the answer model encoded (``retrieval.answers``)
-    answers_encoded: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.repaired or self.removed)
-
-    def summary(self) -> str:
-        parts = [
-            f"{len(self.added)} added",
-            f"{len(self.updated)} updated",
-            f"{len(self.unchanged)} unchanged",
-        ]
-        if self.repaired:
-            parts.append(f"{len(self.repaired)} repaired")
-        if self.removed:
-            parts.append(f"{len(self.removed)} removed")
-        parts.append(f"{len(self.skipped)} skipped")
-        if self.answers_encoded:
-            parts.append(f"{self.answers_encoded} openings encoded for answers")
-        return ", ".join(parts)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "repaired": self.repaired,
-            "removed": self.removed,
-            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
-            "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
-            "domains_changed": sorted(self.domains_changed),
-            "answers_encoded": self.answers_encoded,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    file: Path
-    root: Path
-
-
-@dataclass(frozen=True, slots=True)
-class _Unreadable:
-    """A folder the walk could not list: reported as skipped, and what is stored from it
-    is left alone (a file not listed is not a file gone)."""
-
-    label: str
-    reason: str
-    folder: Path
-
-
 Progress = Callable[[str], None]
 
 
@@ -123,102 +65,6 @@ class _Pending(NamedTuple):
     file: Path
     outcome: list[str]
     chunks: list[Chunk]
-
-
-def discover(
-    paths: Sequence[Path], extensions: Sequence[str], root: Path | None = None
-) -> Iterator[_Candidate | _Unreadable | tuple[str, str]]:
-    """Files to ingest under ``paths`` (sorted; hidden entries skipped), or
-    ``(label, reason)`` for a path that cannot be ingested at all. A file's document path
-    is relative to its folder, or to ``root`` when that folder holds it."""
-    for path in paths:
-        if path.is_dir():
-            yield from _walk(path.resolve(), extensions)
-        elif path.is_file():
-            file = path.resolve()
-            base = root.resolve() if root and file.is_relative_to(root.resolve()) else file.parent
-            if path.suffix.lower() in extensions:
-                yield _Candidate(file, base)
-            else:
-                yield (str(path), f"unsupported file type (expected {', '.join(extensions)})")
-        else:
-            yield (str(path), "no such file or directory")
-
-
-def _walk(
-    root: Path, extensions: Sequence[str]
-) -> list[_Candidate | _Unreadable | tuple[str, str]]:
-    """The files under ``root`` with one of ``extensions``, sorted by path. Symlinked
-    folders are never followed (a link out of the KB, or a loop, would ingest what the
-    operator did not put there): each is reported with what it points to; so is each
-    folder that cannot be listed (``os.walk`` would leave it out without a word)."""
-    found: list[tuple[str, _Candidate | _Unreadable | tuple[str, str]]] = []
-
-    def unreadable(exc: OSError) -> None:
-        folder = Path(exc.filename)
-        relative = folder.relative_to(root).as_posix() if folder != root else str(root)
-        label = _shown(relative)
-        reason = (
-            f"cannot read this folder: {exc.strerror or exc}; "
-            "its stored documents are kept as they are (not pruned)"
-        )
-        found.append((label, _Unreadable(label, reason, folder)))
-
-    for folder, dirs, files in os.walk(root, onerror=unreadable):
-        here = Path(folder)
-        for name in list(dirs):
-            if name.startswith("."):
-                dirs.remove(name)
-            elif (here / name).is_symlink():
-                dirs.remove(name)
-                label = _shown((here / name).relative_to(root).as_posix())
-                found.append((label, (label, _shown(_linked_folder(here / name, root)))))
-        for name in files:
-            file = here / name
-            if name.startswith("."):
-                continue
-            relative = file.relative_to(root).as_posix()
-            label = _shown(relative)
-            if file.suffix.lower() not in extensions:
-                if file.is_symlink() and _is_loop(file):
-                    found.append((label, (label, "symlink loop")))
-            elif label != relative:
-                found.append((label, (label, "file name is not valid UTF-8: rename the file")))
-            else:
-                found.append((label, _Candidate(file, root)))
-    return [item for _, item in sorted(found, key=lambda pair: pair[0])]
-
-
-def _shown(name: str) -> str:
-    """``name`` printable: bytes that are not UTF-8 (which Python keeps as surrogates and
-    no store accepts) written as ``\\xNN``."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _linked_folder(link: Path, root: Path) -> str:
-    """Why the symlinked folder ``link`` under ``root`` is not followed."""
-    try:
-        target = link.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return "symlink loop" if _is_loop(link) else f"broken symlink (to {link.readlink()})"
-    if link.parent.resolve().is_relative_to(target):
-        return f"symlink loop: a folder link to {target}, which contains it"
-    if not target.is_relative_to(root):
-        return f"symlink to a folder outside the KB ({target}): not followed"
-    return (
-        f"symlink to a folder inside the KB: not followed "
-        f"(its files are ingested from {target.relative_to(root).as_posix()})"
-    )
-
-
-def _is_loop(link: Path) -> bool:
-    try:
-        link.resolve(strict=True)
-    except RuntimeError:  # Python 3.11 reports a symlink loop this way
-        return True
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    return False
 
 
 def chunk_id(doc_path: str, index: int) -> str:
@@ -274,12 +120,12 @@ class Ingestor:
         self._heads = {}
         # a rebuild indexes again every stored document whose file is still there (other
         # folders', uploads), not only those under ``paths``: nothing disappears with it
-        again: list[_Candidate] = []
+        again: list[Candidate] = []
         if rebuild:
             again = [
-                _Candidate(Path(doc.source_file), _root_of(Path(doc.source_file), doc.path))
+                Candidate(Path(doc.source_file), root_of(Path(doc.source_file), doc.path))
                 for doc in kb.documents.all()
-                if not _gone(doc.source_file)
+                if not gone(doc.source_file)
             ]
             kb.store.drop()
             kb.documents.delete_all()
@@ -295,17 +141,17 @@ class Ingestor:
             by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
         broken = self._reconcile(stored)
 
-        found = _each_file_once([*discover(paths, settings.extensions, root), *again])
+        found = each_file_once([*discover(paths, settings.extensions, root), *again])
         if on_total:
             on_total(len(found))
         # Each file is stored once, under its path in the widest KB folder that holds it
         # (given now, or ingested before): the root to load it against, and the copies
         # stored under narrower folders' paths, removed once it has landed.
-        kb_roots = _stored_roots(stored.values())
+        kb_roots = stored_roots(stored.values())
         placed = {
-            item.file: _placement(item, by_source.get(os.path.realpath(item.file), []), kb_roots)
+            item.file: placement(item, by_source.get(os.path.realpath(item.file), []), kb_roots)
             for item in found
-            if isinstance(item, _Candidate)
+            if isinstance(item, Candidate)
         }
         moving = {old: item for item, (_, olds) in placed.items() for old in olds}
         followed: list[StoredDocument] = []  # unchanged files whose folder moved
@@ -314,7 +160,7 @@ class Ingestor:
         unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
         unloaded: set[str] = set()  # real files that could not be loaded: their rows stay
         for item in found:
-            if isinstance(item, _Unreadable):
+            if isinstance(item, Unreadable):
                 report.skipped.append((item.label, item.reason))
                 unlisted.append(item.folder)
                 self._tick(on_progress, item.label)
@@ -327,9 +173,7 @@ class Ingestor:
             real = os.path.realpath(item.file)
             earlier = next(iter(by_source.get(real, [])), None)
             try:
-                doc = load_document(
-                    item.file, placed[item.file][0], settings.max_file_bytes, settings.encodings
-                )
+                doc = self.load(item.file, placed[item.file][0])
             except DocumentError as exc:
                 unloaded.add(real)
                 report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
@@ -351,7 +195,7 @@ class Ingestor:
             # another file's document is never replaced while that file is there, unless it
             # is a copy of a file this run has already stored under its KB path
             freed = doc.path in moving and moving[doc.path] in seen.values()  # rare: a copy
-            if other and moved and not freed and not _gone(other):
+            if other and moved and not freed and not gone(other):
                 report.skipped.append((doc.path, _clash(real, other)))
                 self._tick(on_progress, label)
                 continue
@@ -383,7 +227,7 @@ class Ingestor:
         # run after the file is fixed repairs it
         for path in sorted(broken - seen.keys() - moving.keys()):
             source = stored[path].source_file
-            if not _under(source, unlisted) and os.path.realpath(source) not in unloaded:
+            if not under(source, unlisted) and os.path.realpath(source) not in unloaded:
                 self._repair_unseen(stored[path], report)
         if prune:
             self._prune(stored, seen, paths, unlisted, report)
@@ -397,6 +241,12 @@ class Ingestor:
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
         return report
+
+    def load(self, file: Path, root: Path) -> SourceDocument:
+        """Read one file into a document, its path relative to ``root``: the one place a
+        run reads a file, so that how a file is read (its format) is decided here alone."""
+        settings = self.kb.settings.ingest
+        return load_document(file, root, settings.max_file_bytes, settings.encodings)
 
     # -- steps ----------------------------------------------------------------
     def _drop_copies(
@@ -563,10 +413,9 @@ class Ingestor:
 
     def _repair_unseen(self, doc: StoredDocument, report: IngestReport) -> None:
         source = Path(doc.source_file)
-        root = _root_of(source, doc.path)
+        root = root_of(source, doc.path)
         try:
-            settings = self.kb.settings.ingest
-            fresh = load_document(source, root, settings.max_file_bytes, settings.encodings)
+            fresh = self.load(source, root)
         except (DocumentError, OSError, ValueError):
             self.kb.store.delete_documents([doc.path])
             self.kb.documents.delete([doc.path])
@@ -585,17 +434,17 @@ class Ingestor:
         """Drop the documents under the ingested folders whose files are gone; never one
         under a folder this run could not read, nor one whose file cannot be checked."""
         roots = [p.resolve() for p in paths if p.is_dir()]
-        gone = [
+        vanished = [
             doc.path
             for doc in stored.values()
             if doc.path not in seen
             and any(Path(doc.source_file).is_relative_to(root) for root in roots)
-            and not _under(doc.source_file, unlisted)
-            and _gone(doc.source_file)
+            and not under(doc.source_file, unlisted)
+            and gone(doc.source_file)
         ]
-        self.kb.store.delete_documents(gone)
-        self.kb.documents.delete(gone)
-        report.removed.extend(gone)
+        self.kb.store.delete_documents(vanished)
+        self.kb.documents.delete(vanished)
+        report.removed.extend(vanished)
 
     @staticmethod
     def _tick(on_progress: Progress | None, label: str) -> None:
@@ -618,61 +467,6 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
     )
 
 
-def _each_file_once(
-    items: Iterable[_Candidate | _Unreadable | tuple[str, str]],
-) -> list[_Candidate | _Unreadable | tuple[str, str]]:
-    """``items`` with each real file once, under the widest folder given for it:
-    ``ingest corpus corpus/payment`` walks ``payment/x.md`` twice, and the narrower walk
-    must neither decide its path nor report it as its own duplicate."""
-    items = list(items)
-    widest: dict[str, _Candidate] = {}
-    for item in items:
-        if isinstance(item, _Candidate):
-            real = os.path.realpath(item.file)
-            kept = widest.get(real)
-            if kept is None or len(item.root.parts) < len(kept.root.parts):
-                widest[real] = item
-    chosen = {id(item) for item in widest.values()}
-    return [i for i in items if not isinstance(i, _Candidate) or id(i) in chosen]
-
-
-def _stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
-    """The folders stored documents were ingested from (their KB roots)."""
-    roots = (_stored_root(Path(os.path.realpath(d.source_file)), d.path) for d in stored)
-    return {root for root in roots if root is not None}
-
-
-def _placement(
-    item: _Candidate, same: list[StoredDocument], kb_roots: set[Path]
-) -> tuple[Path, list[str]]:
-    """``(root, copies)`` for a file whose stored documents are ``same``: it is loaded
-    against the widest KB folder that holds the folder it was found in (ingesting a
-    sub-folder or one file of a KB, new or known, stores it under its KB path and domain,
-    not as a second copy), and ``copies`` are its documents stored under other paths
-    from narrower folders, to remove once it has landed."""
-    real = Path(os.path.realpath(item.file))
-    root = item.root.resolve()
-    wider = [r for r in kb_roots if root.is_relative_to(r)]
-    widest = min(wider, key=lambda r: len(r.parts), default=root)
-    copies = [
-        doc.path
-        for doc in same
-        if (r := _stored_root(real, doc.path)) is not None
-        and r != widest
-        and r.is_relative_to(widest)
-    ]
-    return widest, copies
-
-
-def _stored_root(real: Path, doc_path: str) -> Path | None:
-    """The folder a document at ``doc_path`` was ingested from, given its real file."""
-    parts = len(Path(doc_path).parts)
-    if not 0 < parts < len(real.parts):
-        return None
-    root = real.parents[parts - 1]
-    return root if real.relative_to(root).as_posix() == doc_path else None
-
-
 def _clash(real: str, other: str) -> str:
     """Why ``real`` is not stored over the document of ``other``, and what to do."""
     return (
@@ -692,24 +486,3 @@ def _kept(stored: StoredDocument | None, label: str) -> str:
         f"; {name} stays searchable until the file is fixed "
         "(or deleted, then `superbiz ingest --prune`)"
     )
-
-
-def _under(file: str, folders: Sequence[Path]) -> bool:
-    return any(Path(file).is_relative_to(folder) for folder in folders)
-
-
-def _gone(file: str) -> bool:
-    """True only when ``file`` surely does not exist: a file that cannot be checked
-    (``Permission denied`` on a folder above it) is not gone."""
-    try:
-        os.stat(file)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def _root_of(source: Path, doc_path: str) -> Path:
-    parts = len(Path(doc_path).parts)
-    return source.parents[parts - 1] if parts else source.parent

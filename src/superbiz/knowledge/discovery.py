@@ -1,0 +1,206 @@
+"""Finding the files to ingest and placing each under its knowledge-base path.
+
+Pure path logic and directory walks, no store writes: which files a run sees (hidden
+entries, symlinks and unreadable folders reported, never followed), and under which KB
+folder each one is stored, so that a file ingested from a sub-folder is not stored twice.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from superbiz.storage.repository import StoredDocument
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    file: Path
+    root: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A folder the walk could not list: reported as skipped, and what is stored from it
+    is left alone (a file not listed is not a file gone)."""
+
+    label: str
+    reason: str
+    folder: Path
+
+
+#: what discovery yields: a file to load, a folder it could not list, or ``(label, reason)``
+Found = Candidate | Unreadable | tuple[str, str]
+
+
+def discover(
+    paths: Sequence[Path], extensions: Sequence[str], root: Path | None = None
+) -> Iterator[Candidate | Unreadable | tuple[str, str]]:
+    """Files to ingest under ``paths`` (sorted; hidden entries skipped), or
+    ``(label, reason)`` for a path that cannot be ingested at all. A file's document path
+    is relative to its folder, or to ``root`` when that folder holds it."""
+    for path in paths:
+        if path.is_dir():
+            yield from _walk(path.resolve(), extensions)
+        elif path.is_file():
+            file = path.resolve()
+            base = root.resolve() if root and file.is_relative_to(root.resolve()) else file.parent
+            if path.suffix.lower() in extensions:
+                yield Candidate(file, base)
+            else:
+                yield (str(path), f"unsupported file type (expected {', '.join(extensions)})")
+        else:
+            yield (str(path), "no such file or directory")
+
+
+def _walk(root: Path, extensions: Sequence[str]) -> list[Candidate | Unreadable | tuple[str, str]]:
+    """The files under ``root`` with one of ``extensions``, sorted by path. Symlinked
+    folders are never followed (a link out of the KB, or a loop, would ingest what the
+    operator did not put there): each is reported with what it points to; so is each
+    folder that cannot be listed (``os.walk`` would leave it out without a word)."""
+    found: list[tuple[str, Candidate | Unreadable | tuple[str, str]]] = []
+
+    def unreadable(exc: OSError) -> None:
+        folder = Path(exc.filename)
+        relative = folder.relative_to(root).as_posix() if folder != root else str(root)
+        label = _shown(relative)
+        reason = (
+            f"cannot read this folder: {exc.strerror or exc}; "
+            "its stored documents are kept as they are (not pruned)"
+        )
+        found.append((label, Unreadable(label, reason, folder)))
+
+    for folder, dirs, files in os.walk(root, onerror=unreadable):
+        here = Path(folder)
+        for name in list(dirs):
+            if name.startswith("."):
+                dirs.remove(name)
+            elif (here / name).is_symlink():
+                dirs.remove(name)
+                label = _shown((here / name).relative_to(root).as_posix())
+                found.append((label, (label, _shown(_linked_folder(here / name, root)))))
+        for name in files:
+            file = here / name
+            if name.startswith("."):
+                continue
+            relative = file.relative_to(root).as_posix()
+            label = _shown(relative)
+            if file.suffix.lower() not in extensions:
+                if file.is_symlink() and _is_loop(file):
+                    found.append((label, (label, "symlink loop")))
+            elif label != relative:
+                found.append((label, (label, "file name is not valid UTF-8: rename the file")))
+            else:
+                found.append((label, Candidate(file, root)))
+    return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _shown(name: str) -> str:
+    """``name`` printable: bytes that are not UTF-8 (which Python keeps as surrogates and
+    no store accepts) written as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _linked_folder(link: Path, root: Path) -> str:
+    """Why the symlinked folder ``link`` under ``root`` is not followed."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "symlink loop" if _is_loop(link) else f"broken symlink (to {link.readlink()})"
+    if link.parent.resolve().is_relative_to(target):
+        return f"symlink loop: a folder link to {target}, which contains it"
+    if not target.is_relative_to(root):
+        return f"symlink to a folder outside the KB ({target}): not followed"
+    return (
+        f"symlink to a folder inside the KB: not followed "
+        f"(its files are ingested from {target.relative_to(root).as_posix()})"
+    )
+
+
+def _is_loop(link: Path) -> bool:
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a symlink loop this way
+        return True
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def each_file_once(
+    items: Iterable[Candidate | Unreadable | tuple[str, str]],
+) -> list[Candidate | Unreadable | tuple[str, str]]:
+    """``items`` with each real file once, under the widest folder given for it:
+    ``ingest corpus corpus/payment`` walks ``payment/x.md`` twice, and the narrower walk
+    must neither decide its path nor report it as its own duplicate."""
+    items = list(items)
+    widest: dict[str, Candidate] = {}
+    for item in items:
+        if isinstance(item, Candidate):
+            real = os.path.realpath(item.file)
+            kept = widest.get(real)
+            if kept is None or len(item.root.parts) < len(kept.root.parts):
+                widest[real] = item
+    chosen = {id(item) for item in widest.values()}
+    return [i for i in items if not isinstance(i, Candidate) or id(i) in chosen]
+
+
+def stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
+    """The folders stored documents were ingested from (their KB roots)."""
+    roots = (stored_root(Path(os.path.realpath(d.source_file)), d.path) for d in stored)
+    return {root for root in roots if root is not None}
+
+
+def placement(
+    item: Candidate, same: list[StoredDocument], kb_roots: set[Path]
+) -> tuple[Path, list[str]]:
+    """``(root, copies)`` for a file whose stored documents are ``same``: it is loaded
+    against the widest KB folder that holds the folder it was found in (ingesting a
+    sub-folder or one file of a KB, new or known, stores it under its KB path and domain,
+    not as a second copy), and ``copies`` are its documents stored under other paths
+    from narrower folders, to remove once it has landed."""
+    real = Path(os.path.realpath(item.file))
+    root = item.root.resolve()
+    wider = [r for r in kb_roots if root.is_relative_to(r)]
+    widest = min(wider, key=lambda r: len(r.parts), default=root)
+    copies = [
+        doc.path
+        for doc in same
+        if (r := stored_root(real, doc.path)) is not None
+        and r != widest
+        and r.is_relative_to(widest)
+    ]
+    return widest, copies
+
+
+def stored_root(real: Path, doc_path: str) -> Path | None:
+    """The folder a document at ``doc_path`` was ingested from, given its real file."""
+    parts = len(Path(doc_path).parts)
+    if not 0 < parts < len(real.parts):
+        return None
+    root = real.parents[parts - 1]
+    return root if real.relative_to(root).as_posix() == doc_path else None
+
+
+def under(file: str, folders: Sequence[Path]) -> bool:
+    return any(Path(file).is_relative_to(folder) for folder in folders)
+
+
+def gone(file: str) -> bool:
+    """True only when ``file`` surely does not exist: a file that cannot be checked
+    (``Permission denied`` on a folder above it) is not gone."""
+    try:
+        os.stat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def root_of(source: Path, doc_path: str) -> Path:
+    parts = len(Path(doc_path).parts)
+    return source.parents[parts - 1] if parts else source.parent

@@ -1,0 +1,212 @@
+"""The verbs that change which documents the knowledge base holds: add (an upload),
+update (an upload that replaces an earlier one), remove, and ingest a folder.
+
+The CLI and the HTTP service call these and nothing below them: where an upload's file
+is placed, which document may replace which, and what a delete removes (the uploaded
+file first, so that no later ingest brings the document back) are decided here once.
+Each verb holds the knowledge base's write lock (re-entrant); callers that share the
+stores with turns hold their own store lock around the call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
+from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.ingest import Ingestor, Progress
+from superbiz.knowledge.metadata import MetadataWriter
+from superbiz.knowledge.report import IngestReport
+from superbiz.storage.repository import StoredDocument
+
+#: the folder of the data directory that uploaded files are kept in
+UPLOADS = "uploads"
+MAX_NAME_CHARS = 120
+
+
+def safe_filename(name: str | None, fallback: str = "document.md") -> str:
+    """The last component of an uploaded file's name, with nothing that could leave the
+    uploads folder or hide the file (separators, ``..``, leading dots, control characters).
+
+    >>> safe_filename("../../etc/passwd.md"), safe_filename("..\\\\a b/支付 手册.md")
+    ('passwd.md', '支付 手册.md')
+    >>> safe_filename(".hidden.md"), safe_filename(""), safe_filename("a:b*?.txt")
+    ('hidden.md', 'document.md', 'a_b_.txt')
+    """
+    base = unicodedata.normalize("NFKC", name or "").replace("\\", "/").split("/")[-1]
+    base = "".join(ch for ch in base if unicodedata.category(ch)[0] != "C")
+    base = re.sub(r"[^\w.\- ()\[\]@+,]+", "_", base).strip(" ._")
+    base = re.sub(r"_{2,}", "_", base)
+    if len(base) > MAX_NAME_CHARS:
+        stem, dot, ext = base.rpartition(".")
+        base = stem[: MAX_NAME_CHARS - len(ext) - 1] + dot + ext if dot else base[:MAX_NAME_CHARS]
+    return base or fallback
+
+
+def safe_domain(domain: str | None) -> str:
+    """A domain usable as a folder name (``Payment Ops`` → ``payment-ops``).
+
+    >>> safe_domain("../Payment Ops"), safe_domain(None), safe_domain("..")
+    ('payment-ops', 'general', 'general')
+    """
+    cleaned = re.sub(r"[^\w-]+", "-", normalize_domain(domain or "")).strip("-_")
+    return cleaned or DEFAULT_DOMAIN
+
+
+def inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """An uploaded document as stored: ``status`` is added, updated, repaired or unchanged."""
+
+    status: str
+    document: StoredDocument
+    report: IngestReport
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    path: str
+    domain: str
+    #: True when the document was an upload and its file was deleted too
+    file_removed: bool
+
+
+class DocumentLifecycle:
+    """Adds, updates and removes the documents of ``kb``; ``metadata`` and ``domains`` as
+    for ``Ingestor`` (the domains of what changed are recomputed)."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        *,
+        metadata: MetadataWriter | None = None,
+        domains: DomainService | None = None,
+    ) -> None:
+        self.kb = kb
+        self.metadata = metadata
+        self.domains = domains
+        self.uploads = kb.settings.data_dir / UPLOADS
+
+    def _ingestor(self) -> Ingestor:
+        return Ingestor(self.kb, metadata=self.metadata, domains=self.domains)
+
+    # -- folders and files ------------------------------------------------------------
+    def ingest(
+        self,
+        paths: Sequence[Path],
+        *,
+        prune: bool = False,
+        rebuild: bool = False,
+        on_total: Callable[[int], None] | None = None,
+        on_progress: Progress | None = None,
+    ) -> IngestReport:
+        """Bring the knowledge base in line with the files and folders ``paths``."""
+        return self._ingestor().ingest(
+            paths, prune=prune, rebuild=rebuild, on_total=on_total, on_progress=on_progress
+        )
+
+    # -- uploads ----------------------------------------------------------------------
+    def add(self, filename: str, data: bytes, domain: str | None, overwrite: bool = False) -> Added:
+        """Store an uploaded file under ``uploads/<domain>/`` and ingest it the way a folder
+        is. A document from a knowledge-base folder at the same path is never replaced; an
+        earlier upload only with ``overwrite`` (see ``update``)."""
+        with self.kb.write_lock.held():
+            return self._add(filename, data, domain, overwrite)
+
+    def update(self, filename: str, data: bytes, domain: str | None) -> Added:
+        """``add``, replacing an earlier upload at the same path."""
+        return self.add(filename, data, domain, overwrite=True)
+
+    def _add(self, filename: str, data: bytes, domain: str | None, overwrite: bool) -> Added:
+        settings = self.kb.settings.ingest
+        folder = safe_domain(domain)
+        name = safe_filename(filename)
+        if Path(name).suffix.lower() not in settings.extensions:
+            expected = ", ".join(settings.extensions)
+            raise DocumentError(name, f"unsupported file type (expected {expected})")
+        relative = PurePosixPath(folder, name)
+        target = (self.uploads / folder / name).resolve()
+        self._check_replace(str(relative), target, data, overwrite)
+        # refuse binary, empty, wrongly encoded or malformed before storing
+        parse_document(data, relative, settings.encodings)
+        if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
+            raise DocumentError(name, "file name leaves the uploads folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial_file = target.with_name(f".{target.name}.part")  # hidden: ingest skips it
+        partial_file.write_bytes(data)
+        os.replace(partial_file, target)
+        # only this file: another replica's delete may have left an earlier upload in
+        # this replica's folder, which a folder ingest would bring back
+        report = self._ingestor().ingest([target], root=self.uploads)
+        path = str(relative)
+        for skipped, reason in report.skipped:
+            if skipped == path:
+                target.unlink(missing_ok=True)
+                raise DocumentError(path, reason)
+        status = next(
+            (
+                label
+                for label, paths in (
+                    ("added", report.added),
+                    ("updated", report.updated),
+                    ("repaired", report.repaired),
+                )
+                if path in paths
+            ),
+            "unchanged",
+        )
+        stored = self.kb.documents.get(path)
+        if stored is None:  # pragma: no cover - ingest reported no skip
+            raise DocumentError(path, "the document was not stored")
+        return Added(status, stored, report)
+
+    def _check_replace(self, path: str, target: Path, data: bytes, overwrite: bool) -> None:
+        """Refuse to replace a knowledge-base document, or an earlier upload with other
+        content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
+        existing = self.kb.documents.get(path)
+        if existing is None:
+            return
+        if not inside(Path(existing.source_file), self.uploads):
+            raise ConflictError(
+                f"{path} is a document from a knowledge-base folder and an upload never "
+                "replaces it; rename the file or upload it to another domain"
+            )
+        if not overwrite and not (target.is_file() and target.read_bytes() == data):
+            raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")
+
+    def is_upload(self, doc: StoredDocument) -> bool:
+        return inside(Path(doc.source_file), self.uploads)
+
+    # -- removal ----------------------------------------------------------------------
+    def remove(self, path: str) -> Removed:
+        """Remove a document from both stores and recompute its domain. An uploaded file
+        goes first, so that a later upload's ingest cannot bring the document back."""
+        with self.kb.write_lock.held():
+            kb = self.kb
+            doc = kb.documents.get(path)
+            if doc is None:
+                raise NotFoundError(f"no document {path!r}")
+            source = Path(doc.source_file)
+            removed_file = False
+            if inside(source, self.uploads):
+                source.unlink(missing_ok=True)
+                removed_file = True
+            kb.documents.delete([path])
+            kb.store.delete_documents([path])
+            kb.invalidate()
+            if self.domains is not None:
+                self.domains.refresh({doc.domain})
+            return Removed(path, doc.domain, removed_file)

@@ -1,0 +1,57 @@
+"""What one ingest run did, file by file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: documents ingested with derived metadata because the LLM failed, and why
+    metadata_failures: list[tuple[str, str]] = field(default_factory=list)
+    #: what a document's frontmatter says that is not used (unknown keys), on every run
+    #: until the file is fixed
+    metadata_warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: domains whose documents were added, changed or removed
+    domains_changed: set[str] = field(default_factory=set)
+    #: documents whose opening the answer model encoded (``retrieval.answers``)
+    answers_encoded: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.repaired or self.removed)
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(self.added)} added",
+            f"{len(self.updated)} updated",
+            f"{len(self.unchanged)} unchanged",
+        ]
+        if self.repaired:
+            parts.append(f"{len(self.repaired)} repaired")
+        if self.removed:
+            parts.append(f"{len(self.removed)} removed")
+        parts.append(f"{len(self.skipped)} skipped")
+        if self.answers_encoded:
+            parts.append(f"{self.answers_encoded} openings encoded for answers")
+        return ", ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "repaired": self.repaired,
+            "removed": self.removed,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
+            "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
+            "domains_changed": sorted(self.domains_changed),
+            "answers_encoded": self.answers_encoded,
+        }
