@@ -134,7 +134,9 @@ def _tracking(progress: Progress, task: TaskID) -> _Tracking:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Markdown files or folders.")],
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Markdown files or folders (or --git URL).")
+    ] = None,
     data_dir: DataDir = None,
     prune: Annotated[
         bool, typer.Option("--prune", help="Drop documents whose files are gone.")
@@ -142,6 +144,24 @@ def ingest(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Drop the index and ingest everything anew.")
     ] = False,
+    git: Annotated[
+        str | None,
+        typer.Option(
+            "--git",
+            help="A Git repository's URL: cloned into the data dir and ingested; again: "
+            "only what changed since the last sync.",
+        ),
+    ] = None,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="With --git: the branch [default: HEAD's].")
+    ] = None,
+    subdir: Annotated[
+        str | None, typer.Option("--subdir", help="With --git: only this folder of it.")
+    ] = None,
+    domain: Annotated[
+        str | None,
+        typer.Option("--domain", help="With --git: the domain (folder) its documents go in."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
@@ -151,6 +171,13 @@ def ingest(
     from superbiz.llm import make_chat_model
 
     settings = _settings(data_dir)
+    paths = paths or []
+    if bool(git) == bool(paths):
+        err.print("[bold red]error:[/] give PATH... or --git URL (one of them)")
+        raise typer.Exit(2)
+    if not git and (branch or subdir or domain):
+        err.print("[bold red]error:[/] --branch, --subdir and --domain go with --git URL")
+        raise typer.Exit(2)
     # a mistyped path is an error, not a skipped file: a CI job must not pass on it
     if problems := [problem for path in paths if (problem := _unreachable(path))]:
         err.print(f"[bold red]error:[/] {escape('; '.join(problems))}")
@@ -162,16 +189,20 @@ def ingest(
             metadata=LLMMetadataWriter(model) if model else None,
             domains=DomainService(kb, model),
         )
-        with _progress() as progress:
-            task = progress.add_task("ingesting", total=None, item="")
-            report = lifecycle.ingest(
-                paths,
-                prune=prune,
-                rebuild=rebuild,
-                **_tracking(progress, task),
-            )
+        if git:
+            synced = lifecycle.add_git(git, branch=branch, subdir=subdir, domain=domain)
+            report = synced.report
+        else:
+            with _progress() as progress:
+                task = progress.add_task("ingesting", total=None, item="")
+                report = lifecycle.ingest(
+                    paths,
+                    prune=prune,
+                    rebuild=rebuild,
+                    **_tracking(progress, task),
+                )
     if as_json:
-        _print_json(report.as_dict())
+        _print_json(synced.as_dict() if git else report.as_dict())
         return
     for path, reason in report.skipped:
         err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
@@ -179,7 +210,42 @@ def ingest(
         err.print(f"[yellow]metadata derived[/] {escape(path)}: {escape(reason)}")
     for path, reason in report.metadata_warnings:
         err.print(f"[yellow]metadata warning[/] {escape(path)}: {escape(reason)}")
+    if git:
+        for old, new in synced.renamed:
+            err.print(f"renamed {escape(old)} → {escape(new)}")
+        console.print(f"sync: {escape(synced.summary())}")
+        return
     console.print(f"ingest: {report.summary()}")
+
+
+@app.command()
+def sources(data_dir: DataDir = None, as_json: JsonFlag = False) -> None:
+    """Every source documents came from (folders, Git repositories) and its last sync."""
+    from superbiz.storage.sources import SourceRepository
+
+    with _knowledge_base(_settings(data_dir)) as kb:
+        records = SourceRepository(kb.engine).all()
+    if as_json:
+        _print_json({"sources": [r.as_dict() for r in records]})
+        return
+    if not records:
+        console.print("no sources yet: `superbiz ingest PATH` or `superbiz ingest --git URL`")
+        return
+    table = Table("name", "kind", "location", "commit", "last sync", "counts", "error")
+    for r in records:
+        where = r.location + (f" @ {r.branch}" if r.branch else "")
+        where += f" /{r.subdir}" if r.subdir else ""
+        counts = ", ".join(f"{n} {k}" for k, n in r.counts.items())
+        table.add_row(
+            escape(r.name),
+            r.kind,
+            escape(where),
+            (r.commit or "")[:12],
+            r.synced_at.strftime("%Y-%m-%d %H:%M:%S UTC") if r.synced_at else "never",
+            counts,
+            Text(r.error or "", style="red"),
+        )
+    console.print(table)
 
 
 def _unreachable(path: Path) -> str | None:

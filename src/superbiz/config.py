@@ -302,6 +302,42 @@ class ServiceSettings(_Section):
     max_concurrent_turns: int = Field(64, ge=1)
 
 
+class SourceLinkSettings(_Section):
+    """One source's settings (``sources.<name>.*``)."""
+
+    #: a link to a document of this repository, e.g.
+    #: ``https://git.example.com/team/runbooks/blob/{commit}/{path}`` (``{branch}`` too)
+    web_url: str | None = None
+
+
+class SourcesSettings(_Section):
+    """Git sources (``superbiz ingest --git``): ``sync_interval_s`` (0: off) is how often
+    ``superbiz serve`` fetches them again; ``git_timeout_s`` bounds one git command.
+    Any other key names a source (as ``superbiz sources`` lists it; hyphens and
+    underscores alike) and holds its ``web-url`` pattern."""
+
+    model_config = ConfigDict(
+        alias_generator=_hyphenate, populate_by_name=True, extra="allow", frozen=True
+    )
+
+    sync_interval_s: float = Field(0.0, ge=0)
+    git_timeout_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _sources_are_sections(self) -> SourcesSettings:
+        for name, value in (self.model_extra or {}).items():
+            self.model_extra[name] = SourceLinkSettings.model_validate(  # type: ignore[index]
+                value if value is not None else {}
+            )
+        return self
+
+    def link(self, source: str) -> SourceLinkSettings | None:
+        """The settings of the source named ``source``, if any."""
+        extra = self.model_extra or {}
+        found = extra.get(source.replace("-", "_"))
+        return found if isinstance(found, SourceLinkSettings) else None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
@@ -325,6 +361,7 @@ class Settings(BaseSettings):
     planner: PlannerSettings = PlannerSettings()
     chat: ChatSettings = ChatSettings()
     service: ServiceSettings = ServiceSettings()
+    sources: SourcesSettings = SourcesSettings()
 
     @classmethod
     def settings_customise_sources(

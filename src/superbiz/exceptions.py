@@ -32,6 +32,11 @@ class ConflictError(Exception):
     """A change would replace a document it must not, or not without asking (→ 409)."""
 
 
+class SourceError(SuperbizError):
+    """A source cannot be synced: a Git URL or branch that does not exist, a remote that
+    cannot be reached, a folder that is not in the repository. Nothing was changed."""
+
+
 class EmbeddingError(SuperbizError):
     """The embedder failed or returned something unusable."""
 

@@ -1,5 +1,6 @@
 """The verbs that change which documents the knowledge base holds: add (an upload),
-update (an upload that replaces an earlier one), remove, and ingest a folder.
+update (an upload that replaces an earlier one), remove, ingest a folder, and sync a
+Git source (``superbiz.knowledge.sources``).
 
 The CLI and the HTTP service call these and nothing below them: where an upload's file
 is placed, which document may replace which, and what a delete removes (the uploaded
@@ -24,7 +25,10 @@ from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor, Progress
 from superbiz.knowledge.metadata import MetadataWriter
 from superbiz.knowledge.report import IngestReport
+from superbiz.knowledge.sources import GitSources, SyncResult, source_name
+from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
+from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
 
 #: the folder of the data directory that uploaded files are kept in
 UPLOADS = "uploads"
@@ -99,6 +103,7 @@ class DocumentLifecycle:
         self.metadata = metadata
         self.domains = domains
         self.uploads = kb.settings.data_dir / UPLOADS
+        self.sources = SourceRepository(kb.engine)
 
     def _ingestor(self) -> Ingestor:
         return Ingestor(self.kb, metadata=self.metadata, domains=self.domains)
@@ -113,10 +118,60 @@ class DocumentLifecycle:
         on_total: Callable[[int], None] | None = None,
         on_progress: Progress | None = None,
     ) -> IngestReport:
-        """Bring the knowledge base in line with the files and folders ``paths``."""
-        return self._ingestor().ingest(
+        """Bring the knowledge base in line with the files and folders ``paths``; each
+        folder is recorded as a source (``superbiz sources``) with this run's counts."""
+        report = self._ingestor().ingest(
             paths, prune=prune, rebuild=rebuild, on_total=on_total, on_progress=on_progress
         )
+        self._record_folders([p for p in paths if p.is_dir()], report)
+        return report
+
+    def _record_folders(self, folders: Sequence[Path], report: IngestReport) -> None:
+        known = self.sources.all()
+        for folder in folders:
+            location = os.path.realpath(folder)
+            same = next((s for s in known if (s.kind, s.location) == (FOLDER, location)), None)
+            name = same.name if same else source_name(location, {s.name for s in known})
+            record = SourceRecord(
+                name=name,
+                kind=FOLDER,
+                location=location,
+                synced_at=utcnow(),
+                counts={
+                    "added": len(report.added),
+                    "updated": len(report.updated),
+                    "removed": len(report.removed),
+                    "unchanged": len(report.unchanged),
+                    "skipped": len(report.skipped),
+                },
+                skipped=[{"path": p, "reason": r} for p, r in report.skipped[:50]],
+            )
+            self.sources.synced(record)
+            known = [s for s in known if s.name != name] + [record]
+
+    # -- Git sources ------------------------------------------------------------------
+    def git(self) -> GitSources:
+        return GitSources(self._ingestor(), self.sources)
+
+    def add_git(
+        self,
+        url: str,
+        *,
+        branch: str | None = None,
+        subdir: str | None = None,
+        domain: str | None = None,
+    ) -> SyncResult:
+        """Clone the repository at ``url`` and ingest it, or sync it if it is a source
+        already (``GitSources.add``)."""
+        folder = safe_domain(domain) if domain else None
+        return self.git().add(url, branch=branch, subdir=subdir, domain=folder)
+
+    def sync(self, name: str) -> SyncResult:
+        """Fetch the Git source ``name`` and ingest what changed."""
+        return self.git().sync(name)
+
+    def list_sources(self) -> list[SourceRecord]:
+        return self.sources.all()
 
     # -- uploads ----------------------------------------------------------------------
     def add(self, filename: str, data: bytes, domain: str | None, overwrite: bool = False) -> Added:

@@ -178,3 +178,31 @@ class ChatMessageRow(Base):
     evidence: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonType, nullable=True)
     plan: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class SourceRow(Base):
+    """A place documents are ingested from (a folder, or a Git repository) and its last
+    sync. ``location`` never holds credentials: a URL's user and password are removed
+    before it is stored."""
+
+    __tablename__ = "sources"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    location: Mapped[str] = mapped_column(Text)
+    branch: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    subdir: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    domain: Mapped[str | None] = mapped_column(String(DOMAIN_MAX), nullable=True)
+    #: the commit the stored documents were last synced from (Git sources)
+    commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    synced_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    #: what the last successful sync did: added, updated, renamed, removed, skipped …
+    counts: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    #: the last sync's skipped items, ``[{"path", "reason"}]``
+    skipped: Mapped[list[dict[str, str]] | None] = mapped_column(JsonType, nullable=True)
+    #: why the last attempt failed (cleared by the next success); the documents of the
+    #: last good sync stay as they were
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

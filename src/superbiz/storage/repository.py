@@ -26,6 +26,7 @@ from superbiz.storage.models import (
     KbMetaRow,
     KnowledgeDomainRow,
     KnowledgeVersionRow,
+    SessionRetrievalRow,
     utcnow,
 )
 
@@ -183,6 +184,38 @@ class DocumentRepository:
             if deleted:
                 _bump_version(session)
             return deleted
+
+    def rename(self, old: str, new: str) -> bool:
+        """Give the document at ``old`` the path ``new``, keeping its row (id, creation
+        time), its answer vector and the sessions' record of having retrieved it: a file
+        renamed in its repository is the same document. False when ``old`` is not stored
+        or ``new`` is taken. Its chunks are the caller's to move (they are keyed by path)."""
+        with Session(self.engine) as session, session.begin():
+            taken = session.scalar(select(DocumentRow.id).where(DocumentRow.path == new))
+            row = session.scalar(select(DocumentRow).where(DocumentRow.path == old))
+            if row is None or taken is not None:
+                return False
+            row.path = new
+            session.execute(delete(AnswerVectorRow).where(AnswerVectorRow.path == new))
+            session.execute(
+                update(AnswerVectorRow).where(AnswerVectorRow.path == old).values(path=new)
+            )
+            had_old = select(SessionRetrievalRow.session_id).where(
+                SessionRetrievalRow.doc_path == old
+            )
+            session.execute(  # a session that had both keeps one record (the key)
+                delete(SessionRetrievalRow).where(
+                    SessionRetrievalRow.doc_path == new,
+                    SessionRetrievalRow.session_id.in_(had_old),
+                )
+            )
+            session.execute(
+                update(SessionRetrievalRow)
+                .where(SessionRetrievalRow.doc_path == old)
+                .values(doc_path=new)
+            )
+            _bump_version(session)
+            return True
 
     def delete_all(self) -> None:
         with Session(self.engine) as session, session.begin():

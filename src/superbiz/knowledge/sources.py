@@ -1,0 +1,419 @@
+"""Git repositories as sources: cloned (bare) into the data directory, their files
+written from Git's objects into a tree the ingest reads, and synced by diff.
+
+A first sync writes the whole tree of the branch; a later one fetches and applies only
+what changed between the stored commit and the new one: a file added or changed is
+ingested, a deleted file's document goes, a renamed file's document is renamed (its row,
+answer vector and the sessions' record of it follow). When the stored commit is no
+longer in the branch's history (a force-push), the tree is compared in full instead.
+A failed fetch changes nothing: the last good state stays searchable and the source
+records the error. Nothing from a repository is executed or followed: symlinks and
+submodules are skipped items.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+
+from superbiz.exceptions import NotFoundError, SourceError
+from superbiz.knowledge.discovery import gone
+from superbiz.knowledge.git import (
+    SUBMODULE_MODE,
+    SYMLINK_MODE,
+    BareRepository,
+    Entry,
+    redact,
+)
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.report import IngestReport
+from superbiz.storage.models import utcnow
+from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
+
+#: the folder of the data directory that Git sources are kept in
+SOURCES = "sources"
+#: skipped items a source row keeps (the first ones; the count is in ``counts``)
+KEPT_SKIPS = 50
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one sync of a Git source did."""
+
+    source: SourceRecord
+    report: IngestReport
+    #: ``(old, new)`` document paths whose file was renamed
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    #: ``incremental``, ``full`` (first sync or after a force-push) or ``unchanged``
+    mode: str = "incremental"
+    note: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        r = self.report
+        return {
+            "added": len(r.added),
+            "updated": len(r.updated),
+            "renamed": len(self.renamed),
+            "removed": len(r.removed),
+            "unchanged": len(r.unchanged),
+            "skipped": len(r.skipped),
+        }
+
+    def summary(self) -> str:
+        c = self.counts()
+        head = f"{self.source.name} at {(self.source.commit or '')[:12]} ({self.mode})"
+        body = ", ".join(f"{n} {k}" for k, n in c.items())
+        return f"{head}: {body}" + (f"; {self.note}" if self.note else "")
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source.as_dict(),
+            "mode": self.mode,
+            "note": self.note,
+            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
+            "report": self.report.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A source's branch fetched into its repository, not yet applied."""
+
+    source: SourceRecord
+    commit: str
+
+
+def clean_subdir(subdir: str | None) -> str:
+    """A repository folder as a relative POSIX path; one that leaves the repository is
+    refused.
+
+    >>> clean_subdir("/docs/runbooks/"), clean_subdir(None), clean_subdir("./a/../b")
+    ('docs/runbooks', '', 'b')
+    """
+    raw = (subdir or "").replace("\\", "/").strip("/")
+    if not raw:
+        return ""
+    normal = posixpath.normpath(raw)
+    if normal == ".":
+        return ""
+    if normal.startswith("../") or normal == "..":
+        raise SourceError(f"--subdir {subdir!r} leaves the repository")
+    return normal
+
+
+def source_name(url: str, taken: set[str]) -> str:
+    """A short name for the repository at ``url``: its last path component, numbered
+    when another source has it.
+
+    >>> source_name("https://x.example/team/run-books.git", {"run-books"})
+    'run-books-2'
+    """
+    base = re.sub(r"\.git$", "", redact(url).rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+    base = re.sub(r"[^\w.-]+", "-", base).strip("-.") or "repository"
+    name, number = base[:100], 1
+    while name in taken:
+        number += 1
+        name = f"{base[:100]}-{number}"
+    return name
+
+
+def web_link(pattern: str | None, source: SourceRecord, doc_path: str) -> str | None:
+    """The link ``pattern`` gives a document of ``source``: ``{commit}``, ``{branch}`` and
+    ``{path}`` (its path in the repository)."""
+    if not pattern or not source.commit:
+        return None
+    path = doc_path
+    if source.domain:
+        path = path.removeprefix(f"{source.domain}/")
+    if source.subdir:
+        path = f"{source.subdir}/{path}"
+    return (
+        pattern.replace("{commit}", source.commit)
+        .replace("{branch}", source.branch or "")
+        .replace("{path}", path)
+    )
+
+
+class GitSources:
+    """Adds and syncs Git sources of the knowledge base ``ingestor`` writes to."""
+
+    def __init__(self, ingestor: Ingestor, sources: SourceRepository) -> None:
+        self.ingestor = ingestor
+        self.kb = ingestor.kb
+        self.sources = sources
+        self.timeout = self.kb.settings.sources.git_timeout_s
+        self.home = self.kb.settings.data_dir / SOURCES
+
+    def folder(self, name: str) -> Path:
+        return self.home / name
+
+    def tree(self, source: SourceRecord) -> Path:
+        """The folder the source's files are written to (the documents' root)."""
+        return self.folder(source.name) / "tree"
+
+    def repository(self, name: str) -> BareRepository:
+        return BareRepository(self.folder(name) / "repo.git", self.timeout)
+
+    # -- adding ------------------------------------------------------------------------
+    def add(
+        self,
+        url: str,
+        *,
+        branch: str | None = None,
+        subdir: str | None = None,
+        domain: str | None = None,
+    ) -> SyncResult:
+        """Clone and ingest the repository at ``url``, or sync it when it is a source
+        already (same URL, branch and folder). Nothing is written when the URL or the
+        branch does not exist."""
+        location = redact(url)
+        folder = clean_subdir(subdir)
+        known = self.sources.all()
+        wanted = branch or BareRepository.default_branch(url, self.timeout)
+        for source in known:
+            if (source.kind, source.location, source.branch, source.subdir or "") == (
+                GIT,
+                location,
+                wanted,
+                folder,
+            ):
+                return self.sync(source.name, url=url)
+        if wanted not in (heads := BareRepository.branches(url, self.timeout)):
+            listed = ", ".join(heads[:10]) or "none"
+            raise SourceError(
+                f"branch {wanted!r} does not exist in {location} (its branches: {listed})"
+            )
+        name = source_name(url, {s.name for s in known})
+        record = SourceRecord(
+            name=name,
+            kind=GIT,
+            location=location,
+            branch=wanted,
+            subdir=folder or None,
+            domain=domain or None,
+        )
+        staging = self.home / f".new-{uuid.uuid4().hex[:8]}"
+        try:
+            repo = BareRepository(staging / "repo.git", self.timeout)
+            repo.init()
+            commit = repo.fetch(url, wanted)
+            repo.tree(commit, folder)  # a folder missing from the branch fails here
+            staging.rename(self.folder(name))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return self.apply(Fetched(record, commit))
+
+    # -- syncing -----------------------------------------------------------------------
+    def sync(self, name: str, *, url: str | None = None) -> SyncResult:
+        """Fetch the source ``name`` and apply what changed; on a failure the error is
+        recorded on the source (shown by ``superbiz sources``) and raised."""
+        return self.apply(self.fetch(name, url=url))
+
+    def fetch(self, name: str, *, url: str | None = None) -> Fetched:
+        """The network half of a sync: needs no lock, changes no document."""
+        source = self.sources.get(name)
+        if source is None or source.kind != GIT:
+            raise NotFoundError(f"no Git source {name!r}")
+        try:
+            commit = self.repository(name).fetch(url or source.location, source.branch or "HEAD")
+        except SourceError as exc:
+            self.sources.failed(name, f"fetch failed: {exc}")
+            raise
+        return Fetched(source, commit)
+
+    def apply(self, fetched: Fetched) -> SyncResult:
+        """The writing half: the source's tree and documents brought to ``commit``."""
+        with self.kb.write_lock.held():
+            try:
+                return self._apply(fetched)
+            except SourceError as exc:
+                self.sources.failed(fetched.source.name, str(exc))
+                raise
+
+    def _apply(self, fetched: Fetched) -> SyncResult:
+        # another process may have applied a newer state since this one fetched
+        source = self.sources.get(fetched.source.name) or fetched.source
+        commit = fetched.commit
+        repo = self.repository(source.name)
+        tree = self.tree(source)
+        old = source.commit
+        if old == commit and tree.is_dir():
+            result = SyncResult(source, IngestReport(), mode="unchanged")
+            result.report.skipped = [(s["path"], s["reason"]) for s in source.skipped]
+        elif old and tree.is_dir() and repo.has_commit(old) and repo.is_ancestor(old, commit):
+            result = self._incremental(source, repo, old, commit)
+        else:
+            result = self._full(source, repo, commit)
+            if old and old != commit:
+                result.note = (
+                    f"history rewritten (force-push?): {old[:12]} is not in the branch any "
+                    "more; the whole tree was compared"
+                )
+        result.source = self._record(replace(source, commit=commit), result)
+        return result
+
+    def _record(self, source: SourceRecord, result: SyncResult) -> SourceRecord:
+        record = replace(
+            source,
+            synced_at=utcnow(),
+            counts={**result.counts(), "documents": self._documents(source)},
+            skipped=[{"path": p, "reason": r} for p, r in result.report.skipped[:KEPT_SKIPS]],
+            error=None,
+            error_at=None,
+        )
+        self.sources.synced(record)
+        return record
+
+    def _documents(self, source: SourceRecord) -> int:
+        tree = self.tree(source).resolve()
+        return sum(1 for d in self.kb.documents.all() if Path(d.source_file).is_relative_to(tree))
+
+    def _target(self, source: SourceRecord, path: str) -> PurePosixPath:
+        """A repository file's document path (under the source's domain, if it has one)."""
+        return PurePosixPath(source.domain, path) if source.domain else PurePosixPath(path)
+
+    def _full(self, source: SourceRecord, repo: BareRepository, commit: str) -> SyncResult:
+        """Write the whole tree of ``commit`` afresh, then ingest it with prune: unchanged
+        files are skipped by content hash, documents of files gone are removed."""
+        entries = repo.tree(commit, source.subdir or "")
+        tree = self.tree(source)
+        fresh = tree.with_name("tree.new")
+        shutil.rmtree(fresh, ignore_errors=True)
+        skipped = self._write(source, repo, fresh, entries)
+        if tree.exists():
+            stale = tree.with_name(f"tree.old-{uuid.uuid4().hex[:8]}")
+            tree.rename(stale)
+            fresh.rename(tree)
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            fresh.rename(tree)
+        report = self.ingestor.ingest([tree], root=tree, prune=True)
+        report.skipped[:0] = skipped
+        return SyncResult(source, report, mode="full")
+
+    def _incremental(
+        self, source: SourceRecord, repo: BareRepository, old: str, new: str
+    ) -> SyncResult:
+        changes = repo.diff(old, new, source.subdir or "")
+        tree = self.tree(source)
+        removed: list[str] = []
+        renames: list[tuple[str, str]] = []
+        written: list[Entry] = []
+        for change in changes:
+            if change.old_path is not None:
+                renames.append((change.old_path, change.path))
+                _unlink(tree / self._target(source, change.old_path))
+            if change.status == "D":
+                removed.append(change.path)
+                _unlink(tree / self._target(source, change.path))
+            else:
+                _unlink(tree / self._target(source, change.path))  # a type change, say
+                written.append(Entry(change.mode, change.blob, change.path))
+        skipped = self._write(source, repo, tree, written)
+        renamed = self._rename(source, renames)
+        removed += [pair[0] for pair in renames if pair not in renamed]
+        report = IngestReport()
+        self._remove(source, [str(self._target(source, p)) for p in removed], report)
+        files = [
+            tree / self._target(source, entry.path)
+            for entry in written
+            if (tree / self._target(source, entry.path)).is_file()
+        ]
+        if files:
+            ran = self.ingestor.ingest(files, root=tree)
+            ran.removed[:0] = report.removed
+            ran.domains_changed |= report.domains_changed
+            report = ran
+        elif report.removed:
+            self.kb.store.flush()
+            self.kb.invalidate()
+            if self.ingestor.domains is not None:
+                self.ingestor.domains.refresh(report.domains_changed)
+        moved = {str(self._target(source, b)) for _, b in renamed}
+        report.repaired = [p for p in report.repaired if p not in moved]
+        # items skipped before and not touched by this diff are still skipped
+        touched = {str(self._target(source, c.path)) for c in changes} | {
+            str(self._target(source, c.old_path)) for c in changes if c.old_path
+        }
+        still = [(s["path"], s["reason"]) for s in source.skipped if s["path"] not in touched]
+        report.skipped[:0] = [*still, *skipped]
+        targets = [(str(self._target(source, a)), str(self._target(source, b))) for a, b in renamed]
+        return SyncResult(source, report, renamed=targets)
+
+    def _rename(
+        self, source: SourceRecord, renames: list[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
+        """Move each renamed file's document to its new path (its chunks are written again
+        by the ingest that follows: they are keyed by path); those that could not be
+        (another document has the new path) are removed and ingested as new."""
+        done = []
+        for old, new in renames:
+            before, after = str(self._target(source, old)), str(self._target(source, new))
+            if self._owned(source, before) and self.kb.documents.rename(before, after):
+                self.kb.store.delete_documents([before])
+                done.append((old, new))
+        return done
+
+    def _owned(self, source: SourceRecord, doc_path: str) -> bool:
+        """True when the document at ``doc_path`` comes from this source's tree."""
+        doc = self.kb.documents.get(doc_path)
+        tree = self.tree(source).resolve()
+        return doc is not None and Path(doc.source_file).resolve().is_relative_to(tree)
+
+    def _remove(self, source: SourceRecord, doc_paths: list[str], report: IngestReport) -> None:
+        for path in doc_paths:
+            doc = self.kb.documents.get(path)
+            if doc is None or not self._owned(source, path) or not gone(doc.source_file):
+                continue
+            self.kb.store.delete_documents([path])
+            self.kb.documents.delete([path])
+            report.removed.append(path)
+            report.domains_changed.add(doc.domain)
+
+    def _write(
+        self, source: SourceRecord, repo: BareRepository, root: Path, entries: list[Entry]
+    ) -> list[tuple[str, str]]:
+        """Write the regular files of ``entries`` under ``root``; symlinks and submodules
+        are skipped items (never followed, never written)."""
+        skipped: list[tuple[str, str]] = []
+        files = [e for e in entries if e.mode not in (SYMLINK_MODE, SUBMODULE_MODE)]
+        links = [e for e in entries if e.mode == SYMLINK_MODE]
+        contents = repo.blobs([e.blob for e in files + links])
+        for entry in entries:
+            label = str(self._target(source, entry.path))
+            if entry.mode == SUBMODULE_MODE:
+                skipped.append((label, "a Git submodule: not fetched"))
+            elif entry.mode == SYMLINK_MODE:
+                skipped.append((label, _symlink_reason(entry.path, contents[entry.blob])))
+        root.mkdir(parents=True, exist_ok=True)
+        for entry in files:
+            target = root / self._target(source, entry.path)
+            if any(part in ("..", "") for part in PurePosixPath(entry.path).parts):
+                continue  # pragma: no cover - Git refuses such paths
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(contents[entry.blob])
+        return skipped
+
+
+def _symlink_reason(path: str, target: bytes) -> str:
+    link = target.decode("utf-8", "replace")
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+    if link.startswith("/") or resolved == ".." or resolved.startswith("../"):
+        return f"symlink pointing out of the repository (to {link}): not followed"
+    return f"symlink (to {link}): not followed; the file it names is ingested on its own"
+
+
+def _unlink(file: Path) -> None:
+    file.unlink(missing_ok=True)
+    parent = file.parent
+    try:  # an emptied folder goes too, up to the tree
+        while parent.name != "tree" and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    except OSError:
+        pass

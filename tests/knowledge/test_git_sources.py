@@ -1,0 +1,350 @@
+"""Git repositories as sources, against real repositories made in the test (``git init``,
+commits, a bare remote over ``file://``), with real SQLite/PostgreSQL, Milvus Lite and
+the real USE embedder: first sync, incremental sync (added, changed, renamed, deleted),
+and each bad input of the README's table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superbiz.exceptions import SourceError
+from superbiz.governance.tracker import SqlSessionTracker
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources import web_link
+from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.sources import SourceRepository
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+class Remote:
+    """A working repository and the bare remote it pushes to (``url``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.work = root / "work"
+        self.bare = root / "remote.git"
+        self.work.mkdir(parents=True)
+        git(self.work, "init", "-q", "-b", "main")
+        git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        git(self.work, "remote", "add", "origin", str(self.bare))
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.bare}"
+
+    def write(self, files: dict[str, str]) -> None:
+        for path, text in files.items():
+            target = self.work / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+    def commit(self, message: str = "change", *, force: bool = False) -> str:
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", message)
+        git(self.work, "push", "-q", *(["--force"] if force else []), "origin", "main")
+        return git(self.work, "rev-parse", "HEAD")
+
+
+def doc(title: str, body: str) -> str:
+    return f"# {title}\n\n{body}\n"
+
+
+RUNBOOKS = {
+    "docs/payment/refund.md": doc("Refund a payment", "Open the order, press refund, confirm."),
+    "docs/payment/chargeback.md": doc("Chargebacks", "Answer the bank within seven days."),
+    "docs/login.md": doc("Login problems", "Reset the password from the admin page."),
+    "src/main.py": "print('not a runbook')\n",
+    "README.md": doc("Readme", "The repository's readme, outside docs."),
+}
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Remote:
+    repo = Remote(tmp_path / "origin")
+    repo.write(RUNBOOKS)
+    repo.commit("first")
+    return repo
+
+
+Open = Callable[..., tuple[KnowledgeBase, DocumentLifecycle]]
+
+
+@pytest.fixture
+def open_lifecycle(
+    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> Iterator[Open]:
+    opened: list[KnowledgeBase] = []
+
+    def make(database_url: str | None = None, **overrides: Any) -> tuple[KnowledgeBase, Any]:
+        settings = make_settings(tmp_path, database_url, **overrides)
+        kb = KnowledgeBase(settings, embedder=use_embedder)
+        opened.append(kb)
+        return kb, DocumentLifecycle(kb)
+
+    yield make
+    for kb in opened:
+        kb.close()
+
+
+def paths(kb: KnowledgeBase) -> list[str]:
+    return [d.path for d in kb.documents.all()]
+
+
+def indexed(kb: KnowledgeBase) -> dict[str, int]:
+    """doc_path → chunks in the vector store (every chunk, orphans included)."""
+    rows = kb.store._client.query(  # type: ignore[attr-defined]
+        kb.store.collection,  # type: ignore[attr-defined]
+        filter='doc_path != ""',
+        output_fields=["doc_path"],
+        limit=16384,
+    )
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["doc_path"]] = counts.get(row["doc_path"], 0) + 1
+    return counts
+
+
+# -- first sync and incremental sync ------------------------------------------------------
+
+
+def test_a_repository_is_cloned_ingested_and_then_synced_by_what_changed(
+    remote: Remote, open_lifecycle: Open, database_url: str
+) -> None:
+    kb, lifecycle = open_lifecycle(database_url)
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    assert first.mode == "full"
+    assert sorted(first.report.added) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+    source = SourceRepository(kb.engine).get(first.source.name)
+    assert source is not None and source.commit == git(remote.work, "rev-parse", "HEAD")
+    assert source.counts["documents"] == 3 and source.error is None
+
+    # a session retrieved the document about to be renamed: the record follows it
+    tracker = SqlSessionTracker(kb.engine)
+    tracker.mark_retrieved("s1", "general", "login.md")
+    kept = kb.documents.get("login.md")
+    created = (
+        kb.engine.connect()
+        .exec_driver_sql("SELECT id, created_at FROM documents WHERE path = 'login.md'")
+        .one()
+    )
+
+    git(remote.work, "mv", "docs/login.md", "docs/sign-in.md")
+    (remote.work / "docs/payment/chargeback.md").unlink()
+    remote.write(
+        {
+            "docs/payment/refund.md": doc("Refund a payment", "Refunds need a second approval."),
+            "docs/payment/disputes.md": doc("Disputes", "Disputes go to the risk team."),
+            "src/main.py": "print('changed, but outside docs')\n",
+        }
+    )
+    new_commit = remote.commit("second")
+
+    second = lifecycle.sync(first.source.name)
+    assert second.mode == "incremental"
+    assert second.report.added == ["payment/disputes.md"]
+    assert second.report.updated == ["payment/refund.md"]
+    assert second.report.removed == ["payment/chargeback.md"]
+    assert second.renamed == [("login.md", "sign-in.md")]
+    assert second.report.unchanged == [] and second.report.repaired == []
+    assert paths(kb) == ["payment/disputes.md", "payment/refund.md", "sign-in.md"]
+    # the renamed document is the same row, and its chunks moved with it
+    renamed = kb.documents.get("sign-in.md")
+    assert renamed is not None and kept is not None
+    assert renamed.content_hash == kept.content_hash
+    assert (
+        kb.engine.connect()
+        .exec_driver_sql("SELECT id, created_at FROM documents WHERE path = 'sign-in.md'")
+        .one()
+        == created
+    )
+    assert tracker.retrieved_docs("s1") == {"sign-in.md": "general"}
+    assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+    hit = kb.retrieve("disputes risk team").ranked[0]
+    assert hit.doc_path == "payment/disputes.md"
+    record = SourceRepository(kb.engine).get(first.source.name)
+    assert record is not None and record.commit == new_commit
+    assert record.counts | {"documents": 3} == {
+        "added": 1,
+        "updated": 1,
+        "renamed": 1,
+        "removed": 1,
+        "unchanged": 0,
+        "skipped": 0,
+        "documents": 3,
+    }
+
+    third = lifecycle.add_git(remote.url, subdir="docs")  # the same source: a sync
+    assert third.mode == "unchanged" and third.source.name == first.source.name
+    assert len(SourceRepository(kb.engine).all()) == 1
+
+
+def test_domain_and_subdir_place_the_documents_and_a_web_link_names_the_commit(
+    remote: Remote, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    result = lifecycle.add_git(remote.url, branch="main", subdir="/docs/payment/", domain="Pay Ops")
+    assert paths(kb) == ["pay-ops/chargeback.md", "pay-ops/refund.md"]
+    assert {d.domain for d in kb.documents.all()} == {"pay-ops"}
+    pattern = "https://git.example.com/team/runbooks/blob/{commit}/{path}"
+    assert web_link(pattern, result.source, "pay-ops/refund.md") == (
+        f"https://git.example.com/team/runbooks/blob/{result.source.commit}/docs/payment/refund.md"
+    )
+
+
+def test_credentials_in_the_url_are_used_but_never_stored(
+    remote: Remote, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    url = f"file://bob:s3cret@localhost{remote.bare}"
+    result = lifecycle.add_git(url, subdir="docs")
+    assert result.source.location == f"file://localhost{remote.bare}"
+    data = kb.settings.data_dir
+    leaked = [p for p in data.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert leaked == []
+    with pytest.raises(SourceError) as refused:
+        lifecycle.add_git("http://bob:s3cret@127.0.0.1:9/team/runbooks.git")
+    assert "s3cret" not in str(refused.value)
+    assert "127.0.0.1:9" in str(refused.value)
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def _nothing_written(kb: KnowledgeBase) -> None:
+    assert SourceRepository(kb.engine).all() == []
+    assert paths(kb) == []
+    home = kb.settings.data_dir / "sources"
+    assert not home.exists() or list(home.iterdir()) == []
+
+
+def test_a_url_that_does_not_exist_is_an_error_and_nothing_is_written(
+    tmp_path: Path, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    with pytest.raises(SourceError, match="does not appear to be a git repository"):
+        lifecycle.add_git(f"file://{tmp_path}/no-such-repo.git")
+    _nothing_written(kb)
+
+
+def test_a_branch_that_does_not_exist_is_an_error_naming_the_branches(
+    remote: Remote, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    with pytest.raises(SourceError, match=r"branch 'release' does not exist .*branches: main"):
+        lifecycle.add_git(remote.url, branch="release")
+    with pytest.raises(SourceError, match="no folder 'manuals'"):
+        lifecycle.add_git(remote.url, subdir="manuals")
+    with pytest.raises(SourceError, match="leaves the repository"):
+        lifecycle.add_git(remote.url, subdir="../elsewhere")
+    _nothing_written(kb)
+
+
+def test_a_force_pushed_branch_is_compared_in_full(remote: Remote, open_lifecycle: Open) -> None:
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    # history rewritten: the first commit is replaced by an unrelated one
+    git(remote.work, "checkout", "-q", "--orphan", "rewritten")
+    git(remote.work, "rm", "-rq", "--cached", ".")
+    for path in RUNBOOKS:
+        (remote.work / path).unlink()
+    remote.write(
+        {
+            "docs/payment/refund.md": RUNBOOKS["docs/payment/refund.md"],
+            "docs/incident.md": doc("Incidents", "Page the on-call engineer."),
+        }
+    )
+    git(remote.work, "add", "-A")
+    git(remote.work, "commit", "-q", "-m", "rewritten")
+    git(remote.work, "push", "-q", "--force", "origin", "rewritten:main")
+    second = lifecycle.sync(first.source.name)
+    assert second.mode == "full"
+    assert second.note is not None and "history rewritten" in second.note
+    assert second.report.added == ["incident.md"]
+    assert second.report.unchanged == ["payment/refund.md"]
+    assert sorted(second.report.removed) == ["login.md", "payment/chargeback.md"]
+    assert paths(kb) == ["incident.md", "payment/refund.md"]
+    assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+
+
+def test_a_symlink_out_of_the_repository_is_skipped_not_followed(
+    remote: Remote, open_lifecycle: Open, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text(doc("Secret", "outside the repository"), encoding="utf-8")
+    os.symlink(secret, remote.work / "docs/escape.md")
+    os.symlink("../../README.md", remote.work / "docs/payment/readme.md")
+    remote.commit("links")
+    kb, lifecycle = open_lifecycle()
+    result = lifecycle.add_git(remote.url, subdir="docs")
+    reasons = dict(result.report.skipped)
+    assert "symlink pointing out of the repository" in reasons["escape.md"]
+    assert "not followed" in reasons["payment/readme.md"]
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+    tree = kb.settings.data_dir / "sources" / result.source.name / "tree"
+    assert not any(p.is_symlink() for p in tree.rglob("*"))
+    source = SourceRepository(kb.engine).get(result.source.name)
+    assert source is not None and {s["path"] for s in source.skipped} == {
+        "escape.md",
+        "payment/readme.md",
+    }
+
+
+def test_an_unreachable_remote_keeps_the_last_good_state_and_records_the_error(
+    remote: Remote, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    shutil.move(remote.bare, remote.bare.with_name("moved.git"))
+    with pytest.raises(SourceError):
+        lifecycle.sync(first.source.name)
+    source = SourceRepository(kb.engine).get(first.source.name)
+    assert source is not None
+    assert source.error is not None and "fetch failed" in source.error
+    assert source.commit == first.source.commit and source.error_at is not None
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+    assert kb.retrieve("chargeback bank seven days").ranked[0].doc_path == "payment/chargeback.md"
+    # the remote is back: the next sync clears the error
+    shutil.move(remote.bare.with_name("moved.git"), remote.bare)
+    lifecycle.sync(first.source.name)
+    again = SourceRepository(kb.engine).get(first.source.name)
+    assert again is not None and again.error is None
+
+
+def test_folders_are_sources_too(tmp_path: Path, open_lifecycle: Open) -> None:
+    folder = tmp_path / "kb"
+    (folder / "ops").mkdir(parents=True)
+    (folder / "ops/deploy.md").write_text(doc("Deploy", "Roll out with care."), encoding="utf-8")
+    kb, lifecycle = open_lifecycle()
+    lifecycle.ingest([folder])
+    lifecycle.ingest([folder])
+    [source] = SourceRepository(kb.engine).all()
+    assert (source.name, source.kind, source.location) == ("kb", "folder", str(folder.resolve()))
+    assert source.counts["unchanged"] == 1 and source.synced_at is not None
