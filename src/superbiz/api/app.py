@@ -62,7 +62,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if warm_up:
             await service.run(service.warm_up)
+        interval = settings.sources.sync_interval_s
+        syncing = asyncio.create_task(_sync_every(service, interval)) if interval else None
         yield
+        if syncing is not None:
+            syncing.cancel()
+            await asyncio.gather(syncing, return_exceptions=True)
         if background:
             await asyncio.gather(*background, return_exceptions=True)
         await asyncio.to_thread(service.close)
@@ -91,6 +96,17 @@ def create_app(
     app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(RequestTimer, metrics=service.metrics)
     return app
+
+
+async def _sync_every(service: Service, interval: float) -> None:
+    """Sync the Git sources every ``interval`` seconds, in a worker thread (turns go on);
+    a sync that fails is logged and recorded on its source, and the next one comes."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await service.run(service.sync_sources)
+        except Exception:  # the stores were unavailable, say: try again next time
+            log.exception("scheduled sync of the sources failed")
 
 
 def _with_schemas(

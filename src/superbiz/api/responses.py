@@ -277,6 +277,30 @@ class Deleted(BaseModel):
     file_removed: bool = Field(description="True when an uploaded file was deleted too.")
 
 
+class SourceView(BaseModel):
+    """A folder or Git repository documents come from, and its last sync."""
+
+    name: str
+    kind: str = Field(description="`folder` or `git`.")
+    location: str = Field(description="A folder's path, or the URL without credentials.")
+    branch: str | None = None
+    subdir: str | None = None
+    domain: str | None = None
+    commit: str | None = Field(default=None, description="The commit last synced (Git).")
+    synced_at: str | None = Field(default=None, description="When the last sync succeeded.")
+    counts: dict[str, int] = Field(default_factory=dict)
+    skipped: list[SkippedFile] = Field(default_factory=list)
+    error: str | None = Field(
+        default=None, description="Why the last attempt failed; its last good state stays."
+    )
+    error_at: str | None = None
+
+
+class SourceList(BaseModel):
+    sources: list[SourceView]
+    sync_interval_s: float = Field(description="`sources.sync-interval-s`; 0: no scheduled sync.")
+
+
 # -- knowledge map ----------------------------------------------------------------------
 
 

@@ -39,17 +39,21 @@ from superbiz.api.responses import (
     SessionHistory,
     SessionInvocations,
     SessionMessage,
+    SourceList,
+    SourceView,
     TokenEvent,
     ToolCallEvent,
     TurnEvent,
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import NotFoundError, first_line
+from superbiz.exceptions import NotFoundError, SuperbizError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
+from superbiz.knowledge.sources import SyncResult
 from superbiz.storage.repository import StoredDocument
+from superbiz.storage.sources import GIT, SourceRepository
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +262,33 @@ class Service:
             metadata=LLMMetadataWriter(model) if model else None,
             domains=assistant.domains,
         )
+
+    # -- sources -------------------------------------------------------------------------
+    def sources(self) -> SourceList:
+        with self.stores.held():
+            records = SourceRepository(self.assistant.kb.engine).all()
+        return SourceList(
+            sources=[SourceView.model_validate(r.as_dict()) for r in records],
+            sync_interval_s=self.settings.sources.sync_interval_s,
+        )
+
+    def sync_sources(self) -> list[SyncResult]:
+        """Fetch every Git source and apply what changed; one that fails (a remote that
+        cannot be reached) keeps its last good state and records the error, and the rest
+        go on. The fetch takes no lock: turns wait only while changed files are written."""
+        git = self._lifecycle().git()
+        with self.stores.held():
+            names = [s.name for s in git.sources.all() if s.kind == GIT]
+        results = []
+        for name in names:
+            try:
+                fetched = git.fetch(name)
+                with self._writes.held(), self.stores.held():
+                    results.append(git.apply(fetched))
+                    self.assistant.invalidate_map()
+            except SuperbizError as exc:  # recorded on the source, redacted
+                log.warning("source %s: sync failed: %s", name, exc)
+        return results
 
     # -- knowledge map and health ---------------------------------------------------------
     def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:

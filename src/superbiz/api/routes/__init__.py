@@ -1,6 +1,6 @@
 """The HTTP routes, one ``APIRouter`` per area; ``create_app`` includes them all."""
 
-from superbiz.api.routes import chat, documents, health, knowledge, page, sessions
+from superbiz.api.routes import chat, documents, health, knowledge, page, sessions, sources
 
 ROUTERS = (
     page.router,
@@ -8,6 +8,7 @@ ROUTERS = (
     sessions.router,
     documents.router,
     knowledge.router,
+    sources.router,
     health.router,
 )
 

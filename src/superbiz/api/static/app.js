@@ -483,6 +483,40 @@ async function upload(event) {
   await loadDocuments();
 }
 
+// -- sources ---------------------------------------------------------------------------------
+// Each folder or Git repository and its last sync; a failed sync shows its error (the
+// documents of the last good sync stay searchable). All text goes in as text.
+async function loadSources() {
+  const response = await fetch("/api/sources", { headers: headers(false) });
+  if (!response.ok) return;
+  const data = await response.json();
+  $("#sources-schedule").textContent = data.sync_interval_s
+    ? `Git sources sync every ${data.sync_interval_s} s`
+    : "scheduled sync off (sources.sync-interval-s)";
+  $("#source-rows").replaceChildren(
+    ...data.sources.map((source) => {
+      const where = `${source.location}${source.branch ? ` @ ${source.branch}` : ""}${
+        source.subdir ? ` /${source.subdir}` : ""
+      }`;
+      const counts = Object.entries(source.counts || {})
+        .map(([key, n]) => `${n} ${key}`)
+        .join(", ");
+      const state = source.error
+        ? el("span", { class: "status fail", text: `error: ${source.error}` })
+        : el("span", { class: "status ok", text: "ok" });
+      return el(
+        "tr",
+        { "data-source": source.name },
+        el("td", {}, source.name, el("span", { class: "path", text: `${source.kind}: ${where}` })),
+        el("td", { text: (source.commit || "").slice(0, 12) }),
+        el("td", { text: source.synced_at || "never" }),
+        el("td", { text: counts }),
+        el("td", {}, state)
+      );
+    })
+  );
+}
+
 // -- wiring ---------------------------------------------------------------------------------
 function showTab(name) {
   for (const button of document.querySelectorAll(".tab-button")) {
@@ -493,6 +527,7 @@ function showTab(name) {
   }
   if (name === "map") loadMap();
   if (name === "docs") loadDocuments();
+  if (name === "sources") loadSources();
 }
 
 async function init() {
@@ -534,6 +569,7 @@ async function init() {
   $("#refresh-map").addEventListener("click", loadMap);
   $("#map-yaml").addEventListener("change", loadMap);
   $("#upload-form").addEventListener("submit", upload);
+  $("#refresh-sources").addEventListener("click", loadSources);
 
   try {
     const response = await fetch("/api/info");

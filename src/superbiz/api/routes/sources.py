@@ -1,0 +1,18 @@
+"""Sources: every folder and Git repository documents come from, with its last sync."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from superbiz.api.deps import ServiceDep
+from superbiz.api.errors import INTERNAL
+from superbiz.api.responses import SourceList
+
+router = APIRouter(prefix="/api/sources", tags=["sources"], responses=INTERNAL)
+
+
+@router.get("")
+async def sources(service: ServiceDep) -> SourceList:
+    """Each source's last sync: commit, time, counts, skipped items and the error of a
+    failed attempt (its last good state stays searchable)."""
+    return await service.run(service.sources)
