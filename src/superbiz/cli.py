@@ -715,6 +715,28 @@ def eval_service(
         raise typer.Exit(1)
 
 
+@eval_app.command("sync")
+def eval_sync(
+    files: Annotated[
+        int, typer.Option("--files", help="Files in the generated repository.", min=1)
+    ] = 400,
+    changes: Annotated[
+        int, typer.Option("--changes", help="Syncs timed, one edited file each.", min=1)
+    ] = 3,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """A Git source's sync with one of FILES files changed, against its full ingest (a
+    generated repository and a temporary KB; target ≤ 5 %)."""
+    from superbiz.evaluation.sync import benchmark_sync, render_sync_report
+
+    with _errors():
+        report = benchmark_sync(_settings(None), files=files, changes=changes)
+    _publish(report, output, as_json, render_sync_report)
+
+
 @eval_app.command("ingest")
 def eval_ingest(
     path: Annotated[
