@@ -58,3 +58,33 @@ def test_serve_syncs_git_sources_on_schedule_and_shows_a_failed_sync(
         assert failed["commit"] == second  # the last good state stays
         paths = {d["path"] for d in client.get("/api/documents").json()["documents"]}
         assert {"ops/deploy.md", "ops/rollback.md"} <= paths
+
+
+def test_a_citation_of_a_repository_document_links_to_it_at_its_commit(
+    make_assistant: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    remote = Remote(tmp_path / "origin")
+    remote.write(
+        {
+            "runbooks/kafka-lag.md": "# Kafka consumer lag\n\n"
+            "When the consumer lag of the orders topic grows, add consumers to the group "
+            "and check the partition count.\n"
+        }
+    )
+    commit = remote.commit("first")
+    pattern = "https://git.example.com/team/ops/blob/{commit}/{path}"
+    assistant = make_assistant(sources={"remote": {"web-url": pattern}})
+    DocumentLifecycle(assistant.kb).add_git(remote.url, subdir="runbooks", domain="ops")
+    app = create_app(assistant.settings, assistant=assistant, warm_up=False)
+    with TestClient(app) as client:
+        response = client.post(
+            "/api/chat",
+            json={"session_id": "links", "question": "Kafka consumer lag of the orders topic"},
+        )
+    assert response.status_code == 200, response.text
+    citations = {c["path"]: c for c in response.json()["citations"]}
+    assert citations["ops/kafka-lag.md"]["url"] == (
+        f"https://git.example.com/team/ops/blob/{commit}/runbooks/kafka-lag.md"
+    )
+    # documents of folders get no link
+    assert all(c["url"] is None for p, c in citations.items() if p != "ops/kafka-lag.md")

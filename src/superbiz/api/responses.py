@@ -69,6 +69,11 @@ class AnswerCitation(BaseModel):
     title: str
     path: str
     domain: str
+    url: str | None = Field(
+        default=None,
+        description="A link to the document where it lives, for a document of a Git source "
+        "with a `sources.<name>.web-url` pattern.",
+    )
 
 
 class LookupSummary(BaseModel):

@@ -51,7 +51,7 @@ from superbiz.exceptions import NotFoundError, SuperbizError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
-from superbiz.knowledge.sources import SyncResult
+from superbiz.knowledge.sources import SyncResult, web_links
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT, SourceRepository
 
@@ -180,7 +180,15 @@ class Service:
         return on_event
 
     def turn_view(self, turn: SupervisedTurn) -> ChatAnswer:
-        return ChatAnswer.from_turn(turn, self.settings.governance.high_min_calls)
+        """The turn's body; a citation of a Git source's document links to it when the
+        source has a ``web-url`` pattern."""
+        view = ChatAnswer.from_turn(turn, self.settings.governance.high_min_calls)
+        if view.citations and self.settings.sources.model_extra:
+            with self.stores.held():
+                links = web_links(self.assistant.kb, [c.path for c in view.citations])
+            for citation in view.citations:
+                citation.url = links.get(citation.path)
+        return view
 
     def clear(self, session_id: str) -> None:
         self.assistant.clear_session(session_id)

@@ -130,7 +130,10 @@ function renderAnswer(bubble, turn) {
             { value: c.ref || undefined },
             el("span", { class: "title", text: c.title }),
             " ",
-            el("span", { class: "path", text: `${c.path} · ${c.domain}` })
+            el("span", { class: "path", text: `${c.path} · ${c.domain}` }),
+            /^https?:\/\//.test(c.url || "")
+              ? el("a", { href: c.url, target: "_blank", rel: "noopener", text: " ↗ source" })
+              : null
           )
         )
       )
