@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 
 import superbiz
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
+from fakes.git_remote import Remote
 from superbiz.cli import app
 from superbiz.config import CONFIG_ENV, load_settings
 from superbiz.retrieval.embedders import Embedder
@@ -106,6 +107,48 @@ def test_ingest_missing_path_is_one_red_line_and_exit_2(tmp_path: Path) -> None:
     assert result.stdout == "" and "Traceback" not in result.output
     assert one_line(result.stderr) == f"error: no such file or directory: {tmp_path / 'nope'}"
     assert not data_dir.exists()
+
+
+def test_ingest_git_then_sources_lists_the_repository_and_the_folder(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    remote = Remote(tmp_path / "origin")
+    remote.write({"docs/deploy.md": "# Deploy\n\nRoll out behind the flag.\n"})
+    commit = remote.commit("first")
+    data_dir = tmp_path / "data"
+    first = invoke("ingest", "--git", remote.url, "--subdir", "docs", "--data-dir", data_dir)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.strip() == (
+        f"sync: remote at {commit[:12]} (full): 1 added, 0 updated, 0 renamed, 0 removed, "
+        "0 unchanged, 0 skipped"
+    )
+    folder = kb_writer(tmp_path / "kb")
+    assert invoke("ingest", folder, "--data-dir", data_dir).exit_code == 0
+    listed = invoke("sources", "--data-dir", data_dir, "--json")
+    assert listed.exit_code == 0, listed.output
+    sources = {s["name"]: s for s in json.loads(listed.stdout)["sources"]}
+    assert sources["remote"]["kind"] == "git" and sources["remote"]["commit"] == commit
+    assert sources["remote"]["counts"]["documents"] == 1
+    assert sources["kb"]["kind"] == "folder" and sources["kb"]["counts"]["added"] == 5
+    table = invoke("sources", "--data-dir", data_dir)
+    assert commit[:12] in table.stdout and "remote" in table.stdout
+
+
+def test_ingest_git_of_a_missing_repository_is_one_red_line_and_exit_2(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    result = invoke("ingest", "--git", f"file://{tmp_path}/nope.git", "--data-dir", data_dir)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "Traceback" not in result.output
+    assert one_line(result.stderr).startswith("error: git ls-remote: ")
+    assert "does not appear to be a git repository" in one_line(result.stderr)
+    listed = invoke("sources", "--data-dir", data_dir, "--json")
+    assert json.loads(listed.stdout) == {"sources": []}
+
+
+def test_ingest_needs_paths_or_git_and_git_options_need_git(tmp_path: Path) -> None:
+    assert invoke("ingest", "--data-dir", tmp_path).exit_code == 2
+    result = invoke("ingest", tmp_path, "--branch", "main", "--data-dir", tmp_path / "d")
+    assert result.exit_code == 2 and "go with --git URL" in one_line(result.stderr)
 
 
 def test_ingest_of_a_path_under_an_unreadable_folder_is_one_red_line(
