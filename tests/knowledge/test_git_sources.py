@@ -114,6 +114,8 @@ def test_a_repository_is_cloned_ingested_and_then_synced_by_what_changed(
             "docs/payment/refund.md": doc("Refund a payment", "Refunds need a second approval."),
             "docs/payment/disputes.md": doc("Disputes", "Disputes go to the risk team."),
             "src/main.py": "print('changed, but outside docs')\n",
+            "docs/payment/build.sh": "echo not a document\n",
+            "docs/.drafts/secret.md": doc("Draft", "hidden, as in a folder's walk"),
         }
     )
     new_commit = remote.commit("second")
@@ -125,6 +127,7 @@ def test_a_repository_is_cloned_ingested_and_then_synced_by_what_changed(
     assert second.report.removed == ["payment/chargeback.md"]
     assert second.renamed == [("login.md", "sign-in.md")]
     assert second.report.unchanged == [] and second.report.repaired == []
+    assert second.report.skipped == []  # neither the script nor the hidden draft
     assert paths(kb) == ["payment/disputes.md", "payment/refund.md", "sign-in.md"]
     # the renamed document is the same row, and its chunks moved with it
     renamed = kb.documents.get("sign-in.md")

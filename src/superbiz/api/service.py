@@ -296,6 +296,8 @@ class Service:
                     self.assistant.invalidate_map()
             except SuperbizError as exc:  # recorded on the source, redacted
                 log.warning("source %s: sync failed: %s", name, exc)
+            except Exception:  # one source's failure never stops the others
+                log.exception("source %s: sync failed", name)
         return results
 
     # -- knowledge map and health ---------------------------------------------------------

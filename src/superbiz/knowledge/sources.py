@@ -218,7 +218,9 @@ class GitSources:
             raise SourceError(
                 f"branch {wanted!r} does not exist in {location} (its branches: {listed})"
             )
-        name = source_name(url, {s.name for s in known})
+        # a folder left by a source whose first sync broke off is not reused
+        leftovers = {p.name for p in self.home.iterdir()} if self.home.is_dir() else set()
+        name = source_name(url, {s.name for s in known} | leftovers)
         record = SourceRecord(
             name=name,
             kind=GIT,
@@ -237,7 +239,12 @@ class GitSources:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return self.apply(Fetched(record, commit))
+        try:
+            return self.apply(Fetched(record, commit))
+        except BaseException:
+            if self.sources.get(name) is None:  # the first sync did not finish: no source
+                shutil.rmtree(self.folder(name), ignore_errors=True)
+            raise
 
     # -- syncing -----------------------------------------------------------------------
     def sync(self, name: str, *, url: str | None = None) -> SyncResult:
@@ -350,10 +357,13 @@ class GitSources:
         removed += [pair[0] for pair in renames if pair not in renamed]
         report = IngestReport()
         self._remove(source, [str(self._target(source, p)) for p in removed], report)
+        # what a folder's walk would pick up: files of a known type, not hidden
+        extensions = self.kb.settings.ingest.extensions
         files = [
-            tree / self._target(source, entry.path)
+            file
             for entry in written
-            if (tree / self._target(source, entry.path)).is_file()
+            if (file := tree / self._target(source, entry.path)).is_file()
+            and file.suffix.lower() in extensions
         ]
         if files:
             ran = self.ingestor.ingest(files, root=tree)
@@ -412,6 +422,8 @@ class GitSources:
         """Write the regular files of ``entries`` under ``root``; symlinks and submodules
         are skipped items (never followed, never written)."""
         skipped: list[tuple[str, str]] = []
+        # hidden files and folders are left out, as a folder's walk leaves them out
+        entries = [e for e in entries if not _hidden(e.path)]
         files = [e for e in entries if e.mode not in (SYMLINK_MODE, SUBMODULE_MODE)]
         links = [e for e in entries if e.mode == SYMLINK_MODE]
         contents = repo.blobs([e.blob for e in files + links])
@@ -429,6 +441,10 @@ class GitSources:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(contents[entry.blob])
         return skipped
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in PurePosixPath(path).parts)
 
 
 def _symlink_reason(path: str, target: bytes) -> str:

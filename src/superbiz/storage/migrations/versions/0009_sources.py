@@ -32,7 +32,7 @@ def upgrade() -> None:
         sa.Column("domain", sa.String(128), nullable=True),
         sa.Column("commit", sa.String(64), nullable=True),
         sa.Column("synced_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("counts", _JSON, nullable=True),
+        sa.Column("counts", _JSON, nullable=False),
         sa.Column("skipped", _JSON, nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("error_at", sa.DateTime(timezone=True), nullable=True),
