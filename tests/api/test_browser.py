@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from fakes.git_remote import Remote
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.evaluation.service import LiveServer
+from superbiz.exceptions import SourceError
+from superbiz.knowledge.lifecycle import DocumentLifecycle
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -148,6 +151,45 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
         Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
         for shot in (screenshot, tmp_path / "superbiz-ui-follow-up.png"):
             shutil.copy(shot, Path(SCREENSHOT_DIR) / shot.name)
+
+
+def test_the_sources_tab_shows_each_source_and_a_failed_sync(
+    make_assistant: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei`")
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        _missing("playwright is not installed: pip install -e '.[test]'")
+    remote = Remote(tmp_path / "origin")
+    remote.write({"ops/deploy.md": "# Deploy\n\nRoll out behind the flag.\n"})
+    commit = remote.commit("first")
+    assistant = make_assistant()
+    lifecycle = DocumentLifecycle(assistant.kb)
+    lifecycle.add_git(remote.url)
+    shutil.move(remote.bare, tmp_path / "gone.git")
+    with pytest.raises(SourceError):
+        lifecycle.sync("remote")
+    with (
+        LiveServer(create_app(assistant.settings, assistant=assistant)) as server,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(server.url)
+            page.click("button[data-tab=sources]")
+            row = page.locator("#source-rows tr[data-source='remote']")
+            expect(row).to_contain_text(commit[:12])
+            expect(row).to_contain_text("1 added")
+            expect(row.locator(".status.fail")).to_contain_text("error: fetch failed")
+            expect(page.locator("#sources-schedule")).to_contain_text("scheduled sync off")
+        finally:
+            browser.close()
 
 
 CROSS_SITE_UPLOAD = """async (url) => {

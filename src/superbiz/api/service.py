@@ -53,7 +53,7 @@ from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
 from superbiz.storage.repository import StoredDocument
-from superbiz.storage.sources import GIT, SourceRepository
+from superbiz.storage.sources import GIT
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ class Service:
     # -- sources -------------------------------------------------------------------------
     def sources(self) -> SourceList:
         with self.stores.held():
-            records = SourceRepository(self.assistant.kb.engine).all()
+            records = DocumentLifecycle(self.assistant.kb).list_sources()
         return SourceList(
             sources=[SourceView.model_validate(r.as_dict()) for r in records],
             sync_interval_s=self.settings.sources.sync_interval_s,
@@ -286,7 +286,7 @@ class Service:
         go on. The fetch takes no lock: turns wait only while changed files are written."""
         git = self._lifecycle().git()
         with self.stores.held():
-            names = [s.name for s in git.sources.all() if s.kind == GIT]
+            names = [s.name for s in git.sources.all() if s.kind == GIT]  # a read
         results = []
         for name in names:
             try:
