@@ -302,3 +302,18 @@ def test_folders_are_sources_too(tmp_path: Path, open_lifecycle: Open) -> None:
     [source] = SourceRepository(kb.engine).all()
     assert (source.name, source.kind, source.location) == ("kb", "folder", str(folder.resolve()))
     assert source.counts["unchanged"] == 1 and source.synced_at is not None
+
+
+def test_a_file_renamed_to_a_name_that_is_not_ingested_takes_its_document_away(
+    remote: Remote, open_lifecycle: Open
+) -> None:
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    git(remote.work, "mv", "docs/login.md", "docs/login.md.bak")
+    git(remote.work, "mv", "docs/payment/refund.md", "docs/payment/.refund.md")
+    remote.commit("retire")
+    second = lifecycle.sync(first.source.name)
+    assert second.renamed == []
+    assert sorted(second.report.removed) == ["login.md", "payment/refund.md"]
+    assert paths(kb) == ["payment/chargeback.md"]
+    assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}

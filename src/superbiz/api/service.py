@@ -286,7 +286,7 @@ class Service:
         go on. The fetch takes no lock: turns wait only while changed files are written."""
         git = self._lifecycle().git()
         with self.stores.held():
-            names = [s.name for s in git.sources.all() if s.kind == GIT]  # a read
+            names = [s.name for s in git.sources.all() if s.kind == GIT]
         results = []
         for name in names:
             try:

@@ -344,7 +344,11 @@ class GitSources:
         written: list[Entry] = []
         for change in changes:
             if change.old_path is not None:
-                renames.append((change.old_path, change.path))
+                # a document follows its file only to a path that is ingested again
+                if self._ingestible(change.path, change.mode):
+                    renames.append((change.old_path, change.path))
+                else:
+                    removed.append(change.old_path)
                 _unlink(tree / self._target(source, change.old_path))
             if change.status == "D":
                 removed.append(change.path)
@@ -357,13 +361,11 @@ class GitSources:
         removed += [pair[0] for pair in renames if pair not in renamed]
         report = IngestReport()
         self._remove(source, [str(self._target(source, p)) for p in removed], report)
-        # what a folder's walk would pick up: files of a known type, not hidden
-        extensions = self.kb.settings.ingest.extensions
         files = [
             file
             for entry in written
-            if (file := tree / self._target(source, entry.path)).is_file()
-            and file.suffix.lower() in extensions
+            if self._ingestible(entry.path, entry.mode)
+            and (file := tree / self._target(source, entry.path)).is_file()
         ]
         if files:
             ran = self.ingestor.ingest(files, root=tree)
@@ -385,6 +387,12 @@ class GitSources:
         report.skipped[:0] = [*still, *skipped]
         targets = [(str(self._target(source, a)), str(self._target(source, b))) for a, b in renamed]
         return SyncResult(source, report, renamed=targets)
+
+    def _ingestible(self, path: str, mode: str) -> bool:
+        """What a folder's walk would pick up: a regular file of a known type, not hidden."""
+        extensions = self.kb.settings.ingest.extensions
+        regular = mode not in (SYMLINK_MODE, SUBMODULE_MODE)
+        return regular and not _hidden(path) and PurePosixPath(path).suffix.lower() in extensions
 
     def _rename(
         self, source: SourceRecord, renames: list[tuple[str, str]]
