@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -317,3 +320,51 @@ def test_a_file_renamed_to_a_name_that_is_not_ingested_takes_its_document_away(
     assert sorted(second.report.removed) == ["login.md", "payment/refund.md"]
     assert paths(kb) == ["payment/chargeback.md"]
     assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+
+
+class _Remote(BaseHTTPRequestHandler):
+    """An HTTP Git remote that asks for credentials, or never answers."""
+
+    hang = threading.Event()
+
+    def do_GET(self) -> None:
+        if self.server.hangs:  # type: ignore[attr-defined]
+            _Remote.hang.wait(10)
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="git"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _http_remote(*, hangs: bool) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Remote)
+    server.hangs = hangs  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/team/runbooks.git"
+    finally:
+        _Remote.hang.set()
+        server.shutdown()
+        server.server_close()
+        _Remote.hang.clear()
+
+
+def test_a_remote_asking_for_credentials_fails_without_a_prompt(open_lifecycle: Open) -> None:
+    kb, lifecycle = open_lifecycle()
+    with _http_remote(hangs=False) as url, pytest.raises(SourceError) as failed:
+        lifecycle.add_git(url)
+    assert "terminal prompts disabled" in str(failed.value)
+    _nothing_written(kb)
+
+
+def test_a_remote_that_never_answers_fails_after_the_git_timeout(open_lifecycle: Open) -> None:
+    kb, lifecycle = open_lifecycle(sources={"git_timeout_s": 1})
+    with _http_remote(hangs=True) as url, pytest.raises(SourceError, match="longer than 1 s"):
+        lifecycle.add_git(url)
+    _nothing_written(kb)
