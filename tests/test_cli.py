@@ -133,6 +133,19 @@ def test_ingest_git_then_sources_lists_the_repository_and_the_folder(
     table = invoke("sources", "--data-dir", data_dir)
     assert commit[:12] in table.stdout and "remote" in table.stdout
 
+    remote.write({"docs/rollback.md": "# Rollback\n\nRevert the tag.\n"})
+    second = remote.commit("second")
+    synced = invoke("sources", "--sync", "--data-dir", data_dir, "--json")
+    assert synced.exit_code == 0, synced.output
+    assert f"sync: remote at {second[:12]} (incremental): 1 added" in one_line(synced.stderr)
+    after = {s["name"]: s for s in json.loads(synced.stdout)["sources"]}
+    assert after["remote"]["commit"] == second and after["remote"]["counts"]["documents"] == 2
+    shutil.rmtree(remote.bare)
+    unreachable = invoke("sources", "--sync", "--data-dir", data_dir)
+    assert unreachable.exit_code == 1
+    assert "error: remote: git fetch:" in one_line(unreachable.stderr)
+    assert "fetch failed" in one_line(unreachable.stdout)  # the table's error column
+
 
 def test_ingest_git_of_a_missing_repository_is_one_red_line_and_exit_2(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"

@@ -219,15 +219,44 @@ def ingest(
 
 
 @app.command()
-def sources(data_dir: DataDir = None, as_json: JsonFlag = False) -> None:
+def sources(
+    data_dir: DataDir = None,
+    sync: Annotated[
+        bool,
+        typer.Option("--sync", help="Fetch every Git source first and ingest what changed."),
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
     """Every source documents came from (folders, Git repositories) and its last sync."""
-    from superbiz.storage.sources import SourceRepository
+    from superbiz.exceptions import SourceError
+    from superbiz.knowledge.domains import DomainService
+    from superbiz.knowledge.lifecycle import DocumentLifecycle
+    from superbiz.knowledge.metadata import LLMMetadataWriter
+    from superbiz.llm import make_chat_model
+    from superbiz.storage.sources import GIT
 
-    with _knowledge_base(_settings(data_dir)) as kb:
-        records = SourceRepository(kb.engine).all()
+    settings = _settings(data_dir)
+    failed = False
+    with _knowledge_base(settings) as kb:
+        model = make_chat_model(settings.llm) if sync else None
+        lifecycle = DocumentLifecycle(
+            kb,
+            metadata=LLMMetadataWriter(model) if model else None,
+            domains=DomainService(kb, model),
+        )
+        for source in lifecycle.list_sources() if sync else []:
+            if source.kind != GIT:
+                continue
+            try:
+                synced = lifecycle.sync(source.name)
+                err.print(f"sync: {escape(synced.summary())}")
+            except SourceError as exc:  # recorded on the source; the others go on
+                failed = True
+                err.print(f"[bold red]error:[/] {escape(source.name)}: {escape(str(exc))}")
+        records = lifecycle.list_sources()
     if as_json:
         _print_json({"sources": [r.as_dict() for r in records]})
-        return
+        raise typer.Exit(1 if failed else 0)
     if not records:
         console.print("no sources yet: `superbiz ingest PATH` or `superbiz ingest --git URL`")
         return
@@ -246,6 +275,8 @@ def sources(data_dir: DataDir = None, as_json: JsonFlag = False) -> None:
             Text(r.error or "", style="red"),
         )
     console.print(table)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _unreachable(path: Path) -> str | None:
