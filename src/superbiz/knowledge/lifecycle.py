@@ -242,9 +242,6 @@ class DocumentLifecycle:
         if not overwrite and not (target.is_file() and target.read_bytes() == data):
             raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")
 
-    def is_upload(self, doc: StoredDocument) -> bool:
-        return inside(Path(doc.source_file), self.uploads)
-
     # -- removal ----------------------------------------------------------------------
     def remove(self, path: str) -> Removed:
         """Remove a document from both stores and recompute its domain. An uploaded file
