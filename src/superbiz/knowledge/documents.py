@@ -341,8 +341,9 @@ def _load_bounded(raw: str, label: str) -> Any:
 def _unreadable(node: yaml.Node, exc: Exception) -> str:
     """Why a frontmatter whose nodes parsed cannot be built, naming its top-level key and
     the value (YAML reads ``2024-02-30`` as a date, and a date it cannot be)."""
-    pairs = node.value if isinstance(node, yaml.MappingNode) else [(node, node)]
-    for key, value in pairs:
+    if not isinstance(node, yaml.MappingNode):
+        return "malformed frontmatter: expected a mapping of keys"
+    for key, value in node.value:
         for part in (key, value):
             scalar = _first_unreadable(part, set())
             if scalar is not None:
