@@ -565,3 +565,25 @@ def test_trace_shows_stored_text_as_text_and_says_why_a_call_failed(
     assert re.search(
         r"call \d+ \(turn 2, step 0\): unknown domain 'billing'", one_line(result.stdout)
     )
+
+
+def test_lookup_with_a_query_that_is_not_utf8_is_one_red_line(cli_kb: dict[str, Any]) -> None:
+    query = os.fsdecode("连接池耗尽".encode("gbk"))  # a terminal set to GBK, as argv gives it
+
+    result = lookup(cli_kb["data_dir"], query, "s-gbk")
+
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert one_line(result.stderr) == (
+        "error: the query is not UTF-8 text (byte 0: 0xC1); it looks like GB18030/GBK "
+        "Chinese: set the terminal to UTF-8, or convert the text with "
+        "`iconv -f GB18030 -t UTF-8`"
+    )
+
+
+def test_a_lookup_query_is_bounded_as_a_question_is(cli_kb: dict[str, Any]) -> None:
+    result = lookup(cli_kb["data_dir"], "连接池耗尽" * 840, "s-long")  # 4,200 characters
+
+    assert result.exit_code == 2 and result.stdout == ""
+    assert one_line(result.stderr) == (
+        "error: 'query' is 4200 characters long; it takes at most 4000"
+    )

@@ -8,6 +8,7 @@ real USE model instead of loading it for every command.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -256,3 +257,35 @@ def test_the_chat_repl_refuses_a_too_long_question_and_goes_on(
     assert "error: the question is 4200 characters long" in one_line(result.stderr)
     # the next question ran (the error went to stderr, so two prompts share a line)
     assert "you> you> plan consult payment (map)" in result.stdout
+
+
+#: what a terminal set to GBK sends for 支付回调超时, and what Python makes of it in argv
+GBK_BYTES = "支付回调超时".encode("gbk")
+GBK_FIX = (
+    "is not UTF-8 text (byte 2: 0xB8); it looks like GB18030/GBK Chinese: set the terminal "
+    "to UTF-8, or convert the text with `iconv -f GB18030 -t UTF-8`"
+)
+
+
+def test_ask_with_a_question_that_is_not_utf8_is_one_red_line(data_dir: Path, session: str) -> None:
+    question = os.fsdecode(GBK_BYTES)  # how Python hands over such an argument
+
+    result = invoke("ask", question, "--session", session, "--data-dir", data_dir)
+
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stdout == ""
+    assert one_line(result.stderr) == f"error: the question {GBK_FIX}"
+
+
+def test_the_chat_repl_says_how_to_fix_a_line_that_is_not_utf8_and_goes_on(
+    data_dir: Path, session: str
+) -> None:
+    typed = GBK_BYTES + b"\n" + f"{PAY_Q}\n/quit\n".encode()
+
+    result = runner.invoke(
+        cli.app, ["chat", "--session", session, "--data-dir", str(data_dir)], input=typed
+    )
+
+    assert result.exit_code == 0, result.output
+    assert one_line(result.stderr) == f"error: the question {GBK_FIX}"
+    assert "you> you> plan consult payment (map)" in result.stdout  # the next one ran

@@ -73,6 +73,10 @@ def load_segmenter() -> None:
 #: control characters other than tab and line breaks: PostgreSQL refuses NUL in text,
 #: and an escape sequence printed back would act on the reader's terminal
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: the longest question a turn takes, and the longest query a lookup takes, from every
+#: entry point (a model's, an MCP client's or a person's): past it a lookup's embedding,
+#: BM25 analysis and exact matching grow with the text (475,000 characters took 24 s)
+MAX_QUESTION_CHARS = 4000
 
 
 def clip(text: str, limit: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,6 +80,31 @@ def _errors() -> Iterator[None]:
     except SuperbizError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+
+
+#: what Python keeps of bytes that are not UTF-8 in argv or typed text (surrogateescape)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _typed(text: str, what: str = "the question") -> str:
+    """``text`` as given on the command line or typed in; bytes that are not UTF-8 (a
+    terminal set to GBK) are a ``QuestionError`` that says how to convert them, where
+    they crashed the store or the terminal before."""
+    if not _NOT_UTF8.search(text):
+        return text
+    raw = text.encode("utf-8", "surrogateescape")
+    start = next((i for i, ch in enumerate(text) if _NOT_UTF8.match(ch)), 0)
+    at = len(text[:start].encode("utf-8", "surrogateescape"))
+    try:
+        chinese = re.search(r"[\u4e00-\u9fff]", raw.decode("gb18030")) is not None
+    except UnicodeDecodeError:
+        chinese = False
+    source = "GB18030" if chinese else "ENCODING"
+    looks = "; it looks like GB18030/GBK Chinese" if chinese else ""
+    raise QuestionError(
+        f"{what} is not UTF-8 text (byte {at}: 0x{raw[at]:02X}){looks}: set the terminal "
+        f"to UTF-8, or convert the text with `iconv -f {source} -t UTF-8`"
+    )
 
 
 def _settings(data_dir: Path | None) -> Settings:
@@ -310,6 +336,11 @@ def lookup(
     model would see."""
     from superbiz.agents.runtime import open_lookup
 
+    with _errors():
+        query, session = _typed(query, "the query"), _typed(session, "--session")
+        domain = _typed(domain, "--domain") if domain else domain
+        if missing_dimension:
+            missing_dimension = _typed(missing_dimension, "--missing-dimension")
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
         outcome = runtime.user_lookup(session, query, domain, missing_dimension)
     if outcome.result is None:  # a malformed call or an unknown domain (recorded as such)
@@ -401,6 +432,8 @@ def ask(
         if not as_json:
             err.print(_plan_line(plan))
 
+    with _errors():
+        question, session = _typed(question), _typed(session, "--session")
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show)
     if as_json:
@@ -425,6 +458,9 @@ def chat(
     Type /clear to forget the session, /quit (or Ctrl-D) to leave."""
     from superbiz.agents.runtime import open_runtime
 
+    with _errors():
+        session = _typed(session, "--session")
+    _keep_undecodable_input()
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         console.print(
             f"[dim]session {escape(session)} · model {runtime.model.name} · "
@@ -447,7 +483,7 @@ def chat(
             try:
                 turn = runtime.ask(
                     session,
-                    question,
+                    _typed(question),
                     on_plan=lambda plan: console.print(_plan_line(plan)),
                     on_lookup=lambda o: console.print(_lookup_line(o)),
                 )
@@ -462,6 +498,14 @@ def chat(
                     expand=False,
                 )
             )
+
+
+def _keep_undecodable_input() -> None:
+    """Read typed lines that are not UTF-8 as text with their bytes kept (``_typed``
+    then says what to do), not as an error that ends the chat."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
 
 
 def _grounding_line(result: TurnResult) -> str:

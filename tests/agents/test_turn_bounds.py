@@ -15,13 +15,15 @@ import pytest
 from conftest import write_kb
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import ChatSettings, Settings
-from superbiz.exceptions import EmbeddingError, LLMUnavailableError
+from superbiz.exceptions import EmbeddingError, LLMTimeoutError, LLMUnavailableError
+from superbiz.governance.tool import ToolOutcome
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor
+from superbiz.llm import deadline
 from superbiz.llm.messages import Message, ToolSpec
 from superbiz.retrieval.embedders import Embedder
-from superbiz.testing import ScriptedChatModel, answer, lookup
+from superbiz.testing import ScriptedChatModel, answer, call, calls, lookup
 
 PAYMENT = "payment/支付失败排查.md"
 PAY_Q = "支付回调超时怎么办？"
@@ -220,3 +222,30 @@ def test_a_question_with_a_nul_is_stored_without_it(runtime: Callable[..., Runti
 
     assert turn.result.evidence == [PAYMENT]
     assert assistant.chats.messages("s1")[0].content == "支付回调超时怎么办？"
+
+
+def test_a_turns_deadline_holds_between_its_lookups(runtime: Callable[..., Runtime]) -> None:
+    """The deadline was checked only in model calls: lookups went on past it (61 s of a
+    20 s turn) and a model that needed no call after them answered late. Here the
+    deadline passes during the first of two calls of a step (the test waits it out in
+    ``on_lookup``); the second never runs and the turn ends as timed out, undone."""
+    model = ScriptedChatModel(
+        PLAN,
+        calls(call("退款失败", domain="payment", id="a"), call("Redis 连接池", id="b")),
+        answer(GROUNDED),
+    )
+    assistant = runtime(model, llm={"turn_timeout_s": 5})
+    seen: list[str] = []
+
+    def on_lookup(outcome: ToolOutcome) -> None:
+        seen.append(outcome.call_id)
+        if outcome.call_id == "a":
+            while (deadline.remaining() or 0) > 0:
+                time.sleep(0.05)
+
+    with pytest.raises(LLMTimeoutError, match=r"deadline of 5 s \(llm.turn-timeout-s\)"):
+        assistant.ask("late", PAY_Q, on_lookup=on_lookup)
+
+    assert seen[-1] == "a"  # "b" never ran
+    assert assistant.invocations.for_session("late") == []  # the failed turn is undone
+    assert assistant.chats.messages("late") == []

@@ -8,18 +8,33 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import logging
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Runtime
+from conftest import write_kb
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.api.guard import UPLOAD_OVERHEAD
-from superbiz.config import ServiceSettings
+from superbiz.config import ServiceSettings, Settings
+from superbiz.evaluation.service import LiveServer
+from superbiz.governance.tool import TOOL_NAME
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.llm.base import ChatModel
+from superbiz.llm.messages import ToolCall
+from superbiz.retrieval.embedders import Embedder
+from superbiz.testing import ScriptedChatModel, answer, calls
 
 KEY = "k3y"
 CROSS_SITE = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
@@ -344,3 +359,295 @@ def test_several_files_in_one_upload_are_a_clear_422(uploads: tuple[TestClient, 
     assert "one file per request" in response.json()["message"]
     paths = [d.path for d in assistant.kb.documents.all()]
     assert "general/one.md" not in paths and "general/two.md" not in paths
+
+
+# -- issue 24: no model argument, frontmatter value, header or upload takes anything down -----
+
+PAYMENT = "payment/支付失败排查.md"
+PLAN = json.dumps(
+    {
+        "need_retrieval": True,
+        "domains": [{"domain": "payment", "sub_question": "支付回调超时怎么办"}],
+        "direct_answer": None,
+    }
+)
+#: an answer drawn from the payment runbook, which the plan's lookup shows as [1]
+GROUNDED = "支付渠道回调超时时，先检查网关日志 [1]。"
+PAY_Q = "支付回调超时怎么办？"
+
+
+@pytest.fixture
+def store_assistant(
+    tmp_path: Path, database_url: str, use_embedder: Embedder
+) -> Iterator[Callable[..., Runtime]]:
+    """``make(model=None, **settings)`` → a Runtime over the small KB on SQLite and on
+    PostgreSQL, closed after the test (before its schema is dropped)."""
+    opened: list[Runtime] = []
+
+    def make(model: ChatModel | None = None, **overrides: Any) -> Runtime:
+        data = tmp_path / f"data-{len(opened)}"
+        settings = Settings(data_dir=data, database_url=database_url, **overrides)
+        kb = KnowledgeBase(settings, embedder=use_embedder)
+        opened.append(runtime := open_runtime(settings, kb=kb, model=model))
+        # domains summarised without the model: its script is for the turn
+        Ingestor(kb, domains=DomainService(kb)).ingest([write_kb(tmp_path / "kb")])
+        return runtime
+
+    yield make
+    for runtime in opened:
+        runtime.close()
+
+
+def invocations(client: TestClient, session_id: str) -> list[dict[str, Any]]:
+    """The session's recorded calls, in order."""
+    response = client.get(f"/api/sessions/{session_id}/invocations")
+    assert response.status_code == 200, response.text
+    rows: list[dict[str, Any]] = response.json()["invocations"]
+    return rows
+
+
+def test_tool_arguments_of_a_wrong_type_are_recorded_errors_told_to_the_model(
+    store_assistant: Callable[..., Runtime],
+) -> None:
+    """A ``missing_dimension`` that is no string crashed the turn (500) where the re-plan
+    joined it; it is a malformed call like any other."""
+    dimensions = {
+        "list": ["连接池", "退款"],
+        "number": 42,
+        "object": {"what": "退款"},
+        "bool": True,
+    }
+    wrong = [
+        ToolCall.of(name, TOOL_NAME, {"query": "退款失败", "missing_dimension": value})
+        for name, value in dimensions.items()
+    ]
+    model = ScriptedChatModel(PLAN, calls(*wrong), answer(GROUNDED))
+    client = client_for(store_assistant(model=model))
+
+    response = client.post("/api/chat", json={"session_id": "dim-1", "question": PAY_Q})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == GROUNDED
+    reason = "'missing_dimension' must be a string"
+    for name in dimensions:
+        assert model.steps[-1].tool_result(name) == {"error": reason}  # told to the model
+    plan, *rows = invocations(client, "dim-1")
+    assert plan["origin"] == "plan" and plan["executed"] is True
+    for row, value in zip(rows, dimensions.values(), strict=True):
+        assert row["verdict"] == "error" and row["error"] == reason
+        assert row["executed"] is False and row["origin"] == "model"
+        assert row["arguments"]["missing_dimension"] == value  # what the model sent
+
+
+def test_a_huge_tool_argument_is_refused_and_recorded_cut(
+    store_assistant: Callable[..., Runtime],
+) -> None:
+    """A model's 475,000-character query ran 24 s holding the store lock; it is refused
+    before any search, like a question over 4,000 characters, and recorded cut."""
+    huge = ToolCall.of("huge", TOOL_NAME, {"query": "连接池 " * 118_750})
+    model = ScriptedChatModel(PLAN, calls(huge), answer(GROUNDED))
+    client = client_for(store_assistant(model=model))
+
+    response = client.post(
+        "/api/chat", json={"session_id": "huge-1", "question": "支付回调超时怎么办？"}
+    )
+
+    assert response.status_code == 200, response.text
+    reason = "'query' is 475000 characters long; it takes at most 4000"
+    assert model.steps[-1].tool_result("huge") == {"error": reason}
+    row = invocations(client, "huge-1")[1]
+    assert row["verdict"] == "error" and row["error"] == reason
+    assert list(row["arguments"]) == ["_raw"] and len(row["arguments"]["_raw"]) == 501
+    assert response.json()["lookups"][1]["arguments"] == row["arguments"]
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "reason"),
+    [
+        (
+            "reviewed: 2024-02-30",
+            "frontmatter field 'reviewed': 2024-02-30 is not a date (day is out of range for "
+            "month); quote it to keep it as text",
+        ),
+        (
+            f"ticket: {'9' * 5000}",
+            "frontmatter field 'ticket': a number of 5000 characters is too long to read; "
+            "quote it to keep it as text",
+        ),
+        (
+            "score: .nan",
+            "frontmatter field 'score' is nan, which no store keeps as a number; quote it to "
+            "keep it as text",
+        ),
+        (
+            "limits: {max: .inf}",
+            "frontmatter field 'limits' is inf, which no store keeps as a number; quote it to "
+            "keep it as text",
+        ),
+    ],
+    ids=["impossible-date", "huge-number", "nan", "inf"],
+)
+def test_an_upload_with_an_unreadable_frontmatter_value_is_a_422_naming_the_key(
+    uploads: tuple[TestClient, Runtime], frontmatter: str, reason: str
+) -> None:
+    client, assistant = uploads
+    text = f"---\ntitle: Reviewed\n{frontmatter}\n---\n# Reviewed\n\nbody\n"
+
+    response = post_file(client, "reviewed.md", text)
+
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "invalid_document"
+    assert response.json()["message"] == f"payment/reviewed.md: {reason}"
+    assert assistant.kb.documents.get("payment/reviewed.md") is None
+    assert not (assistant.settings.data_dir / "uploads" / "payment" / "reviewed.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "service"),
+    [
+        ("GET", "/api/info", {"host": "[::1"}, {"allowed_hosts": ("kb.example.com",)}),
+        ("GET", "/api/documents", {"host": "["}, {}),
+        ("POST", "/api/chat/clear", {"host": "testserver", "origin": "http://["}, {}),
+        ("POST", "/api/chat/clear", {"host": "testserver", "origin": "http://[::1"}, {}),
+    ],
+    ids=["host-allowed-hosts", "host", "origin", "origin-unclosed"],
+)
+def test_a_malformed_host_or_origin_is_a_400_without_a_traceback(
+    chat_assistant: Runtime,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    service: dict[str, Any],
+) -> None:
+    body = [b'{"session_id": "nobody"}'] if method == "POST" else []
+    json_type = {"content-type": "application/json"} if method == "POST" else {}
+    with caplog.at_level(logging.ERROR):
+        sent = call(
+            app_for(chat_assistant, **service), method, path, {**headers, **json_type}, body
+        )
+
+    assert sent.status == 400, sent.body
+    name = "Origin" if "origin" in headers else "Host"
+    assert json.loads(sent.body) == {
+        "error": "bad_request",
+        "message": f"malformed {name} header: not a host or URL",
+    }
+    assert not caplog.records  # no "unexpected error" with its traceback
+
+
+def test_nul_in_a_url_or_in_what_a_model_writes_is_never_a_store_failure(
+    store_assistant: Callable[..., Runtime],
+) -> None:
+    """PostgreSQL refused NUL where SQLite kept it: a path parameter gave 500 there and 404
+    here, a model's answer or tool arguments with NUL failed the turn (503) there. Both
+    stores now answer alike: a name with NUL is found nowhere (404), and what a model
+    wrote is stored without NUL, the answer returned being the one stored."""
+    nul_query = ToolCall.of("nul-query", TOOL_NAME, {"query": "退款\x00失败"})
+    nul_key = ToolCall.of("nul-key", TOOL_NAME, {"query": "退款失败", "no\x00te": "x"})
+    nul_answer = "支付渠道回调超时时，\x00先检查网关日志 [1]。"
+    model = ScriptedChatModel(PLAN, calls(nul_query, nul_key), answer(nul_answer))
+    client = client_for(store_assistant(model=model))
+
+    for method, path in [
+        ("GET", "/api/sessions/a%00b"),
+        ("GET", "/api/sessions/a%00b/invocations"),
+        ("DELETE", "/api/documents/a%00b.md"),
+        ("DELETE", "/api/documents/payment/%00.md"),
+    ]:
+        response = client.request(method, path)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"] == "not_found"
+
+    response = client.post(
+        "/api/chat", json={"session_id": "nul-1", "question": "支付回调超时怎么办？"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == GROUNDED  # NUL removed
+    stored = client.get("/api/sessions/nul-1").json()["messages"]
+    assert [m["content"] for m in stored] == ["支付回调超时怎么办？", GROUNDED]
+    assert model.steps[-1].tool_result("nul-query") == {
+        "error": "'query' contains the control character U+0000"
+    }
+    rows = invocations(client, "nul-1")
+    assert rows[1]["verdict"] == "error" and rows[1]["arguments"] == {"query": "退款失败"}
+    assert rows[2]["error"] == "unknown arguments: note"
+    assert rows[2]["arguments"] == {"query": "退款失败", "note": "x"}
+
+
+class GatedEmbedder(Embedder):
+    """The real USE model, except that a batch holding ``marker`` waits at a gate: an
+    ingest of text with the marker is then observably in progress until the test opens
+    the gate (or a minute passes)."""
+
+    def __init__(self, inner: Embedder, marker: str) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.marker = marker
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+
+    def _embed_raw(self, texts: list[str]) -> Any:
+        if any(self.marker in text for text in texts):
+            self.reached.set()
+            self.opened.wait(timeout=60)
+        return self.inner._embed_raw(texts)
+
+
+def test_an_upload_being_ingested_blocks_no_chat_stream_list_map_or_session_read(
+    tmp_path: Path, use_embedder: Embedder
+) -> None:
+    """A 1.5 MB upload held the store lock for its whole ingest (47 s): every chat,
+    stream and read waited. Its ingest is held here in its embedding, at a gate, while
+    the other requests are made; each completes before the gate opens."""
+    marker = "zqxgatemarker"
+    embedder = GatedEmbedder(use_embedder, marker)
+    settings = Settings(data_dir=tmp_path / "data")  # SQLite and Milvus Lite: a store lock
+    kb = KnowledgeBase(settings, embedder=embedder)
+    runtime = open_runtime(settings, kb=kb)
+    Ingestor(kb, domains=runtime.domains).ingest([write_kb(tmp_path / "kb")])
+    assert runtime.store_lock.enabled
+    section = f"## Step {{}}\n\nCheck the {marker} gateway logs, then the order status.\n\n"
+    upload = ("# Gateway runbook\n\n" + "".join(section.format(i) for i in range(2000))).encode()
+    assert len(upload) > 150_000
+    uploaded: list[httpx.Response] = []
+    app = create_app(settings, assistant=runtime, warm_up=False)
+    try:
+        with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=20) as client:
+            client.post("/api/chat", json={"session_id": "ingest-1", "question": "退款失败"})
+            thread = threading.Thread(
+                target=lambda: uploaded.append(
+                    httpx.post(
+                        f"{server.url}/api/documents",
+                        files={"file": ("gateway.md", upload, "text/markdown")},
+                        data={"domain": "ops"},
+                        timeout=120,
+                    )
+                )
+            )
+            thread.start()
+            assert embedder.reached.wait(timeout=60), "the upload's ingest never started"
+            try:
+                assert client.get("/api/documents").status_code == 200
+                assert client.get("/api/knowledge/map").status_code == 200
+                assert client.get("/api/sessions/ingest-1").status_code == 200
+                chat = client.post("/api/chat", json={"session_id": "ingest-2", "question": PAY_Q})
+                assert chat.status_code == 200 and chat.json()["citations"]
+                streamed = client.post(
+                    "/api/chat_stream", json={"session_id": "ingest-3", "question": PAY_Q}
+                )
+                assert streamed.status_code == 200 and "event: done" in streamed.text
+                assert "event: error" not in streamed.text
+                assert client.get("/healthz").json()["status"] == "ok"
+                # all of it while the upload was still being ingested
+                assert thread.is_alive() and not uploaded
+            finally:
+                embedder.opened.set()
+                thread.join(timeout=120)
+            [response] = uploaded
+            assert response.status_code == 201, response.text
+            paths = [d["path"] for d in client.get("/api/documents").json()["documents"]]
+            assert "ops/gateway.md" in paths
+    finally:
+        runtime.close()

@@ -574,3 +574,68 @@ def test_calls_without_a_retrieval_store_sql_null_details(
         nulls = connection.execute(statement, {"session": turn.session_id}).scalar_one()
 
     assert nulls == 2
+
+
+#: arguments past their bounds or with control characters: (arguments, error)
+UNBOUNDED: list[tuple[dict[str, Any], str]] = [
+    ({"query": "连接池" * 1334}, "'query' is 4002 characters long; it takes at most 4000"),
+    (
+        {"query": "支付失败", "domain": "p" * 129},
+        "'domain' is 129 characters long; it takes at most 128",
+    ),
+    (
+        {"query": "支付失败", "missing_dimension": "退款" * 251},
+        "'missing_dimension' is 502 characters long; it takes at most 500",
+    ),
+    ({"query": "支付\x00失败"}, "'query' contains the control character U+0000"),
+    (
+        {"query": "支付失败", "domain": "pay\x1bment"},
+        "'domain' contains the control character U+001B",
+    ),
+    (
+        {"query": "支付失败", "missing_dimension": "退\x00款"},
+        "'missing_dimension' contains the control character U+0000",
+    ),
+]
+
+
+def test_every_argument_is_bounded_before_any_search(
+    make_turn: Callable[..., LookupTurn],
+    recorder: InvocationRepository,
+    searches: Counter[str],
+) -> None:
+    """A 475,000-character query ran 24 s of search; NUL in arguments failed the record
+    on PostgreSQL. Each is a malformed call, refused before any search and recorded (NUL
+    removed) on both stores; a query of exactly the limit runs."""
+    turn = make_turn("zh")
+
+    for step, (arguments, error) in enumerate(UNBOUNDED, 1):
+        outcome = turn.call(arguments, call_id=f"c{step}", step=step)
+
+        assert outcome.malformed and not outcome.executed, error
+        assert outcome.model_view() == {"error": error}
+
+    assert sum(searches.values()) == 0 and turn.governor.calls == 0
+    recorded = rows(recorder, turn)
+    assert [row.error for row in recorded] == [error for _, error in UNBOUNDED]
+    assert all(row.verdict == "error" for row in recorded)
+    assert recorded[3].arguments == {"query": "支付失败"}  # stored without its NUL
+    assert recorded[0].arguments == {"query": "连接池" * 1334}  # 8,000 characters at most: kept
+
+    at_limit = turn.call({"query": ("Redis 连接池耗尽 " * 400)[:4000]})
+    assert at_limit.executed and at_limit.error is None
+
+
+def test_arguments_too_long_to_record_are_recorded_cut(
+    make_turn: Callable[..., LookupTurn], recorder: InvocationRepository
+) -> None:
+    turn = make_turn("en")
+    huge = "pool " * 95_000
+
+    outcome = turn.call({"query": huge, "note": huge})
+
+    assert outcome.error == "unknown arguments: note"
+    [row] = rows(recorder, turn)
+    assert row.arguments == outcome.arguments
+    assert list(row.arguments) == ["_raw"]
+    assert row.arguments["_raw"] == '{"query": "' + huge[: 500 - 11] + "…"

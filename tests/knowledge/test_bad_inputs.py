@@ -50,6 +50,12 @@ BAD: dict[str, str | bytes] = {
     "ops/huge.md": "# Huge\n" + "x" * 13000,
     "ops/malformed.md": "---\ntitle: [unclosed\n---\n# Body\ntext\n",
     "ops/long-category.md": f"---\ncategory: {'c' * 200}\n---\n# Category\nbody\n",
+    # values YAML reads as dates or numbers and cannot build, or JSON cannot hold
+    "ops/bad-date.md": "---\ntitle: Reviewed\nreviewed: 2024-02-30\n---\n# Reviewed\nbody\n",
+    "ops/nested-date.md": "---\ntitle: N\ncovers: [{since: 2023-13-01}]\n---\n# N\nbody\n",
+    "ops/huge-number.md": f"---\ntitle: Ticket\nticket: {'9' * 5000}\n---\n# T\nbody\n",
+    "ops/nan.md": "---\ntitle: Score\nscore: .nan\n---\n# Score\nbody\n",
+    "ops/inf.md": "---\ntitle: Limits\nlimits: {max: -.inf}\n---\n# Limits\nbody\n",
 }
 REASONS = {
     "ops/alias-bomb.md": "frontmatter refused: its YAML aliases expand it past 100000 characters",
@@ -66,6 +72,14 @@ REASONS = {
     "ops/huge.md": "too large: 13007 bytes exceeds the 12000-byte limit",
     "ops/malformed.md": "malformed frontmatter:",
     "ops/long-category.md": "category longer than 128 characters",
+    "ops/bad-date.md": "frontmatter field 'reviewed': 2024-02-30 is not a date (day is out of "
+    "range for month); quote it to keep it as text",
+    "ops/nested-date.md": "frontmatter field 'covers': 2023-13-01 is not a date (month must be "
+    "in 1..12); quote it to keep it as text",
+    "ops/huge-number.md": "frontmatter field 'ticket': a number of 5000 characters is too long "
+    "to read; quote it to keep it as text",
+    "ops/nan.md": "frontmatter field 'score' is nan, which no store keeps as a number; quote it",
+    "ops/inf.md": "frontmatter field 'limits' is -inf, which no store keeps as a number; quote",
     "links/outside.md": "symlink to ",
     "links/outside-folder": "symlink to a folder outside the KB (",
     "links/loop.md": "symlink loop",

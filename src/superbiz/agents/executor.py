@@ -404,10 +404,12 @@ class Executor:
         # a dimension the lookup found only in documents already retrieved (DEDUPED,
         # doc_retrieved) is in hand, not missing: re-planning other domains for it found
         # nothing in the example KB, three lookups for a word of the question ("keeps")
+        # only a dimension the tool took as one: a model may send a list, a number…
         result.unfilled = [
-            o.arguments["missing_dimension"]
+            dimension
             for o in tool.outcomes
-            if o.arguments.get("missing_dimension")
+            if isinstance(dimension := o.arguments.get("missing_dimension"), str)
+            and dimension
             and not (o.result and (o.result.found or o.redundant))
         ]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from superbiz._text import CONTROL_CHARACTERS, detect_language
+from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, detect_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
@@ -35,8 +35,6 @@ from superbiz.storage.chat import ChatMessage, ChatRepository
 log = logging.getLogger(__name__)
 
 HISTORY_TURNS = 3
-#: the longest question a turn takes, from every entry point (the API refuses it with 422)
-MAX_QUESTION_CHARS = 4000
 #: what replaces the end of an answer over ``chat.max-answer-chars``
 CUT_NOTE = "\n\n[… answer cut at {limit} characters (chat.max-answer-chars)]"
 
@@ -141,7 +139,10 @@ class Supervisor:
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
                 supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
-        supervised.result.answer = _capped(supervised.result.answer, self.settings.max_answer_chars)
+        # the chat store keeps a model's text without NUL (PostgreSQL cannot hold one):
+        # the answer returned is the one stored, on every store
+        answer = supervised.result.answer.replace("\x00", "")
+        supervised.result.answer = _capped(answer, self.settings.max_answer_chars)
         self.chats.add_turn(
             session_id,
             turn,

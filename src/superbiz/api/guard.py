@@ -2,7 +2,8 @@
 
 One ASGI middleware, so that nothing is parsed or spooled for a request that is refused:
 
-1. ``Host`` must be one of ``service.allowed-hosts`` when that is set (400).
+1. ``Host`` must be one of ``service.allowed-hosts`` when that is set (400); a ``Host`` or
+   ``Origin`` that is no URL authority at all (``http://[``) is a 400 on every request.
 2. With ``service.api-key`` set, writes under ``/api`` and every ``/api/sessions`` read
    need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
 3. Without a key, a write must come from the server's own page: a browser's
@@ -11,7 +12,9 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
    page elsewhere cannot use them. No CORS headers are ever sent.
 4. A body over its limit is refused: at once when ``Content-Length`` says so, else
    when the bytes streamed so far pass it (413); nothing beyond the limit is read.
-5. Every response carries the security headers (CSP, ``X-Frame-Options``, ``nosniff``,
+5. A path with NUL in it (``%00``) names nothing any store can hold: 404, before any
+   route looks it up (PostgreSQL refused the lookup, SQLite found nothing).
+6. Every response carries the security headers (CSP, ``X-Frame-Options``, ``nosniff``,
    ``Referrer-Policy``).
 """
 
@@ -96,6 +99,19 @@ def host_allowed(host: str, allowed: Iterable[str]) -> bool:
     return False
 
 
+def malformed_header(headers: Headers) -> str | None:
+    """``Host`` or ``Origin`` when it cannot be read as a host or a URL (``http://[``),
+    else ``None``: the checks below read both."""
+    for name, value in (("Host", headers.get("host")), ("Origin", headers.get("origin"))):
+        if value is None:
+            continue
+        try:
+            urlsplit(f"//{value}" if name == "Host" else value).hostname  # noqa: B018
+        except ValueError:
+            return name
+    return None
+
+
 def same_origin(headers: Headers) -> bool:
     """Whether a browser says the request comes from this server's own page; a client
     that sends neither ``Sec-Fetch-Site`` nor ``Origin`` is not a browser."""
@@ -138,6 +154,8 @@ class RequestGuard:
     def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
         headers = Headers(scope=scope)
         method, path = scope["method"], scope["path"]
+        if (header := malformed_header(headers)) is not None:
+            return 400, "bad_request", f"malformed {header} header: not a host or URL", None
         if self.allowed_hosts and not host_allowed(headers.get("host", ""), self.allowed_hosts):
             return 400, "invalid_host", "this Host is not in service.allowed-hosts", None
         keyed = False
@@ -158,6 +176,8 @@ class RequestGuard:
                 "or carry the API key (service.api-key)",
                 None,
             )
+        if "\x00" in path:
+            return 404, "not_found", "nothing here: the path contains NUL (%00)", None
         limit = self._limit(scope)
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:

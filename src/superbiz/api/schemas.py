@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from superbiz.agents.supervisor import MAX_QUESTION_CHARS
+from superbiz._text import MAX_QUESTION_CHARS
 
 #: the width of the ``session_id`` columns
 MAX_SESSION_ID = 128

@@ -3,9 +3,10 @@
 Turns of different sessions run at the same time: ``Runtime.ask`` orders the turns of
 one session (a request in a busy session waits, then 409) and holds the store lock
 only while it is not waiting for a model (see ``superbiz.agents.store_lock``). Reads
-and document changes here take the store lock for their store calls; document changes
-also run one at a time. Each streamed turn gets its own ``TokenStreamingModel`` and
-reports to the listener of the request that asked, so events never mix.
+and document changes here take the store lock for their store calls (an upload's ingest
+lets go of it while it embeds, most of its time); document changes also run one at a
+time. Each streamed turn gets its own ``TokenStreamingModel`` and reports to the
+listener of the request that asked, so events never mix.
 """
 
 from __future__ import annotations
@@ -269,6 +270,8 @@ class Service:
             assistant.kb,
             metadata=LLMMetadataWriter(model) if model else None,
             domains=assistant.domains,
+            # its embedding (most of an ingest) runs outside the store lock: turns go on
+            outside_stores=self.stores.released,
         )
 
     # -- sources -------------------------------------------------------------------------

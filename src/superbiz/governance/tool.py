@@ -9,6 +9,7 @@ governed call all the same, counted in the water level).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from superbiz._messages import localized
-from superbiz._text import Language, key_terms
+from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, clip, key_terms
 from superbiz.config import GovernanceSettings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
@@ -29,9 +30,11 @@ from superbiz.governance.decision import (
     WaterLevel,
 )
 from superbiz.governance.lookup import GovernedLookup, LookupResult, RetrievalDetails
+from superbiz.llm import deadline
 from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
+from superbiz.storage.models import DOMAIN_MAX
 
 T = TypeVar("T")
 #: who asked for a call: the model, the plan (code, before the model's first step) or a
@@ -43,6 +46,15 @@ PARAPHRASE_OVERLAP = 0.6
 #: the key under which a malformed call's text is recorded, and how much of it
 RAW_ARGUMENTS = "_raw"
 RAW_ARGUMENT_CHARS = 500
+#: the longest text each argument may be: a query as long as a question, a domain as long
+#: as a stored one, a missing dimension a phrase (it is added to the query's search text)
+ARGUMENT_CHARS = {
+    "query": MAX_QUESTION_CHARS,
+    "domain": DOMAIN_MAX,
+    "missing_dimension": 500,
+}
+#: arguments whose JSON is longer than this are recorded as ``{"_raw": …}``, cut
+RECORD_CHARS = 2 * MAX_QUESTION_CHARS
 
 LOOKUP_KNOWLEDGE = ToolSpec(
     name=TOOL_NAME,
@@ -174,7 +186,7 @@ class LookupTurn:
         ``{"_raw": …}`` when it did not parse (``arguments`` is ``None``), so the record
         shows what the model wrote, not an empty object."""
         started = time.perf_counter()
-        args = dict(arguments) if arguments is not None else raw_record(raw_arguments)
+        args = bounded_record(arguments) if arguments is not None else raw_record(raw_arguments)
         finish = partial(self._finish, call_id, step, tool_name, args, started, origin)
         problem = error or _validate(tool_name, arguments)
         malformed = problem is not None
@@ -186,6 +198,8 @@ class LookupTurn:
                 problem = str(exc)
         if problem is not None:
             return finish(executed=False, error=problem, malformed=malformed)
+        # a chat turn's deadline holds between its lookups too, not only in model calls
+        deadline.check()
 
         query = args["query"].strip()
         missing = (args.get("missing_dimension") or "").strip() or None
@@ -312,19 +326,34 @@ def raw_record(raw_arguments: str) -> dict[str, Any]:
     return {RAW_ARGUMENTS: raw_arguments}
 
 
+def bounded_record(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments to record and report: as sent, or, when their JSON is over
+    ``RECORD_CHARS`` (a 475,000-character query), its opening as ``{"_raw": …}``."""
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return dict(arguments) if len(text) <= RECORD_CHARS else raw_record(text)
+
+
 def _validate(tool_name: str, arguments: dict[str, Any] | None) -> str | None:
     """A reason the call is malformed, said to the model; ``None`` when it is fine."""
     if tool_name != TOOL_NAME:
-        return f"unknown tool {tool_name!r}; the only tool is {TOOL_NAME}"
+        return f"unknown tool {clip(tool_name, 64)!r}; the only tool is {TOOL_NAME}"
     if arguments is None:
         return "arguments must be a JSON object"
     unknown = set(arguments) - {"query", "domain", "missing_dimension"}
     if unknown:
-        return f"unknown arguments: {', '.join(sorted(unknown))}"
+        return clip(f"unknown arguments: {', '.join(sorted(unknown))}", RAW_ARGUMENT_CHARS)
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         return "'query' is required and must be a non-empty string"
     for key in ("domain", "missing_dimension"):
         if arguments.get(key) is not None and not isinstance(arguments[key], str):
             return f"'{key}' must be a string"
+    for key, limit in ARGUMENT_CHARS.items():
+        value = arguments.get(key)
+        if not isinstance(value, str):
+            continue
+        if len(value) > limit:
+            return f"'{key}' is {len(value)} characters long; it takes at most {limit}"
+        if match := CONTROL_CHARACTERS.search(value):
+            return f"'{key}' contains the control character U+{ord(match.group()):04X}"
     return None

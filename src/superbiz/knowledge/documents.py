@@ -12,6 +12,7 @@ import codecs
 import errno
 import hashlib
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -144,7 +145,7 @@ def parse_document(
     front, body, warnings = _check_keys(front, body, text)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
-    _refuse_control_characters(front, label)
+    _refuse_unstorable(front, label)
 
     title = _str_field(front, "title", label) or first_heading(body) or relative.stem
     domain = _str_field(front, "category", label) or (
@@ -327,11 +328,61 @@ def _load_bounded(raw: str, label: str) -> Any:
                 f"frontmatter refused: its YAML aliases expand it past {limit} characters",
             )
         _keep_text(node)
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except (ValueError, OverflowError) as exc:  # 2024-02-30, a 5,000-digit number
+            raise DocumentError(label, _unreadable(node, exc)) from exc
     except RecursionError as exc:
         raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
     finally:
         loader.dispose()
+
+
+def _unreadable(node: yaml.Node, exc: Exception) -> str:
+    """Why a frontmatter whose nodes parsed cannot be built, naming its top-level key and
+    the value (YAML reads ``2024-02-30`` as a date, and a date it cannot be)."""
+    if not isinstance(node, yaml.MappingNode):
+        return "malformed frontmatter: expected a mapping of keys"
+    for key, value in node.value:
+        for part in (key, value):
+            scalar = _first_unreadable(part, set())
+            if scalar is not None:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                return (
+                    f"frontmatter field {clip(name, 40)!r}: {_what(scalar, exc)}; "
+                    "quote it to keep it as text"
+                )
+    return f"malformed frontmatter: {exc}"  # pragma: no cover - every failure is a scalar's
+
+
+def _first_unreadable(node: yaml.Node, seen: set[int]) -> yaml.ScalarNode | None:
+    """The first scalar under ``node`` that YAML's constructor refuses, if any."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        try:
+            yaml.constructor.SafeConstructor().construct_object(node)
+        except (ValueError, OverflowError):
+            return node
+        return None
+    children = (
+        [part for pair in node.value for part in pair]
+        if isinstance(node, yaml.MappingNode)
+        else node.value
+    )
+    for child in children:
+        if (found := _first_unreadable(child, seen)) is not None:
+            return found
+    return None
+
+
+def _what(scalar: yaml.ScalarNode, exc: Exception) -> str:
+    if scalar.tag.endswith(":timestamp"):
+        return f"{clip(scalar.value, 40)} is not a date ({exc})"
+    if scalar.tag.endswith(":int"):
+        return f"a number of {len(scalar.value)} characters is too long to read"
+    return f"{clip(scalar.value, 40)} cannot be read ({exc})"
 
 
 def _keep_text(node: yaml.Node) -> None:
@@ -376,10 +427,12 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int, label: st
     return total
 
 
-def _refuse_control_characters(front: dict[str, Any], label: str) -> None:
-    """Frontmatter keys or values with control characters (only YAML escapes such as
-    ``"\\0"`` make them) are refused: PostgreSQL cannot store NUL, and none belongs in
-    a field. Named by the top-level field they are in."""
+def _refuse_unstorable(front: dict[str, Any], label: str) -> None:
+    """Frontmatter keys or values that no store keeps as written are refused, named by
+    the top-level field they are in: control characters (only YAML escapes such as
+    ``"\\0"`` make them: PostgreSQL cannot store NUL, and none belongs in a field), and
+    ``.nan`` / ``.inf``, which JSON has no number for (PostgreSQL refused them, SQLite
+    kept them)."""
     pending: list[tuple[str, Any]] = [(key, key) for key in front]
     pending += list(front.items())
     while pending:
@@ -393,6 +446,12 @@ def _refuse_control_characters(front: dict[str, Any], label: str) -> None:
                 label,
                 f"frontmatter field {clip(key, 40)!r} contains the control character "
                 f"U+{ord(match.group()):04X}",
+            )
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise DocumentError(
+                label,
+                f"frontmatter field {clip(str(key), 40)!r} is {value}, which no store keeps "
+                "as a number; quote it to keep it as text",
             )
 
 

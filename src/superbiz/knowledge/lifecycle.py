@@ -15,6 +15,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -89,8 +90,8 @@ class Removed:
 
 
 class DocumentLifecycle:
-    """Adds, updates and removes the documents of ``kb``; ``metadata`` and ``domains`` as
-    for ``Ingestor`` (the domains of what changed are recomputed)."""
+    """Adds, updates and removes the documents of ``kb``; ``metadata``, ``domains`` and
+    ``outside_stores`` as for ``Ingestor`` (the domains of what changed are recomputed)."""
 
     def __init__(
         self,
@@ -98,15 +99,22 @@ class DocumentLifecycle:
         *,
         metadata: MetadataWriter | None = None,
         domains: DomainService | None = None,
+        outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
         self.kb = kb
         self.metadata = metadata
         self.domains = domains
+        self.outside_stores = outside_stores
         self.uploads = kb.settings.data_dir / UPLOADS
         self.sources = SourceRepository(kb.engine)
 
     def _ingestor(self) -> Ingestor:
-        return Ingestor(self.kb, metadata=self.metadata, domains=self.domains)
+        return Ingestor(
+            self.kb,
+            metadata=self.metadata,
+            domains=self.domains,
+            outside_stores=self.outside_stores,
+        )
 
     # -- folders and files ------------------------------------------------------------
     def ingest(

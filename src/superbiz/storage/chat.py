@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session
 
+from superbiz.storage._storable import without_nul
 from superbiz.storage.models import ChatMessageRow, ChatSessionRow, utcnow
 
 
@@ -26,7 +27,8 @@ class ChatRepository:
         self.engine = engine
 
     def add_turn(self, session_id: str, turn: int, question: str, answer: ChatMessage) -> None:
-        """Store a question and its answer together, in one transaction."""
+        """Store a question and its answer together, in one transaction; what a model
+        wrote (answer, plan) without NUL, which PostgreSQL cannot store."""
         with Session(self.engine) as session, session.begin():
             row = session.get(ChatSessionRow, session_id)
             if row is None:
@@ -34,16 +36,18 @@ class ChatRepository:
             else:
                 row.updated_at = utcnow()
             session.add(
-                ChatMessageRow(session_id=session_id, turn=turn, role="user", content=question)
+                ChatMessageRow(
+                    session_id=session_id, turn=turn, role="user", content=without_nul(question)
+                )
             )
             session.add(
                 ChatMessageRow(
                     session_id=session_id,
                     turn=turn,
                     role="assistant",
-                    content=answer.content,
-                    evidence=answer.evidence,
-                    plan=answer.plan,
+                    content=without_nul(answer.content),
+                    evidence=without_nul(answer.evidence),
+                    plan=without_nul(answer.plan),
                 )
             )
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session
 
+from superbiz.storage._storable import without_nul
 from superbiz.storage.models import ToolInvocationRow, utcnow
 
 
@@ -34,6 +35,8 @@ class Invocation:
 
 
 _COLUMNS = tuple(f for f in Invocation.__dataclass_fields__ if f != "id")
+#: columns holding text a model or a client wrote (PostgreSQL refuses NUL in them)
+_MODEL_TEXT = ("tool_name", "arguments", "error", "retrieval_details")
 
 
 class InvocationRepository:
@@ -41,7 +44,11 @@ class InvocationRepository:
         self.engine = engine
 
     def add(self, invocation: Invocation) -> int:
-        row = ToolInvocationRow(**{name: getattr(invocation, name) for name in _COLUMNS})
+        """Record one call; what the model wrote (arguments, a tool name) without NUL."""
+        values = {name: getattr(invocation, name) for name in _COLUMNS}
+        for name in _MODEL_TEXT:
+            values[name] = without_nul(values[name])
+        row = ToolInvocationRow(**values)
         with Session(self.engine) as session, session.begin():
             session.add(row)
             session.flush()
