@@ -233,6 +233,39 @@ def test_allowed_hosts(chat_assistant: Runtime) -> None:
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_host"
 
 
+@pytest.mark.parametrize(
+    "host", ["localhost:8000", "127.0.0.1", "127.0.0.1:8000", "[::1]:8000", "testserver"]
+)
+def test_by_default_loopback_names_and_the_bound_address_are_accepted(
+    client: TestClient, host: str
+) -> None:
+    """``testserver`` is the address the test client's requests come in on."""
+    assert client.get("/api/info", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "kb.example.com:8000", "127.0.0.1.evil.example"])
+def test_by_default_other_names_are_refused_with_how_to_add_one(
+    client: TestClient, host: str
+) -> None:
+    """DNS rebinding: a page at evil.example whose name now points at the server would
+    otherwise read and write it as the server's own origin."""
+    refused = client.get("/api/info", headers={"Host": host})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_host"
+    assert "service.allowed-hosts" in refused.json()["message"]
+    assert "SUPERBIZ_SERVICE__ALLOWED_HOSTS" in refused.json()["message"]
+
+
+@pytest.mark.parametrize("allowed", [(), ("kb.example.com",)])
+@pytest.mark.parametrize("path", ["/livez", "/healthz"])
+def test_probes_are_answered_whatever_the_host(
+    chat_assistant: Runtime, allowed: tuple[str, ...], path: str
+) -> None:
+    """A Kubernetes probe sends the pod's IP as Host: a 400 would restart a healthy pod."""
+    client = client_for(chat_assistant, allowed_hosts=allowed)
+    assert client.get(path, headers={"Host": "10.42.0.17:8000"}).status_code == 200
+    assert client.get("/api/info", headers={"Host": "10.42.0.17:8000"}).status_code == 400
+
+
 # -- 5: private sessions --------------------------------------------------------------------
 
 
