@@ -10,12 +10,14 @@ import asyncio
 import itertools
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from conftest import refuse_titles
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.api.guard import UPLOAD_OVERHEAD
@@ -364,6 +366,29 @@ def test_an_earlier_upload_is_replaced_only_with_overwrite(
     assert refused.status_code == 409 and "overwrite=true" in refused.json()["message"]
     replaced = post_file(client, "notes.md", "# Notes\n\nsecond\n", overwrite="true")
     assert replaced.status_code == 201 and replaced.json()["status"] == "updated"
+
+
+def test_an_overwrite_postgresql_refuses_keeps_the_earlier_upload(
+    make_assistant: Callable[..., Runtime], database_factory: Callable[[str], str]
+) -> None:
+    url = database_factory("postgresql")
+    assistant = make_assistant(database_url=url)
+    client = client_for(assistant)
+    first = "# Notes\n\nzebracrossing first\n"
+    assert post_file(client, "notes.md", first).status_code == 201
+    before = assistant.kb.documents.get("payment/notes.md")
+    assert before is not None
+    refuse_titles(url, "REFUSED")
+
+    refused = post_file(client, "notes.md", "# REFUSED\n\nsecond\n", overwrite="true")
+    assert refused.status_code == 422, refused.text
+    assert "refused by the database" in refused.json()["message"]
+    assert assistant.kb.documents.get("payment/notes.md") == before
+    assert Path(before.source_file).read_text(encoding="utf-8") == first
+    state = assistant.kb.store.index_state(["payment/notes.md"])
+    assert state == {"payment/notes.md": (before.chunk_count, frozenset([before.content_hash]))}
+    listed = {d["path"]: d for d in client.get("/api/documents").json()["documents"]}
+    assert listed["payment/notes.md"]["chunk_count"] == before.chunk_count
 
 
 def test_several_files_in_one_upload_are_a_clear_422(uploads: tuple[TestClient, Runtime]) -> None:

@@ -117,6 +117,13 @@ def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
     )
 
 
+def _write_atomically(target: Path, data: bytes) -> None:
+    """``data`` at ``target`` all at once: a hidden part file (ingest skips it) renamed."""
+    partial_file = target.with_name(f".{target.name}.part")
+    partial_file.write_bytes(data)
+    os.replace(partial_file, target)
+
+
 def _inside(path: Path, folder: Path) -> bool:
     try:
         return path.resolve().is_relative_to(folder.resolve())
@@ -300,9 +307,9 @@ class Service:
         if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
             raise DocumentError(name, "file name leaves the uploads folder")
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial_file = target.with_name(f".{target.name}.part")  # hidden: ingest skips it
-        partial_file.write_bytes(data)
-        os.replace(partial_file, target)
+        # an upload the ingest refuses puts the earlier one back, as its document is kept
+        earlier = target.read_bytes() if target.is_file() else None
+        _write_atomically(target, data)
 
         assistant = self.assistant
         # the LLM describing documents does so outside the store lock: turns go on
@@ -319,7 +326,10 @@ class Service:
         path = str(relative)
         for skipped, reason in report.skipped:
             if skipped == path:
-                target.unlink(missing_ok=True)
+                if earlier is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    _write_atomically(target, earlier)
                 raise DocumentError(path, reason)
         status = next(
             (
