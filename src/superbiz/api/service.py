@@ -10,6 +10,7 @@ reports to the listener of the request that asked, so events never mix.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -51,7 +52,7 @@ from superbiz.config import Settings
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest import Ingestor, stored_roots
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.storage.repository import StoredDocument
 
@@ -59,6 +60,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 UPLOADS = "uploads"
+#: ``kb_meta`` key: the knowledge-base folders of documents deleted through the API (a JSON
+#: list), so that their paths stay the files' when no other document of the folder is left
+WITHDRAWN_ROOTS = "withdrawn-kb-folders"
 MAX_NAME_CHARS = 120
 #: how long a health check waits for the stores before calling them busy
 HEALTH_WAIT_S = 10.0
@@ -357,6 +361,13 @@ class Service:
         content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
         existing = self.assistant.kb.documents.get(path)
         if existing is None:
+            kb_file = self._kb_file_at(path)
+            if kb_file is not None:
+                raise ConflictError(
+                    f"{path} belongs to the knowledge-base file {kb_file} (out of the index "
+                    "until the next `superbiz ingest` brings it back) and an upload never "
+                    "takes its path; rename the file or upload it to another domain"
+                )
             return
         if not _inside(Path(existing.source_file), self.uploads):
             raise ConflictError(
@@ -379,14 +390,49 @@ class Service:
             raise NotFoundError(f"no document {path!r}")
         source = Path(doc.source_file)
         removed_file = False
+        note = None
         if _inside(source, self.uploads):
             source.unlink(missing_ok=True)
             removed_file = True
+        else:
+            self._withdraw(doc)
+            note = (
+                f"{path} is a knowledge-base file ({source}): it is out of the index until the "
+                "next `superbiz ingest`, which brings it back (delete the file, then "
+                "`superbiz ingest --prune`, to remove it for good); no upload takes its path"
+            )
         kb.documents.delete([path])
         kb.store.delete_documents([path])
         self.assistant.domains.refresh({doc.domain})
         self.assistant.invalidate_map()
-        return Deleted(deleted=path, domain=doc.domain, file_removed=removed_file)
+        return Deleted(deleted=path, domain=doc.domain, file_removed=removed_file, note=note)
+
+    def _withdrawn_roots(self) -> set[Path]:
+        stored = self.assistant.kb.meta.get(WITHDRAWN_ROOTS)
+        return {Path(root) for root in json.loads(stored)} if stored else set()
+
+    def _withdraw(self, doc: StoredDocument) -> None:
+        """Remember the KB folder of ``doc``, deleted through the API: its path stays its
+        file's even once no other document of that folder is stored."""
+        roots = stored_roots([doc])
+        known = self._withdrawn_roots()
+        if roots - known:
+            value = json.dumps(sorted(str(root) for root in known | roots))
+            self.assistant.kb.meta.set(WITHDRAWN_ROOTS, value)
+
+    def _kb_file_at(self, path: str) -> Path | None:
+        """The knowledge-base file whose document path is ``path``, if one is there: in
+        the folder of a stored KB document, or of one deleted through the API."""
+        kb_docs = [
+            doc
+            for doc in self.assistant.kb.documents.all()
+            if not _inside(Path(doc.source_file), self.uploads)
+        ]
+        for root in sorted(stored_roots(kb_docs) | self._withdrawn_roots()):
+            candidate = root / path
+            if candidate.is_file():
+                return candidate
+        return None
 
     # -- knowledge map and health ---------------------------------------------------------
     def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:

@@ -306,7 +306,7 @@ class Ingestor:
         # Each file is stored once, under its path in the widest KB folder that holds it
         # (given now, or ingested before): the root to load it against, and the copies
         # stored under narrower folders' paths, removed once it has landed.
-        kb_roots = _stored_roots(stored.values())
+        kb_roots = stored_roots(stored.values())
         placed = {
             item.file: _placement(item, by_source.get(os.path.realpath(item.file), []), kb_roots)
             for item in found
@@ -658,7 +658,7 @@ def _each_file_once(
     return [i for i in items if not isinstance(i, _Candidate) or id(i) in chosen]
 
 
-def _stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
+def stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
     """The folders stored documents were ingested from (their KB roots)."""
     roots = (_stored_root(Path(os.path.realpath(d.source_file)), d.path) for d in stored)
     return {root for root in roots if root is not None}
