@@ -51,6 +51,7 @@ from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, To
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.map import build_map
+from superbiz.storage.chat import ChatRepository
 
 __all__ = [
     "MAP_URI",
@@ -152,6 +153,8 @@ class GovernedRetrieval:
     ) -> None:
         self.settings = settings
         self.runtime = open_lookup(settings, kb=kb, tracker=tracker)
+        #: chat sessions (web, CLI), which an MCP client may never continue
+        self._chats = ChatRepository(self.runtime.kb.engine)
         self._turns: OrderedDict[str, LookupTurn] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -167,6 +170,14 @@ class GovernedRetrieval:
     ) -> ToolAnswer:
         """One governed ``lookup_knowledge`` call in ``session_id``; always recorded."""
         args = {k: v for k, v in arguments.items() if v is not None}
+        if self._chats.exists(session_id):  # a chat chose an id that looks like MCP's
+            return ToolAnswer(
+                {
+                    "error": f"session {session_id!r} is a chat session, apart from MCP's: "
+                    "leave session_id out, or name another"
+                },
+                is_error=True,
+            )
         try:
             # after a chat turn of the session still running (another replica's, say)
             with self.runtime.sessions.hold(session_id), self._lock:

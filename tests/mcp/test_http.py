@@ -37,6 +37,7 @@ from typer.testing import CliRunner
 from superbiz import cli
 from superbiz.config import Settings
 from superbiz.governance.tracker import SqlSessionTracker
+from superbiz.storage.chat import ChatMessage, ChatRepository
 from superbiz.storage.db import open_database
 from superbiz.storage.invocations import Invocation
 
@@ -260,6 +261,8 @@ KEY = "mcp-k3y"
 BEARER = {"Authorization": f"Bearer {KEY}"}
 #: a web chat's session, which has retrieved the api domain's documents
 WEB_SESSION = "web-chat-1"
+#: a web chat whose client chose an id in MCP's namespace
+WEB_NAMED_LIKE_MCP = "mcp-chosen-by-a-web-client"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -294,6 +297,8 @@ def guarded_server(mcp_kb: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         SqlSessionTracker(engine).mark_many(
             WEB_SESSION, [(domain, path) for domain, path in docs if domain == "api"]
         )
+        answer = ChatMessage(WEB_NAMED_LIKE_MCP, 1, "assistant", "…")
+        ChatRepository(engine).add_turn(WEB_NAMED_LIKE_MCP, 1, "a question", answer)
     finally:
         engine.dispose()
     with _server(data, "--host", "0.0.0.0", env={"SUPERBIZ_SERVICE__API_KEY": KEY}) as server:
@@ -360,6 +365,22 @@ def test_a_web_chats_session_id_names_another_session_over_mcp(
     assert called["session_id"] == f"mcp-{WEB_SESSION}"
     assert called["found"] is True and called["relevance_level"] in GOOD
     assert _web_session_retrieved(guarded_server.data_dir) == before
+
+
+def test_a_chat_session_named_like_an_mcp_one_is_refused(guarded_server: HttpServer) -> None:
+    async def scenario() -> CallToolResult:
+        async with (
+            create_mcp_http_client(headers=BEARER) as http,
+            streamable_http_client(guarded_server.url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            arguments = {"query": "429 Too Many Requests", "session_id": WEB_NAMED_LIKE_MCP}
+            return await session.call_tool("lookup_knowledge", arguments)
+
+    refused = _run(scenario)
+    assert refused.is_error
+    assert "chat session" in (refused.structured_content or {})["error"]
 
 
 def test_the_guard_refuses_cross_origin_calls_without_the_key() -> None:
