@@ -178,6 +178,33 @@ def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def refuse_titles(url: str, word: str) -> None:
+    """Make the PostgreSQL database at ``url`` refuse every ``documents`` row whose title
+    holds ``word``, as it refuses a value it cannot store: a trigger raising a data
+    exception (SQLSTATE 22023), which the driver reports as ``DataError``."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "CREATE FUNCTION refuse_title() RETURNS trigger AS $$ BEGIN "
+                    f"IF position('{word}' in NEW.title) > 0 THEN "
+                    "RAISE EXCEPTION 'value refused for column title' USING ERRCODE = '22023'; "
+                    "END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+                )
+            )
+            connection.execute(
+                text(
+                    "CREATE TRIGGER refuse_title BEFORE INSERT OR UPDATE ON documents "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse_title()"
+                )
+            )
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, database_factory: Callable[[str], str]) -> str:
     """A fresh database on SQLite and on PostgreSQL (skipped when it is not reachable)."""

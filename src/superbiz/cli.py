@@ -877,8 +877,12 @@ def mcp(
         err.print(f"[dim]superbiz MCP server on {where}[/]")
 
     with _errors():
+        settings = _settings(data_dir)
+    if transport == "http":
+        _warn_if_open(settings, host, port, "call lookup_knowledge and write its sessions")
+    with _errors():
         serve(
-            _settings(data_dir),
+            settings,
             transport="stdio" if transport == "stdio" else "http",
             host=host,
             port=port,
@@ -901,13 +905,19 @@ def serve(
     with _errors():
         settings = _settings(data_dir)
         application = create_app(settings)
+    _warn_if_open(settings, host, port, "ask questions and change documents")
+    err.print(f"[dim]superbiz on http://{host}:{port} · API docs at /docs[/]")
+    uvicorn.run(application, host=host, port=port, log_level="info")
+
+
+def _warn_if_open(settings: Settings, host: str, port: int, what: str) -> None:
+    """A server listening beyond loopback without ``service.api-key`` is open to anyone
+    who can reach it: say so before it starts."""
     if not settings.service.api_key and host not in ("127.0.0.1", "localhost", "::1"):
         err.print(
             "[yellow]warning:[/] no service.api-key is set: anyone who can reach "
-            f"{escape(host)}:{port} may ask questions and change documents"
+            f"{escape(host)}:{port} may {what}"
         )
-    err.print(f"[dim]superbiz on http://{host}:{port} · API docs at /docs[/]")
-    uvicorn.run(application, host=host, port=port, log_level="info")
 
 
 def _publish(

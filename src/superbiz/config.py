@@ -168,6 +168,24 @@ class EmbeddingSettings(_Section):
     max_tokens: int | None = Field(None, ge=8)
 
 
+class DatabasePoolSettings(_Section):
+    """PostgreSQL connections one process opens at most: ``size`` kept open plus
+    ``overflow`` for the stores' queries, and ``session_locks`` for the turns holding a
+    session's advisory lock (one connection each while it runs or waits; more turns wait
+    in the process for one, up to ``service.session-wait-s``). With the defaults a
+    process opens at most 40, so two replicas and a ``superbiz ingest`` fit PostgreSQL's
+    default ``max_connections`` (100). SQLite keeps SQLAlchemy's own pool."""
+
+    size: int = Field(5, ge=1)
+    overflow: int = Field(5, ge=0)
+    session_locks: int = Field(30, ge=1)
+
+    @property
+    def most(self) -> int:
+        """The most connections one process opens."""
+        return self.size + self.overflow + self.session_locks
+
+
 class VectorSettings(_Section):
     """Milvus: empty ``uri`` means Milvus Lite at ``<data_dir>/milvus.db``."""
 
@@ -351,6 +369,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path(".superbiz")
     database_url: str | None = None
+    database_pool: DatabasePoolSettings = DatabasePoolSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     vector: VectorSettings = VectorSettings()

@@ -6,9 +6,12 @@ recording), so an agent in Claude Desktop, Cursor or LangGraph gets the same rel
 levels, action memory, dedup and water-level verdict as our own executor.
 
 Sessions: one MCP session is one superbiz session and one long turn (the water level
-counts every call in it). The superbiz session id comes, first match wins, from
+counts every call in it). MCP session ids all start with ``mcp-``, apart from the web's
+(``web-…``) and the CLI's: a client cannot read or mark a chat's session by naming it.
+The superbiz session id comes, first match wins, from
 
-1. the ``session_id`` argument (a client continues a named session, across connections);
+1. the ``session_id`` argument (a client continues a named session, across connections),
+   given ``mcp-`` in front unless it has it;
 2. the streamable-HTTP ``Mcp-Session-Id`` of a handshake-era client: ``mcp-<that id>``;
 3. a stream transport without HTTP (stdio): the process serves one client, so one
    ``mcp-<uuid>`` made at start;
@@ -31,19 +34,24 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal, TypedDict
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
+from starlette.types import ASGIApp
 
 from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
+from superbiz.api.guard import McpGuard
 from superbiz.config import Settings
 from superbiz.exceptions import SessionBusyError
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.map import build_map
+from superbiz.storage.chat import ChatRepository
 
 __all__ = [
     "MAP_URI",
@@ -60,6 +68,8 @@ SERVER_NAME = "superbiz"
 MAP_URI = "knowledge://map"
 HTTP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
+#: what every MCP session id starts with
+MCP_PREFIX = "mcp-"
 #: the ``session_id`` column's width (``tool_invocation``, ``session_retrievals``)
 MAX_SESSION_ID = 128
 #: sessions whose turn state stays in memory; the least recently used go first (their
@@ -143,6 +153,8 @@ class GovernedRetrieval:
     ) -> None:
         self.settings = settings
         self.runtime = open_lookup(settings, kb=kb, tracker=tracker)
+        #: chat sessions (web, CLI), which an MCP client may never continue
+        self._chats = ChatRepository(self.runtime.kb.engine)
         self._turns: OrderedDict[str, LookupTurn] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -158,6 +170,14 @@ class GovernedRetrieval:
     ) -> ToolAnswer:
         """One governed ``lookup_knowledge`` call in ``session_id``; always recorded."""
         args = {k: v for k, v in arguments.items() if v is not None}
+        if self._chats.exists(session_id):  # a chat chose an id that looks like MCP's
+            return ToolAnswer(
+                {
+                    "error": f"session {session_id!r} is a chat session, apart from MCP's: "
+                    "leave session_id out, or name another"
+                },
+                is_error=True,
+            )
         try:
             # after a chat turn of the session still running (another replica's, say)
             with self.runtime.sessions.hold(session_id), self._lock:
@@ -213,6 +233,21 @@ class GovernedRetrieval:
         return turn
 
 
+def mcp_session_id(named: str) -> str:
+    """The superbiz session of a ``session_id`` an MCP client names: in the MCP namespace
+    (``mcp-``), so that a web chat's id names another session, never the chat's.
+
+    >>> mcp_session_id(" team "), mcp_session_id("mcp-1f2e"), mcp_session_id("web-abc")
+    ('mcp-team', 'mcp-1f2e', 'mcp-web-abc')
+    >>> mcp_session_id("  ")
+    ''
+    """
+    named = named.strip()
+    if not named or named.startswith(MCP_PREFIX):
+        return named
+    return f"{MCP_PREFIX}{named}"
+
+
 def _session_problem(session_id: str) -> str | None:
     if not session_id.strip():
         return "'session_id' must not be blank"
@@ -233,7 +268,7 @@ def build_server(service: GovernedRetrieval) -> MCPServer:
 
     def session_for(ctx: Context, explicit: str | None) -> str:
         if explicit is not None:
-            return explicit.strip()
+            return mcp_session_id(explicit)
         if ctx.request_context.request is None:  # stdio: this process serves one client
             return process_session
         transport_session = (ctx.headers or {}).get(SESSION_HEADER)
@@ -317,13 +352,30 @@ def serve(
         if transport == "stdio":
             server.run("stdio")
         else:
-            server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+            _serve_http(server, settings, host, port)
     except KeyboardInterrupt:
         pass  # asked to stop: a normal end for a server
     finally:
         service.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
+    """The streamable-HTTP app behind the service's guard (``McpGuard``): its Host and
+    Origin rules and its API key, in place of the SDK's loopback-only checks."""
+    app = server.streamable_http_app(
+        streamable_http_path=HTTP_PATH,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return McpGuard(app, settings)
+
+
+def _serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(http_app(server, settings), host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
 
 
 def _interrupt_on_sigterm() -> Any:

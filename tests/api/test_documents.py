@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
+from superbiz.knowledge.ingest import Ingestor
 
 LIMIT = 4096
 REFUND = """# 退款到账延迟处理
@@ -174,3 +175,39 @@ def test_an_upload_never_brings_back_a_document_deleted_elsewhere(
     assert status == 201 and body["report"]["added"] == ["billing/新的.md"], body
     assert kb.documents.get(path) is None
     assert kb.store.index_state([path]) == {}
+
+
+def test_a_deleted_knowledge_base_documents_path_stays_its_files(
+    make_assistant: Callable[..., Runtime],
+) -> None:
+    """Delete takes a KB file's document out of the index until the next ingest, and says
+    so; an upload never takes its path meanwhile, not even once no other document of its
+    folder is left, so the next ingest brings the curated file back."""
+    assistant = make_assistant()
+    client = TestClient(create_app(assistant.settings, assistant=assistant, warm_up=False))
+    stored = assistant.kb.documents.get("api/rate-limit.md")
+    assert stored is not None
+    kb_folder = Path(stored.source_file).parents[1]
+
+    deleted = client.delete("/api/documents/api/rate-limit.md")
+    assert deleted.status_code == 200 and deleted.json()["file_removed"] is False
+    for form in ({"domain": "api"}, {"domain": "api", "overwrite": "true"}):
+        response = client.post(
+            "/api/documents",
+            files={"file": ("rate-limit.md", b"# Mine\n\ntaken\n", "text/markdown")},
+            data=form,
+        )
+        assert response.status_code == 409, response.text
+        assert "belongs to the knowledge-base file" in response.json()["message"]
+    assert "out of the index until the next `superbiz ingest`" in deleted.json()["note"]
+    # every other document of the KB folder deleted too: the path is still the file's
+    for doc in assistant.kb.documents.all():
+        assert client.delete(f"/api/documents/{quote(doc.path)}").status_code == 200
+    status, body = upload(client, "redis-pool.md", "# Mine\n\ntaken\n", domain="infrastructure")
+    assert status == 409 and "belongs to the knowledge-base file" in body["message"]
+    assert uploads_of(assistant) == []
+
+    report = Ingestor(assistant.kb).ingest([kb_folder])
+    assert {"api/rate-limit.md", "infrastructure/redis-pool.md"} <= set(report.added)
+    again = assistant.kb.documents.get("api/rate-limit.md")
+    assert again is not None and Path(again.source_file) == Path(stored.source_file)

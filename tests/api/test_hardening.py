@@ -21,7 +21,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from conftest import write_kb
+from conftest import refuse_titles, write_kb
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.api.guard import UPLOAD_OVERHEAD
@@ -248,6 +248,39 @@ def test_allowed_hosts(chat_assistant: Runtime) -> None:
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_host"
 
 
+@pytest.mark.parametrize(
+    "host", ["localhost:8000", "127.0.0.1", "127.0.0.1:8000", "[::1]:8000", "testserver"]
+)
+def test_by_default_loopback_names_and_the_bound_address_are_accepted(
+    client: TestClient, host: str
+) -> None:
+    """``testserver`` is the address the test client's requests come in on."""
+    assert client.get("/api/info", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "kb.example.com:8000", "127.0.0.1.evil.example"])
+def test_by_default_other_names_are_refused_with_how_to_add_one(
+    client: TestClient, host: str
+) -> None:
+    """DNS rebinding: a page at evil.example whose name now points at the server would
+    otherwise read and write it as the server's own origin."""
+    refused = client.get("/api/info", headers={"Host": host})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_host"
+    assert "service.allowed-hosts" in refused.json()["message"]
+    assert "SUPERBIZ_SERVICE__ALLOWED_HOSTS" in refused.json()["message"]
+
+
+@pytest.mark.parametrize("allowed", [(), ("kb.example.com",)])
+@pytest.mark.parametrize("path", ["/livez", "/healthz"])
+def test_probes_are_answered_whatever_the_host(
+    chat_assistant: Runtime, allowed: tuple[str, ...], path: str
+) -> None:
+    """A Kubernetes probe sends the pod's IP as Host: a 400 would restart a healthy pod."""
+    client = client_for(chat_assistant, allowed_hosts=allowed)
+    assert client.get(path, headers={"Host": "10.42.0.17:8000"}).status_code == 200
+    assert client.get("/api/info", headers={"Host": "10.42.0.17:8000"}).status_code == 400
+
+
 # -- 5: private sessions --------------------------------------------------------------------
 
 
@@ -346,6 +379,29 @@ def test_an_earlier_upload_is_replaced_only_with_overwrite(
     assert refused.status_code == 409 and "overwrite=true" in refused.json()["message"]
     replaced = post_file(client, "notes.md", "# Notes\n\nsecond\n", overwrite="true")
     assert replaced.status_code == 201 and replaced.json()["status"] == "updated"
+
+
+def test_an_overwrite_postgresql_refuses_keeps_the_earlier_upload(
+    make_assistant: Callable[..., Runtime], database_factory: Callable[[str], str]
+) -> None:
+    url = database_factory("postgresql")
+    assistant = make_assistant(database_url=url)
+    client = client_for(assistant)
+    first = "# Notes\n\nzebracrossing first\n"
+    assert post_file(client, "notes.md", first).status_code == 201
+    before = assistant.kb.documents.get("payment/notes.md")
+    assert before is not None
+    refuse_titles(url, "REFUSED")
+
+    refused = post_file(client, "notes.md", "# REFUSED\n\nsecond\n", overwrite="true")
+    assert refused.status_code == 422, refused.text
+    assert "refused by the database" in refused.json()["message"]
+    assert assistant.kb.documents.get("payment/notes.md") == before
+    assert Path(before.source_file).read_text(encoding="utf-8") == first
+    state = assistant.kb.store.index_state(["payment/notes.md"])
+    assert state == {"payment/notes.md": (before.chunk_count, frozenset([before.content_hash]))}
+    listed = {d["path"]: d for d in client.get("/api/documents").json()["documents"]}
+    assert listed["payment/notes.md"]["chunk_count"] == before.chunk_count
 
 
 def test_several_files_in_one_upload_are_a_clear_422(uploads: tuple[TestClient, Runtime]) -> None:

@@ -10,6 +10,7 @@ Both replicas share one data directory (uploaded files live there; see the READM
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
 
 from conftest import (
     MilvusServer,
@@ -34,6 +36,7 @@ from conftest import (
     free_port,
     write_kb,
 )
+from superbiz import cli
 from superbiz.config import Settings, VectorSettings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
@@ -282,6 +285,30 @@ def test_a_turn_waits_for_the_same_session_running_in_another_replica(
     finally:
         locks.close()
     assert [a["turn"] for a in answers] == [1]
+
+
+def test_two_replicas_under_50_sessions_stay_within_postgres_default_connections(
+    replicas: Replicas, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``superbiz eval service`` on both replicas with 50 clients reports the most
+    connections PostgreSQL held (``pg_stat_activity``, sampled during the run): each
+    replica's pools (``database-pool``, defaults) keep two of them within PostgreSQL's
+    default ``max_connections`` of 100."""
+    from superbiz.config import DatabasePoolSettings
+
+    monkeypatch.setenv("SUPERBIZ_DATABASE_URL", replicas.env["SUPERBIZ_DATABASE_URL"])
+    args = ["eval", "service", "--clients", "50", "--requests", "100", "--sequential", "2"]
+    urls = [option for url in replicas.urls for option in ("--url", url)]
+    output = tmp_path / "service.json"
+    result = CliRunner().invoke(cli.app, [*args, *urls, "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "PostgreSQL connections: peak" in result.output
+    report = json.loads(output.read_text())
+    assert report["errors"] == 0, report["error_samples"]
+    assert report["audit"]["ok"], report["audit"]["problems"]
+    postgres = report["postgres"]
+    assert postgres["samples"] > 0 and postgres["peak_connections"] > 2
+    assert postgres["peak_connections"] <= 2 * DatabasePoolSettings().most < 100
 
 
 def test_postgres_going_away_is_a_503_naming_it_and_the_next_turn_works(

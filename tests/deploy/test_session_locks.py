@@ -9,11 +9,16 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy.pool import QueuePool
 
 from conftest import _require_postgres
+from superbiz.agents.session_lock import session_locks
+from superbiz.config import DatabasePoolSettings, Settings
 from superbiz.exceptions import ConfigError, SessionBusyError, StoreError
+from superbiz.knowledge.base import KnowledgeBase
 from superbiz.storage.session_locks import LOCK_NAMESPACE, PostgresSessionLocks
 
 
@@ -96,3 +101,39 @@ def test_sqlite_is_refused_and_an_unreachable_database_is_a_store_error(tmp_path
             pass
     finally:
         locks.close()
+
+
+def test_turns_beyond_the_lock_pool_wait_in_the_process_then_are_told_why() -> None:
+    """``database-pool.session-locks`` bounds the connections turns hold: one more turn
+    waits for a free one (no new connection), and past the wait it is a clear 503."""
+    locks = PostgresSessionLocks(_require_postgres(), 0.3, max_connections=1)
+    try:
+        with locks.hold("dave"):
+            busy = pytest.raises(StoreError, match=r"database-pool\.session-locks")
+            with busy, locks.hold("eve"):
+                pass
+        with locks.hold("eve"):  # the connection is free again
+            pass
+    finally:
+        locks.close()
+
+
+def test_the_pools_are_sized_from_settings(tmp_path: Path, use_embedder: Any) -> None:
+    pool = DatabasePoolSettings(size=3, overflow=2, session_locks=4)
+    settings = Settings(
+        data_dir=tmp_path / "data", database_url=_require_postgres(), database_pool=pool
+    )
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    locks = session_locks(settings, kb.engine)
+    try:
+        assert isinstance(kb.engine.pool, QueuePool) and isinstance(locks, PostgresSessionLocks)
+        assert (kb.engine.pool.size(), kb.engine.pool._max_overflow) == (3, 2)
+        lock_pool = locks.engine.pool
+        assert isinstance(lock_pool, QueuePool)
+        assert lock_pool.size() + lock_pool._max_overflow == 4
+        # a turn beyond the pool waits for one ahead, which ends within its own timeout
+        assert locks.pool_wait_s == settings.service.session_wait_s + settings.llm.turn_timeout_s
+        assert pool.most == 9
+    finally:
+        locks.close()
+        kb.close()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import DataError
 
-from conftest import write_kb
+from conftest import refuse_titles, write_kb
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.embedders import Embedder
@@ -309,6 +309,45 @@ def test_a_row_the_database_refuses_is_skipped_and_leaves_no_chunks(
     assert report.added == ["api/a.md"]
     assert report.skipped == [("api/b.md", "refused by the database: invalid byte sequence")]
     assert kb.store.index_state(["api/a.md", "api/b.md"]).keys() == {"api/a.md"}
+
+
+def test_an_edit_postgresql_refuses_keeps_the_earlier_version(
+    tmp_path: Path,
+    database_factory: Callable[[str], str],
+    make_settings: Callable[..., Any],
+    use_embedder: Embedder,
+) -> None:
+    """A real refusal (a trigger raising a data exception): the edited document keeps its
+    earlier row and chunks, still found, until the file is fixed."""
+    url = database_factory("postgresql")
+    knowledge = KnowledgeBase(make_settings(tmp_path, url), embedder=use_embedder)
+    try:
+        root = tmp_path / "kb"
+        write_kb(root, {"api/a.md": "# Alpha\nzebracrossing rules\n", "api/b.md": "# B\nb\n"})
+        Ingestor(knowledge).ingest([root])
+        before = knowledge.documents.get("api/a.md")
+        assert before is not None
+        refuse_titles(url, "REFUSED")
+
+        write_kb(root, {"api/a.md": "# REFUSED Alpha\nquokkahabitat rules\n"})
+        report = Ingestor(knowledge).ingest([root])
+        assert report.updated == [] and [path for path, _ in report.skipped] == ["api/a.md"]
+        assert knowledge.documents.get("api/a.md") == before
+        state = knowledge.store.index_state(["api/a.md"])
+        assert state == {"api/a.md": (before.chunk_count, frozenset([before.content_hash]))}
+        found = {hit.doc_path for hit in knowledge.store.search_bm25("zebracrossing", 10)}
+        assert found == {"api/a.md"}
+        assert knowledge.store.search_bm25("quokkahabitat", 10) == []
+        reason = report.skipped[0][1]
+        assert reason.startswith("refused by the database: value refused for column title")
+        assert "its earlier version stays searchable" in reason
+
+        write_kb(root, {"api/a.md": "# Alpha two\nquokkahabitat rules\n"})
+        assert Ingestor(knowledge).ingest([root]).updated == ["api/a.md"]
+        found = {hit.doc_path for hit in knowledge.store.search_bm25("quokkahabitat", 10)}
+        assert found == {"api/a.md"}
+    finally:
+        knowledge.close()
 
 
 # -- Milvus filters ---------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_rows_and_chunks_carry_title_heading_and_document(small_kb: Path, open_k
     chunks = kb.store.chunks_of(path)
     assert len(chunks) == doc.chunk_count
     for i, chunk in enumerate(chunks):
-        assert chunk.id == chunk_id(path, i)
+        assert chunk.id == chunk_id(path, i, doc.content_hash)
         assert (chunk.doc_path, chunk.title, chunk.domain) == (path, "支付失败排查", "payment")
         # shown text is the document's own Markdown; the title goes to BM25 and the embedder
         assert chunk.text.split("\n")[0] in data.decode()
@@ -573,7 +573,7 @@ def test_row_without_chunks_and_orphan_chunks_are_repaired(
         "orphan/lost.md",
         [
             ChunkRecord(
-                id=chunk_id("orphan/lost.md", 0),
+                id=chunk_id("orphan/lost.md", 0, "e" * 64),
                 doc_path="orphan/lost.md",
                 domain="orphan",
                 title="Lost",

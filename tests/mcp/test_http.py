@@ -8,6 +8,8 @@ passing back the ``session_id`` that every result names. One server runs for the
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,13 +21,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import httpx
 import pytest
 import yaml
 from mcp.client.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
+from sqlalchemy import text
+from starlette.responses import PlainTextResponse
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from superbiz import cli
+from superbiz.config import Settings
+from superbiz.governance.tracker import SqlSessionTracker
+from superbiz.storage.chat import ChatMessage, ChatRepository
+from superbiz.storage.db import open_database
 from superbiz.storage.invocations import Invocation
 
 T = TypeVar("T")
@@ -83,34 +96,34 @@ def _wait_listening(server: HttpServer, port: int) -> None:
     pytest.fail(f"the MCP server did not listen within {STARTUP_TIMEOUT_S} s")
 
 
-@pytest.fixture(scope="module")
-def http_server(mcp_data_dir: Path) -> Iterator[HttpServer]:
+@contextlib.contextmanager
+def _server(
+    data_dir: Path, *options: str, env: dict[str, str] | None = None
+) -> Iterator[HttpServer]:
+    """``superbiz mcp --transport http`` on a free port, reached at 127.0.0.1."""
     port = _free_port()
-    log = mcp_data_dir.parent / "server.log"
+    log = data_dir.parent / f"server-{port}.log"
+    command = [sys.executable, "-m", "superbiz.cli", "mcp", "--transport", "http"]
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "superbiz.cli",
-                "mcp",
-                "--transport",
-                "http",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(mcp_data_dir),
-            ],
+            [*command, "--port", str(port), "--data-dir", str(data_dir), *options],
             stdout=sink,
             stderr=subprocess.STDOUT,
-            cwd=mcp_data_dir.parent,
+            cwd=data_dir.parent,
+            env={**os.environ, **(env or {})},
         )
-    server = HttpServer(process, f"http://127.0.0.1:{port}/mcp", mcp_data_dir, log)
+    server = HttpServer(process, f"http://127.0.0.1:{port}/mcp", data_dir, log)
     try:
         _wait_listening(server, port)
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def http_server(mcp_data_dir: Path) -> Iterator[HttpServer]:
+    with _server(mcp_data_dir) as server:
+        yield server
 
 
 def _run(scenario: Callable[[], Awaitable[T]]) -> T:
@@ -195,7 +208,7 @@ def test_a_named_session_continues_across_connections(http_server: HttpServer) -
         return first, second
 
     first, second = _run(scenario)
-    assert first["session_id"] == second["session_id"] == "team-http"
+    assert first["session_id"] == second["session_id"] == "mcp-team-http"  # MCP's namespace
     assert first["found"] is True and first["primary"]["domain"] == "api"
     # Same server process: the same turn goes on, with its water level and closed domains.
     assert second["relevance_level"] == "DEDUPED"
@@ -242,13 +255,172 @@ def test_malformed_calls_are_error_results(http_server: HttpServer) -> None:
     assert "session_id" in (blank.structured_content or {})["error"]
 
 
+# -- the service's key, Host and Origin rules; sessions apart from the web's -------------------
+
+KEY = "mcp-k3y"
+BEARER = {"Authorization": f"Bearer {KEY}"}
+#: a web chat's session, which has retrieved the api domain's documents
+WEB_SESSION = "web-chat-1"
+#: a web chat whose client chose an id in MCP's namespace
+WEB_NAMED_LIKE_MCP = "mcp-chosen-by-a-web-client"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def _web_session_retrieved(data_dir: Path) -> dict[str, str]:
+    engine = open_database(f"sqlite:///{data_dir / 'superbiz.db'}")
+    try:
+        return SqlSessionTracker(engine).retrieved_docs(WEB_SESSION)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def guarded_server(mcp_kb: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """Listening on every address (``0.0.0.0``) with ``service.api-key`` set, beside a
+    web chat session that has retrieved the api domain."""
+    data = tmp_path_factory.mktemp("mcp-guarded") / "data"
+    shutil.copytree(mcp_kb, data)
+    engine = open_database(f"sqlite:///{data / 'superbiz.db'}")
+    try:
+        with engine.connect() as connection:
+            docs = connection.execute(text("SELECT domain, path FROM documents")).all()
+        SqlSessionTracker(engine).mark_many(
+            WEB_SESSION, [(domain, path) for domain, path in docs if domain == "api"]
+        )
+        answer = ChatMessage(WEB_NAMED_LIKE_MCP, 1, "assistant", "…")
+        ChatRepository(engine).add_turn(WEB_NAMED_LIKE_MCP, 1, "a question", answer)
+    finally:
+        engine.dispose()
+    with _server(data, "--host", "0.0.0.0", env={"SUPERBIZ_SERVICE__API_KEY": KEY}) as server:
+        yield server
+
+
+def test_mcp_over_http_needs_the_api_key_as_a_bearer_token(guarded_server: HttpServer) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}):
+        refused = httpx.post(
+            guarded_server.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=30
+        )
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"] == "unauthorized"
+        assert refused.headers["www-authenticate"] == "Bearer"
+    served = httpx.post(
+        guarded_server.url, json=INITIALIZE, headers={**MCP_HEADERS, **BEARER}, timeout=30
+    )
+    assert served.status_code == 200, served.text
+
+
+def test_mcp_over_http_refuses_other_hosts_even_with_the_key(guarded_server: HttpServer) -> None:
+    """Listening on 0.0.0.0 with ``allowed-hosts`` empty: loopback names and the address
+    the request came in on, never a DNS name someone pointed here."""
+    for host in ("evil.example", "kb.example.com"):
+        refused = httpx.post(
+            guarded_server.url,
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, **BEARER, "Host": host},
+            timeout=30,
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "invalid_host"
+        assert "service.allowed-hosts" in refused.json()["message"]
+    port = guarded_server.url.split(":")[2].split("/")[0]
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        served = httpx.post(
+            guarded_server.url,
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, **BEARER, "Host": host},
+            timeout=30,
+        )
+        assert served.status_code == 200, served.text
+
+
+def test_a_web_chats_session_id_names_another_session_over_mcp(
+    guarded_server: HttpServer,
+) -> None:
+    """The web chat retrieved the api domain: passing its id must neither read that (the
+    lookup would be DEDUPED) nor mark documents in it."""
+    before = _web_session_retrieved(guarded_server.data_dir)
+    assert before
+
+    async def scenario() -> dict[str, Any]:
+        async with (
+            create_mcp_http_client(headers=BEARER) as http,
+            streamable_http_client(guarded_server.url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            arguments = {"query": "429 Too Many Requests", "session_id": WEB_SESSION}
+            return _data(await session.call_tool("lookup_knowledge", arguments))
+
+    called = _run(scenario)
+    assert called["session_id"] == f"mcp-{WEB_SESSION}"
+    assert called["found"] is True and called["relevance_level"] in GOOD
+    assert _web_session_retrieved(guarded_server.data_dir) == before
+
+
+def test_a_chat_session_named_like_an_mcp_one_is_refused(guarded_server: HttpServer) -> None:
+    async def scenario() -> CallToolResult:
+        async with (
+            create_mcp_http_client(headers=BEARER) as http,
+            streamable_http_client(guarded_server.url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            arguments = {"query": "429 Too Many Requests", "session_id": WEB_NAMED_LIKE_MCP}
+            return await session.call_tool("lookup_knowledge", arguments)
+
+    refused = _run(scenario)
+    assert refused.is_error
+    assert "chat session" in (refused.structured_content or {})["error"]
+
+
+def test_the_guard_refuses_cross_origin_calls_without_the_key() -> None:
+    """The service's Origin rule, on the guard alone: a browser page elsewhere may not
+    drive the MCP endpoint; a client that sends no Origin is no browser."""
+    from superbiz.api.guard import McpGuard
+
+    async def ok(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    client = TestClient(McpGuard(ok, Settings()), base_url="http://127.0.0.1:8765")
+    cross = client.post("/mcp", headers={"Origin": "https://evil.example"})
+    assert cross.status_code == 403 and cross.json()["error"] == "cross_origin"
+    site = client.post("/mcp", headers={"Sec-Fetch-Site": "cross-site"})
+    assert site.status_code == 403
+    assert client.post("/mcp", headers={"Origin": "http://127.0.0.1:8765"}).status_code == 200
+    assert client.post("/mcp").status_code == 200
+
+
+def test_mcp_over_http_warns_when_it_listens_beyond_loopback_without_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr("superbiz.mcp_server.serve", lambda settings, **kwargs: seen.update(kwargs))
+    args = ["mcp", "--transport", "http", "--host", "0.0.0.0", "--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert seen["host"] == "0.0.0.0"
+    assert "no service.api-key is set" in result.output
+    quiet = CliRunner().invoke(cli.app, ["mcp", "--transport", "http", "--data-dir", str(tmp_path)])
+    assert "no service.api-key" not in quiet.output
+
+
 def test_calls_are_recorded_once_the_server_is_gone(
     http_server: HttpServer, read_invocations: Callable[[Path, str], list[Invocation]]
 ) -> None:
     """Runs last in this module: it stops the shared server before reading the store."""
     http_server.stop()
     assert http_server.process.returncode == 0, http_server.log.read_text()[-3000:]
-    named = read_invocations(http_server.data_dir, "team-http")
+    named = read_invocations(http_server.data_dir, "mcp-team-http")
     assert [(r.executed, r.dedup_reason) for r in named] == [
         (True, None),
         (False, "domain_retrieved"),
@@ -256,5 +428,5 @@ def test_calls_are_recorded_once_the_server_is_gone(
     assert named[0].retrieval_details is not None and named[0].relevance_level in GOOD
     assert named[1].retrieval_details is None and named[1].relevance_level == "DEDUPED"
     assert [r.step for r in named] == [1, 2] and {r.turn for r in named} == {1}
-    bad = read_invocations(http_server.data_dir, "bad")
+    bad = read_invocations(http_server.data_dir, "mcp-bad")
     assert len(bad) == 2 and all(r.error and not r.executed for r in bad)

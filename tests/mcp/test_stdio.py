@@ -35,6 +35,8 @@ OTHERS = [
     "notify the on-call engineer",
 ]
 NAMED = "shared-stdio"
+#: the superbiz session of NAMED: MCP session ids are apart from the web's
+NAMED_SESSION = f"mcp-{NAMED}"
 NAMED_QUERY = "Redis connection pool exhausted"
 GOOD = {"PRECISE", "HIGHLY_RELEVANT"}
 BLOCK_REASONS = {"domain_retrieved", "budget_exhausted", "supplement_needs_dimension"}
@@ -129,7 +131,7 @@ def conversation(
     anyio.run(run)
     # Both server processes are gone: the store can be read.
     seen.rows = read_invocations(mcp_data_dir, seen.session_calls[0]["session_id"])
-    seen.named_rows = read_invocations(mcp_data_dir, NAMED)
+    seen.named_rows = read_invocations(mcp_data_dir, NAMED_SESSION)
     return seen
 
 
@@ -224,7 +226,7 @@ def test_every_call_is_recorded_blocked_ones_without_a_retrieval(
 
 def test_a_named_session_continues_in_a_new_server_process(conversation: Conversation) -> None:
     first, second = conversation.named_first, conversation.named_second
-    assert first["session_id"] == second["session_id"] == NAMED
+    assert first["session_id"] == second["session_id"] == NAMED_SESSION
     assert first["found"] is True and first["relevance_level"] in GOOD
     # The second process starts a new turn, but the session's action memory is in the
     # store: the only relevant document was already retrieved.

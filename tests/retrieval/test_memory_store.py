@@ -4,6 +4,7 @@ per-document writes."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +117,18 @@ def test_dimension_is_checked_and_drop_resets(store: ChunkStore) -> None:
     assert store.dimension is None and store.search_dense(unit(1, 0, 0), 10) == []
     store.ensure_collection(4)
     assert store.dimension == 4
+
+
+def test_a_new_version_goes_in_beside_the_old_and_the_old_goes_by_id(store: ChunkStore) -> None:
+    """How an update swaps versions: insert the new chunks, then delete the old ids."""
+    old = store.chunk_ids(["ops/redis.md", "api/limit.md", "none.md"])
+    assert old == {
+        "ops/redis.md": {"ops/redis.md#0", "ops/redis.md#1"},
+        "api/limit.md": {"api/limit.md#0"},
+    }
+    new = record("ops/redis.md", 0, "Raise the pool size", unit(1, 0, 1))
+    store.insert([dataclasses.replace(new, id="ops/redis.md#v2-0", content_hash="v2")])
+    assert len(store.chunks_of("ops/redis.md")) == 3  # both versions are found meanwhile
+    store.delete_chunks(old["ops/redis.md"])
+    assert [hit.id for hit in store.chunks_of("ops/redis.md")] == ["ops/redis.md#v2-0"]
+    assert [hit.id for hit in store.chunks_of("api/limit.md")] == ["api/limit.md#0"]

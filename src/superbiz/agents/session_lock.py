@@ -41,7 +41,13 @@ def session_locks(settings: Settings, engine: Engine) -> SessionLocks:
     if engine.dialect.name == "postgresql":
         from superbiz.storage.session_locks import PostgresSessionLocks
 
-        return PostgresSessionLocks(settings.resolved_database_url, wait_s)
+        return PostgresSessionLocks(
+            settings.resolved_database_url,
+            wait_s,
+            max_connections=settings.database_pool.session_locks,
+            # a turn beyond the pool waits for one ahead to end, which takes at most this
+            pool_wait_s=wait_s + settings.llm.turn_timeout_s,
+        )
     return LocalSessionLocks(wait_s)
 
 

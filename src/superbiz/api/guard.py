@@ -2,8 +2,11 @@
 
 One ASGI middleware, so that nothing is parsed or spooled for a request that is refused:
 
-1. ``Host`` must be one of ``service.allowed-hosts`` when that is set (400); a ``Host`` or
-   ``Origin`` that is no URL authority at all (``http://[``) is a 400 on every request.
+1. ``Host`` must be one of ``service.allowed-hosts`` (400); while that is empty, a
+   loopback name or the address the request came in on (DNS rebinding is closed by
+   default). The probes ``/livez`` and ``/healthz`` are answered whatever the Host: a
+   Kubernetes probe sends the pod's IP. A ``Host`` or ``Origin`` that is no URL
+   authority at all (``http://[``) is a 400 on every other request.
 2. With ``service.api-key`` set, writes under ``/api`` and every ``/api/sessions`` read
    need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
 3. Without a key, a write must come from the server's own page: a browser's
@@ -21,6 +24,7 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -112,6 +116,63 @@ def malformed_header(headers: Headers) -> str | None:
     return None
 
 
+#: the probes a load balancer or Kubernetes sends, with whatever Host it knows (a pod IP)
+PROBE_PATHS = frozenset({"/livez", "/healthz"})
+HOST_HINT = (
+    "add the name clients use to service.allowed-hosts "
+    "(YAML: allowed-hosts: [kb.example.com], or "
+    "SUPERBIZ_SERVICE__ALLOWED_HOSTS='[\"kb.example.com\"]')"
+)
+
+
+def local_host(host: str, bound: str | None) -> bool:
+    """With ``service.allowed-hosts`` empty: ``host`` names this machine's loopback
+    (``localhost``, ``127.0.0.1``, ``[::1]``) or ``bound``, the address the request
+    came in on; a DNS name pointed here by someone else is neither.
+
+    >>> local_host("localhost:8000", None), local_host("[::1]:80", None)
+    (True, True)
+    >>> local_host("10.0.0.5:8000", "10.0.0.5"), local_host("evil.example", "10.0.0.5")
+    (True, False)
+    >>> local_host("127.0.0.1.evil.example", None)
+    False
+    """
+    try:
+        name = (urlsplit(f"//{host}").hostname or "").rstrip(".")
+    except ValueError:  # not a host at all (``[``)
+        return False
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return True
+    except ValueError:
+        pass
+    return bool(bound) and name == str(bound).strip("[]").lower()
+
+
+def host_refusal(host: str, allowed: Iterable[str], bound: str | None) -> str | None:
+    """Why ``host`` is refused, or ``None``: it must be in ``allowed``, or, while that
+    is empty, name this machine (``local_host``)."""
+    allowed = tuple(allowed)
+    if allowed:
+        if host_allowed(host, allowed):
+            return None
+        return f"this Host is not in service.allowed-hosts; {HOST_HINT}"
+    if not host or local_host(host, bound):  # no Host: no browser, so no rebinding
+        return None
+    return (
+        "this Host is not allowed: with service.allowed-hosts empty only loopback names "
+        f"(localhost, 127.0.0.1, [::1]) and the server's own address are; {HOST_HINT}"
+    )
+
+
+def bound_address(scope: Scope) -> str | None:
+    """The address the request came in on (the ASGI server's socket)."""
+    server = scope.get("server")
+    return str(server[0]) if server else None
+
+
 def same_origin(headers: Headers) -> bool:
     """Whether a browser says the request comes from this server's own page; a client
     that sends neither ``Sec-Fetch-Site`` nor ``Origin`` is not a browser."""
@@ -154,10 +215,13 @@ class RequestGuard:
     def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
         headers = Headers(scope=scope)
         method, path = scope["method"], scope["path"]
-        if (header := malformed_header(headers)) is not None:
-            return 400, "bad_request", f"malformed {header} header: not a host or URL", None
-        if self.allowed_hosts and not host_allowed(headers.get("host", ""), self.allowed_hosts):
-            return 400, "invalid_host", "this Host is not in service.allowed-hosts", None
+        if path not in PROBE_PATHS:
+            if (header := malformed_header(headers)) is not None:
+                return 400, "bad_request", f"malformed {header} header: not a host or URL", None
+            host = headers.get("host", "")
+            refused = host_refusal(host, self.allowed_hosts, bound_address(scope))
+            if refused is not None:
+                return 400, "invalid_host", refused, None
         keyed = False
         if self.api_key:
             keyed = key_matches(sent_key(headers), self.api_key)
@@ -182,6 +246,44 @@ class RequestGuard:
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
             return 413, "payload_too_large", _too_large(int(length), limit), None
+        return None
+
+
+class McpGuard:
+    """ASGI middleware of ``superbiz mcp --transport http``: the service's ``Host`` and
+    ``Origin`` rules, and with ``service.api-key`` set every request needs the key (MCP
+    clients send it as ``Authorization: Bearer``): the MCP endpoint runs lookups and
+    writes sessions, as the service's chat does."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.api_key = settings.service.api_key
+        self.allowed_hosts = settings.service.allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                status, kind, message, extra = refusal
+                await error_response(status, kind, message, headers=extra)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
+        headers = Headers(scope=scope)
+        refused = host_refusal(headers.get("host", ""), self.allowed_hosts, bound_address(scope))
+        if refused is not None:
+            return 400, "invalid_host", refused, None
+        keyed = bool(self.api_key) and key_matches(sent_key(headers), self.api_key or "")
+        if self.api_key and not keyed:
+            return (
+                401,
+                "unauthorized",
+                "missing or wrong API key: send service.api-key as Authorization: Bearer",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        if scope["method"] not in SAFE_METHODS and not keyed and not same_origin(headers):
+            return 403, "cross_origin", "cross-origin request refused", None
         return None
 
 

@@ -280,6 +280,11 @@ class Deleted(BaseModel):
     deleted: str = Field(description="The document's path.")
     domain: str
     file_removed: bool = Field(description="True when an uploaded file was deleted too.")
+    note: str | None = Field(
+        default=None,
+        description="For a knowledge-base file's document: it is out of the index until the "
+        "next `superbiz ingest`, which brings it back.",
+    )
 
 
 class SourceView(BaseModel):

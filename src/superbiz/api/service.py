@@ -258,7 +258,10 @@ class Service:
             removed = self._lifecycle().remove(path)
             self.assistant.invalidate_map()
         return Deleted(
-            deleted=removed.path, domain=removed.domain, file_removed=removed.file_removed
+            deleted=removed.path,
+            domain=removed.domain,
+            file_removed=removed.file_removed,
+            note=removed.note,
         )
 
     def _lifecycle(self) -> DocumentLifecycle:

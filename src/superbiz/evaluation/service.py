@@ -15,11 +15,16 @@ to the first event and errors. Then it audits every session it ran:
 * no turn executed more lookups than the governance's high mark;
 * no event and no citation of one session appears in another;
 * its second turn does not show again a document its first turn retrieved.
+
+On PostgreSQL it also reports the most connections the database held meanwhile
+(``pg_stat_activity``, sampled by a thread of its own), against ``max_connections``:
+what the replicas' pools (``database-pool``) open under that load.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import statistics
@@ -339,6 +344,78 @@ async def audit(urls: list[str], headers: dict[str, str], sessions: list[Session
     return checked
 
 
+# -- PostgreSQL connections -----------------------------------------------------------------
+
+#: connections to this database, not counting the sampler's own; narrowed to the
+#: deployment's when its URL names an ``application_name`` (replicas share the URL)
+_CONNECTIONS = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND (current_setting('application_name') = ''
+       OR application_name = current_setting('application_name'))
+"""
+
+
+class ConnectionPeak:
+    """The most PostgreSQL connections seen while the benchmark runs (a context manager):
+    ``pg_stat_activity`` read every ``interval_s`` on one connection of its own."""
+
+    def __init__(self, database_url: str, interval_s: float = 0.05) -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import NullPool
+
+        self.engine = create_engine(database_url, poolclass=NullPool)
+        self.interval_s = interval_s
+        self.peak = 0
+        self.samples = 0
+        self.max_connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="pg-connections", daemon=True)
+
+    def __enter__(self) -> ConnectionPeak:
+        from sqlalchemy import text
+
+        self._connection = self.engine.connect()
+        shown = self._connection.execute(text("SHOW max_connections")).scalar()
+        self.max_connections = int(shown or 0)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._connection.close()
+        self.engine.dispose()
+
+    def _sample(self) -> None:
+        from sqlalchemy import text
+
+        query = text(_CONNECTIONS)
+        while not self._stop.is_set():
+            count = int(self._connection.execute(query).scalar() or 0)
+            self._connection.rollback()  # a fresh snapshot of the activity view each time
+            self.peak = max(self.peak, count)
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "peak_connections": self.peak,
+            "max_connections": self.max_connections,
+            "samples": self.samples,
+        }
+
+
+@contextlib.contextmanager
+def connection_peak(database_url: str) -> Iterator[ConnectionPeak | None]:
+    """A ``ConnectionPeak`` on PostgreSQL; ``None`` on any other database."""
+    if not database_url.startswith("postgresql"):
+        yield None
+        return
+    with ConnectionPeak(database_url) as peak:
+        yield peak
+
+
 # -- the benchmark -----------------------------------------------------------------------
 
 
@@ -374,9 +451,10 @@ def benchmark_service(
             "answer with their own model"
         )
     headers = {"X-API-Key": settings.service.api_key} if settings.service.api_key else {}
+    database = settings.resolved_database_url
     if urls:
         targets = [url.rstrip("/") for url in urls]
-        return _measure(targets, headers, clients, requests, sequential, on_notice)
+        return _measure(targets, headers, clients, requests, sequential, database, on_notice)
     from superbiz.api.app import create_app
 
     model = SlowExtractiveModel(model_latency_ms) if model_latency_ms else ExtractiveChatModel()
@@ -385,7 +463,9 @@ def benchmark_service(
         ensure_example_kb(assistant, on_notice)
         app = create_app(settings, assistant=assistant)
         with LiveServer(app) as server:
-            report = _measure([server.url], headers, clients, requests, sequential, on_notice)
+            report = _measure(
+                [server.url], headers, clients, requests, sequential, database, on_notice
+            )
     finally:
         assistant.close()
     report["model_latency_ms"] = model_latency_ms
@@ -398,6 +478,7 @@ def _measure(
     clients: int,
     requests: int,
     sequential: int,
+    database_url: str,
     on_notice: Notice | None,
 ) -> dict[str, Any]:
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
@@ -426,11 +507,12 @@ def _measure(
 
     phases: dict[str, Phase] = {}
     try:
-        phase("warm", 1, WARM_UP_REQUESTS, True)
-        phases["chat_one"] = phase("chat1", 1, sequential, False)
-        phases["chat_many"] = phase("chatN", clients, requests, False)
-        phases["stream_one"] = phase("stream1", 1, sequential, True)
-        phases["stream_many"] = phase("streamN", clients, requests, True)
+        with connection_peak(database_url) as peak:
+            phase("warm", 1, WARM_UP_REQUESTS, True)
+            phases["chat_one"] = phase("chat1", 1, sequential, False)
+            phases["chat_many"] = phase("chatN", clients, requests, False)
+            phases["stream_one"] = phase("stream1", 1, sequential, True)
+            phases["stream_many"] = phase("streamN", clients, requests, True)
         sessions = [s for p in phases.values() for s in p.sessions]
         checked = asyncio.run(audit(urls, headers, sessions))
     finally:
@@ -449,6 +531,7 @@ def _measure(
         "errors": len(errors),
         "error_samples": errors[:ERROR_SAMPLES],
         "audit": checked.as_dict(),
+        "postgres": peak.as_dict() if peak is not None else None,
     }
 
 
@@ -502,6 +585,13 @@ def render_service_report(report: dict[str, Any], console: Console) -> None:
         f"{checked['cap_overruns']}, cross-session leaks {checked['leaks']}, second turns "
         f"that forgot the first {checked['first_turn_forgotten']} of {checked['second_turns']}"
     )
+    postgres = report.get("postgres")
+    if postgres:
+        console.print(
+            f"PostgreSQL connections: peak {postgres['peak_connections']} of "
+            f"max_connections {postgres['max_connections']} "
+            f"({postgres['samples']} samples of pg_stat_activity)"
+        )
     for line in [*report["error_samples"], *checked["problems"]]:
         console.print(f"  {line}", markup=False)
 

@@ -55,7 +55,10 @@ class KnowledgeBase:
     ) -> None:
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.engine = engine or open_database(settings.resolved_database_url)
+        pool = settings.database_pool
+        self.engine = engine or open_database(
+            settings.resolved_database_url, pool_size=pool.size, max_overflow=pool.overflow
+        )
         self.documents = DocumentRepository(self.engine)
         self.meta = MetaRepository(self.engine)
         #: held by every write (ingest, upload, delete), see ``superbiz.storage.write_lock``

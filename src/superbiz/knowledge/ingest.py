@@ -3,7 +3,9 @@
 Per document the vector index is written first and the relational row last, so a
 crash leaves at worst a row that disagrees with the index; every run starts by
 reconciling the two (chunk count and content hash per document) and repairs what
-disagrees. A file that cannot be read is reported and skipped; the rest goes on.
+disagrees. An updated document's earlier chunks are deleted only once its new ones and
+its row are in: it stays searchable throughout, and whole when the update fails. A file
+that cannot be read is reported and skipped; the rest goes on.
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ class _Pending(NamedTuple):
     chunks: list[Chunk]
 
 
-def chunk_id(doc_path: str, index: int) -> str:
-    return f"{hashlib.sha1(doc_path.encode()).hexdigest()[:20]}:{index}"
+def chunk_id(doc_path: str, index: int, version: str) -> str:
+    """A chunk's id: its document, the content ``version`` (hash) and its place. The
+    version keeps an update's new chunks apart from the earlier ones, which stay
+    searchable until the new ones are in."""
+    return f"{hashlib.sha1(doc_path.encode()).hexdigest()[:20]}:{version[:12]}:{index}"
 
 
 class Ingestor:
@@ -302,13 +307,25 @@ class Ingestor:
         return _Pending(doc, file, outcome, chunks)
 
     def _index(self, pending: list[_Pending], on_progress: Progress | None) -> None:
-        """Write ``pending`` documents: their old chunks deleted, the new ones embedded
-        and inserted ``EMBED_BATCH`` at a time (a large file never holds all its vectors
-        at once), then each row. A row the database refuses is a skipped file."""
+        """Write ``pending`` documents beside their earlier versions: the new chunks
+        embedded and inserted ``EMBED_BATCH`` at a time (a large file never holds all its
+        vectors at once) under ids of their own (``chunk_id``), then each row, and only
+        then the earlier chunks deleted. Readers find every document throughout; an
+        embedder or store failure, or a crash, leaves the earlier version whole (the next
+        run's reconcile repairs a doubled index). A row the database refuses is a skipped
+        file: its new chunks are deleted, its earlier version kept."""
         if not pending:
             return
         store = self.kb.store
-        store.delete_documents([p.doc.path for p in pending])
+        earlier = store.chunk_ids([p.doc.path for p in pending])
+        fresh = {
+            p.doc.path: {chunk_id(p.doc.path, c.index, p.doc.content_hash) for c in p.chunks}
+            for p in pending
+        }
+        # the same version written again (a repair) replaces its own chunks in place
+        store.delete_chunks(
+            {i for path, ids in fresh.items() for i in ids & earlier.get(path, set())}
+        )
         work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
         batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
         # The next EMBED_WORKERS batches are embedded (numpy, mostly off the GIL) while
@@ -341,15 +358,20 @@ class Ingestor:
             refused: dict[str, str] = {}
         except DataError:
             refused = self._save_each(rows)
+        stale: set[str] = set()  # the earlier version of each saved document, the new one
+        # of each refused (its earlier version stays, as a broken file's does)
         for doc, _, outcome, _ in pending:
+            old, new = earlier.get(doc.path, set()), fresh[doc.path]
             if doc.path in refused:
-                store.delete_documents([doc.path])
-                problem = refused[doc.path]
+                stale |= new - old
+                problem = refused[doc.path] + _kept(self.kb.documents.get(doc.path), doc.path)
                 self._report.skipped.append((doc.path, f"refused by the database: {problem}"))
             else:
+                stale |= old - new
                 outcome.append(doc.path)
                 self._report.domains_changed.add(doc.domain)
             self._tick(on_progress, doc.path)
+        store.delete_chunks(stale)
 
     def _encode_answers(
         self,
@@ -463,7 +485,7 @@ class Ingestor:
 
 def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecord:
     return ChunkRecord(
-        id=chunk_id(doc.path, chunk.index),
+        id=chunk_id(doc.path, chunk.index, doc.content_hash),
         doc_path=doc.path,
         domain=doc.domain,
         title=doc.title,

@@ -11,6 +11,7 @@ stores with turns hold their own store lock around the call.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import unicodedata
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.discovery import stored_roots
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor, Progress
@@ -33,6 +35,9 @@ from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
 
 #: the folder of the data directory that uploaded files are kept in
 UPLOADS = "uploads"
+#: ``kb_meta`` key: the knowledge-base folders of documents deleted through the API (a JSON
+#: list), so that their paths stay the files' when no other document of the folder is left
+WITHDRAWN_ROOTS = "withdrawn-kb-folders"
 MAX_NAME_CHARS = 120
 
 
@@ -65,6 +70,13 @@ def safe_domain(domain: str | None) -> str:
     return cleaned or DEFAULT_DOMAIN
 
 
+def _write_atomically(target: Path, data: bytes) -> None:
+    """``data`` at ``target`` all at once: a hidden part file (ingest skips it) renamed."""
+    partial_file = target.with_name(f".{target.name}.part")
+    partial_file.write_bytes(data)
+    os.replace(partial_file, target)
+
+
 def inside(path: Path, folder: Path) -> bool:
     try:
         return path.resolve().is_relative_to(folder.resolve())
@@ -87,6 +99,8 @@ class Removed:
     domain: str
     #: True when the document was an upload and its file was deleted too
     file_removed: bool
+    #: for a knowledge-base file's document: out of the index until the next ingest
+    note: str | None = None
 
 
 class DocumentLifecycle:
@@ -208,16 +222,19 @@ class DocumentLifecycle:
         if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
             raise DocumentError(name, "file name leaves the uploads folder")
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial_file = target.with_name(f".{target.name}.part")  # hidden: ingest skips it
-        partial_file.write_bytes(data)
-        os.replace(partial_file, target)
+        # an upload the ingest refuses puts the earlier one back, as its document is kept
+        earlier = target.read_bytes() if target.is_file() else None
+        _write_atomically(target, data)
         # only this file: another replica's delete may have left an earlier upload in
         # this replica's folder, which a folder ingest would bring back
         report = self._ingestor().ingest([target], root=self.uploads)
         path = str(relative)
         for skipped, reason in report.skipped:
             if skipped == path:
-                target.unlink(missing_ok=True)
+                if earlier is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    _write_atomically(target, earlier)
                 raise DocumentError(path, reason)
         status = next(
             (
@@ -241,6 +258,13 @@ class DocumentLifecycle:
         content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
         existing = self.kb.documents.get(path)
         if existing is None:
+            kb_file = self._kb_file_at(path)
+            if kb_file is not None:
+                raise ConflictError(
+                    f"{path} belongs to the knowledge-base file {kb_file} (out of the index "
+                    "until the next `superbiz ingest` brings it back) and an upload never "
+                    "takes its path; rename the file or upload it to another domain"
+                )
             return
         if not inside(Path(existing.source_file), self.uploads):
             raise ConflictError(
@@ -261,12 +285,48 @@ class DocumentLifecycle:
                 raise NotFoundError(f"no document {path!r}")
             source = Path(doc.source_file)
             removed_file = False
+            note = None
             if inside(source, self.uploads):
                 source.unlink(missing_ok=True)
                 removed_file = True
+            else:
+                self._withdraw(doc)
+                note = (
+                    f"{path} is a knowledge-base file ({source}): it is out of the index "
+                    "until the next `superbiz ingest`, which brings it back (delete the file, "
+                    "then `superbiz ingest --prune`, to remove it for good); no upload takes "
+                    "its path"
+                )
             kb.documents.delete([path])
             kb.store.delete_documents([path])
             kb.invalidate()
             if self.domains is not None:
                 self.domains.refresh({doc.domain})
-            return Removed(path, doc.domain, removed_file)
+            return Removed(path, doc.domain, removed_file, note)
+
+    def _withdrawn_roots(self) -> set[Path]:
+        stored = self.kb.meta.get(WITHDRAWN_ROOTS)
+        return {Path(root) for root in json.loads(stored)} if stored else set()
+
+    def _withdraw(self, doc: StoredDocument) -> None:
+        """Remember the KB folder of ``doc``, deleted through the API: its path stays its
+        file's even once no other document of that folder is stored."""
+        roots = stored_roots([doc])
+        known = self._withdrawn_roots()
+        if roots - known:
+            value = json.dumps(sorted(str(root) for root in known | roots))
+            self.kb.meta.set(WITHDRAWN_ROOTS, value)
+
+    def _kb_file_at(self, path: str) -> Path | None:
+        """The knowledge-base file whose document path is ``path``, if one is there: in
+        the folder of a stored KB document, or of one deleted through the API."""
+        kb_docs = [
+            doc
+            for doc in self.kb.documents.all()
+            if not inside(Path(doc.source_file), self.uploads)
+        ]
+        for root in sorted(stored_roots(kb_docs) | self._withdrawn_roots()):
+            candidate = root / path
+            if candidate.is_file():
+                return candidate
+        return None

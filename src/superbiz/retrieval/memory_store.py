@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -73,6 +73,19 @@ class InMemoryChunkStore:
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
         doomed = set(doc_paths)
         self._remove(lambda path: path in doomed)
+
+    def chunk_ids(self, doc_paths: Sequence[str]) -> dict[str, set[str]]:
+        wanted = set(doc_paths)
+        found: dict[str, set[str]] = {}
+        for chunk in self._chunks.values():
+            if chunk.doc_path in wanted:
+                found.setdefault(chunk.doc_path, set()).add(chunk.id)
+        return found
+
+    def delete_chunks(self, ids: Collection[str]) -> None:
+        for chunk_id in ids:
+            self._chunks.pop(chunk_id, None)
+            self._terms.pop(chunk_id, None)
 
     def delete_other_documents(self, keep: Sequence[str]) -> None:
         kept = set(keep)

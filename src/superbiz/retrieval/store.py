@@ -8,7 +8,7 @@ Dense scores follow Milvus' ``L2`` convention (squared distance of unit vectors)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -37,10 +37,19 @@ class ChunkStore(Protocol):
         ...
 
     def insert(self, chunks: Sequence[ChunkRecord]) -> None:
-        """Add ``chunks`` (their document's old chunks already deleted)."""
+        """Add ``chunks`` (ids no stored chunk has: an update's old chunks stay until
+        ``delete_chunks`` removes them)."""
         ...
 
     def delete_documents(self, doc_paths: Sequence[str]) -> None: ...
+
+    def chunk_ids(self, doc_paths: Sequence[str]) -> dict[str, set[str]]:
+        """doc_path → the ids of its chunks, for ``doc_paths`` that have any."""
+        ...
+
+    def delete_chunks(self, ids: Collection[str]) -> None:
+        """Delete the chunks with these ids (an updated document's earlier version)."""
+        ...
 
     def delete_other_documents(self, keep: Sequence[str]) -> None:
         """Delete chunks of every document not in ``keep`` (orphans after a crash)."""

@@ -11,7 +11,7 @@ import logging
 import string
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -391,7 +391,27 @@ class MilvusChunkStore:
             **self._filter(Filter("doc_path in {paths}", {"paths": list(doc_paths)})),
         )
 
+    def delete_chunks(self, ids: Collection[str]) -> None:
+        """Delete by primary key, ``_QUERY_BATCH`` ids per call."""
+        if not ids or self.dimension is None:
+            return
+        doomed = sorted(ids)
+        for start in range(0, len(doomed), _QUERY_BATCH):
+            self._client.delete(self.collection, ids=doomed[start : start + _QUERY_BATCH])
+
     # -- reads ----------------------------------------------------------------
+    def chunk_ids(self, doc_paths: Sequence[str]) -> dict[str, set[str]]:
+        if self.dimension is None:
+            return {}
+        found: dict[str, set[str]] = defaultdict(set)
+        for start in range(0, len(doc_paths), _QUERY_BATCH):
+            query = Filter(
+                "doc_path in {paths}", {"paths": list(doc_paths[start : start + _QUERY_BATCH])}
+            )
+            for row in self._query_all(query, ["id", "doc_path"]):
+                found[row["doc_path"]].add(row["id"])
+        return dict(found)
+
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
         """doc_path → (chunk count, content hashes seen) for ``doc_paths`` that have chunks:
         what reconciliation compares with the relational store."""

@@ -24,11 +24,19 @@ def alembic_config(engine: Engine) -> Config:
     return config
 
 
-def open_database(url: str, *, migrate: bool = True) -> Engine:
-    """Connect to ``url`` (SQLite file or PostgreSQL) and bring the schema up to date."""
+def open_database(
+    url: str, *, migrate: bool = True, pool_size: int = 5, max_overflow: int = 10
+) -> Engine:
+    """Connect to ``url`` (SQLite file or PostgreSQL) and bring the schema up to date;
+    a server's connections are pooled, ``pool_size`` kept open plus ``max_overflow``."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+    if url.startswith("sqlite"):
+        engine = create_engine(url, pool_pre_ping=False)
+    else:
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+        )
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     if migrate:

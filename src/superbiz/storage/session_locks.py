@@ -18,8 +18,9 @@ from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from superbiz.exceptions import ConfigError, SessionBusyError
+from superbiz.exceptions import ConfigError, SessionBusyError, StoreError
 from superbiz.storage.db import dedicated_connection, relational_store_error
 
 #: first key of every advisory lock superbiz takes, so that other applications sharing
@@ -36,16 +37,29 @@ class PostgresSessionLocks:
     """``SessionLocks`` every replica on one PostgreSQL database sees.
 
     Each held or awaited turn takes one connection from a pool of its own (not the
-    stores' pool, so waiting turns never starve the stores): size PostgreSQL's
-    ``max_connections`` for the concurrent turns of all replicas.
+    stores' pool, so waiting turns never starve the stores), of at most
+    ``max_connections`` (``database-pool.session-locks``): more turns wait in the process
+    for one, up to ``pool_wait_s`` (default ``wait_s``; the service gives a turn's whole
+    timeout, the longest a turn ahead holds one), so a burst of sessions never opens
+    more connections than PostgreSQL's ``max_connections`` leaves to each replica.
     """
 
-    def __init__(self, database_url: str, wait_s: float, *, max_connections: int = 64) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        wait_s: float,
+        *,
+        max_connections: int = 30,
+        pool_wait_s: float | None = None,
+    ) -> None:
         self.wait_s = wait_s
+        self.max_connections = max_connections
+        self.pool_wait_s = wait_s if pool_wait_s is None else pool_wait_s
         self.engine: Engine = create_engine(
             database_url,
             pool_size=min(8, max_connections),
             max_overflow=max(0, max_connections - 8),
+            pool_timeout=max(self.pool_wait_s, 0.001),
             pool_pre_ping=True,
             isolation_level="AUTOCOMMIT",
         )
@@ -59,7 +73,15 @@ class PostgresSessionLocks:
     def hold(self, session_id: str) -> Iterator[None]:
         """Held while one turn of ``session_id`` runs in any replica."""
         params = {"namespace": LOCK_NAMESPACE, "session_id": session_id}
-        connection = dedicated_connection(self.engine)
+        try:
+            connection = dedicated_connection(self.engine)
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"all {self.max_connections} session-lock connections to PostgreSQL stayed "
+                f"busy for {self.pool_wait_s:g} s (more turns at once than "
+                "database-pool.session-locks): try again, or raise it within "
+                "PostgreSQL's max_connections"
+            ) from exc
         try:
             self._lock(connection, params)
             try:

@@ -77,8 +77,11 @@ async def upload(
     "/{document_id:path}",
     dependencies=Authorized,
     responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID, **superbiz_errors(503)},
+    response_model_exclude_none=True,
 )
 async def delete_document(document_id: str, service: ServiceDep) -> Deleted:
     """Remove a document (its id is its path, e.g. `payment/refund.md`) from both
-    stores and recompute its domain."""
+    stores and recompute its domain. An uploaded file is deleted too; a knowledge-base
+    file stays, and so does its path: the next `superbiz ingest` brings it back, and no
+    upload takes its path meanwhile (`note` says so)."""
     return await service.run(service.delete_document, document_id)
