@@ -144,6 +144,8 @@ class ToolInvocationRow(Base):
     trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
 
+    __table_args__ = (Index("ix_tool_invocation_session_turn", "session_id", "turn"),)
+
 
 class KnowledgeDomainRow(Base):
     """A domain of the knowledge map (seed 003 §2.2), aggregated from its documents."""

@@ -35,9 +35,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("trace_id", sa.String(32), nullable=True))
     op.create_index("ix_chat_messages_session_turn", "chat_messages", ["session_id", "turn"])
     op.create_index("ix_tool_invocation_created_at", "tool_invocation", ["created_at"])
+    op.create_index("ix_tool_invocation_session_turn", "tool_invocation", ["session_id", "turn"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_tool_invocation_session_turn", table_name="tool_invocation")
     op.drop_index("ix_tool_invocation_created_at", table_name="tool_invocation")
     op.drop_index("ix_chat_messages_session_turn", table_name="chat_messages")
     with op.batch_alter_table("tool_invocation") as batch:
