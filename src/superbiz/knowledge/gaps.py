@@ -20,7 +20,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from superbiz.config import GapSettings
@@ -80,6 +80,32 @@ def normalise(question: str) -> str:
     """
     text = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
     return text.rstrip("?!.。？！ ")
+
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``7d``, ``24h``, ``30m``, ``2w`` back from ``now``, or an ISO date or time (UTC
+    when it names no zone); ``ValueError`` says what is accepted.
+
+    >>> from datetime import UTC
+    >>> now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    >>> parse_since("7d", now).isoformat(), parse_since("2026-11-30", now).isoformat()
+    ('2026-11-24T12:00:00+00:00', '2026-11-30T00:00:00+00:00')
+    """
+    value = text.strip()
+    number, unit = value[:-1], value[-1:].lower()
+    if unit in _UNITS and number.isdigit():
+        return now - timedelta(**{_UNITS[unit]: int(number)})
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"since {text!r} is neither a duration (30m, 24h, 7d, 2w) nor an ISO date "
+            "(2026-11-30 or 2026-11-30T08:00)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def gap_of(asked: AskedQuestion, rating: Feedback | None) -> Gap | None:
