@@ -23,9 +23,10 @@ router = APIRouter(
 )
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model_exclude_unset=True)
 async def session(session_id: str, service: ServiceDep) -> SessionHistory:
-    """The session's messages, answers with their citations and plans."""
+    """The session's messages, answers with their citations, plans, trace ids and
+    ratings (`feedback`, absent on questions)."""
     return await service.run(service.session, session_id)
 
 
