@@ -488,7 +488,7 @@ def _turn_records(
     traces: dict[int, str] = {r.turn: r.trace_id for r in rows if r.trace_id}
     traces.update({a.turn: a.trace_id for a in answers if a.trace_id})
     sources = {a.turn: a.answer_source for a in answers}
-    turns = sorted({*traces, *ratings, *sources})
+    turns = sorted({*(r.turn for r in rows), *traces, *ratings, *sources})
     return [
         {
             "turn": turn,
