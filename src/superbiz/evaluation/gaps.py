@@ -10,6 +10,7 @@ ask the same things), some answers rated.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import tempfile
@@ -178,6 +179,8 @@ def benchmark_gaps(
             "max": round(max(runs), 3),
         },
         "query_ms_last": report["timing_ms"]["query"],
+        # the machine's load while it ran: on a shared machine every time above grows with it
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "top_cluster": report["clusters"][0]["examples"] if report["clusters"] else [],
     }
 
@@ -200,5 +203,5 @@ def render_gaps_benchmark(report: dict[str, Any], console: Console) -> None:
     console.print(
         f"SQL query {report['query_ms_last']:.0f} ms of the last run; embedder load "
         f"{report['embedder_load_s']:.2f} s (once per process); record written in "
-        f"{report['insert_s']:.1f} s"
+        f"{report['insert_s']:.1f} s; load average {report['load_average'][0]}"
     )

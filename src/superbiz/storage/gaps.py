@@ -68,6 +68,13 @@ def _good(ti: type[ToolInvocationRow]) -> ColumnElement[bool]:
     return and_(ti.executed, or_(level.in_(GOOD_LEVELS), reason == DOC_RETRIEVED))
 
 
+def _closest(ti: type[ToolInvocationRow]) -> ColumnElement[str | None]:
+    """The first document a REFERENCE lookup showed (the evidence that came closest);
+    the record's JSON is read for those rows only, the costly part of the query."""
+    shown = ti.retrieval_details[("shown", 0)].as_string()
+    return case((ti.relevance_level == REFERENCE, shown), else_=None)
+
+
 def _chat_questions(engine: Engine, since: datetime | None, weak_only: bool) -> list[AskedQuestion]:
     """Chat turns, each with its lookups together (one pass over the questions, each
     turn's lookups found by index: no sort of the whole record)."""
@@ -75,7 +82,17 @@ def _chat_questions(engine: Engine, since: datetime | None, weak_only: bool) -> 
     user = aliased(ChatMessageRow)
     answer = aliased(ChatMessageRow)
     best = func.max(case((_good(ti), 2), (ti.relevance_level == REFERENCE, 1), else_=0))
-    source = func.max(answer.answer_source)
+    # once per turn, not once per lookup as a join would
+    source = (
+        select(answer.answer_source)
+        .where(
+            answer.session_id == user.session_id,
+            answer.turn == user.turn,
+            answer.role == "assistant",
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
     query = (
         select(
             user.session_id,
@@ -86,18 +103,10 @@ def _chat_questions(engine: Engine, since: datetime | None, weak_only: bool) -> 
             func.max(case((ti.executed, 1), else_=0)),
             source,
             func.max(ti.created_at),
-            func.min(ti.retrieval_details[("shown", 0)].as_string()),
+            func.min(_closest(ti)),
         )
         .select_from(user)
         .join(ti, and_(ti.session_id == user.session_id, ti.turn == user.turn))
-        .outerjoin(
-            answer,
-            and_(
-                answer.session_id == user.session_id,
-                answer.turn == user.turn,
-                answer.role == "assistant",
-            ),
-        )
         .where(user.role == "user", ti.tool_name == LOOKUP_TOOL, ti.error.is_(None))
         .group_by(user.id, user.session_id, user.turn, user.content)
     )
@@ -146,7 +155,7 @@ def _lookup_questions(
         case((_good(ti), 2), (ti.relevance_level == REFERENCE, 1), else_=0),
         ti.executed,
         ti.created_at,
-        ti.retrieval_details[("shown", 0)].as_string(),
+        _closest(ti),
     ).where(ti.tool_name == LOOKUP_TOOL, ti.error.is_(None), ~in_chat)
     if since is not None:
         query = query.where(ti.created_at >= since)
