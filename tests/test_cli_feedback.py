@@ -132,3 +132,4 @@ def test_eval_gaps_prints_numbers_and_writes_json(tmp_path: Path) -> None:
     assert report["lookups"] == 3000 and report["database"] == "sqlite"
     assert report["gaps"] > 0 and report["clusters"] > 0
     assert set(report["report_s"]) == {"first", "median", "max"}
+    assert report["report_cpu_s"]["median"] > 0 and len(report["load_average"]) == 3

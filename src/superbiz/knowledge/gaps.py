@@ -166,7 +166,7 @@ def cluster_gaps(
 
 
 def _cluster_view(
-    questions: list[_Question], documents: DocumentRepository, examples: int
+    questions: list[_Question], titles: dict[str, str], examples: int
 ) -> dict[str, Any]:
     gaps = [g for q in questions for g in q.gaps]
     domains = Counter(g.domain for g in gaps if g.domain)
@@ -184,16 +184,11 @@ def _cluster_view(
         "questions": len(questions),
         "last_asked": max(g.last_asked for g in gaps).isoformat(),
         "closest_documents": [
-            {"path": path, "title": _title(documents, path), "times": times}
+            {"path": path, "title": titles.get(path), "times": times}
             for path, times in closest.most_common(CLOSEST_DOCUMENTS)
         ],
         "comments": comments[:examples],
     }
-
-
-def _title(documents: DocumentRepository, path: str) -> str | None:
-    doc = documents.get(path)
-    return doc.title if doc else None
 
 
 def gap_report(
@@ -216,7 +211,8 @@ def gap_report(
     if domain is not None:
         gaps = [g for g in gaps if g.domain == domain]
     clusters, unclustered = cluster_gaps(gaps, embedder, settings)
-    views = [_cluster_view(c, documents, settings.examples) for c in clusters]
+    titles = documents.titles(g.closest for c in clusters for q in c for g in q.gaps if g.closest)
+    views = [_cluster_view(c, titles, settings.examples) for c in clusters]
     views.sort(key=lambda v: (v["weight"], v["sessions"], v["last_asked"]), reverse=True)
     return {
         "since": since.isoformat() if since else None,
