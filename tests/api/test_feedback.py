@@ -166,3 +166,14 @@ def test_gaps_report_over_http(client: TestClient) -> None:
     )
     bad = client.get("/api/gaps", params={"since": "yesterday"})
     assert bad.status_code == 422 and "30m, 24h, 7d, 2w" in bad.json()["message"]
+
+
+def test_clearing_a_session_forgets_its_ratings(
+    client: TestClient, chat_assistant: Runtime
+) -> None:
+    session, turn = answered(client)
+    client.post(feedback_url(session, turn), json={"rating": "down"})
+    assert chat_assistant.feedback.for_session(session)
+    assert client.post("/api/chat/clear", json={"session_id": session}).status_code == 200
+    assert chat_assistant.feedback.for_session(session) == {}
+    assert client.post(feedback_url(session, turn), json={"rating": "up"}).status_code == 404
