@@ -5,6 +5,7 @@ with the SDK's in-memory exporter and against a real OTLP/HTTP receiver started 
 from __future__ import annotations
 
 import gzip
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -253,3 +254,22 @@ def test_spans_reach_an_otlp_http_receiver(
     assert lookup["superbiz.lookup.documents"] == ("api/rate-limit.md",)
     call = next(attrs for _, name, attrs, _ in spans if name == "chat extractive")
     assert call["gen_ai.usage.input_tokens"] == 120
+
+
+def test_an_endpoint_without_the_sdk_installed_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from superbiz.exceptions import ConfigError
+    from superbiz.telemetry import open_telemetry
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    with pytest.raises(ConfigError, match=r"pip install 'superbiz\[telemetry\]'"):
+        open_telemetry(TelemetrySettings(otlp_endpoint="http://127.0.0.1:4318"))
+
+
+@pytest.mark.parametrize("endpoint", ["collector:4318", "grpc://collector:4317"])
+def test_an_endpoint_that_is_no_http_url_is_refused(endpoint: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="must be an http:// or https:// URL"):
+        TelemetrySettings(otlp_endpoint=endpoint)
