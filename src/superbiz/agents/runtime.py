@@ -75,9 +75,13 @@ class LookupRuntime:
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings
-        self.telemetry = open_telemetry(settings.telemetry, tracer_provider)
         self.kb = kb or KnowledgeBase(settings)
         self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
+        try:  # an exporter started here is stopped by close()
+            self.telemetry = open_telemetry(settings.telemetry, tracer_provider)
+        except SuperbizError:  # no SDK for the configured endpoint: nothing left open
+            self.kb.close()
+            raise
         self.lookup = GovernedLookup(self.kb, self.tracker, self.telemetry.tracer)
         self.invocations = InvocationRepository(self.kb.engine)
         self.chats = ChatRepository(self.kb.engine)
