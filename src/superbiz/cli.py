@@ -45,6 +45,8 @@ app = typer.Typer(
 )
 eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
+feedback_app = typer.Typer(help="Answer ratings (thumbs up/down).", no_args_is_help=True)
+app.add_typer(feedback_app, name="feedback")
 
 #: piped output is read by people too (``superbiz trace S | less``): wide enough that a
 #: table keeps its columns and a sentence is not broken at rich's default 80 columns
@@ -556,10 +558,15 @@ def trace(
 
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
         rows = runtime.invocations.for_session(session)
-    if as_json:
-        _print_json([dataclasses.asdict(r) for r in rows])
+        ratings = runtime.feedback.for_session(session)
+        answers = [m for m in runtime.chats.messages(session) if m.role == "assistant"]
+    if as_json:  # each call with its turn's rating (None when the turn has none)
+        records = {t["turn"]: t for t in _turn_records(answers, ratings, rows)}
+        _print_json(
+            [{**dataclasses.asdict(r), "feedback": records[r.turn]["feedback"]} for r in rows]
+        )
         return
-    if not rows:
+    if not rows and not ratings:
         err.print(f"no tool calls recorded for session {session!r}")
         raise typer.Exit(1)
     columns = [
@@ -602,6 +609,141 @@ def trace(
     console.print(
         f"{len(rows)} calls: {executed} executed, {len(rows) - executed} blocked or failed"
     )
+    for record in _turn_records(answers, ratings, rows):
+        parts = [f"turn {record['turn']}:"]
+        if record["feedback"]:
+            rated = record["feedback"]
+            parts.append(f"rated {'👍 up' if rated['rating'] == 'up' else '👎 down'}")
+            if rated["comment"]:
+                parts.append(f"“{_visible(rated['comment'])}”")
+        if record["trace_id"]:
+            parts.append(f"trace {record['trace_id']}")
+        if len(parts) > 1:
+            console.print(Text(" ".join(parts)))
+
+
+def _turn_records(
+    answers: list[Any], ratings: dict[int, Any], rows: list[Any]
+) -> list[dict[str, Any]]:
+    """Each turn's rating and trace id (``superbiz trace``), in turn order."""
+    traces: dict[int, str] = {r.turn: r.trace_id for r in rows if r.trace_id}
+    traces.update({a.turn: a.trace_id for a in answers if a.trace_id})
+    sources = {a.turn: a.answer_source for a in answers}
+    turns = sorted({*(r.turn for r in rows), *traces, *ratings, *sources})
+    return [
+        {
+            "turn": turn,
+            "answer_source": sources.get(turn),
+            "trace_id": traces.get(turn),
+            "feedback": {
+                "rating": ratings[turn].rating,
+                "comment": ratings[turn].comment,
+                "updated_at": ratings[turn].updated_at.isoformat(),
+            }
+            if turn in ratings
+            else None,
+        }
+        for turn in turns
+    ]
+
+
+@app.command()
+def gaps(
+    data_dir: DataDir = None,
+    since: Annotated[
+        str, typer.Option("--since", help="A duration back from now (30m, 24h, 7d, 2w) or a date.")
+    ] = "30d",
+    domain: Annotated[str | None, typer.Option("--domain", help="Only this domain.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the knowledge base lacks: questions that found no good evidence, clustered by
+    meaning, the runbook most worth writing first."""
+    from datetime import UTC, datetime
+
+    from superbiz.knowledge.documents import normalize_domain
+    from superbiz.knowledge.gaps import gap_report, parse_since
+
+    try:
+        start = parse_since(since, datetime.now(UTC))
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] --since: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    settings = _settings(data_dir)
+    with _knowledge_base(settings) as kb, _errors():
+        report = gap_report(
+            kb.engine,
+            kb.embedder,
+            kb.documents,
+            settings.gaps,
+            since=start,
+            domain=normalize_domain(domain) if domain else None,
+        )
+    if as_json:
+        _print_json(report)
+        return
+    _render_gaps(report)
+
+
+def _render_gaps(report: dict[str, Any]) -> None:
+    if not report["clusters"]:
+        console.print(
+            f"no knowledge gaps among {report['questions']} questions since {report['since']}"
+        )
+        return
+    table = _table(
+        f"knowledge gaps since {report['since']}",
+        ["#", "domain", "questions", "sessions", "👎", "why", "examples", "last asked", "closest"],
+        [
+            [
+                rank,
+                c["domain"] or "-",
+                c["count"],
+                c["sessions"],
+                c["thumbs_down"],
+                ", ".join(f"{k} {v}" for k, v in c["reasons"].items()),
+                " | ".join(c["examples"]),
+                c["last_asked"][:16].replace("T", " "),
+                ", ".join(d["path"] for d in c["closest_documents"]) or "-",
+            ]
+            for rank, c in enumerate(report["clusters"], start=1)
+        ],
+    )
+    console.print(table)
+    left = (
+        f"; {report['unclustered']} rarer wordings not clustered" if report["unclustered"] else ""
+    )
+    console.print(
+        f"{report['gaps']} gaps in {len(report['clusters'])} clusters{left} "
+        f"({report['timing_ms']['total']:.0f} ms)"
+    )
+
+
+@feedback_app.command("export")
+def feedback_export(
+    out: Annotated[Path, typer.Option("--out", help="An empty or new folder for the dataset.")],
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write the rated questions as a dataset eval retrieval and eval agent read:
+    corpus/, queries.jsonl (gold: what a thumbs-up answer cited), rated-down.jsonl."""
+    from superbiz.evaluation.feedback_export import export_feedback
+
+    with _knowledge_base(_settings(data_dir)) as kb, _errors():
+        summary = export_feedback(kb.engine, out)
+    if as_json:
+        _print_json(summary)
+        return
+    console.print(
+        f"{summary['queries']} rated-up questions, {summary['rated_down']} rated down, "
+        f"{summary['documents']} documents → {escape(str(out))}"
+    )
+    if summary["skipped"]:
+        console.print(f"{summary['skipped']} ratings without a chat answer left out")
+    if summary["documents_missing"]:
+        err.print(
+            f"[yellow]note:[/] {len(summary['documents_missing'])} documents' files are gone "
+            "and were not exported"
+        )
 
 
 @eval_app.command("retrieval")
@@ -810,6 +952,30 @@ def eval_sync(
     with _errors():
         report = benchmark_sync(_settings(None), files=files, changes=changes)
     _publish(report, output, as_json, render_sync_report)
+
+
+@eval_app.command("gaps")
+def eval_gaps(
+    lookups: Annotated[
+        int, typer.Option("--lookups", help="Recorded lookups to generate.", min=1)
+    ] = 100_000,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url", help="A database to write into (default: temporary SQLite)."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Time the knowledge-gaps report on a generated record of --lookups lookups."""
+    from superbiz.evaluation.gaps import benchmark_gaps, render_gaps_benchmark
+
+    with _errors():
+        report = benchmark_gaps(_settings(None), lookups=lookups, database_url=database_url)
+    _publish(report, output, as_json, render_gaps_benchmark)
 
 
 @eval_app.command("ingest")

@@ -356,6 +356,41 @@ class SourcesSettings(_Section):
         return found if isinstance(found, SourceLinkSettings) else None
 
 
+class TelemetrySettings(_Section):
+    """OpenTelemetry traces (``superbiz.telemetry``). Nothing leaves the process unless
+    ``otlp_endpoint`` is set (an OTLP/HTTP receiver, e.g. ``http://collector:4318``;
+    ``/v1/traces`` is added when the URL has no path). Exporting needs the ``telemetry``
+    extra (``pip install 'superbiz[telemetry]'``). Without an endpoint, spans go to the
+    process's own OpenTelemetry set-up, a no-op unless the host configured one."""
+
+    otlp_endpoint: str | None = None
+    #: extra request headers for the receiver (e.g. an API key)
+    otlp_headers: dict[str, str] = Field(default_factory=dict)
+    service_name: str = Field("superbiz", min_length=1)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"telemetry.otlp-endpoint must be an http:// or https:// URL, not {value!r}"
+            )
+        return value
+
+
+class GapSettings(_Section):
+    """The knowledge-gaps report (``superbiz gaps``): questions are clustered when their
+    cosine under the KB's embedder is at least ``cluster_similarity``; at most
+    ``max_questions`` distinct questions (the most asked) are embedded, so the report
+    stays within a second or two however much traffic is recorded."""
+
+    cluster_similarity: float = Field(0.7, ge=-1, le=1)
+    max_questions: int = Field(400, ge=1)
+    examples: int = Field(3, ge=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
@@ -381,6 +416,8 @@ class Settings(BaseSettings):
     chat: ChatSettings = ChatSettings()
     service: ServiceSettings = ServiceSettings()
     sources: SourcesSettings = SourcesSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
+    gaps: GapSettings = GapSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from opentelemetry.trace import SpanKind, Tracer
+
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language, key_terms
 from superbiz.agents.context import Citation, evidence_message
@@ -41,6 +43,15 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.storage.invocations import InvocationRepository
+from superbiz.telemetry import (
+    GEN_AI_FINISH_REASONS,
+    GEN_AI_INPUT_TOKENS,
+    GEN_AI_OPERATION,
+    GEN_AI_OUTPUT_TOKENS,
+    GEN_AI_REQUEST_MODEL,
+    default_tracer,
+    set_attributes,
+)
 
 #: how a turn's model loop ended: an answer, the step cap, or the tool withdrawn after
 #: ``MALFORMED_STEPS`` steps in a row whose every call was malformed
@@ -83,6 +94,8 @@ class TurnResult:
     truncated: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: the OpenTelemetry trace of the turn (32 hex digits); None when none was recording
+    trace_id: str | None = None
 
     @property
     def evidence(self) -> list[str]:
@@ -101,6 +114,16 @@ class TurnResult:
     def extractive(self) -> bool:
         """The answer is quoted from the documents, not written by a model."""
         return self.model == "extractive" or self.answer_source == "extractive"
+
+    @property
+    def recorded_source(self) -> str:
+        """The answer's source as the chat store keeps it: a model's answer replaced by
+        quoting (its text was not grounded) is a ``fallback``, told apart from the
+        extractive answers of a service without an LLM (the knowledge-gaps report
+        counts the first, not the second)."""
+        if self.answer_source == "extractive" and self.model != ExtractiveChatModel.name:
+            return "fallback"
+        return self.answer_source
 
     def count(self, response: ChatResponse) -> None:
         """One model call of the turn: a step, and the tokens it cost when reported."""
@@ -135,6 +158,7 @@ class TurnResult:
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
             },
+            "trace_id": self.trace_id,
         }
 
 
@@ -166,11 +190,14 @@ class Executor:
         lookup: GovernedLookup,
         governance: GovernanceSettings,
         recorder: InvocationRepository | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.model = model
         self.lookup = lookup
         self.governance = governance
         self.recorder = recorder
+        #: each model call is a span (``gen_ai.*`` attributes) under the turn's
+        self.tracer = tracer or default_tracer()
         #: the model quotes the documents itself (the extractive policy, the behaviour
         #: profiles): its citations are checked, its answers never repaired. Decided
         #: here, before a caller wraps the model (the HTTP service streams it).
@@ -252,8 +279,31 @@ class Executor:
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
     ) -> ChatResponse:
-        """One model call, counted as a step with its tokens (the water level's too)."""
-        response = self.model.complete(messages, tools)
+        """One model call, counted as a step with its tokens (the water level's too), in
+        a span with the ``gen_ai`` attributes (model, tokens, finish reason)."""
+        name = self.model.name
+        with self.tracer.start_as_current_span(f"chat {name}", kind=SpanKind.CLIENT) as span:
+            set_attributes(
+                span,
+                {
+                    GEN_AI_OPERATION: "chat",
+                    GEN_AI_REQUEST_MODEL: name,
+                    "superbiz.step": result.steps + 1,
+                    "superbiz.tools_offered": bool(tools),
+                },
+            )
+            response = self.model.complete(messages, tools)
+            set_attributes(
+                span,
+                {
+                    GEN_AI_FINISH_REASONS: [response.finish_reason or "unknown"],
+                    GEN_AI_INPUT_TOKENS: response.usage.prompt_tokens if response.usage else None,
+                    GEN_AI_OUTPUT_TOKENS: response.usage.completion_tokens
+                    if response.usage
+                    else None,
+                    "superbiz.tool_calls": len(response.message.tool_calls),
+                },
+            )
         result.count(response)
         if response.usage:
             tool.governor.add_tokens(response.usage.total_tokens)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Self
 
+from opentelemetry.trace import TracerProvider
 from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz._text import detect_language
@@ -40,7 +41,17 @@ from superbiz.knowledge.map import KnowledgeMap, build_map
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.db import relational_store_error
+from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository
+from superbiz.telemetry import (
+    GEN_AI_AGENT_NAME,
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_INPUT_TOKENS,
+    GEN_AI_OPERATION,
+    GEN_AI_OUTPUT_TOKENS,
+    open_telemetry,
+    set_attributes,
+)
 
 #: the session a warm-up lookup runs in (cleared right after)
 WARM_UP_SESSION = "superbiz:warm-up"
@@ -49,7 +60,10 @@ log = logging.getLogger(__name__)
 
 
 class LookupRuntime:
-    """Governed lookups over one knowledge base: what every entry point needs."""
+    """Governed lookups over one knowledge base: what every entry point needs.
+
+    ``tracer_provider`` receives the spans (tests, a host application); without it
+    ``telemetry.*`` decides (see ``superbiz.telemetry``)."""
 
     def __init__(
         self,
@@ -58,13 +72,20 @@ class LookupRuntime:
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
         sessions: SessionLocks | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings
         self.kb = kb or KnowledgeBase(settings)
         self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
-        self.lookup = GovernedLookup(self.kb, self.tracker)
+        try:  # an exporter started here is stopped by close()
+            self.telemetry = open_telemetry(settings.telemetry, tracer_provider)
+        except SuperbizError:  # no SDK for the configured endpoint: nothing left open
+            self.kb.close()
+            raise
+        self.lookup = GovernedLookup(self.kb, self.tracker, self.telemetry.tracer)
         self.invocations = InvocationRepository(self.kb.engine)
         self.chats = ChatRepository(self.kb.engine)
+        self.feedback = FeedbackRepository(self.kb.engine)
         #: orders a session's turns (one process by default; replicas need shared locks)
         self.sessions = sessions or session_locks(settings, self.kb.engine)
 
@@ -74,9 +95,16 @@ class LookupRuntime:
         self.tracker.clear_session(WARM_UP_SESSION)
 
     def clear_session(self, session_id: str) -> None:
-        """Forget the session's action memory and its recorded calls."""
+        """Forget the session's action memory, its recorded calls and their ratings."""
         self.tracker.clear_session(session_id)
         self.invocations.clear_session(session_id)
+        self.feedback.clear_session(session_id)
+
+    def turn_exists(self, session_id: str, turn: int) -> bool:
+        """Whether the session has a stored answer or a recorded call under ``turn``."""
+        return self.chats.turn_exists(session_id, turn) or self.invocations.turn_exists(
+            session_id, turn
+        )
 
     def next_turn(self, session_id: str) -> int:
         """The session's next turn number, after both its stored messages and its recorded
@@ -128,9 +156,11 @@ class LookupRuntime:
             return turn.call(arguments, call_id=call_id, step=step, origin=origin, error=error)
 
     def close(self) -> None:
-        """Close the knowledge base (also one passed in: the runtime owns it from then on)."""
+        """Close the knowledge base (also one passed in: the runtime owns it from then on)
+        and send the spans still buffered."""
         self.sessions.close()
         self.kb.close()
+        self.telemetry.close()
 
     def __enter__(self) -> Self:
         return self
@@ -162,15 +192,24 @@ class Runtime(LookupRuntime):
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
         sessions: SessionLocks | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
-        super().__init__(settings, kb=kb, tracker=tracker, sessions=sessions)
+        super().__init__(
+            settings, kb=kb, tracker=tracker, sessions=sessions, tracer_provider=tracer_provider
+        )
         self.store_lock = StoreLock.for_settings(settings)
         self.model = model or make_chat_model(settings.llm) or ExtractiveChatModel()
         # Whatever calls the LLM outside a turn's executor (planner, domain summaries)
         # lets go of the store lock while it waits.
         llm = None if self.extractive else self.store_lock.releasing(self.model)
         self.domains = DomainService(self.kb, llm)
-        self.executor = Executor(self.model, self.lookup, settings.governance, self.invocations)
+        self.executor = Executor(
+            self.model,
+            self.lookup,
+            settings.governance,
+            self.invocations,
+            self.telemetry.tracer,
+        )
         self.planner = self._planner(llm)
         self._map: KnowledgeMap | None = None
         self._map_version = -1
@@ -217,8 +256,11 @@ class Runtime(LookupRuntime):
         documents it marked as retrieved are forgotten, so the next turn starts where
         the last answered one ended. A relational store that fails raises ``StoreError``.
         """
+        tracer = self.telemetry.tracer
         turn_model = self.store_lock.releasing(model or self.model)
-        executor = Executor(turn_model, self.lookup, self.settings.governance, self.invocations)
+        executor = Executor(
+            turn_model, self.lookup, self.settings.governance, self.invocations, tracer
+        )
         supervisor = Supervisor(
             self.planner,
             executor,
@@ -226,17 +268,46 @@ class Runtime(LookupRuntime):
             self.knowledge_map,
             settings=self.settings.chat,
             turn_timeout_s=None if self.extractive else self.settings.llm.turn_timeout_s,
+            tracer=tracer,
         )
-        with self.sessions.hold(session_id), self.store_lock.held(), self._store_errors():
+        with (
+            tracer.start_as_current_span("invoke_agent superbiz") as span,
+            self.sessions.hold(session_id),
+            self.store_lock.held(),
+            self._store_errors(),
+        ):
             before = set(self.tracker.retrieved_docs(session_id))
             turn = self.next_turn(session_id)
+            set_attributes(
+                span,
+                {
+                    GEN_AI_OPERATION: "invoke_agent",
+                    GEN_AI_AGENT_NAME: "superbiz",
+                    GEN_AI_CONVERSATION_ID: session_id,
+                    "superbiz.turn": turn,
+                },
+            )
             try:
-                return supervisor.handle(
+                supervised = supervisor.handle(
                     session_id, question, turn=turn, on_plan=on_plan, on_lookup=on_lookup
                 )
             except BaseException:
                 self._undo_turn(session_id, turn, before)
                 raise
+            result = supervised.result
+            set_attributes(
+                span,
+                {
+                    "superbiz.turn.stopped_by": result.stopped_by,
+                    "superbiz.turn.answer_source": result.recorded_source,
+                    "superbiz.turn.lookups": len(result.lookups),
+                    "superbiz.turn.steps": result.steps,
+                    "superbiz.turn.citations": [c.path for c in result.citations],
+                    GEN_AI_INPUT_TOKENS: result.prompt_tokens or None,
+                    GEN_AI_OUTPUT_TOKENS: result.completion_tokens or None,
+                },
+            )
+            return supervised
 
     def _undo_turn(self, session_id: str, turn: int, retrieved_before: set[str]) -> None:
         """Forget what a failed turn recorded (best effort: the store may be what failed)."""
@@ -268,9 +339,10 @@ def open_lookup(
     *,
     kb: KnowledgeBase | None = None,
     tracker: SessionTracker | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> LookupRuntime:
     """Governed lookups only: no chat store, planner or model."""
-    return LookupRuntime(settings, kb=kb, tracker=tracker)
+    return LookupRuntime(settings, kb=kb, tracker=tracker, tracer_provider=tracer_provider)
 
 
 def open_runtime(
@@ -279,6 +351,7 @@ def open_runtime(
     model: ChatModel | None = None,
     kb: KnowledgeBase | None = None,
     tracker: SessionTracker | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> Runtime:
     """The whole assistant; ``model`` defaults to the configured LLM, else extractive."""
-    return Runtime(settings, model=model, kb=kb, tracker=tracker)
+    return Runtime(settings, model=model, kb=kb, tracker=tracker, tracer_provider=tracer_provider)

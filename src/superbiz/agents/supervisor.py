@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from opentelemetry.trace import Tracer
+
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, detect_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
@@ -31,6 +33,7 @@ from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
 from superbiz.storage.chat import ChatMessage, ChatRepository
+from superbiz.telemetry import default_tracer, set_attributes, trace_id
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +72,9 @@ class Supervisor:
         *,
         settings: ChatSettings | None = None,
         turn_timeout_s: float | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = tracer or default_tracer()
         self.planner = planner
         self.executor = executor
         self.chats = chats
@@ -112,7 +117,7 @@ class Supervisor:
         stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
         evidence = load_evidence(stored)
         kmap = self.knowledge_map()
-        plan = self.planner.plan(PlanRequest(question, kmap, stored))
+        plan = self._plan(PlanRequest(question, kmap, stored))
         if on_plan:
             on_plan(plan)
 
@@ -143,6 +148,7 @@ class Supervisor:
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
         supervised.result.answer = _capped(answer, self.settings.max_answer_chars)
+        supervised.result.trace_id = trace_id()
         self.chats.add_turn(
             session_id,
             turn,
@@ -154,9 +160,33 @@ class Supervisor:
                 supervised.result.answer,
                 dump_evidence(supervised.result.citations),
                 supervised.plan.as_dict(),
+                supervised.result.recorded_source,
+                supervised.result.trace_id,
             ),
         )
         return supervised
+
+    def _plan(self, request: PlanRequest) -> Plan:
+        """The planner's decision, in a span of its own (a re-plan is a second one)."""
+        with self.tracer.start_as_current_span("plan") as span:
+            set_attributes(
+                span,
+                {
+                    "superbiz.plan.replan": bool(request.missing or request.exclude),
+                    "superbiz.plan.tried_domains": sorted(request.exclude) or None,
+                },
+            )
+            plan = self.planner.plan(request)
+            set_attributes(
+                span,
+                {
+                    "superbiz.plan.source": plan.source,
+                    "superbiz.plan.need_retrieval": plan.need_retrieval,
+                    "superbiz.plan.domains": [entry.domain for entry in plan.domains],
+                    "superbiz.plan.direct_answer": bool(plan.direct_answer),
+                },
+            )
+            return plan
 
     def _replan(
         self,
@@ -171,7 +201,7 @@ class Supervisor:
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
         request = PlanRequest(result.question, kmap, stored, tried, result.unfilled)
-        replan = self.planner.plan(request)
+        replan = self._plan(request)
         if on_plan:
             on_plan(replan)
         if not replan.need_retrieval or not replan.domains:

@@ -139,6 +139,7 @@ def _definitions(models: tuple[type[BaseModel], ...]) -> dict[str, Any]:
 _PATTERN_MEANS = {
     "question": "must not contain control characters (NUL, ESC …); tabs and line breaks are fine",
     "session_id": "must not contain control characters or slashes",
+    "comment": "must not contain control characters (NUL, ESC …); tabs and line breaks are fine",
 }
 
 

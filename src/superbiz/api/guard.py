@@ -7,8 +7,8 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
    default). The probes ``/livez`` and ``/healthz`` are answered whatever the Host: a
    Kubernetes probe sends the pod's IP. A ``Host`` or ``Origin`` that is no URL
    authority at all (``http://[``) is a 400 on every other request.
-2. With ``service.api-key`` set, writes under ``/api`` and every ``/api/sessions`` read
-   need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
+2. With ``service.api-key`` set, writes under ``/api``, every ``/api/sessions`` read and
+   ``/api/gaps`` need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
 3. Without a key, a write must come from the server's own page: a browser's
    ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``), else its ``Origin`` must be
    this host (403). Clients that send neither (curl, scripts) are not browsers, so a
@@ -78,11 +78,15 @@ def sent_key(headers: Headers) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+#: reads that quote what people asked: a session's messages, the knowledge-gaps report
+PRIVATE_READS = ("/api/sessions/", "/api/gaps")
+
+
 def needs_key(method: str, path: str) -> bool:
-    """Writes under ``/api`` and the sessions' reads (their questions and evidence)."""
+    """Writes under ``/api`` and the reads that quote people's questions."""
     if not path.startswith("/api/"):
         return False
-    return method not in SAFE_METHODS or path.startswith("/api/sessions/")
+    return method not in SAFE_METHODS or path.startswith(PRIVATE_READS)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:

@@ -38,6 +38,19 @@ class ServiceMetrics:
             ["level"],
             registry=self.registry,
         )
+        self.verdicts = Counter(
+            "superbiz_lookup_verdicts",
+            "What the governance said after each lookup call (continue, supplement, answer, "
+            "stop; error: a call that could not run)",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self.feedback = Counter(
+            "superbiz_feedback",
+            "Answer ratings received (a changed rating counts again)",
+            ["rating"],
+            registry=self.registry,
+        )
         self.lookup_latency = Histogram(
             "superbiz_lookup_latency_seconds",
             "Time of one governed lookup call, admission to record",
@@ -69,6 +82,7 @@ class ServiceMetrics:
         if outcome.error is None:
             level = outcome.level.value if outcome.level else "NONE"
             self.levels.labels(level).inc()
+        self.verdicts.labels("error" if outcome.error else outcome.verdict.value).inc()
         self.lookup_latency.observe(outcome.latency_ms / 1000)
 
     def exposition(self) -> bytes:

@@ -143,6 +143,11 @@ class ChatAnswer(BaseModel):
         description="Lookup calls per turn at which the water level is high (a planned turn "
         "is high too once 3 lookups found documents: `governance.high-min-found`)."
     )
+    trace_id: str | None = Field(
+        default=None,
+        description="The turn's OpenTelemetry trace id (32 hex digits; also the JSON "
+        "answer's `X-Trace-Id` header); null when no trace was recording.",
+    )
 
     @classmethod
     def from_turn(cls, turn: SupervisedTurn, high_mark: int) -> ChatAnswer:
@@ -160,12 +165,28 @@ class Cleared(BaseModel):
 # -- sessions ---------------------------------------------------------------------------
 
 
+class FeedbackView(BaseModel):
+    """A person's rating of one turn's answer."""
+
+    session_id: str
+    turn: int
+    rating: Literal["up", "down"]
+    comment: str | None
+    updated_at: str = Field(json_schema_extra={"format": "date-time"})
+
+
 class SessionMessage(BaseModel):
     turn: int
     role: Literal["user", "assistant"]
     content: str
     citations: list[AnswerCitation]
     plan: AnswerPlan | None = Field(description="The plan of an answer; null for a question.")
+    feedback: FeedbackView | None = Field(
+        default=None, description="An answer's rating, when it has one."
+    )
+    trace_id: str | None = Field(
+        default=None, description="An answer's OpenTelemetry trace id, when one was recorded."
+    )
 
 
 class SessionHistory(BaseModel):
@@ -222,6 +243,50 @@ class RecordedInvocation(BaseModel):
 class SessionInvocations(BaseModel):
     session_id: str
     invocations: list[RecordedInvocation]
+
+
+# -- knowledge gaps ---------------------------------------------------------------------
+
+
+class ClosestDocument(BaseModel):
+    path: str
+    title: str | None = Field(description="Null when the document is gone since.")
+    times: int = Field(description="How many of the cluster's questions were shown it.")
+
+
+class GapCluster(BaseModel):
+    """Questions of one meaning that found no good evidence."""
+
+    domain: str | None = Field(description="The domain most of its lookups were in.")
+    count: int = Field(description="Questions (chat turns, MCP lookups) in the cluster.")
+    weight: int = Field(description="The sort key: count, a thumbs-down counted twice.")
+    sessions: int
+    thumbs_down: int
+    reasons: dict[str, int] = Field(
+        description="thumbs_down, no_result, reference, fallback, no_evidence: how many "
+        "questions each reason applies to."
+    )
+    examples: list[str] = Field(description="The most asked wordings, most asked first.")
+    questions: int = Field(description="Distinct wordings in the cluster.")
+    last_asked: str = Field(json_schema_extra={"format": "date-time"})
+    closest_documents: list[ClosestDocument] = Field(
+        description="Documents shown for these questions (the evidence that came closest)."
+    )
+    comments: list[str] = Field(description="Comments of thumbs-down ratings.")
+
+
+class GapReport(BaseModel):
+    """``GET /api/gaps``: the first cluster is the runbook most worth writing."""
+
+    since: str | None
+    domain: str | None
+    questions: int = Field(description="Questions that could be gaps, in the window.")
+    gaps: int = Field(description="Questions that are gaps.")
+    unclustered: int = Field(
+        description="Rarest wordings left out of clustering (`gaps.max-questions`)."
+    )
+    clusters: list[GapCluster]
+    timing_ms: dict[str, float]
 
 
 # -- documents --------------------------------------------------------------------------

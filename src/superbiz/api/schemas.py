@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -70,3 +70,25 @@ class ClearRequest(BaseModel):
     model_config = ConfigDict(str_strip_whitespace=True, extra="ignore")
 
     session_id: SessionId = Field(validation_alias=AliasChoices("session_id", "Id", "id"))
+
+
+#: the longest comment a rating takes (a sentence or two on what was wrong)
+MAX_COMMENT_CHARS = 2000
+
+
+class FeedbackRequest(BaseModel):
+    """A person's rating of one answer; rating the turn again replaces it."""
+
+    model_config = ConfigDict(
+        str_strip_whitespace=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"rating": "down", "comment": "cites the old runbook"}]},
+    )
+
+    rating: Literal["up", "down"] = Field(description="`up` or `down`.")
+    comment: str | None = Field(
+        default=None,
+        max_length=MAX_COMMENT_CHARS,
+        pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$",
+        description=f"Optional, at most {MAX_COMMENT_CHARS} characters.",
+    )

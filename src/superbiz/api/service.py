@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +31,8 @@ from superbiz.api.responses import (
     ChatAnswer,
     Deleted,
     DocumentView,
+    FeedbackView,
+    GapReport,
     Health,
     HealthChecks,
     IngestSummary,
@@ -50,9 +53,12 @@ from superbiz.api.responses import (
 from superbiz.config import Settings
 from superbiz.exceptions import NotFoundError, SuperbizError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
+from superbiz.knowledge.documents import normalize_domain
+from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
+from superbiz.storage.feedback import Feedback, Rating
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT
 
@@ -76,6 +82,18 @@ def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
         tags=doc.tags,
         origin=doc.origin,
         uploaded=inside(Path(doc.source_file), uploads),
+    )
+
+
+def _feedback_view(feedback: Feedback | None) -> FeedbackView | None:
+    if feedback is None:
+        return None
+    return FeedbackView(
+        session_id=feedback.session_id,
+        turn=feedback.turn,
+        rating=feedback.rating,
+        comment=feedback.comment,
+        updated_at=feedback.updated_at.isoformat(),
     )
 
 
@@ -195,12 +213,14 @@ class Service:
         self.assistant.clear_session(session_id)
 
     def session(self, session_id: str) -> SessionHistory:
-        """The stored messages; citations without the content the model was shown."""
+        """The stored messages; citations without the content the model was shown; an
+        answer with its rating and trace id."""
         chats = self.assistant.chats
         with self.stores.held():
             messages = chats.messages(session_id)
             if not messages and not chats.exists(session_id):
                 raise NotFoundError(f"no session {session_id!r}")
+            ratings = self.assistant.feedback.for_session(session_id)
         return SessionHistory(
             session_id=session_id,
             messages=[
@@ -211,11 +231,45 @@ class Service:
                         "content": m.content,
                         "citations": m.evidence,
                         "plan": m.plan,
+                        **(
+                            {
+                                "feedback": _feedback_view(ratings.get(m.turn)),
+                                "trace_id": m.trace_id,
+                            }
+                            if m.role == "assistant"
+                            else {}
+                        ),
                     }
                 )
                 for m in messages
             ],
         )
+
+    def rate(self, session_id: str, turn: int, rating: Rating, comment: str | None) -> FeedbackView:
+        """Store a person's rating of one turn's answer (a chat turn, or an MCP session's
+        lookups); 404 when the session has no such turn."""
+        with self.stores.held():
+            if not self.assistant.turn_exists(session_id, turn):
+                raise NotFoundError(f"session {session_id!r} has no turn {turn}")
+            saved = self.assistant.feedback.rate(session_id, turn, rating, comment or None)
+        self.metrics.feedback.labels(rating).inc()
+        view = _feedback_view(saved)
+        assert view is not None
+        return view
+
+    def gaps(self, since: datetime | None, domain: str | None) -> GapReport:
+        """The knowledge-gaps report (``superbiz gaps``)."""
+        kb = self.assistant.kb
+        with self.stores.held():
+            report = gap_report(
+                kb.engine,
+                kb.embedder,
+                kb.documents,
+                self.settings.gaps,
+                since=since,
+                domain=normalize_domain(domain) if domain else None,
+            )
+        return GapReport.model_validate(report)
 
     def invocations(self, session_id: str) -> SessionInvocations:
         with self.stores.held():

@@ -12,6 +12,8 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from opentelemetry.trace import Tracer
+
 from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.governance.decision import DedupReason
@@ -19,6 +21,7 @@ from superbiz.governance.tracker import SessionTracker
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
+from superbiz.telemetry import default_tracer
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +126,15 @@ class EvidenceSource(Protocol):
 
 
 class GovernedLookup:
-    """``lookup()`` runs one governed retrieval for a session."""
+    """``lookup()`` runs one governed retrieval for a session. ``tracer`` traces each
+    governed call (``LookupTurn``) of every entry point that uses this lookup."""
 
-    def __init__(self, source: EvidenceSource, tracker: SessionTracker) -> None:
+    def __init__(
+        self, source: EvidenceSource, tracker: SessionTracker, tracer: Tracer | None = None
+    ) -> None:
         self.source = source
         self.tracker = tracker
+        self.tracer = tracer or default_tracer()
 
     def lookup(
         self,

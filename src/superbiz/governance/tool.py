@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from opentelemetry.trace import Span
+
 from superbiz._messages import localized
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, clip, key_terms
 from superbiz.config import GovernanceSettings
@@ -35,6 +37,14 @@ from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import Invocation, InvocationRepository
 from superbiz.storage.models import DOMAIN_MAX
+from superbiz.telemetry import (
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_OPERATION,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_NAME,
+    set_attributes,
+    trace_id,
+)
 
 T = TypeVar("T")
 #: who asked for a call: the model, the plan (code, before the model's first step) or a
@@ -182,9 +192,37 @@ class LookupTurn:
         origin: Origin = "model",
         raw_arguments: str = "",
     ) -> ToolOutcome:
-        """Run one call. ``raw_arguments``: the text the model sent, recorded as
-        ``{"_raw": …}`` when it did not parse (``arguments`` is ``None``), so the record
-        shows what the model wrote, not an empty object."""
+        """Run one call, in a span of its own (its record keeps the trace id).
+        ``raw_arguments``: the text the model sent, recorded as ``{"_raw": …}`` when it
+        did not parse (``arguments`` is ``None``), so the record shows what the model
+        wrote, not an empty object."""
+        with self.lookup.tracer.start_as_current_span(f"execute_tool {TOOL_NAME}") as span:
+            set_attributes(
+                span,
+                {
+                    GEN_AI_OPERATION: "execute_tool",
+                    GEN_AI_TOOL_NAME: tool_name,
+                    GEN_AI_TOOL_CALL_ID: call_id or None,
+                    GEN_AI_CONVERSATION_ID: self.session_id,
+                    "superbiz.turn": self.turn,
+                    "superbiz.step": step,
+                    "superbiz.lookup.origin": origin,
+                },
+            )
+            outcome = self._call(arguments, call_id, step, tool_name, error, origin, raw_arguments)
+            _annotate(span, outcome)
+            return outcome
+
+    def _call(
+        self,
+        arguments: dict[str, Any] | None,
+        call_id: str,
+        step: int,
+        tool_name: str,
+        error: str | None,
+        origin: Origin,
+        raw_arguments: str,
+    ) -> ToolOutcome:
         started = time.perf_counter()
         args = bounded_record(arguments) if arguments is not None else raw_record(raw_arguments)
         finish = partial(self._finish, call_id, step, tool_name, args, started, origin)
@@ -311,9 +349,39 @@ class LookupTurn:
                     latency_ms=round(latency, 3),
                     error=error,
                     origin=origin,
+                    trace_id=trace_id(),
                 )
             )
         return outcome
+
+
+def _annotate(span: Span, outcome: ToolOutcome) -> None:
+    """The lookup's outcome on its span; the governor's decision as an event."""
+    set_attributes(
+        span,
+        {
+            "superbiz.lookup.executed": outcome.executed,
+            "superbiz.lookup.domain": outcome.domain,
+            "superbiz.lookup.relevance_level": outcome.level.value if outcome.level else None,
+            "superbiz.lookup.dedup_reason": outcome.dedup_reason,
+            "superbiz.lookup.water_level": outcome.water_level.value,
+            "superbiz.lookup.documents": outcome.shown,
+            "superbiz.lookup.latency_ms": round(outcome.latency_ms, 3),
+            "superbiz.lookup.error": outcome.error,
+            "superbiz.lookup.verdict": "error" if outcome.error else outcome.verdict.value,
+        },
+    )
+    if span.is_recording():
+        constraint = outcome.constraint
+        span.add_event(
+            "governance.decision",
+            {
+                "superbiz.verdict": constraint.verdict.value,
+                "superbiz.water_level": constraint.water_level.value,
+                "superbiz.budget_left": constraint.budget_left,
+                "superbiz.tools_allowed": constraint.tools_allowed,
+            },
+        )
 
 
 def raw_record(raw_arguments: str) -> dict[str, Any]:

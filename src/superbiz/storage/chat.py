@@ -20,6 +20,11 @@ class ChatMessage:
     content: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
     plan: dict[str, Any] | None = None
+    #: an answer's source (``model``, ``repaired``, ``extractive``, ``fallback``,
+    #: ``no_evidence``); None for a question
+    answer_source: str | None = None
+    #: the OpenTelemetry trace of the turn (32 hex digits), when one was recording
+    trace_id: str | None = None
 
 
 class ChatRepository:
@@ -48,6 +53,8 @@ class ChatRepository:
                     content=without_nul(answer.content),
                     evidence=without_nul(answer.evidence),
                     plan=without_nul(answer.plan),
+                    answer_source=answer.answer_source,
+                    trace_id=answer.trace_id,
                 )
             )
 
@@ -59,7 +66,16 @@ class ChatRepository:
         )
         with Session(self.engine) as session:
             return [
-                ChatMessage(r.session_id, r.turn, r.role, r.content, list(r.evidence or []), r.plan)
+                ChatMessage(
+                    r.session_id,
+                    r.turn,
+                    r.role,
+                    r.content,
+                    list(r.evidence or []),
+                    r.plan,
+                    r.answer_source,
+                    r.trace_id,
+                )
                 for r in session.scalars(query)
             ]
 
@@ -67,6 +83,13 @@ class ChatRepository:
         query = select(func.max(ChatMessageRow.turn)).where(ChatMessageRow.session_id == session_id)
         with Session(self.engine) as session:
             return session.scalar(query) or 0
+
+    def turn_exists(self, session_id: str, turn: int) -> bool:
+        query = select(ChatMessageRow.id).where(
+            ChatMessageRow.session_id == session_id, ChatMessageRow.turn == turn
+        )
+        with Session(self.engine) as session:
+            return session.scalar(query.limit(1)) is not None
 
     def exists(self, session_id: str) -> bool:
         with Session(self.engine) as session:

@@ -30,6 +30,8 @@ class Invocation:
     latency_ms: float
     error: str | None = None
     origin: str = "model"  # "plan": code ran it before the model's first step; "user": a person
+    #: the OpenTelemetry trace the call ran in (32 hex digits), when one was recording
+    trace_id: str | None = None
     id: int | None = None
     created_at: datetime = field(default_factory=utcnow)
 
@@ -65,6 +67,13 @@ class InvocationRepository:
                 Invocation(id=row.id, **{name: getattr(row, name) for name in _COLUMNS})
                 for row in session.scalars(query)
             ]
+
+    def turn_exists(self, session_id: str, turn: int) -> bool:
+        query = select(ToolInvocationRow.id).where(
+            ToolInvocationRow.session_id == session_id, ToolInvocationRow.turn == turn
+        )
+        with Session(self.engine) as session:
+            return session.scalar(query.limit(1)) is not None
 
     def last_turn(self, session_id: str) -> int:
         """The highest turn recorded for the session (0 when none)."""

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Float,
+    Index,
     Integer,
     LargeBinary,
     String,
@@ -139,7 +140,11 @@ class ToolInvocationRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: who asked for the call: ``model``, or ``plan`` (a planned lookup run by code)
     origin: Mapped[str] = mapped_column(String(8), default="model", server_default="model")
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    #: the OpenTelemetry trace the call ran in (32 hex digits); None when none was recorded
+    trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+
+    __table_args__ = (Index("ix_tool_invocation_session_turn", "session_id", "turn"),)
 
 
 class KnowledgeDomainRow(Base):
@@ -177,7 +182,29 @@ class ChatMessageRow(Base):
     content: Mapped[str] = mapped_column(Text)
     evidence: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonType, nullable=True)
     plan: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    #: an answer's source (model, repaired, extractive, fallback, no_evidence); None for a
+    #: question and for answers stored before it was kept
+    answer_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    #: the OpenTelemetry trace of the turn that wrote the answer (32 hex digits)
+    trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+    __table_args__ = (Index("ix_chat_messages_session_turn", "session_id", "turn"),)
+
+
+class TurnFeedbackRow(Base):
+    """A person's rating of one answer (one per turn; rating again replaces it)."""
+
+    __tablename__ = "turn_feedback"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer, primary_key=True)
+    rating: Mapped[str] = mapped_column(String(8))  # up | down
+    comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        UtcDateTime, default=utcnow, onupdate=utcnow, index=True
+    )
 
 
 class SourceRow(Base):

@@ -131,6 +131,15 @@ class DocumentRepository:
             row = session.scalar(select(DocumentRow).where(DocumentRow.path == path))
             return _stored(row) if row else None
 
+    def titles(self, paths: Iterable[str]) -> dict[str, str]:
+        """Path → title of those of ``paths`` that are stored, in one query."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return {}
+        query = select(DocumentRow.path, DocumentRow.title).where(DocumentRow.path.in_(wanted))
+        with Session(self.engine) as session:
+            return {path: title for path, title in session.execute(query)}
+
     def domains(self) -> dict[str, int]:
         """Domain → document count, sorted by domain."""
         with Session(self.engine) as session:

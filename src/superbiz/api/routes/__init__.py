@@ -1,11 +1,12 @@
 """The HTTP routes, one ``APIRouter`` per area; ``create_app`` includes them all."""
 
-from superbiz.api.routes import chat, documents, health, knowledge, page, sessions, sources
+from superbiz.api.routes import chat, documents, gaps, health, knowledge, page, sessions, sources
 
 ROUTERS = (
     page.router,
     chat.router,
     sessions.router,
+    gaps.router,
     documents.router,
     knowledge.router,
     sources.router,

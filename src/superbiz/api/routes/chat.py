@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from superbiz.api.deps import Authorized, Background, ServiceDep
@@ -32,6 +32,10 @@ from superbiz.exceptions import SuperbizError
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", tags=["chat"], dependencies=Authorized, responses=INTERNAL)
+
+#: the header naming a JSON answer's OpenTelemetry trace (a stream's `answer` event
+#: carries it as `trace_id`: its headers are sent before the turn starts)
+TRACE_HEADER = "X-Trace-Id"
 
 
 class EventStream(StreamingResponse):
@@ -71,8 +75,10 @@ def _event_items() -> dict[str, object]:
     response_model_exclude_unset=True,
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
-async def chat(body: ChatRequest, service: ServiceDep) -> ChatAnswer:
+async def chat(body: ChatRequest, service: ServiceDep, response: Response) -> ChatAnswer:
     turn = await service.run_turn(body.session_id, body.question)
+    if turn.result.trace_id:
+        response.headers[TRACE_HEADER] = turn.result.trace_id
     return service.turn_view(turn)
 
 

@@ -1,0 +1,45 @@
+"""The knowledge-gaps report: the questions the knowledge base could not answer.
+
+With ``service.api-key`` set it needs the key, like the sessions' reads: it quotes the
+questions people asked.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
+from superbiz.api.responses import GapReport
+from superbiz.knowledge.gaps import parse_since
+
+router = APIRouter(
+    prefix="/api",
+    tags=["gaps"],
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **INVALID, **INTERNAL},
+)
+
+#: the window a report covers when the client names none
+DEFAULT_SINCE = "30d"
+
+
+@router.get("/gaps")
+async def gaps(
+    service: ServiceDep,
+    since: Annotated[
+        str,
+        Query(description="A duration back from now (30m, 24h, 7d, 2w) or an ISO date."),
+    ] = DEFAULT_SINCE,
+    domain: Annotated[str | None, Query(description="Only this domain's gaps.")] = None,
+) -> GapReport:
+    """Clusters of questions that found no good evidence, the runbook most worth
+    writing first (see the README, "Knowledge gaps")."""
+    try:
+        start = parse_since(since, datetime.now(UTC))
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return await service.run(service.gaps, start, domain)
