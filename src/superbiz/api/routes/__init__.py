@@ -1,9 +1,19 @@
 """The HTTP routes, one ``APIRouter`` per area; ``create_app`` includes them all."""
 
-from superbiz.api.routes import chat, documents, health, knowledge, page, sessions, sources
+from superbiz.api.routes import (
+    api_docs,
+    chat,
+    documents,
+    health,
+    knowledge,
+    page,
+    sessions,
+    sources,
+)
 
 ROUTERS = (
     page.router,
+    api_docs.router,
     chat.router,
     sessions.router,
     documents.router,
