@@ -75,7 +75,8 @@ def needs_key(method: str, path: str) -> bool:
     """Writes under ``/api`` and the sessions' reads (their questions and evidence)."""
     if not path.startswith("/api/"):
         return False
-    return method not in SAFE_METHODS or path.startswith("/api/sessions/")
+    sessions = path == "/api/sessions" or path.startswith("/api/sessions/")
+    return method not in SAFE_METHODS or sessions
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:

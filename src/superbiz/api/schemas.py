@@ -70,3 +70,14 @@ class ClearRequest(BaseModel):
     model_config = ConfigDict(str_strip_whitespace=True, extra="ignore")
 
     session_id: SessionId = Field(validation_alias=AliasChoices("session_id", "Id", "id"))
+
+
+class RenameRequest(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True, extra="forbid")
+
+    title: str | None = Field(
+        strict=True,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="The session's new name; null or empty: show its first question again.",
+    )
