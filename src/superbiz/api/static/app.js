@@ -78,9 +78,9 @@ function setSession(id) {
   state.sessionId = id;
   localStorage.setItem("superbiz.session", id);
   $("#session-id").textContent = id;
-  for (const item of document.querySelectorAll("#session-list li")) {
+  for (const item of document.querySelectorAll("#session-list li[data-session]")) {
     item.classList.toggle("current", item.dataset.session === id);
-    item.querySelector(".session-open").setAttribute("aria-current", item.dataset.session === id);
+    item.querySelector(".session-open")?.setAttribute("aria-current", item.dataset.session === id);
   }
 }
 
