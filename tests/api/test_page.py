@@ -41,7 +41,9 @@ ARGS = [
 ]
 AXE = Path(__file__).parent.parent / "vendor" / "axe-core" / "axe.min.js"
 # Read at import: the shared fixtures remove every SUPERBIZ_* variable before tests run.
-SCREENSHOTS = os.environ.get("SUPERBIZ_SCREENSHOTS")
+# (each test runs in a working directory of its own: a relative folder is taken from here)
+_SHOTS = os.environ.get("SUPERBIZ_SCREENSHOTS")
+SCREENSHOTS = str(Path(_SHOTS).resolve()) if _SHOTS else None
 REQUIRE_SERVICES = os.environ.get("SUPERBIZ_TEST_REQUIRE_SERVICES") == "1"
 TIMEOUT_MS = 30_000
 
@@ -222,6 +224,14 @@ def test_an_answer_renders_table_and_code_and_its_html_never_runs(browser: Any, 
         assert whole.headers["content-type"].startswith("text/plain") and "<script>" in whole.text
         shot(page, "citation-en")
         page.click("#passage-close")
+        # the switch changes the page's words, not what it shows
+        page.select_option("#lang", "zh")
+        text.locator("button.ref[data-ref='1']").first.click()
+        expect(link).to_have_text("打开完整文档")
+        expect(page.locator("#passage-headings")).to_have_text("重启 nginx 网关 › 重启步骤")
+        shot(page, "citation-zh")
+        page.click("#passage-close")
+        page.select_option("#lang", "en")
         # a source under the answer opens it too
         answer.locator(".citations button.citation").first.click()
         expect(passage).to_be_visible()
@@ -283,6 +293,11 @@ def test_sessions_are_listed_reopened_with_their_trace_renamed_and_deleted(
         expect(items.nth(1).locator(".session-title")).to_have_text(QUESTION)
         expect(items.first).to_have_class(re.compile("current"))
         shot(page, "sessions-en")
+        page.select_option("#lang", "zh")
+        expect(page.locator("#sessions-heading")).to_have_text("会话")
+        expect(page.locator("#session-list li")).to_have_count(2)
+        shot(page, "sessions-zh")
+        page.select_option("#lang", "en")
 
         # reopen the first: its turn, its answer and its recorded trace
         items.nth(1).locator(".session-open").click()

@@ -112,7 +112,7 @@ function sessionItem(session) {
   const rename = el("button", { type: "button", class: "session-rename icon", text: "✎", title: t("rename") });
   rename.setAttribute("aria-label", `${t("rename")}: ${session.title || session.first_question}`);
   rename.addEventListener("click", () => startRename(item, session));
-  const remove = el("button", { type: "button", class: "session-delete icon", text: "🗑", title: t("delete") });
+  const remove = el("button", { type: "button", class: "session-delete icon", text: "×", title: t("delete") });
   remove.setAttribute("aria-label", `${t("delete")}: ${session.title || session.first_question}`);
   remove.addEventListener("click", () => deleteSession(session.session_id));
   const item = el("li", { "data-session": session.session_id }, open, rename, remove);

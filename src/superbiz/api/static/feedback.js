@@ -20,10 +20,8 @@ const Feedback = (() => {
     comment.setAttribute("aria-label", t("comment"));
     comment.placeholder = t("comment");
     const send = el("button", { type: "button", class: "send-comment", hidden: true, text: t("send") });
-    const up = el("button", { type: "button", class: "thumb-up", text: "👍" });
-    const down = el("button", { type: "button", class: "thumb-down", text: "👎" });
-    up.setAttribute("aria-label", t("helpful"));
-    down.setAttribute("aria-label", t("notHelpful"));
+    const up = el("button", { type: "button", class: "thumb-up", text: t("helpful") });
+    const down = el("button", { type: "button", class: "thumb-down", text: t("notHelpful") });
     up.addEventListener("click", () => rate(sessionId, turn, "up", null, box, status));
     down.addEventListener("click", () => {
       rate(sessionId, turn, "down", null, box, status);
