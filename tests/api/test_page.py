@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from fakes.openai_server import FakeOpenAIServer, drip_reply, error_reply
+from fakes.openai_server import FakeOpenAIServer, RawReply, drip_reply, error_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -429,6 +429,51 @@ def test_the_stop_button_ends_a_running_turn(
             expect(bubble).to_have_attribute("data-state", "done")
             expect(page.locator("#ask-button")).to_be_visible()
             expect(page.locator("#stop-button")).to_be_hidden()
+
+
+def _slow_stream(lines: int, every_s: float) -> RawReply:
+    """A streamed answer of ``lines`` paragraphs, sent one byte every ``every_s`` seconds."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"content": f"第 {n} 段。\n\n"}}]}
+        for n in range(1, lines + 1)
+    ]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+    return RawReply(
+        (body + "data: [DONE]\n\n").encode(), content_type="text/event-stream", drip_s=every_s
+    )
+
+
+def test_the_stream_follows_the_bottom_but_never_moves_a_reader_who_scrolled_up(
+    browser: Any, make_assistant: Callable[..., Runtime]
+) -> None:
+    with FakeOpenAIServer() as fake:
+        fake.script_chat(error_reply(400, "planner off"), _slow_stream(30, every_s=0.0015))
+        base = make_assistant()
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
+        settings = base.settings.model_copy(update={"llm": llm})
+        runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
+        box = "document.querySelector('#messages')"
+        with (
+            LiveServer(create_app(settings, assistant=runtime)) as server,
+            opened(
+                browser, server.url, locale="en-US", viewport={"width": 1200, "height": 600}
+            ) as (page, _),
+        ):
+            page.fill("#question", "支付回调超时怎么办？")
+            page.press("#question", "Enter")
+            page.wait_for_function(f"() => {box}.scrollHeight > {box}.clientHeight + 150")
+            gap = f"{box}.scrollHeight - {box}.scrollTop - {box}.clientHeight"
+            assert page.evaluate(gap) < 64  # at the bottom: the stream is followed
+            page.evaluate(f"{box}.scrollTop = 0")
+            page.wait_for_timeout(100)
+            drawn = page.locator(".answer-text p").count()
+            page.wait_for_function(
+                f"() => document.querySelectorAll('.answer-text p').length > {drawn}"
+            )
+            assert page.evaluate(f"{box}.scrollTop") == 0  # the reader stays where they are
+            page.locator("#stop-button").click()
 
 
 def test_the_language_follows_the_browser_and_the_switch(browser: Any, site: str) -> None:
