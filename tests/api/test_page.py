@@ -499,9 +499,15 @@ def test_a_phone_width_has_no_sideways_scroll(browser: Any, site: str) -> None:
     with opened(browser, site, locale="en-US", viewport={"width": 390, "height": 844}) as (page, _):
         ask(page)
         expect(page.locator("#question")).to_be_in_viewport()
+        page.wait_for_selector("#session-list li[data-session]")
         width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= 390, width
+        wide = page.evaluate(
+            "[...document.querySelectorAll('body *')].filter((n) =>"
+            " n.getBoundingClientRect().right > 391).map((n) => n.tagName + '.' + n.className)"
+        )
+        assert width <= 390, (width, wide)
         page.locator(".message.assistant button.ref").first.click()
+        expect(page.locator("#passage")).to_be_visible()
         box = page.locator("#passage").bounding_box()
         assert box is not None and box["width"] <= 390
         shot(page, "phone-en")
