@@ -227,6 +227,7 @@ def test_an_answer_renders_table_and_code_and_its_html_never_runs(browser: Any, 
         # the switch changes the page's words, not what it shows
         page.select_option("#lang", "zh")
         text.locator("button.ref[data-ref='1']").first.click()
+        expect(passage).to_be_visible()
         expect(link).to_have_text("打开完整文档")
         expect(page.locator("#passage-headings")).to_have_text("重启 nginx 网关 › 重启步骤")
         shot(page, "citation-zh")
@@ -516,6 +517,8 @@ def test_a_phone_width_has_no_sideways_scroll(browser: Any, site: str) -> None:
 def test_axe_finds_no_serious_violations(browser: Any, site: str) -> None:
     """axe-core (vendored in tests/, not the package) on the chat with an answer, the
     passage open, and every tab; the page's own CSP is bypassed only to inject axe."""
+    from playwright.sync_api import expect
+
     script = AXE.read_text(encoding="utf-8")
     found: dict[str, list[str]] = {}
     for locale in ("en-US", "zh-CN"):
@@ -527,6 +530,8 @@ def test_axe_finds_no_serious_violations(browser: Any, site: str) -> None:
             for name, click in states:
                 if click:
                     page.locator(click).first.click()
+                    if name == "passage":
+                        expect(page.locator("#passage")).to_be_visible()
                     page.wait_for_timeout(300)
                 result = page.evaluate(
                     "async () => { const r = await axe.run(document);"
