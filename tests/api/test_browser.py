@@ -87,7 +87,7 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
         )
         try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900}, locale="zh-CN")
+            page = browser.new_page(viewport={"width": 1360, "height": 900}, locale="en-US")
             page.set_default_timeout(TIMEOUT_MS)
             console: list[str] = []
             page.on("console", lambda message: console.append(message.text))

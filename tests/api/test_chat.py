@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -268,9 +269,11 @@ def test_page_docs_and_info(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200
     assert page.headers["content-type"] == "text/html; charset=utf-8"
-    assert '<meta charset="utf-8">' in page.text and "检索治理" in page.text
-    assert client.get("/static/app.js").status_code == 200
+    assert '<meta charset="utf-8">' in page.text and 'id="trace-heading"' in page.text
+    for script in re.findall(r'<script src="([^"]+)"', page.text):
+        assert client.get(script).status_code == 200, script
     assert client.get("/static/app.css").status_code == 200
+    assert "检索治理" in client.get("/static/i18n.js").text  # the Chinese words
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/api/chat", "/api/chat_stream", "/api/documents", "/healthz"} <= set(paths)

@@ -83,6 +83,8 @@ def create_app(
         ),
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served from the package: superbiz.api.routes.api_docs
+        redoc_url=None,
     )
     app.state.service = service
     app.state.api_key = settings.service.api_key

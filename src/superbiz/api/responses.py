@@ -194,6 +194,48 @@ class SessionHistory(BaseModel):
     messages: list[SessionMessage]
 
 
+class SessionSummaryView(BaseModel):
+    """A session in a list: its name, else its first question, and when it was used."""
+
+    session_id: str
+    title: str | None = Field(description="The name given on the page; null: none given.")
+    first_question: str
+    turns: int
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+    updated_at: str = Field(json_schema_extra={"format": "date-time"})
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummaryView]
+
+
+class SessionDeleted(BaseModel):
+    session_id: str
+    deleted: bool
+
+
+class Passage(BaseModel):
+    """What the model was shown of a cited document in one turn, and where it sits."""
+
+    session_id: str
+    turn: int
+    ref: int
+    title: str
+    path: str
+    domain: str
+    heading_path: list[str] = Field(
+        description="The headings above the passage in the document, outermost first."
+    )
+    excerpt: str = Field(description="The text the model was shown, as stored with the answer.")
+    relevance_level: RelevanceLevel | None = Field(
+        description="The level of the lookup that showed the document; null when unknown."
+    )
+    url: str | None = Field(
+        default=None, description="The document where it lives (a Git source's `web-url`)."
+    )
+    document_url: str = Field(description="This service's route to the whole document.")
+
+
 class RetrievalRecord(BaseModel):
     """The scores behind a lookup, as recorded. Records keep the keys they were written
     with, so an older one may lack later fields."""

@@ -92,3 +92,14 @@ class FeedbackRequest(BaseModel):
         pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$",
         description=f"Optional, at most {MAX_COMMENT_CHARS} characters.",
     )
+
+
+class RenameRequest(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True, extra="forbid")
+
+    title: str | None = Field(
+        strict=True,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="The session's new name; null or empty: show its first question again.",
+    )

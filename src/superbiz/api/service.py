@@ -18,6 +18,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import anyio.to_thread
 from sqlalchemy import text
@@ -25,6 +26,7 @@ from sqlalchemy import text
 from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
+from superbiz.api._passage import heading_path, level_of
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
 from superbiz.api.metrics import ServiceMetrics
 from superbiz.api.responses import (
@@ -37,12 +39,16 @@ from superbiz.api.responses import (
     HealthChecks,
     IngestSummary,
     KnowledgeMapView,
+    Passage,
     PlanEvent,
     RecordedInvocation,
     ServiceInfo,
+    SessionDeleted,
     SessionHistory,
     SessionInvocations,
+    SessionList,
     SessionMessage,
+    SessionSummaryView,
     SourceList,
     SourceView,
     TokenEvent,
@@ -58,6 +64,7 @@ from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
+from superbiz.storage.chat import SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT
@@ -67,6 +74,25 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: how long a health check waits for the stores before calling them busy
 HEALTH_WAIT_S = 10.0
+
+
+def _summary_view(summary: SessionSummary) -> SessionSummaryView:
+    return SessionSummaryView(
+        session_id=summary.session_id,
+        title=summary.title,
+        first_question=summary.first_question,
+        turns=summary.turns,
+        created_at=summary.created_at.isoformat(),
+        updated_at=summary.updated_at.isoformat(),
+    )
+
+
+def _read_text(path: Path) -> str | None:
+    """A document's file as text; None when it is gone (deleted or moved since)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
@@ -285,6 +311,75 @@ class Service:
                 for row in rows
             ],
         )
+
+    # -- the page's session list ------------------------------------------------------------
+    def sessions(self, session_ids: list[str] | None) -> SessionList:
+        """The sessions named, or every session (a keyed client: the route decides)."""
+        with self.stores.held():
+            found = self.assistant.chats.summaries(session_ids)
+        return SessionList(sessions=[_summary_view(s) for s in found])
+
+    def rename_session(self, session_id: str, title: str | None) -> SessionSummaryView:
+        chats = self.assistant.chats
+        with self.stores.held():
+            if not chats.rename(session_id, title):
+                raise NotFoundError(f"no session {session_id!r}")
+            return _summary_view(chats.summaries([session_id])[0])
+
+    def delete_session(self, session_id: str) -> SessionDeleted:
+        """Messages, recorded lookups and the session's retrieval memory, all of it."""
+        with self.stores.held():
+            if not self.assistant.chats.exists(session_id):
+                raise NotFoundError(f"no session {session_id!r}")
+        self.assistant.clear_session(session_id)
+        return SessionDeleted(session_id=session_id, deleted=True)
+
+    def passage(self, session_id: str, turn: int, ref: int) -> Passage:
+        """The passage behind ``[ref]`` of an answer, as the model was shown it."""
+        assistant = self.assistant
+        with self.stores.held():
+            answers = [
+                m
+                for m in assistant.chats.messages(session_id)
+                if m.turn == turn and m.role == "assistant"
+            ]
+            item = next((e for m in answers for e in m.evidence if e.get("ref") == ref), None)
+            if item is None:
+                raise NotFoundError(f"no citation [{ref}] in turn {turn} of session {session_id!r}")
+            calls = [
+                {
+                    "turn": row.turn,
+                    "relevance_level": row.relevance_level,
+                    "shown": (row.retrieval_details or {}).get("shown"),
+                }
+                for row in assistant.invocations.for_session(session_id)
+            ]
+            stored = assistant.kb.documents.get(item["path"])
+            links = web_links(assistant.kb, [item["path"]])
+        excerpt = str(item.get("content") or "")
+        body = _read_text(Path(stored.source_file)) if stored else ""
+        return Passage(
+            session_id=session_id,
+            turn=turn,
+            ref=ref,
+            title=item["title"],
+            path=item["path"],
+            domain=item.get("domain") or "",
+            heading_path=heading_path(body or "", excerpt),
+            excerpt=excerpt,
+            relevance_level=level_of(item["path"], turn, calls),
+            url=links.get(item["path"]),
+            document_url="/api/documents/" + quote(item["path"]),
+        )
+
+    def document_text(self, path: str) -> str:
+        """A stored document's file, as it was ingested."""
+        with self.stores.held():
+            stored = self.assistant.kb.documents.get(path)
+        text = _read_text(Path(stored.source_file)) if stored else None
+        if text is None:
+            raise NotFoundError(f"no document {path!r}")
+        return text
 
     # -- documents -----------------------------------------------------------------------
     def documents(self) -> list[DocumentView]:

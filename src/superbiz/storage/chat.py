@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from superbiz.storage._storable import without_nul
@@ -25,6 +27,18 @@ class ChatMessage:
     answer_source: str | None = None
     #: the OpenTelemetry trace of the turn (32 hex digits), when one was recording
     trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """A session as a list shows it: its name (or first question) and when."""
+
+    session_id: str
+    title: str | None
+    first_question: str
+    turns: int
+    created_at: datetime
+    updated_at: datetime
 
 
 class ChatRepository:
@@ -108,3 +122,47 @@ class ChatRepository:
         with Session(self.engine) as session, session.begin():
             session.execute(delete(ChatMessageRow).where(ChatMessageRow.session_id == session_id))
             session.execute(delete(ChatSessionRow).where(ChatSessionRow.session_id == session_id))
+
+    def summaries(
+        self, session_ids: Sequence[str] | None = None, limit: int = 200
+    ) -> list[SessionSummary]:
+        """Sessions, latest first: those named (``session_ids``), or all of them."""
+        query = select(ChatSessionRow).order_by(ChatSessionRow.updated_at.desc()).limit(limit)
+        if session_ids is not None:
+            query = query.where(ChatSessionRow.session_id.in_(list(session_ids)))
+        with Session(self.engine) as session:
+            rows = list(session.scalars(query))
+            ids = [r.session_id for r in rows]
+            firsts: dict[str, str] = {}
+            turns: dict[str, int] = {}
+            if ids:
+                questions = (
+                    select(ChatMessageRow.session_id, ChatMessageRow.content, ChatMessageRow.turn)
+                    .where(ChatMessageRow.session_id.in_(ids), ChatMessageRow.role == "user")
+                    .order_by(ChatMessageRow.id)
+                )
+                for session_id, content, turn in session.execute(questions):
+                    firsts.setdefault(session_id, content)
+                    turns[session_id] = max(turns.get(session_id, 0), turn)
+            return [
+                SessionSummary(
+                    r.session_id,
+                    r.title,
+                    firsts.get(r.session_id, ""),
+                    turns.get(r.session_id, 0),
+                    r.created_at,
+                    r.updated_at,
+                )
+                for r in rows
+            ]
+
+    def rename(self, session_id: str, title: str | None) -> bool:
+        """Name the session (``None``: back to its first question); False when there is
+        no such session. The time it was last used does not change."""
+        query = (
+            update(ChatSessionRow)
+            .where(ChatSessionRow.session_id == session_id)
+            .values(title=title, updated_at=ChatSessionRow.updated_at)
+        )
+        with Session(self.engine) as session, session.begin():
+            return bool(session.execute(query).rowcount)  # type: ignore[attr-defined]

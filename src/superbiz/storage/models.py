@@ -162,10 +162,15 @@ class KnowledgeDomainRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
+SESSION_TITLE_MAX = 200
+
+
 class ChatSessionRow(Base):
     __tablename__ = "chat_sessions"
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    #: a name the user gave the session (the page's rename); null: its first question
+    title: Mapped[str | None] = mapped_column(String(SESSION_TITLE_MAX), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

@@ -1,9 +1,20 @@
 """The HTTP routes, one ``APIRouter`` per area; ``create_app`` includes them all."""
 
-from superbiz.api.routes import chat, documents, gaps, health, knowledge, page, sessions, sources
+from superbiz.api.routes import (
+    api_docs,
+    chat,
+    documents,
+    gaps,
+    health,
+    knowledge,
+    page,
+    sessions,
+    sources,
+)
 
 ROUTERS = (
     page.router,
+    api_docs.router,
     chat.router,
     sessions.router,
     gaps.router,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import PlainTextResponse
 from starlette.datastructures import UploadFile as FormFile
 from starlette.exceptions import HTTPException
 
@@ -71,6 +72,22 @@ async def upload(
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
     return await service.run(service.upload, file.filename or "", data, domain, overwrite)
+
+
+@router.get(
+    "/{document_id:path}",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/plain": {}}, "description": "The document's file."},
+        **NOT_FOUND,
+        **INVALID,
+    },
+)
+async def document_text(document_id: str, service: ServiceDep) -> PlainTextResponse:
+    """The whole document (its id is its path), as the file it was ingested from: plain
+    text, so a browser shows its Markdown and any HTML in it as text."""
+    text = await service.run(service.document_text, document_id)
+    return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
 
 
 @router.delete(

@@ -1,5 +1,7 @@
 // superbiz web page: chat over SSE (fetch + ReadableStream, since EventSource cannot POST),
-// the governance trace of each turn, the knowledge map, documents. No build step.
+// answers as safe Markdown (markdown.js), the passage behind each citation, this browser's
+// sessions, the governance trace of each turn, the knowledge map, documents, sources, gaps
+// (feedback.js). No build step; every server string goes in as text or through Markdown.
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
@@ -8,6 +10,8 @@ const state = {
   apiKey: localStorage.getItem("superbiz.apiKey") || "",
   info: { high_mark: 8, model: "?" },
   busy: false,
+  controller: null,
+  follow: true,
 };
 
 function newSessionId() {
@@ -47,46 +51,199 @@ async function errorMessage(response) {
   }
 }
 
-// -- session -------------------------------------------------------------------------
+// -- sessions ------------------------------------------------------------------------------
+// Without an API key a session id is all that keeps a session private, so the list shows
+// the sessions this browser started (remembered in localStorage); with a key, the key's.
+const KNOWN = "superbiz.sessions";
+
+function knownSessions() {
+  try {
+    const ids = JSON.parse(localStorage.getItem(KNOWN) || "[]");
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function remember(id) {
+  const ids = [id, ...knownSessions().filter((known) => known !== id)].slice(0, 200);
+  localStorage.setItem(KNOWN, JSON.stringify(ids));
+}
+
+function forget(id) {
+  localStorage.setItem(KNOWN, JSON.stringify(knownSessions().filter((known) => known !== id)));
+}
+
 function setSession(id) {
   state.sessionId = id;
   localStorage.setItem("superbiz.session", id);
   $("#session-id").textContent = id;
+  for (const item of document.querySelectorAll("#session-list li[data-session]")) {
+    item.classList.toggle("current", item.dataset.session === id);
+    item.querySelector(".session-open")?.setAttribute("aria-current", item.dataset.session === id);
+  }
 }
 
-async function loadHistory() {
-  const response = await fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`, {
+async function loadSessions() {
+  const keyed = state.info.auth_required && state.apiKey;
+  const ids = knownSessions();
+  let sessions = [];
+  if (keyed || ids.length) {
+    const query = keyed ? "" : "?" + ids.map((id) => `id=${encodeURIComponent(id)}`).join("&");
+    const response = await fetch(`/api/sessions${query}`, { headers: headers(false) });
+    if (response.ok) sessions = (await response.json()).sessions;
+  }
+  $("#session-list").replaceChildren(
+    ...(sessions.length
+      ? sessions.map(sessionItem)
+      : [el("li", { class: "muted small", text: t("noSessions") })])
+  );
+  setSession(state.sessionId);
+}
+
+function sessionItem(session) {
+  const open = el(
+    "button",
+    { type: "button", class: "session-open" },
+    el("span", { class: "session-title", text: session.title || session.first_question || session.session_id }),
+    el("time", { class: "session-time", dateTime: session.updated_at, text: new Date(session.updated_at).toLocaleString() })
+  );
+  open.addEventListener("click", () => openSession(session.session_id));
+  const rename = el("button", { type: "button", class: "session-rename icon", text: "✎", title: t("rename") });
+  rename.setAttribute("aria-label", `${t("rename")}: ${session.title || session.first_question}`);
+  rename.addEventListener("click", () => startRename(item, session));
+  const remove = el("button", { type: "button", class: "session-delete icon", text: "×", title: t("delete") });
+  remove.setAttribute("aria-label", `${t("delete")}: ${session.title || session.first_question}`);
+  remove.addEventListener("click", () => deleteSession(session.session_id));
+  const item = el("li", { "data-session": session.session_id }, open, rename, remove);
+  return item;
+}
+
+function startRename(item, session) {
+  const input = el("input", { type: "text", class: "rename-input", maxLength: 200, value: session.title || session.first_question || "" });
+  input.setAttribute("aria-label", t("renameTo"));
+  const save = el("button", { type: "button", class: "rename-save", text: t("save") });
+  const form = el("form", { class: "rename-form" }, input, save);
+  const submit = async (event) => {
+    event.preventDefault();
+    const response = await fetch(`/api/sessions/${encodeURIComponent(session.session_id)}`, {
+      method: "PATCH",
+      headers: headers(),
+      body: JSON.stringify({ title: input.value.trim() || null }),
+    });
+    if (!response.ok) alert(await errorMessage(response));
+    await loadSessions();
+  };
+  form.addEventListener("submit", submit);
+  save.addEventListener("click", submit);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") loadSessions();
+  });
+  item.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+async function deleteSession(id) {
+  if (!confirm(t("confirmDelete"))) return;
+  const response = await fetch(`/api/sessions/${encodeURIComponent(id)}`, {
+    method: "DELETE",
     headers: headers(false),
   });
-  if (!response.ok) return;
-  const data = await response.json();
+  if (!response.ok && response.status !== 404) {
+    alert(await errorMessage(response));
+    return;
+  }
+  forget(id);
+  if (id === state.sessionId) {
+    setSession(newSessionId());
+    resetChat();
+  }
+  await loadSessions();
+}
+
+async function openSession(id) {
+  if (state.busy) return;
+  setSession(id);
+  resetChat();
+  showTab("chat");
+  await loadHistory();
+}
+
+// The session's turns: each answer with its citations, and its trace from the record.
+async function loadHistory() {
+  const id = encodeURIComponent(state.sessionId);
+  const [history, recorded] = await Promise.all([
+    fetch(`/api/sessions/${id}`, { headers: headers(false) }),
+    fetch(`/api/sessions/${id}/invocations`, { headers: headers(false) }),
+  ]);
+  if (!history.ok) return;
+  const data = await history.json();
+  state.recorded = recorded.ok ? (await recorded.json()).invocations : [];
+  state.plans = {};
+  let lastTurn = null;
   for (const message of data.messages) {
-    if (message.role === "user") addUserMessage(message.content);
-    else {
-      const bubble = addAssistantMessage();
-      renderAnswer(bubble, { answer: message.content, citations: message.citations || [] });
-      bubble.dataset.state = "done";
+    if (message.role === "user") {
+      addUserMessage(message.content);
+      continue;
     }
+    const bubble = addAssistantMessage();
+    state.plans[message.turn] = message.plan;
+    renderAnswer(bubble, { turn: message.turn, answer: message.content, citations: message.citations || [] });
+    const trace = el("button", { type: "button", class: "show-trace link", text: t("showTrace") });
+    trace.addEventListener("click", () => showRecordedTrace(message.turn));
+    bubble.append(trace);
+    bubble.dataset.state = "done";
+    lastTurn = message.turn;
+  }
+  if (lastTurn !== null) showRecordedTrace(lastTurn);
+  scrollDown(true);
+}
+
+// A recorded turn in the trace panel, as the live events drew it.
+function showRecordedTrace(turn) {
+  resetTrace();
+  if (state.plans && state.plans[turn]) showPlan(state.plans[turn]);
+  const calls = (state.recorded || []).filter((call) => call.turn === turn);
+  calls.forEach((call, index) => {
+    const details = call.retrieval_details || {};
+    showLookupResult({
+      ...call,
+      call_id: `recorded-${call.id ?? index}`,
+      calls: index + 1,
+      high_mark: state.info.high_mark,
+      retrieved_domains: details.retrieved_domains,
+      completeness_hint: details.completeness_hint,
+    });
+  });
+  $("#turn-summary").replaceChildren(el("div", { text: `Turn ${turn}: ${calls.length} recorded lookup(s)` }));
+  for (const bubble of document.querySelectorAll(".message.assistant")) {
+    bubble.classList.toggle("traced", Number(bubble.dataset.turn) === turn);
   }
 }
 
 function resetChat() {
-  $("#messages").replaceChildren(
-    el("div", { class: "empty-hint", id: "empty-hint", text: "新会话 · New session" })
-  );
+  $("#messages").replaceChildren(el("div", { class: "empty-hint", id: "empty-hint", text: t("newHint") }));
   resetTrace();
 }
 
 // -- chat ------------------------------------------------------------------------------
-function scrollDown() {
+// Follows the answer down only while the reader is at the bottom: reading above is not
+// interrupted by the stream.
+function nearBottom() {
   const box = $("#messages");
-  box.scrollTop = box.scrollHeight;
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 64;
+}
+
+function scrollDown(force = false) {
+  const box = $("#messages");
+  if (force || state.follow) box.scrollTop = box.scrollHeight;
 }
 
 function addUserMessage(text) {
   $("#empty-hint")?.remove();
   $("#messages").append(el("div", { class: "message user", text }));
-  scrollDown();
+  scrollDown(true);
 }
 
 function addAssistantMessage() {
@@ -94,46 +251,35 @@ function addAssistantMessage() {
   const bubble = el(
     "div",
     { class: "message assistant", "data-state": "streaming" },
-    el("div", { class: "answer-text" })
+    el("div", { class: "answer-text markdown" })
   );
   $("#messages").append(bubble);
-  scrollDown();
+  scrollDown(true);
   return bubble;
 }
 
-// Answer text with [n] citation markers set apart, built without innerHTML.
-function answerNodes(text) {
-  const nodes = [];
-  let last = 0;
-  for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
-    nodes.push(el("span", { class: "ref", text: match[0] }));
-    last = match.index + match[0].length;
-  }
-  if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
-  return nodes;
-}
-
 function renderAnswer(bubble, turn) {
-  bubble.querySelector(".answer-text").replaceChildren(...answerNodes(turn.answer || ""));
-  bubble.querySelector(".citations")?.remove();
-  bubble.querySelector(".meta")?.remove();
+  if (turn.turn) bubble.dataset.turn = turn.turn;
+  bubble.citations = turn.citations || [];
+  bubble.querySelector(".answer-text").replaceChildren(Markdown.render(turn.answer || ""));
+  for (const old of bubble.querySelectorAll(".citations, .meta, .thumbs")) old.remove();
   const citations = turn.citations || [];
   if (citations.length) {
     bubble.append(
       el(
         "ol",
-        { class: "citations" },
+        { class: "citations", "aria-label": t("sources_") },
         ...citations.map((c) =>
           el(
             "li",
             { value: c.ref || undefined },
-            el("span", { class: "title", text: c.title }),
-            " ",
-            el("span", { class: "path", text: `${c.path} · ${c.domain}` }),
-            /^https?:\/\//.test(c.url || "")
-              ? el("a", { href: c.url, target: "_blank", rel: "noopener", text: " ↗ source" })
-              : null
+            el(
+              "button",
+              { type: "button", class: "citation link", "data-ref": c.ref },
+              el("span", { class: "title", text: c.title }),
+              " ",
+              el("span", { class: "path", text: `${c.path} · ${c.domain}` })
+            )
           )
         )
       )
@@ -153,16 +299,51 @@ function renderAnswer(bubble, turn) {
       })
     );
   }
+  if (turn.turn) bubble.append(Feedback.thumbs(state.sessionId, turn.turn));
 }
 
 // Whether the answer stands on the documents shown (checked citations), and who wrote it.
 function groundingText(turn) {
-  let text = turn.grounded ? "有据 grounded" : "无据 not grounded";
+  let text = turn.grounded ? t("grounded") : t("notGrounded");
   if (turn.answer_source && turn.answer_source !== "model") {
     text += ` · ${turn.answer_source.replace("_", " ")}`;
   }
   if (turn.invalid_citations) text += ` · ${turn.invalid_citations} invalid citation(s) removed`;
   return text;
+}
+
+// -- citations -------------------------------------------------------------------------------
+// [n] or a source under an answer opens the passage the model was shown.
+async function openPassage(bubble, ref) {
+  const turn = bubble.dataset.turn;
+  const citation = (bubble.citations || []).find((c) => String(c.ref) === String(ref));
+  if (!turn || !citation) return;
+  const response = await fetch(
+    `/api/sessions/${encodeURIComponent(state.sessionId)}/turns/${turn}/citations/${ref}`,
+    { headers: headers(false) }
+  );
+  const dialog = $("#passage");
+  if (!response.ok) {
+    $("#passage-title").textContent = citation.title;
+    $("#passage-excerpt").replaceChildren(el("p", { class: "error", text: await errorMessage(response) }));
+    $("#passage-link").hidden = true;
+    dialog.showModal();
+    return;
+  }
+  const passage = await response.json();
+  $("#passage-title").textContent = `[${ref}] ${passage.title}`;
+  const level = passage.relevance_level;
+  $("#passage-level").textContent = level || t("levelUnknown");
+  $("#passage-level").className = `badge level-${level || "NONE"}`;
+  $("#passage-domain").textContent = passage.domain;
+  $("#passage-path").textContent = passage.path;
+  $("#passage-headings").textContent = (passage.heading_path || []).join(" › ");
+  $("#passage-excerpt").replaceChildren(Markdown.render(passage.excerpt, { refs: false }));
+  const web = [passage.url, citation.web_url, citation.url].find((u) => /^https?:\/\//i.test(u || ""));
+  const link = $("#passage-link");
+  link.href = web || passage.document_url;
+  link.hidden = false;
+  dialog.showModal();
 }
 
 // Reads "event:" / "data:" blocks off a fetch body; calls onEvent(name, json) for each.
@@ -191,19 +372,33 @@ async function readEvents(response, onEvent) {
 
 async function ask(question) {
   state.busy = true;
-  $("#ask-button").disabled = true;
+  state.controller = new AbortController();
+  $("#ask-button").hidden = true;
+  $("#stop-button").hidden = false;
   addUserMessage(question);
   const bubble = addAssistantMessage();
   const text = bubble.querySelector(".answer-text");
   resetTrace();
   let draftStep = null;
+  let draft = "";
+  let frame = 0;
+  // the draft is re-rendered at most once a frame; the reader's place is kept
+  const drawDraft = () => {
+    frame = 0;
+    const follow = state.follow;
+    text.replaceChildren(Markdown.render(draft, { refs: false }));
+    state.follow = follow;
+    scrollDown();
+  };
   try {
     const response = await fetch("/api/chat_stream", {
       method: "POST",
       headers: headers(),
       body: JSON.stringify({ session_id: state.sessionId, question }),
+      signal: state.controller.signal,
     });
     if (!response.ok) throw new Error(await errorMessage(response));
+    remember(state.sessionId);
     await readEvents(response, (name, data) => {
       if (data.session_id && data.session_id !== state.sessionId) return;
       switch (name) {
@@ -211,7 +406,8 @@ async function ask(question) {
           showPlan(data);
           break;
         case "tool_call":
-          text.textContent = ""; // text of a step that called a tool was not the answer
+          draft = ""; // text of a step that called a tool was not the answer
+          text.replaceChildren();
           addLookup(data);
           break;
         case "tool_result":
@@ -219,18 +415,20 @@ async function ask(question) {
           break;
         case "token":
           if (draftStep !== data.step) {
-            text.textContent = "";
+            draft = "";
             draftStep = data.step;
           }
-          text.append(data.text);
-          scrollDown();
+          draft += data.text;
+          if (!frame) frame = requestAnimationFrame(drawDraft);
           break;
         case "answer":
+          if (frame) cancelAnimationFrame(frame);
+          frame = -1; // no draft after the answer
           renderAnswer(bubble, data);
           showSummary(data);
           break;
         case "error":
-          bubble.append(el("div", { class: "error", text: `错误 Error: ${data.message}` }));
+          bubble.append(el("div", { class: "error", text: `${t("error")}: ${data.message}` }));
           break;
         case "done":
           bubble.dataset.state = "done";
@@ -238,18 +436,25 @@ async function ask(question) {
       }
     });
   } catch (error) {
-    bubble.append(el("div", { class: "error", text: `错误 Error: ${error.message}` }));
+    const stopped = error.name === "AbortError";
+    if (stopped && frame > 0) cancelAnimationFrame(frame);
+    bubble.append(
+      el("div", { class: stopped ? "stopped muted" : "error", text: stopped ? t("stopped") : `${t("error")}: ${error.message}` })
+    );
   } finally {
     bubble.dataset.state = "done";
     state.busy = false;
-    $("#ask-button").disabled = false;
+    state.controller = null;
+    $("#ask-button").hidden = false;
+    $("#stop-button").hidden = true;
     scrollDown();
+    loadSessions();
   }
 }
 
 // -- trace panel ---------------------------------------------------------------------------
 function resetTrace() {
-  $("#plan").replaceChildren("尚无计划 No plan yet");
+  $("#plan").replaceChildren(t("noPlan"));
   $("#plan").className = "plan muted";
   $("#lookups").replaceChildren();
   $("#turn-summary").replaceChildren();
@@ -272,9 +477,9 @@ function setGauge(calls, high, level) {
 function showPlan(plan) {
   const box = $("#plan");
   box.className = "plan";
-  const label = el("div", {}, el("b", { text: "计划 Plan" }), ` (${plan.source})`);
+  const label = el("div", {}, el("b", { text: t("plan") }), ` (${plan.source})`);
   if (!plan.need_retrieval) {
-    const how = plan.direct_answer ? "直接回答 direct answer" : "用会话证据回答 answer from session evidence";
+    const how = plan.direct_answer ? t("directAnswer") : t("fromEvidence");
     box.replaceChildren(label, el("div", { text: how }));
     return;
   }
@@ -317,7 +522,7 @@ function showLookupResult(r) {
   const level = r.error ? "ERROR" : r.relevance_level || "NONE";
   item.className = `lookup level-${level}${r.executed ? "" : " blocked"}`;
   item.dataset.level = level;
-  const status = r.error ? "error" : r.executed ? "executed" : "blocked 拦截";
+  const status = r.error ? "error" : r.executed ? "executed" : "blocked";
   const details = [
     el("div", {}, "domain ", el("b", { text: r.domain || "-" }), ` · ${status} · ${r.latency_ms} ms`),
   ];
@@ -359,7 +564,7 @@ function showSummary(turn) {
   $("#turn-summary").replaceChildren(
     el("div", {
       text:
-        `本轮 Turn ${turn.turn}: ${executed} executed, ${blocked} blocked, ${turn.steps} steps` +
+        `Turn ${turn.turn}: ${executed} executed, ${blocked} blocked, ${turn.steps} steps` +
         (last ? ` · final verdict ${last.verdict}` : " · no lookup needed"),
     })
   );
@@ -383,7 +588,7 @@ async function loadMap() {
   const data = await response.json();
   const domains = data.available_knowledge_domains;
   if (!domains.length) {
-    $("#map").replaceChildren(el("div", { class: "muted", text: "知识库为空 The knowledge base is empty" }));
+    $("#map").replaceChildren(el("div", { class: "muted", text: t("emptyKb") }));
     return;
   }
   $("#map").replaceChildren(
@@ -393,7 +598,7 @@ async function loadMap() {
         { class: "domain-card" },
         el("h3", { text: `${d.domain_id} (${d.document_count})` }),
         el("div", { text: d.description }),
-        d.when_to_retrieve ? el("div", { class: "when", text: `何时检索 When: ${d.when_to_retrieve}` }) : null,
+        d.when_to_retrieve ? el("div", { class: "when", text: `${t("when")}: ${d.when_to_retrieve}` }) : null,
         el(
           "ul",
           {},
@@ -424,7 +629,8 @@ async function loadDocuments() {
   const data = await response.json();
   $("#doc-rows").replaceChildren(
     ...data.documents.map((doc) => {
-      const remove = el("button", { type: "button", text: "删除 Delete" });
+      const remove = el("button", { type: "button", text: t("delete") });
+      remove.setAttribute("aria-label", `${t("delete")}: ${doc.path}`);
       remove.addEventListener("click", () => deleteDocument(doc.id));
       return el(
         "tr",
@@ -446,12 +652,12 @@ async function loadDocuments() {
 }
 
 async function deleteDocument(id) {
-  if (!confirm(`删除 Delete ${id}?`)) return;
+  if (!confirm(`${t("delete")} ${id}?`)) return;
   const response = await fetch(`/api/documents/${id.split("/").map(encodeURIComponent).join("/")}`, {
     method: "DELETE",
     headers: headers(false),
   });
-  setStatus(response.ok ? `已删除 deleted ${id}` : await errorMessage(response), response.ok);
+  setStatus(response.ok ? `${t("deleted")} ${id}` : await errorMessage(response), response.ok);
   await loadDocuments();
 }
 
@@ -470,7 +676,7 @@ async function upload(event) {
   const domain = $("#upload-domain").value.trim();
   if (domain) form.append("domain", domain);
   $("#upload-button").disabled = true;
-  setStatus("上传中 uploading…", true);
+  setStatus(t("uploading"), true);
   try {
     const response = await fetch("/api/documents", { method: "POST", headers: headers(false), body: form });
     if (response.ok) {
@@ -523,7 +729,9 @@ async function loadSources() {
 // -- wiring ---------------------------------------------------------------------------------
 function showTab(name) {
   for (const button of document.querySelectorAll(".tab-button")) {
-    button.classList.toggle("active", button.dataset.tab === name);
+    const active = button.dataset.tab === name;
+    button.classList.toggle("active", active);
+    button.setAttribute("aria-selected", active);
   }
   for (const tab of document.querySelectorAll(".tab")) {
     tab.classList.toggle("active", tab.id === `tab-${name}`);
@@ -531,9 +739,16 @@ function showTab(name) {
   if (name === "map") loadMap();
   if (name === "docs") loadDocuments();
   if (name === "sources") loadSources();
+  if (name === "gaps") Feedback.loadGaps();
+}
+
+function showModelBadge() {
+  if (!state.info.model || state.info.model === "?") return;
+  $("#model-badge").textContent = state.info.extractive ? t("extractive") : `${t("model")} ${state.info.model}`;
 }
 
 async function init() {
+  applyLanguage(LANG);
   setSession(state.sessionId);
   for (const button of document.querySelectorAll(".tab-button")) {
     button.addEventListener("click", () => showTab(button.dataset.tab));
@@ -551,41 +766,51 @@ async function init() {
       $("#ask-form").requestSubmit();
     }
   });
+  $("#stop-button").addEventListener("click", () => state.controller && state.controller.abort());
+  $("#messages").addEventListener("scroll", () => (state.follow = nearBottom()), { passive: true });
+  $("#messages").addEventListener("click", (event) => {
+    const target = event.target.closest("button.ref, button.citation");
+    const bubble = target && target.closest(".message.assistant");
+    if (bubble) openPassage(bubble, target.dataset.ref);
+  });
+  $("#passage-close").addEventListener("click", () => $("#passage").close());
   $("#new-session").addEventListener("click", () => {
+    if (state.busy) return;
     setSession(newSessionId());
     resetChat();
+    showTab("chat");
+    $("#question").focus();
   });
-  $("#clear-session").addEventListener("click", async () => {
-    const response = await fetch("/api/chat/clear", {
-      method: "POST",
-      headers: headers(),
-      body: JSON.stringify({ session_id: state.sessionId }),
-    });
-    if (response.ok) resetChat();
-    else alert(await errorMessage(response));
+  $("#lang").addEventListener("change", (event) => {
+    localStorage.setItem("superbiz.lang", event.target.value);
+    applyLanguage(event.target.value);
+    showModelBadge();
+    if (!$("#lookups").children.length) resetTrace();
+    loadSessions();
   });
   $("#api-key").value = state.apiKey;
   $("#api-key").addEventListener("change", (event) => {
     state.apiKey = event.target.value.trim();
     localStorage.setItem("superbiz.apiKey", state.apiKey);
+    loadSessions();
   });
   $("#refresh-map").addEventListener("click", loadMap);
   $("#map-yaml").addEventListener("change", loadMap);
   $("#upload-form").addEventListener("submit", upload);
   $("#refresh-sources").addEventListener("click", loadSources);
+  $("#refresh-gaps").addEventListener("click", Feedback.loadGaps);
 
   try {
     const response = await fetch("/api/info");
     state.info = await response.json();
-    $("#model-badge").textContent = state.info.extractive
-      ? "extractive 抽取式 (no LLM)"
-      : `model ${state.info.model}`;
+    showModelBadge();
     $("#api-key").hidden = !state.info.auth_required;
   } catch {
-    $("#model-badge").textContent = "offline";
+    $("#model-badge").textContent = t("offline");
   }
   resetTrace();
-  await loadHistory();
+  await Promise.all([loadHistory(), loadSessions(), Feedback.probe()]);
+  document.body.dataset.ready = "true";
 }
 
 init();

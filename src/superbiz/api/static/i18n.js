@@ -1,0 +1,206 @@
+// The interface's words in English and Chinese. The language follows the browser
+// (navigator.languages) until the user picks one with the switch; the pick is remembered.
+"use strict";
+
+const I18N = {
+  en: {
+    title: "superbiz · governed knowledge assistant",
+    skip: "Skip to the question",
+    tagline: "retrieval governed by code",
+    apiKey: "API key",
+    language: "Language",
+    apiDocs: "API docs",
+    sessions: "Sessions",
+    newSession: "New session",
+    current: "Current",
+    noSessions: "No sessions yet",
+    rename: "Rename",
+    renameTo: "New name",
+    save: "Save",
+    delete: "Delete",
+    confirmDelete: "Delete this session, its answers and its trace?",
+    tabChat: "Chat",
+    tabMap: "Knowledge map",
+    tabDocs: "Documents",
+    tabSources: "Sources",
+    tabGaps: "Gaps",
+    emptyHint:
+      "Ask an operations or business question. The panel on the right shows each lookup's " +
+      "relevance level, dedup reason, verdict and the water level as they happen.",
+    newHint: "New session",
+    question: "Question",
+    placeholder: "e.g. Pod keeps restarting with exit code 137",
+    ask: "Ask",
+    stop: "Stop",
+    stopped: "Stopped: the answer was not read to the end (the server still stores the turn).",
+    enterHint: "Enter sends · Shift+Enter breaks a line",
+    refresh: "Refresh",
+    plannerView: "Planner view (YAML, as the Planner reads it)",
+    file: "File",
+    domain: "Domain",
+    domainOptional: "domain (optional)",
+    upload: "Upload",
+    uploading: "uploading…",
+    deleted: "deleted",
+    document: "Document",
+    size: "Size",
+    actions: "Actions",
+    source: "Source",
+    lastSync: "Last sync",
+    counts: "Counts",
+    state: "State",
+    trace: "Governance trace",
+    waterLevel: "Water level",
+    noPlan: "No plan yet",
+    plan: "Plan",
+    directAnswer: "direct answer",
+    fromEvidence: "answer from session evidence",
+    legend: "Legend",
+    lgPrecise: "exact title / alias / covers match",
+    lgHigh: "similarity above the high threshold",
+    lgRef: "partial: one targeted supplement allowed",
+    lgDedup: "already retrieved, or blocked by the governor",
+    lgNone: "nothing relevant found",
+    error: "Error",
+    grounded: "grounded",
+    notGrounded: "not grounded",
+    showTrace: "Trace",
+    extractive: "extractive (no LLM)",
+    model: "model",
+    offline: "offline",
+    emptyKb: "The knowledge base is empty",
+    when: "When",
+    copy: "Copy",
+    copied: "Copied",
+    close: "Close",
+    wholeDocument: "Open the whole document",
+    levelUnknown: "level unknown",
+    sources_: "Sources",
+    helpful: "▲ Helpful",
+    notHelpful: "▼ Not helpful",
+    comment: "What was wrong? (optional)",
+    send: "Send",
+    thanks: "Thanks, recorded",
+    gapsSummary: "{gaps} of {questions} questions found no good evidence",
+    noGaps: "No gaps: every question found good evidence",
+    askedTimes: "asked {count}×",
+    sessionsN: "{n} sessions",
+    thumbsDown: "{n} thumbs-down",
+    closest: "Closest documents",
+    lastAsked: "last asked",
+  },
+  zh: {
+    title: "superbiz · 治理式知识助手",
+    skip: "跳到提问框",
+    tagline: "检索由代码治理",
+    apiKey: "API 密钥",
+    language: "语言",
+    apiDocs: "API 文档",
+    sessions: "会话",
+    newSession: "新会话",
+    current: "当前",
+    noSessions: "还没有会话",
+    rename: "重命名",
+    renameTo: "新名称",
+    save: "保存",
+    delete: "删除",
+    confirmDelete: "删除这个会话及其回答和检索记录？",
+    tabChat: "对话",
+    tabMap: "知识地图",
+    tabDocs: "文档",
+    tabSources: "来源",
+    tabGaps: "知识缺口",
+    emptyHint: "问一个运维或业务问题，右侧会实时显示每次检索的相关度、去重原因、判定和水位。",
+    newHint: "新会话",
+    question: "问题",
+    placeholder: "例如：支付回调超时，是不是 Redis 连接池的问题？",
+    ask: "发送",
+    stop: "停止",
+    stopped: "已停止：回答没有读完（服务端仍会保存这一轮）。",
+    enterHint: "Enter 发送 · Shift+Enter 换行",
+    refresh: "刷新",
+    plannerView: "规划器视图（YAML）",
+    file: "文件",
+    domain: "知识域",
+    domainOptional: "知识域（可选）",
+    upload: "上传",
+    uploading: "上传中…",
+    deleted: "已删除",
+    document: "文档",
+    size: "大小",
+    actions: "操作",
+    source: "来源",
+    lastSync: "上次同步",
+    counts: "数量",
+    state: "状态",
+    trace: "检索治理",
+    waterLevel: "水位",
+    noPlan: "尚无计划",
+    plan: "计划",
+    directAnswer: "直接回答",
+    fromEvidence: "用会话证据回答",
+    legend: "图例",
+    lgPrecise: "标题 / 别名 / covers 精确匹配",
+    lgHigh: "相似度高于高阈值",
+    lgRef: "部分相关：允许一次定向补充",
+    lgDedup: "已检索过，或被治理器拦截",
+    lgNone: "没有找到相关内容",
+    error: "错误",
+    grounded: "有据",
+    notGrounded: "无据",
+    showTrace: "检索记录",
+    extractive: "抽取式 extractive（无 LLM）",
+    model: "模型",
+    offline: "离线",
+    emptyKb: "知识库为空",
+    when: "何时检索",
+    copy: "复制",
+    copied: "已复制",
+    close: "关闭",
+    wholeDocument: "打开完整文档",
+    levelUnknown: "相关度未知",
+    sources_: "引用",
+    helpful: "▲ 有帮助",
+    notHelpful: "▼ 没帮助",
+    comment: "哪里不对？（可选）",
+    send: "提交",
+    thanks: "谢谢，已记录",
+    gapsSummary: "{questions} 个问题中有 {gaps} 个没找到可靠依据",
+    noGaps: "没有缺口：每个问题都找到了可靠依据",
+    askedTimes: "被问 {count} 次",
+    sessionsN: "{n} 个会话",
+    thumbsDown: "{n} 个差评",
+    closest: "最接近的文档",
+    lastAsked: "最近一次",
+  },
+};
+
+let LANG = pickLanguage();
+
+function pickLanguage() {
+  const chosen = localStorage.getItem("superbiz.lang");
+  if (chosen === "en" || chosen === "zh") return chosen;
+  const wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language];
+  return wanted.some((l) => /^zh\b/i.test(l || "")) ? "zh" : "en";
+}
+
+// t("key") or t("key", {n: 3}): the word in the current language, English when missing.
+function t(key, values = {}) {
+  const text = (I18N[LANG] && I18N[LANG][key]) || I18N.en[key] || key;
+  return text.replace(/\{(\w+)\}/g, (_, name) => (name in values ? String(values[name]) : ""));
+}
+
+function applyLanguage(lang) {
+  LANG = lang === "zh" ? "zh" : "en";
+  document.documentElement.lang = LANG === "zh" ? "zh-CN" : "en";
+  document.title = t("title");
+  for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
+  for (const node of document.querySelectorAll("[data-i18n-placeholder]")) {
+    node.placeholder = t(node.dataset.i18nPlaceholder);
+  }
+  for (const node of document.querySelectorAll("[data-i18n-aria]")) {
+    node.setAttribute("aria-label", t(node.dataset.i18nAria));
+  }
+  const select = document.getElementById("lang");
+  if (select) select.value = LANG;
+}
