@@ -36,7 +36,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from superbiz._text import detect_language
+from superbiz._text import asker_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
 from superbiz.exceptions import SessionBusyError
@@ -204,7 +204,7 @@ class GovernedRetrieval:
             self.settings.governance,
             session_id=session_id,
             turn=self.runtime.next_turn(session_id),
-            language=detect_language(query if isinstance(query, str) else ""),
+            language=asker_language(query if isinstance(query, str) else ""),
             recorder=self.runtime.invocations,
         )
         self._turns[session_id] = turn

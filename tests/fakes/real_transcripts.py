@@ -14,6 +14,8 @@ from typing import Any
 
 TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"
+#: the live run at bc5e2c6: seven questions, one a follow-up in the first one's session
+QWEN_LIVE_TURN3 = "qwen2.5-coder-1.5b-live-turn3.jsonl"
 
 
 @dataclass(frozen=True)

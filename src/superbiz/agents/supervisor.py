@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from superbiz._text import CONTROL_CHARACTERS, detect_language
+from superbiz._text import CONTROL_CHARACTERS, asker_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
@@ -114,7 +114,8 @@ class Supervisor:
         stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
         evidence = load_evidence(stored)
         kmap = self.knowledge_map()
-        plan = self.planner.plan(PlanRequest(question, kmap, stored))
+        asked = [m.content for m in messages if m.role == "user"][-HISTORY_TURNS:]
+        plan = self.planner.plan(PlanRequest(question, kmap, stored, conversation=asked))
         if on_plan:
             on_plan(plan)
 
@@ -123,7 +124,7 @@ class Supervisor:
                 session_id,
                 turn,
                 question,
-                detect_language(question),
+                asker_language(question),
                 answer=plan.direct_answer,
                 model=self.executor.model.name,
             )
@@ -140,7 +141,9 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
+                supervised = self._replan(
+                    supervised, kmap, stored, evidence, asked, on_plan, on_lookup
+                )
         supervised.result.answer = _capped(supervised.result.answer, self.settings.max_answer_chars)
         self.chats.add_turn(
             session_id,
@@ -163,13 +166,14 @@ class Supervisor:
         kmap: KnowledgeMap,
         stored: list[dict[str, Any]],
         evidence: list[Citation],
+        asked: list[str],
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         """One more plan for what the executor could not fill, in domains not yet tried."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
-        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled)
+        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled, asked)
         replan = self.planner.plan(request)
         if on_plan:
             on_plan(replan)

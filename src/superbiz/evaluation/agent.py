@@ -33,7 +33,7 @@ from superbiz.evaluation.profiles import Profile, make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
 from superbiz.exceptions import ConfigError
 from superbiz.llm import ChatModel, make_chat_model
-from superbiz.llm.base import ResponseDone, StreamEvent
+from superbiz.llm.base import ResponseDone, StreamEvent, quotes_documents
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 ISS003_DOMAINS = {"infrastructure", "api"}
@@ -63,6 +63,7 @@ class MeteredModel:
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.name = inner.name
+        self.quotes_documents = quotes_documents(inner)
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
