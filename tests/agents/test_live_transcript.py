@@ -130,3 +130,15 @@ def test_the_extractive_answer_quotes_the_document_naming_the_question_first(
     assert turn.answer_source == "extractive"
     first_quote = turn.answer.split("\n\n[", 2)[1]
     assert "429" in first_quote
+
+
+def test_without_an_llm_the_follow_up_is_looked_up_in_its_own_words(
+    example_kb: KnowledgeBase,
+) -> None:
+    """The map plans "那 max-active 应该调到多少？" into a domain that holds nothing for it;
+    in a conversation the asker's words are then looked up across the knowledge base."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)  # the default: no LLM
+    runtime.ask("extractive-follow-up", PAYMENT)
+    turn = runtime.ask("extractive-follow-up", FOLLOW_UP).result
+    assert REDIS_RUNBOOK in [c.path for c in turn.citations]
+    assert "max-active` 调到 128" in turn.answer.split("\n\n[", 2)[1]

@@ -40,6 +40,7 @@ from superbiz.llm.messages import (
     ToolSpec,
     UserMessage,
 )
+from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.invocations import InvocationRepository
 
 #: how a turn's model loop ended: an answer, the step cap, or the tool withdrawn after
@@ -287,8 +288,10 @@ class Executor:
         sub-question dropped some of the question's own words, those words are looked up
         too, across the knowledge base, after them: a planner that misread the follow-up (the
         live transcript's "那 max-active 应该调到多少？" became a MySQL question planned
-        into ``database``) must not decide alone what the turn sees. A follow-up with no
-        words of its own ("那怎么办？") is asked together with the question before it."""
+        into ``database``) must not decide alone what the turn sees; so are they when the
+        planned lookups found nothing (the map planned the follow-up into ``api``). A
+        follow-up with no words of its own ("那怎么办？") is asked together with the
+        question before it."""
         if not plan.need_retrieval or not plan.domains:
             return
         arguments: list[dict[str, str]] = [
@@ -302,18 +305,38 @@ class Executor:
         ]
         own = set(key_terms(question))
         rewritten = not own or all(not own <= set(key_terms(a["query"])) for a in arguments)
-        if asked and rewritten:
-            query = question if own else f"{asked[-1]}\n{question}"
-            arguments.append({"query": query})
+        follow_up = {"query": question if own else f"{asked[-1]}\n{question}"} if asked else None
+        if follow_up and rewritten:
+            arguments.append(follow_up)
+        found = self._run_calls(arguments, tool, messages, refs, on_lookup)
+        if follow_up and not rewritten and not found:
+            self._run_calls([follow_up], tool, messages, refs, on_lookup)
+
+    def _run_calls(
+        self,
+        arguments: Sequence[dict[str, str]],
+        tool: LookupTurn,
+        messages: list[Message],
+        refs: dict[str, Citation],
+        on_lookup: OnLookup | None,
+    ) -> bool:
+        """Planned calls, run by code as the model's own; whether any found a document
+        (or one the session already holds)."""
         calls = tuple(
-            ToolCall.of(f"plan_{uuid.uuid4().hex[:12]}", TOOL_NAME, args) for args in arguments
+            ToolCall.of(f"plan_{uuid.uuid4().hex[:12]}", TOOL_NAME, dict(args))
+            for args in arguments
         )
         messages.append(AssistantMessage("", calls))
+        found = False
         for call in calls:
             outcome = tool.call(call.arguments, call_id=call.id, step=0, origin="plan")
             messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+            # DEDUPED: what it found, the session already holds
+            held = outcome.level == RelevanceLevel.DEDUPED or outcome.redundant
+            found = found or held or bool(outcome.result and outcome.result.found)
             if on_lookup:
                 on_lookup(outcome)
+        return found
 
     def _ground(
         self,
