@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 import re
@@ -95,6 +96,57 @@ def normalize(text: str) -> str:
 
 def is_cjk(char: str) -> bool:
     return bool(_CJK.match(char))
+
+
+#: quoted text: "…", “…”, ‘…’, 「…」, 『…』, `…` (a pasted log line or term)
+_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|‘[^’\n]*’|「[^」\n]*」|『[^』\n]*』|`[^`\n]*`')
+#: a run of Latin text (words, digits, punctuation) with CJK text on both sides
+_ENCLOSED_LATIN = re.compile(
+    r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+    r"(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
+)
+
+
+def asker_language(question: str) -> Language:
+    """The language of the asker's own words: ``detect_language`` once what they quote is
+    set aside — text in quotes or backticks, and Latin text of two or more words standing
+    between Chinese on both sides (an error line pasted into a Chinese sentence). Chinese
+    engineers paste English errors all the time; the answer follows their sentence.
+
+    >>> asker_language("HikariCP 报 Connection is not available, timed out after 3000ms 怎么排查？")
+    'zh'
+    >>> asker_language("What does 幂等 mean"), asker_language('What does "支付超时" mean?')
+    ('en', 'en')
+    >>> asker_language("Redis 连接池 exhausted pool"), asker_language("Pod OOMKilled")
+    ('zh', 'en')
+    """
+
+    def pasted(match: re.Match[str]) -> str:
+        return " " if len(_LATIN_WORD.findall(match.group(0))) >= 2 else match.group(0)
+
+    own = _ENCLOSED_LATIN.sub(pasted, _QUOTED.sub(" ", question))
+    if not (_CJK.search(own) or _LATIN_WORD.search(own)):
+        return detect_language(question)
+    return detect_language(own)
+
+
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|quot|apos|amp|lt|gt|nbsp);")
+
+
+def unescape_entities(text: str) -> str:
+    """``text`` with HTML character references written out, twice-escaped ones too:
+    llama.cpp's function-calling format sends a model's quotes as ``&#34;`` / ``&#39;``
+    (``&amp;#34;`` after a repair turn), which no reader of an answer should see.
+
+    >>> print(unescape_entities("refund&#39;s &#34;支付超时&#34; &amp;#34;x&amp;#34; a &lt; b & c"))
+    refund's "支付超时" "x" a < b & c
+    """
+    for _ in range(2):
+        unescaped = _ENTITY.sub(lambda m: html.unescape(m.group(0)), text)
+        if unescaped == text:
+            break
+        text = unescaped
+    return text
 
 
 def detect_language(text: str) -> Language:

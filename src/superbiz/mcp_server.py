@@ -42,7 +42,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from starlette.types import ASGIApp
 
-from superbiz._text import detect_language
+from superbiz._text import asker_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.api.guard import McpGuard
 from superbiz.config import Settings
@@ -224,7 +224,7 @@ class GovernedRetrieval:
             self.settings.governance,
             session_id=session_id,
             turn=self.runtime.next_turn(session_id),
-            language=detect_language(query if isinstance(query, str) else ""),
+            language=asker_language(query if isinstance(query, str) else ""),
             recorder=self.runtime.invocations,
         )
         self._turns[session_id] = turn

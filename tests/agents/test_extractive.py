@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
+from superbiz._text import key_terms
 from superbiz.agents.executor import Executor, TurnResult
-from superbiz.agents.extractive import ExtractiveChatModel, TurnView, best_passage
+from superbiz.agents.extractive import (
+    ExtractiveChatModel,
+    TurnView,
+    best_passage,
+    compose_answer,
+)
 from superbiz.agents.runtime import open_runtime
 from superbiz.config import GovernanceSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset
@@ -183,6 +189,47 @@ def test_best_passage_prefers_paragraphs_naming_the_question() -> None:
     text = "# Title\n\nintro\n\nthe redis pool is exhausted\n\nunrelated"
     assert best_passage(text, ["redis"]) == "the redis pool is exhausted"
     assert best_passage(text, ["nothing"]).startswith("intro")
+
+
+def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
+    """The HikariCP runbook's opening names HikariCP once; the section the log line of the
+    question comes from is the answer (the live transcript quoted the opening)."""
+    text = (
+        "# MySQL 连接池配置与 HikariCP 调优\n\n订单服务使用 HikariCP 连接 MySQL。\n\n"
+        "## 症状与原因\n\n### 获取连接超时\n\n"
+        "日志：`HikariPool-1 - Connection is not available, request timed out after 3000ms.`\n\n"
+        "常见原因：\n1. 慢 SQL 占住连接\n2. 连接泄漏\n\n"
+        "### 切换后连接失效\n\n写入报 read-only。"
+    )
+    terms = key_terms(
+        "HikariCP 报 Connection is not available, request timed out after 3000ms 怎么排查？"
+    )
+    passage = best_passage(text, terms)
+    assert passage.startswith("日志：`HikariPool-1 - Connection is not available")
+    assert "订单服务" not in passage and "read-only" not in passage
+
+
+def test_numbers_in_the_question_pick_the_document_first() -> None:
+    """A planner's sub-question lost "429" and ranked the 401/403 runbook first: the
+    runbook naming 429 is still what the user reads first."""
+    found = result(
+        "REFERENCE",
+        path="api/auth-errors.md",
+        content="`api-gw` authenticates every open API call; a revoked key gets 401 or 403.",
+    )
+    found["supplement"] = [
+        {
+            "title": "API rate limits",
+            "domain": "api",
+            "path": "api/rate-limit.md",
+            "excerpt": "429 Too Many Requests: the AppKey used up its quota; raise it.",
+            "ref": 2,
+        }
+    ]
+    question = "API gateway returns 429 Too Many Requests for one partner, what do we change?"
+    answer = compose_answer(TurnView.of(conversation(question, found), []))
+    assert answer.split("\n\n")[1].startswith("[2] ")  # first, and keeps its number
+    assert answer.index("api/rate-limit.md") > answer.index("[1] ")
 
 
 # -- end to end through the Executor -------------------------------------------------------------

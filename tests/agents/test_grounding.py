@@ -184,3 +184,51 @@ def test_a_quoting_player_is_checked_never_repaired() -> None:
         "model",
         (1,),
     )
+
+
+# -- copies: an earlier answer or the documents written back are no answer ----------------
+
+FOLLOW_UP = "What memory limit should the pod get then?"
+
+
+def test_an_earlier_answer_written_back_is_a_copy_not_an_answer() -> None:
+    """The live transcript's follow-up wrote back the previous turn's answer, [1] and all:
+    it cites a document and draws on it, and still answers nothing new."""
+    model = Model(GOOD)
+    grounding = ground(
+        GOOD, FOLLOW_UP, "en", SOURCES, repair=model, extractive=lambda: QUOTED, earlier=[GOOD]
+    )
+    assert grounding.copied == "turn" and grounding.source == "extractive"
+    assert len(model.prompts) == 1  # one repair; it copied again
+    # the same answer with no earlier turn to copy is an answer
+    assert run(GOOD, Model()).source == "model"
+
+
+def test_an_answer_wearing_the_extractive_label_is_a_copy() -> None:
+    label = "【抽取式回答】模型的回答没有依据检索到的文档，以下内容直接摘自知识库。\n\n" + GOOD
+    grounding = run(label, Model(GOOD))
+    assert grounding.copied == "turn" and grounding.source == "repaired"
+
+
+def test_the_documents_pasted_wholesale_are_a_copy_but_a_quoted_line_is_not() -> None:
+    pasted = K8S[K8S.index("## Step") :][:600] + " [1]"
+    assert run(pasted, Model(GOOD)) == Grounding(GOOD, True, 0, "repaired", (1,), "documents")
+    cited = (
+        "Run `kubectl -n <ns> rollout undo deploy/<name>` [1]; exit code 137 means OOMKilled [1]."
+    )
+    assert run(cited, Model()).copied is None
+
+
+def test_an_earlier_document_grounds_only_an_answer_to_a_question_it_bears_on() -> None:
+    """Carried from the first turn, the chargeback FAQ does not answer "max-active"."""
+    carried = Source(1, "Redis pool runbook", "infrastructure/redis.md", REDIS, earlier=True)
+    fresh = Source(2, "Kubernetes pod CrashLoopBackOff runbook", "infrastructure/k8s.md", K8S)
+    pool_answer = "maxTotal 太小时先看 SLOWLOG，再确认没有连接泄漏 [1]。"
+    # about pods: the Redis runbook of the earlier turn names none of its terms, k8s does
+    repaired = run(pool_answer, Model(GOOD.replace("[1]", "[2]")), [carried, fresh])
+    assert repaired.source == "repaired" and repaired.cited == (2,)
+    # a vague follow-up names nothing any document holds: the conversation's documents count
+    vague = ground(
+        pool_answer, "那怎么办？", "zh", [carried, fresh], repair=Model(), extractive=lambda: ""
+    )
+    assert vague.source == "model" and vague.grounded

@@ -200,7 +200,10 @@ def test_the_map_is_in_the_planner_system_prompt(
     assert isinstance(system, SystemMessage) and user == UserMessage(question)
     assert step.tools == ()
     expected = load_prompt("chat-planner-prompt", language).format(  # type: ignore[arg-type]
-        knowledge_map=kmap.to_yaml().strip(), session_evidence=none, max_domains=3
+        knowledge_map=kmap.to_yaml().strip(),
+        session_evidence=none,
+        conversation=none,
+        max_domains=3,
     )
     assert system.content == expected
     assert "available_knowledge_domains:" in system.content
@@ -208,6 +211,24 @@ def test_the_map_is_in_the_planner_system_prompt(
         assert f"domain_id: {domain.domain_id}" in system.content
     assert '{"need_retrieval": true' in system.content  # the example survives formatting
     assert plan == Plan(True, (PlannedDomain("payment", "回调超时的排查步骤"),), None, "llm")
+
+
+def test_a_follow_up_is_planned_in_the_light_of_the_earlier_questions(
+    use_embedder: Embedder, kmap: KnowledgeMap
+) -> None:
+    """The live transcript's planner saw "那 max-active 应该调到多少？" alone and made it a
+    MySQL question: it is told the conversation it continues."""
+    model = ScriptedChatModel(plan_json(("infrastructure", "pay-callback 的 max-active")))
+    earlier = "用户付了钱但订单一直显示未支付，回调没收到怎么办？"
+
+    llm_planner(model, use_embedder).plan(
+        PlanRequest("那 max-active 应该调到多少？", kmap, conversation=[earlier])
+    )
+
+    [step] = model.steps
+    system, user = step.messages
+    assert f"## 本次会话之前的问题（按先后）\n- {earlier}\n" in system.content
+    assert user == UserMessage("那 max-active 应该调到多少？")  # the asker's words, as asked
 
 
 def test_session_evidence_and_max_domains_reach_the_prompt(

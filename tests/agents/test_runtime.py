@@ -20,6 +20,7 @@ from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import StoreError
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm import make_chat_model
 from superbiz.retrieval.embedders import Embedder
@@ -108,3 +109,51 @@ def test_a_map_build_that_fails_is_tried_again(
         monkeypatch.undo()
 
         assert {d.domain_id for d in runtime.knowledge_map().domains} == before | {"billing"}
+
+
+SHORT_RUNBOOK = """---
+title: 磁盘写满处理
+category: infrastructure
+---
+# 磁盘写满处理
+
+先执行 df -h 找到写满的分区。
+"""
+
+
+def test_the_default_runtime_quotes_without_the_model_answer_path(
+    tmp_path: Path, use_embedder: Embedder
+) -> None:
+    """``Runtime.ask`` wraps the model (store lock) before the executor sees it: the
+    extractive policy still declares that it quotes, so a short quote, whose label is
+    most of its words, is neither put to the evidence test nor "repaired" into the label
+    saying a model's answer was replaced (there is no model)."""
+    settings = Settings(data_dir=tmp_path / "data")  # the default: no LLM, SQLite, Lite
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    Ingestor(kb, domains=DomainService(kb)).ingest(
+        [write_kb(tmp_path / "kb", {"infrastructure/disk-full.md": SHORT_RUNBOOK})]
+    )
+    with open_runtime(settings, kb=kb) as runtime:
+        assert runtime.store_lock.enabled  # the model is wrapped for the turn
+        turn = runtime.ask("s1", "磁盘写满了怎么办？").result
+
+    assert turn.answer.startswith("【抽取式回答】未配置大模型")
+    assert "df -h" in turn.answer and turn.grounded
+    assert turn.steps == 1  # the answer; no repair call
+
+
+def test_every_wrapper_forwards_that_its_model_quotes() -> None:
+    from superbiz.agents.store_lock import StoreLock
+    from superbiz.api.events import TokenStreamingModel
+    from superbiz.evaluation.agent import MeteredModel
+    from superbiz.llm.base import quotes_documents
+
+    for inner, quotes in ((ExtractiveChatModel(), True), (ScriptedChatModel(), False)):
+        wrapped = [
+            StoreLock(enabled=True).releasing(inner),
+            MeteredModel(inner),
+            TokenStreamingModel(inner, "s1", lambda event: None),
+        ]
+        assert quotes_documents(inner) is quotes
+        assert [quotes_documents(w) for w in wrapped] == [quotes] * 3
+        assert quotes_documents(MeteredModel(wrapped[0])) is quotes  # wrapped twice

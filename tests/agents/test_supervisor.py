@@ -125,6 +125,7 @@ class SpyModel:
     extractive model. Every call is recorded as ``(role, messages, tools)``."""
 
     name = "spy"
+    quotes_documents = True  # its answers are the extractive player's quotes
 
     def __init__(self, *plans: dict[str, Any]) -> None:
         self.plans = deque(json.dumps(p, ensure_ascii=False) for p in plans)

@@ -189,7 +189,9 @@ def test_history_sent_back_stays_within_its_budget(runtime: Callable[..., Runtim
 def test_history_counts_chat_turns_not_turn_numbers(runtime: Callable[..., Runtime]) -> None:
     """A person's lookups between two chat turns take turn numbers of the same count:
     the first chat turn is still sent back with the third (turns 1, 5 and 6)."""
-    model = ScriptedChatModel(*[PLAN, answer(GROUNDED)] * 3)
+    # three answers of their own: one repeating an earlier answer is a copy (repaired)
+    answers = (GROUNDED, "再确认订单状态是否已经更新 [1]。", "检查网关日志后确认订单状态 [1]。")
+    model = ScriptedChatModel(*[step for text in answers for step in (PLAN, answer(text))])
     assistant = runtime(model)
     assistant.ask("s1", PAY_Q)
     for query in ("退款失败", "对账差异", "支付渠道"):

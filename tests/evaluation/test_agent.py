@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from fakes.openai_server import FakeOpenAIServer
-from fakes.real_transcripts import load_transcript
+from fakes.real_transcripts import QWEN_LIVE_TURN3, load_transcript, write_transcript_dataset
 from superbiz.agents.executor import Executor
 from superbiz.config import GovernanceSettings, LLMSettings, Settings
-from superbiz.evaluation.agent import builtin_dataset, evaluate_agent
+from superbiz.evaluation.agent import builtin_dataset, evaluate_agent, render_agent_report
 from superbiz.evaluation.profiles import ISS003_SCRIPT, make_profile
 from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup
@@ -51,6 +53,8 @@ NUMBER_KEYS = {
     "seconds",
 }
 REPORT_KEYS = NUMBER_KEYS | {
+    "copies",
+    "relabelled",
     "dataset",
     "profile",
     "governance",
@@ -347,6 +351,33 @@ def test_the_configured_model_plays_the_agent_replayed(
         assert run["executed_lookups_mean"] >= 1.0  # the plan's lookup, at least
         assert run["model_calls_mean"] >= 2.0  # planner and executor
         assert run["prompt_tokens_mean"] > 2000  # the recorded usage: the planner's 2 000+
+
+
+def test_copies_and_relabelled_answers_are_counted_next_to_grounded_rate(
+    workspace: dict[str, Path], tmp_path: Path
+) -> None:
+    """The live run replayed: the follow-up, asked alone, still writes back the earlier
+    turn's extractive answer (its label included); the model's own-memory answers are
+    replaced. Both counts stand next to grounded_rate, in the JSON and the table."""
+    dataset = write_transcript_dataset(tmp_path / "live")
+    with FakeOpenAIServer() as server:
+        server.replay(load_transcript(QWEN_LIVE_TURN3))
+        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
+        settings = Settings(data_dir=workspace["data_dir"] / "live", llm=llm)
+        report = evaluate_agent(dataset, settings, use_llm=True)
+
+    check_report(report)
+    assert report["questions"] == 7
+    assert report["copies"] == {"turn": 1, "documents": 0}
+    [copy] = [q for q in report["per_question"] if q["copied"]]
+    assert copy["id"] == "live-1b" and copy["answer_source"] == "extractive"
+    sources = report["answer_sources"]
+    assert report["relabelled"] == sources["extractive"] >= 5  # as many as the live run
+    console = Console(record=True, width=120)
+    render_agent_report(report, console)
+    table = console.export_text()
+    assert re.search(r"grounded_rate.*\n.*copies: earlier turn/documents\s+│\s+1/0", table)
+    assert re.search(rf"relabelled extractive\s+│\s+{report['relabelled']}", table)
 
 
 def test_the_llm_player_needs_a_configured_model(workspace: dict[str, Path]) -> None:

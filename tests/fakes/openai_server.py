@@ -381,6 +381,7 @@ class FakeOpenAIServer:
 
     ``api_key``: when set, requests without ``Authorization: Bearer <api_key>`` get 401.
     ``embedding_dim``: the vector size when the request does not ask for ``dimensions``.
+    ``port``: the port to listen on (default: a free one).
     """
 
     def __init__(
@@ -389,8 +390,10 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         embedding_dim: int = 64,
         stream_chunk_chars: int = 4,
+        port: int = 0,
     ) -> None:
         self.api_key = api_key
+        self.requested_port = port
         self.embedding_dim = embedding_dim
         self.stream_chunk_chars = max(1, stream_chunk_chars)
         self._state = _State()
@@ -401,7 +404,7 @@ class FakeOpenAIServer:
 
     def start(self) -> FakeOpenAIServer:
         handler = _make_handler(self)
-        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _QuietHTTPServer(("127.0.0.1", self.requested_port), handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True
         )

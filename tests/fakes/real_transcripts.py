@@ -8,12 +8,16 @@ Each line holds ``request`` (a chat-completions body as sent), ``status`` and ``
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"
+#: the live run at bc5e2c6: seven questions, one a follow-up in the first one's session
+QWEN_LIVE_TURN3 = "qwen2.5-coder-1.5b-live-turn3.jsonl"
 
 
 @dataclass(frozen=True)
@@ -52,3 +56,41 @@ def load_transcript(name: str = QWEN_EXAMPLE_KB) -> list[Exchange]:
     lines = (TRANSCRIPTS / name).read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     return [Exchange(r["request"], r["response"], int(r["status"])) for r in records]
+
+
+#: The live run's questions with the example KB's documents that answer them (none for
+#: the off-KB one and the one no runbook covers); the follow-up asked on its own.
+LIVE_TURN3_QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "live-1",
+        "用户付了钱但订单一直显示未支付，回调没收到怎么办？",
+        ("payment/payment-failure-troubleshooting.md",),
+    ),
+    ("live-1b", "那 max-active 应该调到多少？", ("infrastructure/redis-pool-and-eviction.md",)),
+    (
+        "live-2",
+        "HikariCP 报 Connection is not available, request timed out after 3000ms 怎么排查？",
+        ("database/mysql-hikaricp-tuning.md",),
+    ),
+    (
+        "live-3",
+        "API gateway returns 429 Too Many Requests for one partner, what do we change?",
+        ("api/rate-limit-429.md",),
+    ),
+    ("live-4", "What is the capital of Australia?", ()),
+    ("live-5", "退款一直卡在处理中，要怎么处理？", ("payment/refund-guide.md",)),
+    ("live-6", "How do I roll back a bad deployment of pay-callback?", ()),
+)
+
+
+def write_transcript_dataset(root: Path) -> Path:
+    """An ``eval agent`` dataset under ``root``: the example corpus and the live run's
+    questions (``LIVE_TURN3_QUESTIONS``), so a replay answers every model call."""
+    corpus = Path(str(resources.files("superbiz") / "examples" / "corpus"))
+    shutil.copytree(corpus, root / "corpus", dirs_exist_ok=True)
+    lines = [
+        json.dumps({"id": i, "query": q, "gold": list(gold)}, ensure_ascii=False)
+        for i, q, gold in LIVE_TURN3_QUESTIONS
+    ]
+    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

@@ -22,16 +22,16 @@ from typing import Any, Literal
 from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language, key_terms
+from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
 from superbiz.agents.context import Citation, evidence_message
 from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
-from superbiz.agents.grounding import AnswerSource, Source, ground
+from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
-from superbiz.llm.base import ChatModel
+from superbiz.llm.base import ChatModel, quotes_documents
 from superbiz.llm.messages import (
     AssistantMessage,
     ChatResponse,
@@ -42,6 +42,7 @@ from superbiz.llm.messages import (
     ToolSpec,
     UserMessage,
 )
+from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.invocations import InvocationRepository
 from superbiz.telemetry import (
     GEN_AI_FINISH_REASONS,
@@ -96,6 +97,14 @@ class TurnResult:
     completion_tokens: int = 0
     #: the OpenTelemetry trace of the turn (32 hex digits); None when none was recording
     trace_id: str | None = None
+    #: the model's answer copied an earlier answer of the session (``turn``) or pasted
+    #: the documents (``documents``) instead of answering, so it was not taken as one
+    copied: CopyKind | None = None
+
+    @property
+    def relabelled(self) -> bool:
+        """A model wrote an answer, and the extractive one, labelled so, replaced it."""
+        return self.answer_source == "extractive" and self.model != ExtractiveChatModel.name
 
     @property
     def evidence(self) -> list[str]:
@@ -149,6 +158,7 @@ class TurnResult:
             "grounded": self.grounded,
             "invalid_citations": self.invalid_citations,
             "answer_source": self.answer_source,
+            "copied": self.copied,
             "truncated": self.truncated,
             "citations": [c.as_dict() for c in self.citations],
             "lookups": [lookup_summary(o) for o in self.lookups],
@@ -199,9 +209,9 @@ class Executor:
         #: each model call is a span (``gen_ai.*`` attributes) under the turn's
         self.tracer = tracer or default_tracer()
         #: the model quotes the documents itself (the extractive policy, the behaviour
-        #: profiles): its citations are checked, its answers never repaired. Decided
-        #: here, before a caller wraps the model (the HTTP service streams it).
-        self.quotes = isinstance(model, ExtractiveChatModel)
+        #: profiles): its citations are checked, its answers never repaired. Declared by
+        #: the model and forwarded by every wrapper (store lock, metering, streaming).
+        self.quotes = quotes_documents(model)
 
     def run(
         self,
@@ -218,7 +228,7 @@ class Executor:
         """Turn number ``turn`` of ``session_id`` (``Runtime.next_turn`` counts them).
         ``plan`` (the planner's domains) and ``evidence`` (documents retrieved in earlier
         turns) reach the model as system messages, never the knowledge map."""
-        language = detect_language(question)
+        language = asker_language(question)
         tool = resume or LookupTurn(
             self.lookup,
             self.governance,
@@ -232,7 +242,8 @@ class Executor:
         earlier = set(refs)
         messages = self._opening(question, language, history, plan, list(refs.values()))
         if plan is not None:
-            self._run_planned(plan, question, tool, messages, refs, on_lookup)
+            asked = [m.content for m in history if isinstance(m, UserMessage)]
+            self._run_planned(plan, question, tool, messages, refs, on_lookup, asked)
         finish: str | None = None  # the finish reason of the step that answered
         stop: StopReason = "step_cap"
         malformed_steps = 0
@@ -244,7 +255,7 @@ class Executor:
             reply = response.message
             messages.append(reply)
             if not reply.tool_calls:
-                result.answer = reply.content.strip()
+                result.answer = unescape_entities(reply.content).strip()
                 finish = response.finish_reason
                 stop = "answer"
                 break
@@ -268,7 +279,8 @@ class Executor:
                 break
         if stop != "answer":
             finish = self._force_answer(result, tool, messages, on_lookup, stop)
-        cited = self._ground(result, tool, messages, refs, finish)
+        answers = _answers_to_other_questions(history, question)
+        cited = self._ground(result, tool, messages, refs, finish, earlier, answers)
         self._settle(result, tool, refs, earlier, cited)
         return result
 
@@ -317,30 +329,64 @@ class Executor:
         messages: list[Message],
         refs: dict[str, Citation],
         on_lookup: OnLookup | None,
+        asked: Sequence[str] = (),
     ) -> None:
         """Each planned domain's sub-question, looked up by code (step 0, ``origin: plan``)
-        and handed to the model as its own calls and their results."""
+        and handed to the model as its own calls and their results.
+
+        In a conversation (``asked``: the session's earlier questions), when every planned
+        sub-question dropped some of the question's own words, those words are looked up
+        too, across the knowledge base, after them: a planner that misread the follow-up (the
+        live transcript's "那 max-active 应该调到多少？" became a MySQL question planned
+        into ``database``) must not decide alone what the turn sees; so are they when the
+        planned lookups found nothing (the map planned the follow-up into ``api``). A
+        follow-up with no words of its own ("那怎么办？") is asked together with the
+        question before it."""
         if not plan.need_retrieval or not plan.domains:
             return
-        calls = tuple(
-            ToolCall.of(
-                f"plan_{uuid.uuid4().hex[:12]}",
-                TOOL_NAME,
-                # a sub-question without a single term (the "..." a small model copied
-                # from the prompt's example) is no query: the question is
-                {
-                    "query": entry.sub_question if key_terms(entry.sub_question) else question,
-                    "domain": entry.domain,
-                },
-            )
+        arguments: list[dict[str, str]] = [
+            # a sub-question without a single term (the "..." a small model copied from
+            # the prompt's example) is no query: the question is
+            {
+                "query": entry.sub_question if key_terms(entry.sub_question) else question,
+                "domain": entry.domain,
+            }
             for entry in plan.domains
+        ]
+        own = set(key_terms(question))
+        rewritten = not own or all(not own <= set(key_terms(a["query"])) for a in arguments)
+        follow_up = {"query": question if own else f"{asked[-1]}\n{question}"} if asked else None
+        if follow_up and rewritten:
+            arguments.append(follow_up)
+        found = self._run_calls(arguments, tool, messages, refs, on_lookup)
+        if follow_up and not rewritten and not found:
+            self._run_calls([follow_up], tool, messages, refs, on_lookup)
+
+    def _run_calls(
+        self,
+        arguments: Sequence[dict[str, str]],
+        tool: LookupTurn,
+        messages: list[Message],
+        refs: dict[str, Citation],
+        on_lookup: OnLookup | None,
+    ) -> bool:
+        """Planned calls, run by code as the model's own; whether any found a document
+        (or one the session already holds)."""
+        calls = tuple(
+            ToolCall.of(f"plan_{uuid.uuid4().hex[:12]}", TOOL_NAME, dict(args))
+            for args in arguments
         )
         messages.append(AssistantMessage("", calls))
+        found = False
         for call in calls:
             outcome = tool.call(call.arguments, call_id=call.id, step=0, origin="plan")
             messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+            # DEDUPED: what it found, the session already holds
+            held = outcome.level == RelevanceLevel.DEDUPED or outcome.redundant
+            found = found or held or bool(outcome.result and outcome.result.found)
             if on_lookup:
                 on_lookup(outcome)
+        return found
 
     def _ground(
         self,
@@ -349,25 +395,31 @@ class Executor:
         messages: list[Message],
         refs: dict[str, Citation],
         finish: str | None,
+        carried: set[str],
+        earlier_answers: Sequence[str],
     ) -> tuple[int, ...]:
         """Check the answer's citations; repair once or quote the documents instead
         (see :func:`superbiz.agents.grounding.ground`). Returns the refs it cites.
 
         ``finish`` is the answering step's finish reason: a model answer (first or
         repaired) cut at the token limit keeps its text, marked as cut, so no one takes
-        half a runbook step for the whole of it."""
+        half a runbook step for the whole of it. ``carried``: paths of the documents
+        carried from earlier turns; ``earlier_answers``: the session's answers the model
+        saw (an answer copying one is no answer)."""
         repaired: list[str | None] = []  # the repair turn's finish reason
 
         def repair(prompt: str) -> str:
             response = self._complete(result, tool, [*messages, SystemMessage(prompt)], [])
             repaired.append(response.finish_reason)
-            return response.message.content
+            return unescape_entities(response.message.content)
 
         def quote() -> str:
             label = localized("extractive.fallback_label", result.language)
             return compose_answer(TurnView.of(messages, []), label=label)
 
-        sources = [Source(c.ref, c.title, c.path, c.content) for c in refs.values()]
+        sources = [
+            Source(c.ref, c.title, c.path, c.content, c.path in carried) for c in refs.values()
+        ]
         grounding = ground(
             result.answer,
             result.question,
@@ -375,7 +427,9 @@ class Executor:
             sources,
             repair=None if self.quotes else repair,
             extractive=quote,
+            earlier=earlier_answers,
         )
+        result.copied = grounding.copied
         result.answer = grounding.answer or localized("executor.no_answer", result.language)
         result.grounded = grounding.grounded
         result.invalid_citations = grounding.invalid_citations
@@ -432,7 +486,7 @@ class Executor:
             )
             if on_lookup:
                 on_lookup(outcome)
-        result.answer = final.message.content.strip()
+        result.answer = unescape_entities(final.message.content).strip()
         return final.finish_reason
 
     @staticmethod
@@ -484,6 +538,18 @@ _STOP_ERRORS: dict[StopReason, str] = {
     "step_cap": "the step limit is reached",
     "malformed_calls": "the tool is withdrawn for this turn after malformed calls",
 }
+
+
+def _answers_to_other_questions(history: Sequence[Message], question: str) -> list[str]:
+    """The earlier answers of the conversation, but those to this very question: asked
+    again, the same answer is an answer, not a copy."""
+    asked, answers = "", []
+    for message in history:
+        if isinstance(message, UserMessage):
+            asked = message.content
+        elif isinstance(message, AssistantMessage) and normalize(asked) != normalize(question):
+            answers.append(message.content)
+    return answers
 
 
 def _unique(evidence: Sequence[Citation]) -> list[Citation]:

@@ -22,7 +22,7 @@ from itertools import count
 from typing import Any, NotRequired, TypedDict
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language, key_terms, normalize
+from superbiz._text import Language, asker_language, key_terms, normalize
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.planner import Plan, PlannedDomain
 from superbiz.governance.tool import TOOL_NAME
@@ -67,7 +67,7 @@ class TurnView:
         question = messages[start].content if start >= 0 else ""
         view = cls(
             question,
-            detect_language(question),
+            asker_language(question),
             tools_offered=any(t.name == TOOL_NAME for t in tools),
             plan=Plan.from_messages(messages),
             evidence=read_evidence(messages),
@@ -141,40 +141,118 @@ class TurnView:
         return [term for term in key_terms(self.question) if term not in seen]
 
 
-def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> str:
-    """The paragraphs of ``text`` that mention the most ``terms``, in document order.
+def question_terms(question: str) -> list[str]:
+    """What a passage is matched on: the question's key terms, its numbers of three or
+    more digits (a status or exit code, ``429``, ``137``, names a runbook on its own) and
+    its compound names as written (``max-active``, which segmentation splits in two).
 
-    >>> best_passage("# T\\n\\nintro\\n\\nredis pool is full\\n\\nother", ["redis"], 100)
+    >>> question_terms("API gateway returns 429 for one partner")
+    ['api', 'gateway', 'returns', 'one', 'partner', '429']
+    >>> question_terms("那 max-active 应该调到多少？")
+    ['max', 'active', '多少', 'max-active']
+    """
+    numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
+    compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
+    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
+
+
+_COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """A heading and the paragraphs under it, up to the next heading (any level)."""
+
+    heading: str
+    paragraphs: tuple[str, ...]
+
+    def hits(self, terms: Sequence[str]) -> tuple[int, int]:
+        """How many of ``terms`` it mentions, then how often in all."""
+        text = normalize(self.heading + "\n" + "\n".join(self.paragraphs))
+        counts = [text.count(term) for term in terms]
+        return sum(c > 0 for c in counts), sum(counts)
+
+
+_HEADING = re.compile(r"#{1,6}\s")
+_FENCE = re.compile(r"\s*(```|~~~)")
+
+
+def _sections(text: str) -> list[_Section]:
+    """``text`` cut at its Markdown headings (``#`` lines inside code fences are code)."""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and _HEADING.match(line):
+            sections.append((line, []))
+        else:
+            sections[-1][1].append(line)
+    result = []
+    for heading, lines in sections:
+        paragraphs = [p.strip() for p in re.split(r"\n\s*\n", "\n".join(lines)) if p.strip()]
+        if heading or paragraphs:
+            result.append(_Section(heading, tuple(paragraphs)))
+    return result
+
+
+def passage_hits(text: str, terms: Sequence[str]) -> tuple[int, int]:
+    """How many of ``terms`` the best-matching section of ``text`` mentions (and how often)."""
+    return max((s.hits(terms) for s in _sections(text)), default=(0, 0))
+
+
+def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> str:
+    r"""The passage of ``text`` that answers ``terms``: the section (heading to heading)
+    that mentions the most of them (ties: the most mentions), then any other section
+    mentioning more than half as many, best first, each by its paragraphs naming one.
+    Quoting the document's opening because it names the product once is what this
+    avoids; with no term anywhere, the opening it is.
+
+    >>> best_passage("# T\n\nintro\n\nredis pool is full\n\nother", ["redis"], 100)
+    'redis pool is full'
+    >>> best_passage("# T\n\nuses redis\n\n## Full pool\n\nredis pool is full", ["redis", "pool"])
     'redis pool is full'
     """
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    paragraphs = [p for p in paragraphs if not re.fullmatch(r"#{1,6}\s.*", p)] or paragraphs
-    if not paragraphs:
-        return ""
-    hits = [sum(t in normalize(p) for t in terms) for p in paragraphs]
-    ranked = sorted(range(len(paragraphs)), key=lambda i: (-hits[i], i))
-    if hits[ranked[0]]:  # only paragraphs that mention the question, when some do
-        ranked = [i for i in ranked if hits[i]]
-    chosen: list[int] = []
+    sections = _sections(text)
+    hits = [s.hits(terms) for s in sections]
+    best = max(hits, default=(0, 0))[0]
+    if not best:
+        paragraphs = [p for s in sections for p in s.paragraphs]
+    else:
+        ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
+        paragraphs = [
+            p
+            for i in ranked
+            if 2 * hits[i][0] > best
+            for p in sections[i].paragraphs
+            if any(t in normalize(p) for t in terms)
+        ]
+    chosen: list[str] = []
     size = 0
-    for i in ranked:
-        if chosen and size + len(paragraphs[i]) > limit:
+    for paragraph in paragraphs:
+        if chosen and size + len(paragraph) > limit:
             break
-        chosen.append(i)
-        size += len(paragraphs[i])
-    passage = "\n\n".join(paragraphs[i] for i in sorted(chosen))
+        chosen.append(paragraph)
+        size += len(paragraph)
+    passage = "\n\n".join(chosen)
     return passage if len(passage) <= limit else passage[:limit].rstrip() + "…"
 
 
 def compose_answer(view: TurnView, *, label: str | None = None) -> str:
     """An answer quoted from this turn's documents, with ``[ref]`` citations, under
-    ``label`` (default: the extractive mode's, which says no LLM is configured)."""
+    ``label`` (default: the extractive mode's, which says no LLM is configured).
+
+    Documents come best first: the one whose best section mentions the most of the
+    question's terms (ties keep the retrieval order), so a lookup that ranked a document
+    above the one the question names (a planner's rewritten sub-question lost "429") does
+    not put it first in what the user reads."""
     language = view.language
     label = label or localized("extractive.label", language)
     docs = view.documents()
     if not docs:
         return label + "\n\n" + localized("extractive.nothing", language)
-    terms = key_terms(view.question)
+    terms = question_terms(view.question)
+    docs = sorted(docs, key=lambda d: -passage_hits(f"{d.title}\n\n{d.content}", terms)[0])
     parts = [label]
     sources = []
     for number, doc in enumerate(docs, start=1):
@@ -190,6 +268,8 @@ class ExtractiveChatModel:
     """A deterministic ``ChatModel``: one lookup, one supplement after REFERENCE, answer."""
 
     name = "extractive"
+    #: its answers quote the documents (``superbiz.llm.base.quotes_documents``)
+    quotes_documents = True
 
     def __init__(self) -> None:
         self._ids = count(1)

@@ -5,7 +5,11 @@ A real small model (tests/data/llm-transcripts) answered with no lookup at all, 
 checked against the documents the model was shown (this turn's tool results and the
 session's carried evidence): markers naming none are removed and counted. An answer is
 *grounded* when it cites at least one of those documents and draws on them: enough of
-its own key terms (those not already in the question) occur in the cited documents.
+its own key terms (those not already in the question) occur in the cited documents. A
+document carried from an earlier turn counts only when it bears on this question (names
+one of its terms), and an answer that copies an earlier answer of the session or pastes
+the documents wholesale is no answer at all (:func:`copied`): the live transcript's
+follow-up wrote back the previous turn's extractive answer, label and ``[1]`` included.
 
 :func:`ground` is the policy: an ungrounded answer while documents exist (an empty one
 too) gets one repair turn that names the documents; if that is not grounded either, the
@@ -17,19 +21,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 from superbiz._messages import localized
-from superbiz._text import Language, key_terms
+from superbiz._text import Language, key_terms, normalize
 from superbiz.exceptions import LLMError
 
 __all__ = [
+    "COPY_SHARE",
     "EVIDENCE_OVERLAP",
     "AnswerSource",
     "CitationCheck",
+    "CopyKind",
     "Grounding",
     "Source",
     "check_citations",
+    "copied",
     "draws_on",
     "ground",
     "repair_prompt",
@@ -98,6 +106,71 @@ def draws_on(answer: str, question: str, documents: Iterable[str]) -> bool:
     return len(own & evidence) / len(own) >= EVIDENCE_OVERLAP
 
 
+#: Share of an answer's text (its 12-character pieces, markers and spaces removed) that,
+#: found verbatim in an earlier answer of the session or in the documents, makes it a copy.
+#: The live transcript's follow-up copies the previous answer whole (share 1.0); the
+#: model's own-memory answers of that run share under 0.05 with the documents shown.
+COPY_SHARE = 0.8
+#: A copy of the documents is a pasted excerpt only from this length (characters, as
+#: compared): quoting one command or one sentence of a runbook is how answers cite.
+WHOLESALE_CHARS = 200
+_PIECE = 12
+_SPACES = re.compile(r"\s+")
+
+#: what an answer copied instead of answering: an earlier answer of the session (or its
+#: extractive label), or the documents wholesale
+CopyKind = Literal["turn", "documents"]
+
+
+def _compared(text: str) -> str:
+    return _SPACES.sub("", normalize(_MARKER.sub("", text)))
+
+
+def _pieces(text: str) -> set[str]:
+    return {text[i : i + _PIECE] for i in range(0, max(len(text) - _PIECE, 0) + 1, _PIECE // 2)}
+
+
+def _share(pieces: set[str], source: str) -> float:
+    return sum(piece in source for piece in pieces) / len(pieces) if pieces else 0.0
+
+
+@cache
+def _labels() -> tuple[str, ...]:
+    """The extractive answers' labels up to their closing bracket (``【抽取式回答】``)."""
+    heads = []
+    for language in ("zh", "en"):
+        for key in ("extractive.label", "extractive.fallback_label"):
+            label = localized(key, language)
+            end = max(label.find("】"), label.find("]"))
+            heads.append(_compared(label[: end + 1]))
+    return tuple(dict.fromkeys(h for h in heads if h))
+
+
+def copied(
+    answer: str, earlier: Iterable[str] = (), documents: Iterable[str] = ()
+) -> CopyKind | None:
+    """Whether ``answer`` copies an earlier answer (or wears the extractive label, which
+    only superbiz writes) or pastes ``documents`` wholesale (see ``COPY_SHARE``).
+
+    >>> copied("Set max-active to 128 [1].", ["Set max-active to 128 [1]."])
+    'turn'
+    >>> copied("Raise max-active to 128 before the sale [1].", ["Check the chargeback FAQ."])
+    """
+    text = _compared(answer)
+    if not text:
+        return None
+    if any(label in text for label in _labels()):
+        return "turn"
+    pieces = _pieces(text)
+    if any(_share(pieces, _compared(e)) >= COPY_SHARE for e in earlier):
+        return "turn"
+    if len(text) >= WHOLESALE_CHARS:
+        joined = "\n".join(_compared(d) for d in documents)
+        if _share(pieces, joined) >= COPY_SHARE:
+            return "documents"
+    return None
+
+
 AnswerSource = Literal["model", "repaired", "extractive", "no_evidence"]
 
 
@@ -109,6 +182,8 @@ class Source:
     title: str
     path: str
     content: str
+    #: carried from an earlier turn of the session (not retrieved for this question)
+    earlier: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +193,8 @@ class Grounding:
     ``source``: ``model`` (its first answer was grounded), ``repaired`` (after the repair
     turn), ``extractive`` (quoted from the documents instead), ``no_evidence`` (no document
     was shown, so nothing could ground it). ``invalid_citations`` counts the markers
-    removed from what the model wrote, repair turn included.
+    removed from what the model wrote, repair turn included; ``copied`` says what the
+    model copied instead of answering (``copied``), if it did.
     """
 
     answer: str
@@ -126,6 +202,8 @@ class Grounding:
     invalid_citations: int
     source: AnswerSource
     cited: tuple[int, ...] = ()
+    #: what the model's answer copied (first answer or repair), when it copied
+    copied: CopyKind | None = None
 
 
 def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
@@ -134,8 +212,24 @@ def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
     return localized("grounding.repair", language).format(documents=listed)
 
 
+def _names(source: Source, terms: Sequence[str]) -> bool:
+    text = normalize(f"{source.title}\n{source.content}")
+    return any(term in text for term in terms)
+
+
+def _bearing(sources: Sequence[Source], question: str) -> list[Source]:
+    """The documents that bear on the question: all retrieved this turn (they were
+    retrieved for it); one carried from an earlier turn when it names a term of the
+    question, or when no document does (a vague follow-up, "can you explain more?", is
+    about what the conversation already holds)."""
+    terms = key_terms(question)
+    if not terms or not any(_names(s, terms) for s in sources):
+        return list(sources)
+    return [s for s in sources if not s.earlier or _names(s, terms)]
+
+
 def _grounded(check: CitationCheck, question: str, sources: Sequence[Source]) -> bool:
-    cited = [s.content for s in sources if s.ref in check.cited]
+    cited = [s.content for s in _bearing(sources, question) if s.ref in check.cited]
     return bool(cited) and draws_on(check.answer, question, cited)
 
 
@@ -147,6 +241,7 @@ def ground(
     *,
     repair: Callable[[str], str] | None,
     extractive: Callable[[], str],
+    earlier: Sequence[str] = (),
 ) -> Grounding:
     """Check ``answer``; when it is not grounded, ``repair`` once (it gets the repair
     prompt and returns the model's new answer), then fall back to ``extractive``.
@@ -155,6 +250,9 @@ def ground(
     policy, the behaviour profiles): its answer is grounded when it cites one, and is
     never repaired (a quote is mostly the documents' words, its label and source list
     are not, so the evidence test would misjudge a short one).
+
+    ``earlier``: the session's earlier answers; a model answer copying one, or pasting the
+    documents wholesale, is not grounded, whatever it cites.
     """
     valid = {s.ref for s in sources}
     first = check_citations(answer, valid)
@@ -162,14 +260,18 @@ def ground(
         return Grounding(first.answer, False, first.invalid, "no_evidence")
     if repair is None:
         return Grounding(first.answer, bool(first.cited), first.invalid, "model", first.cited)
-    if _grounded(first, question, sources):
+    documents = [s.content for s in sources]
+    copy = copied(first.answer, earlier, documents)
+    if not copy and _grounded(first, question, sources):
         return Grounding(first.answer, True, first.invalid, "model", first.cited)
     try:
         second = check_citations(repair(repair_prompt(language, sources)), valid)
     except LLMError:  # the model failed on the repair: the documents still answer
         second = CitationCheck("", (), 0)
     invalid = first.invalid + second.invalid
-    if _grounded(second, question, sources):
-        return Grounding(second.answer, True, invalid, "repaired", second.cited)
+    second_copy = copied(second.answer, earlier, documents)
+    copy = copy or second_copy
+    if not second_copy and _grounded(second, question, sources):
+        return Grounding(second.answer, True, invalid, "repaired", second.cited, copy)
     quoted = check_citations(extractive(), valid)
-    return Grounding(quoted.answer, bool(quoted.cited), invalid, "extractive", quoted.cited)
+    return Grounding(quoted.answer, bool(quoted.cited), invalid, "extractive", quoted.cited, copy)

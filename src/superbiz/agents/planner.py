@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language
+from superbiz._text import Language, asker_language
 from superbiz.agents.context import PLAN_HEADER, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
@@ -91,6 +91,9 @@ class PlanRequest:
     #: domains already consulted this turn (for a re-plan)
     exclude: frozenset[str] = field(default_factory=frozenset)
     missing: Sequence[str] = ()
+    #: the session's earlier questions, oldest first: a follow-up ("那 max-active 应该调到
+    #: 多少？") is read in their light
+    conversation: Sequence[str] = ()
 
 
 class Planner(Protocol):
@@ -242,12 +245,13 @@ class LLMPlanner:
         self.settings = settings
 
     def plan(self, request: PlanRequest) -> Plan:
-        language: Language = detect_language(request.question)
+        language: Language = asker_language(request.question)
         kmap = request.knowledge_map
         allowed = set(kmap.domain_ids) - request.exclude
         system = load_prompt("chat-planner-prompt", language).format(
             knowledge_map=kmap.to_yaml(self.settings.map_token_budget).strip(),
             session_evidence=_evidence_list(request.evidence, language),
+            conversation=_conversation(request.conversation, language),
             max_domains=self.settings.max_domains,
         )
         question = request.question
@@ -275,6 +279,12 @@ def _evidence_list(evidence: Sequence[dict[str, Any]], language: Language) -> st
     if not evidence:
         return localized("planner.no_evidence", language)
     return "\n".join(f"- {e.get('title')} [{e.get('domain')}]" for e in evidence)
+
+
+def _conversation(questions: Sequence[str], language: Language) -> str:
+    if not questions:
+        return localized("planner.no_evidence", language)
+    return "\n".join(f"- {q}" for q in questions)
 
 
 def _replan_note(request: PlanRequest, language: Language) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Self
 from opentelemetry.trace import TracerProvider
 from sqlalchemy.exc import SQLAlchemyError
 
-from superbiz._text import detect_language
+from superbiz._text import asker_language
 from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
@@ -130,7 +130,7 @@ class LookupRuntime:
                 self.settings.governance,
                 session_id=session_id,
                 turn=self.next_turn(session_id),
-                language=detect_language(query),
+                language=asker_language(query),
                 recorder=self.invocations,
             )
             given = {k: v for k, v in arguments.items() if v is not None}

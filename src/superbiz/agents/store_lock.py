@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from superbiz.config import Settings
-from superbiz.llm.base import ChatModel, StreamEvent
+from superbiz.llm.base import ChatModel, StreamEvent, quotes_documents
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 
@@ -92,6 +92,7 @@ class ReleasingModel:
     def __init__(self, inner: ChatModel, lock: StoreLock) -> None:
         self.inner = inner
         self.name = inner.name
+        self.quotes_documents = quotes_documents(inner)
         self._lock = lock
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:

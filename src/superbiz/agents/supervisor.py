@@ -23,7 +23,7 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, detect_language
+from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, asker_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
@@ -117,7 +117,8 @@ class Supervisor:
         stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
         evidence = load_evidence(stored)
         kmap = self.knowledge_map()
-        plan = self._plan(PlanRequest(question, kmap, stored))
+        asked = [m.content for m in messages if m.role == "user"][-HISTORY_TURNS:]
+        plan = self._plan(PlanRequest(question, kmap, stored, conversation=asked))
         if on_plan:
             on_plan(plan)
 
@@ -126,7 +127,7 @@ class Supervisor:
                 session_id,
                 turn,
                 question,
-                detect_language(question),
+                asker_language(question),
                 answer=plan.direct_answer,
                 model=self.executor.model.name,
             )
@@ -143,7 +144,9 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
+                supervised = self._replan(
+                    supervised, kmap, stored, evidence, asked, on_plan, on_lookup
+                )
         # the chat store keeps a model's text without NUL (PostgreSQL cannot hold one):
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
@@ -194,13 +197,14 @@ class Supervisor:
         kmap: KnowledgeMap,
         stored: list[dict[str, Any]],
         evidence: list[Citation],
+        asked: list[str],
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         """One more plan for what the executor could not fill, in domains not yet tried."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
-        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled)
+        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled, asked)
         replan = self._plan(request)
         if on_plan:
             on_plan(replan)

@@ -24,7 +24,7 @@ from superbiz.api.responses import (
     TurnEvent,
 )
 from superbiz.governance.tool import ToolOutcome, raw_record
-from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta
+from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta, quotes_documents
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 #: characters per ``token`` event when an answer did not come from a streaming model step
@@ -133,6 +133,7 @@ class TokenStreamingModel:
     ) -> None:
         self.inner = inner
         self.name = inner.name
+        self.quotes_documents = quotes_documents(inner)
         self.session_id = session_id
         self.listener = listener
         self.max_chars = max_chars

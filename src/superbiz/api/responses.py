@@ -120,6 +120,12 @@ class ChatAnswer(BaseModel):
         description="model; repaired (after one repair turn); extractive (quoted instead of "
         "an ungrounded answer, or no LLM); no_evidence (no document was shown)."
     )
+    copied: Literal["turn", "documents"] | None = Field(
+        default=None,
+        description="The model's answer was no answer: it copied an earlier answer of the "
+        "session (turn) or pasted the documents wholesale (documents); it was repaired or "
+        "replaced, as answer_source says.",
+    )
     truncated: bool = Field(
         default=False,
         description="The model's answer stopped at its output token limit (finish_reason "

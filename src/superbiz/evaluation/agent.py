@@ -3,8 +3,10 @@ governed, count-capped or not.
 
 Per question: executed lookups, blocked calls, redundant executed lookups (ones that
 returned only documents already retrieved), model steps, evidence recall (a gold document
-was put in front of the model before it answered), whether the answer was grounded, the
-invalid citations removed, model calls and the tokens they cost (planner included).
+was put in front of the model before it answered), whether the answer was grounded, how
+many model answers were copies (of an earlier answer, or of the documents wholesale) and
+how many were relabelled (replaced by the extractive answer), the invalid citations
+removed, model calls and the tokens they cost (planner included).
 ``--governance off`` runs the same loop without the governor (the plain ReAct baseline),
 ``cap:N`` with the plain count cap of peer frameworks; several variants run over the
 same plans and report as one table.
@@ -33,7 +35,7 @@ from superbiz.evaluation.profiles import Profile, make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
 from superbiz.exceptions import ConfigError
 from superbiz.llm import ChatModel, make_chat_model
-from superbiz.llm.base import ResponseDone, StreamEvent
+from superbiz.llm.base import ResponseDone, StreamEvent, quotes_documents
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 ISS003_DOMAINS = {"infrastructure", "api"}
@@ -63,6 +65,7 @@ class MeteredModel:
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.name = inner.name
+        self.quotes_documents = quotes_documents(inner)
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -98,6 +101,9 @@ def _metrics(turn: TurnResult, gold: list[str], planning: tuple[int, int, int]) 
         "steps": turn.steps,
         "evidence_recall": float(any(doc in gold for doc in turn.evidence)),
         "grounded": float(turn.grounded),
+        "copied_turn": float(turn.copied == "turn"),
+        "copied_documents": float(turn.copied == "documents"),
+        "relabelled": float(turn.relabelled),
         "invalid_citations": turn.invalid_citations,
         "model_calls": calls + turn.steps,
         "prompt_tokens": prompt + turn.prompt_tokens,
@@ -112,6 +118,8 @@ def _trace(question_id: str, turn: TurnResult, gold: list[str]) -> dict[str, Any
         "id": question_id,
         "evidence_recall": any(doc in gold for doc in turn.evidence),
         "grounded": turn.grounded,
+        "answer_source": turn.answer_source,
+        "copied": turn.copied,
         "invalid_citations": turn.invalid_citations,
         "lookups": [
             {
@@ -276,6 +284,14 @@ def _report(variant: _Variant) -> dict[str, Any]:
         {
             "evidence_recall": round(mean(column("evidence_recall")), 4),
             "grounded_rate": round(mean(column("grounded")), 4),
+            # model answers that were no answer: a copy of an earlier answer of the session
+            # (or the extractive label worn), the documents pasted wholesale
+            "copies": {
+                "turn": int(sum(column("copied_turn"))),
+                "documents": int(sum(column("copied_documents"))),
+            },
+            # model answers replaced by the extractive answer, labelled so
+            "relabelled": int(sum(column("relabelled"))),
             "answer_sources": {
                 key: variant.sources[key]
                 for key in ("model", "repaired", "extractive", "no_evidence")
@@ -309,6 +325,8 @@ _ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("steps (model, executor)", "steps_mean", "steps_p95"),
     ("evidence_recall", "evidence_recall", None),
     ("grounded_rate", "grounded_rate", None),
+    ("copies: earlier turn/documents", "copies", None),
+    ("relabelled extractive", "relabelled", None),
     ("answers: model/repaired/extractive/no evidence", "answer_sources", None),
     ("invalid_citations", "invalid_citations_mean", None),
     ("model_calls (with planner)", "model_calls_mean", None),

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import Tracer
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language
+from superbiz._text import Language, asker_language
 from superbiz.governance.decision import DedupReason
 from superbiz.governance.tracker import SessionTracker
 from superbiz.retrieval.pipeline import Retrieval
@@ -146,7 +146,7 @@ class GovernedLookup:
         if domain:
             domain = self.source.require_domain(domain)
         text = f"{query} {missing_dimension}" if missing_dimension else query
-        language = detect_language(query)
+        language = asker_language(query)
         retrieved = self.tracker.retrieved_docs(session_id)
         found = self.source.retrieve(text, domain, exclude=retrieved)
         ranked, shown, level = found.ranked, found.shown, found.level
@@ -219,15 +219,23 @@ class GovernedLookup:
         return self.source.require_domain(domain)
 
     def _primary(self, doc: DocHit) -> PrimaryResult:
-        best = sorted(doc.chunks[:2], key=lambda c: c.hit.chunk_index)
-        content = "\n\n".join(c.hit.text for c in best)
-        limit = self.source.excerpt_chars
+        """The document's two best chunks in document order, within twice the excerpt
+        unit. The best one is cut last: when it came second, cutting the two joined
+        dropped the end of the very section the heading names (the Redis runbook's
+        ``max-active`` advice, under "排查步骤 > 处理", behind its opening)."""
+        budget = self.source.excerpt_chars * 2
+        best, *rest = doc.chunks[:2]
+        texts = {best.hit.chunk_index: _cut(best.hit.text, budget)}
+        for chunk in rest:
+            room = budget - len(texts[best.hit.chunk_index]) - 2
+            if room > 0:
+                texts[chunk.hit.chunk_index] = _cut(chunk.hit.text, room)
         return PrimaryResult(
             title=doc.title,
             domain=doc.domain,
             path=doc.doc_path,
-            heading=doc.chunks[0].hit.heading,
-            content=content if len(content) <= limit * 2 else content[: limit * 2] + "…",
+            heading=best.hit.heading,
+            content="\n\n".join(texts[i] for i in sorted(texts)),
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
@@ -239,3 +247,7 @@ class GovernedLookup:
             path=doc.doc_path,
             excerpt=text if len(text) <= limit else text[:limit] + "…",
         )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

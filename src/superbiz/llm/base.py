@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
-__all__ = ["ChatModel", "ResponseDone", "StreamEvent", "TextDelta"]
+__all__ = ["ChatModel", "ResponseDone", "StreamEvent", "TextDelta", "quotes_documents"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +43,15 @@ class ChatModel(Protocol):
     ) -> Iterator[StreamEvent]:
         """Yield text deltas as they come; the last event is always :class:`ResponseDone`."""
         ...
+
+
+def quotes_documents(model: object) -> bool:
+    """Whether ``model`` answers by quoting the documents it was shown rather than by
+    writing (the extractive policy, the benchmarks' behaviour profiles): such an answer is
+    checked for citations but never put to the evidence test or repaired.
+
+    A model declares it with ``quotes_documents = True``; a wrapper (store lock, metering,
+    streaming) forwards its inner model's, so production and benchmarks take one path.
+    Models that say nothing write their answers.
+    """
+    return getattr(model, "quotes_documents", False) is True

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from superbiz._text import STOP_WORDS, is_cjk
+from superbiz._text import STOP_WORDS, is_cjk, segmenter
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
 from superbiz.retrieval._lite import (
     accelerate_analysis,
@@ -68,6 +68,16 @@ BM25_ANALYZER: dict[str, Any] = {
 _QUERY_BATCH = 200
 #: rows per page when reading many chunks back (Milvus caps one query at 16,384)
 QUERY_PAGE = 4096
+
+#: gRPC channel options for Milvus Lite, the in-process server: no keepalive pings. The
+#: client's default (a ping every 10 s, idle too) breaks the server's ping policy while a
+#: turn waits for a slow model: after about two minutes it answers GOAWAY
+#: ENHANCE_YOUR_CALM "too_many_pings", which gRPC prints to the terminal. A loopback
+#: connection in the same process has nothing to keep alive.
+LITE_GRPC_OPTIONS: dict[str, Any] = {
+    "grpc.keepalive_time_ms": 2**31 - 1,  # gRPC's "never"
+    "grpc.keepalive_permit_without_calls": 0,
+}
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
@@ -201,14 +211,22 @@ class MilvusChunkStore:
             logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
             # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
             logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
+            # Lite's BM25 analyser cuts text with the same jieba: quiet it and give it this
+            # user's dictionary cache before Lite loads it (it printed "Building prefix
+            # dict …" twice on every command of a fresh install, once as "DEBUG jieba:").
+            segmenter()
             accelerate_analysis()
             accelerate_flush()
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
             # reconnecting server client a broken one (see _GuardedClient).
+            options = LITE_GRPC_OPTIONS if local else {}
             self._client = _GuardedClient(
-                lambda: MilvusClient(uri=uri, token=token or "", dedicated=True), uri
+                lambda: MilvusClient(
+                    uri=uri, token=token or "", dedicated=True, grpc_options=options
+                ),
+                uri,
             )
         except Exception as exc:  # pymilvus raises several unrelated types here
             if local:
