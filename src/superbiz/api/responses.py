@@ -69,6 +69,8 @@ class AnswerCitation(BaseModel):
     title: str
     path: str
     domain: str
+    page: int | None = Field(None, description="For a PDF: the page the cited passage starts on.")
+    location: str | None = Field(None, description="For a PDF: `path#page=N`.")
 
 
 class LookupSummary(BaseModel):

@@ -16,6 +16,7 @@ from superbiz._messages import localized
 from superbiz._text import Language, detect_language
 from superbiz.governance.decision import DedupReason
 from superbiz.governance.tracker import SessionTracker
+from superbiz.knowledge.formats import cited_page
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
@@ -28,6 +29,8 @@ class PrimaryResult:
     path: str
     heading: str
     content: str
+    #: for a PDF, the page its best passage starts on (cited as ``path#page=N``)
+    page: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,7 @@ class SupplementResult:
     domain: str
     path: str
     excerpt: str
+    page: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,12 @@ class LookupResult:
     dedup_reason: DedupReason | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # a page only where there is one: the model reads no ``"page": null`` per document
+        for doc in [data["primary"], *data["supplement"]]:
+            if doc is not None and doc["page"] is None:
+                del doc["page"]
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +230,7 @@ class GovernedLookup:
             path=doc.doc_path,
             heading=doc.chunks[0].hit.heading,
             content=content if len(content) <= limit * 2 else content[: limit * 2] + "…",
+            page=cited_page(doc.doc_path, doc.chunks[0].hit.heading),
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
@@ -231,4 +241,5 @@ class GovernedLookup:
             domain=doc.domain,
             path=doc.doc_path,
             excerpt=text if len(text) <= limit else text[:limit] + "…",
+            page=cited_page(doc.doc_path, doc.chunks[0].hit.heading),
         )

@@ -130,7 +130,7 @@ function renderAnswer(bubble, turn) {
             { value: c.ref || undefined },
             el("span", { class: "title", text: c.title }),
             " ",
-            el("span", { class: "path", text: `${c.path} · ${c.domain}` })
+            el("span", { class: "path", text: `${c.location || c.path} · ${c.domain}` })
           )
         )
       )
@@ -542,6 +542,8 @@ async function init() {
       ? "extractive 抽取式 (no LLM)"
       : `model ${state.info.model}`;
     $("#api-key").hidden = !state.info.auth_required;
+    // the file picker offers what the service ingests (ingest.extensions)
+    $("#upload-file").accept = state.info.extensions.join(",");
   } catch {
     $("#model-badge").textContent = "offline";
   }
