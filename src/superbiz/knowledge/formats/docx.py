@@ -77,14 +77,49 @@ def _check_archive(data: bytes, label: str) -> None:
             raise DocumentError(label, "not a Word .docx: a zip archive without word/document.xml")
 
 
+class _Styles:
+    """The document's styles by id, read once from styles.xml: python-docx looks a
+    style up by scanning every style (``paragraph.style``), 1.1 of the 1.2 s the
+    24-page alert-rules .docx took (now 0.2 s)."""
+
+    def __init__(self, document: Any) -> None:
+        self.names: dict[str, str] = {}
+        self.pprs: dict[str, Any] = {}
+        self.default = ""
+        for style in document.styles.element.iterchildren(f"{_W}style"):
+            sid = style.get(f"{_W}styleId") or ""
+            name = style.find(f"{_W}name")
+            self.names[sid] = (name.get(f"{_W}val") if name is not None else sid).lower()
+            self.pprs[sid] = style.find(f"{_W}pPr")
+            if style.get(f"{_W}type") == "paragraph" and style.get(f"{_W}default") in ("1", "true"):
+                self.default = sid
+
+    def of_paragraph(self, paragraph: Any) -> str:
+        ppr = paragraph._p.pPr
+        found = ppr.find(f"{_W}pStyle") if ppr is not None else None
+        return (found.get(f"{_W}val") if found is not None else None) or self.default
+
+    def is_code_run(self, run: Any) -> bool:
+        rpr = run._r.rPr
+        if rpr is None:
+            return False
+        found = rpr.find(f"{_W}rStyle")
+        if found is not None and self.names.get(found.get(f"{_W}val"), "") in _CODE_RUN_STYLES:
+            return True
+        fonts = rpr.find(f"{_W}rFonts")
+        return fonts is not None and bool(_MONO.search(fonts.get(f"{_W}ascii") or ""))
+
+
 def _read(document: Any) -> tuple[str | None, list[str]]:
     from docx.table import Table
 
+    styles = _Styles(document)
     title: str | None = None
     blocks: list[str] = []
     code: list[str] = []
     for item in document.iter_inner_content():
-        if not isinstance(item, Table) and _is_code(item):
+        style = "" if isinstance(item, Table) else styles.of_paragraph(item)
+        if not isinstance(item, Table) and _is_code(item, styles.names.get(style, ""), styles):
             code.append(item.text)
             continue
         if code:
@@ -93,25 +128,25 @@ def _read(document: Any) -> tuple[str | None, list[str]]:
         if isinstance(item, Table):
             blocks.append(table(list(_rows(item))))
             continue
-        style = (item.style.name if item.style is not None else "") or ""
-        if style.lower() == "title" and title is None:
+        name = styles.names.get(style, "")
+        if name == "title" and title is None:
             title = inline(item.text) or None
             continue
-        level = _heading_level(item, style)
+        level = _heading_level(item, name, styles.pprs.get(style))
         if level:
             blocks.append(heading(level, item.text))
-        elif text := _text(item):
-            blocks.append(_list_marker(item) + text)
+        elif text := _text(item, styles):
+            blocks.append(_list_marker(item, styles.pprs.get(style)) + text)
     if code:
         blocks.append(fence("\n".join(code)))
     return title, blocks
 
 
-def _heading_level(paragraph: Any, style: str) -> int:
+def _heading_level(paragraph: Any, style: str, style_ppr: Any) -> int:
     match = _HEADING_STYLE.match(style.strip())
     if match:
         return int(match.group(1))
-    for element in (paragraph._p.pPr, _style_ppr(paragraph)):
+    for element in (paragraph._p.pPr, style_ppr):
         level = element.find(f"{_W}outlineLvl") if element is not None else None
         if level is not None:
             value = int(level.get(f"{_W}val", "9"))
@@ -120,41 +155,30 @@ def _heading_level(paragraph: Any, style: str) -> int:
     return 0
 
 
-def _style_ppr(paragraph: Any) -> Any:
-    style = paragraph.style
-    return style.element.pPr if style is not None else None
-
-
-def _is_code(paragraph: Any) -> bool:
-    style = (paragraph.style.name if paragraph.style is not None else "") or ""
-    if style.lower() in _CODE_STYLES:
+def _is_code(paragraph: Any, style: str, styles: _Styles) -> bool:
+    if style in _CODE_STYLES:
         return True
     runs = [run for run in paragraph.runs if run.text.strip()]
-    return bool(runs) and all(_code_run(run) for run in runs) and "\n" in paragraph.text
+    return bool(runs) and all(styles.is_code_run(run) for run in runs) and "\n" in paragraph.text
 
 
-def _code_run(run: Any) -> bool:
-    name = (run.style.name if run.style is not None else "") or ""
-    return name.lower() in _CODE_RUN_STYLES or bool(_MONO.search(run.font.name or ""))
-
-
-def _text(paragraph: Any) -> str:
+def _text(paragraph: Any, styles: _Styles) -> str:
     """A paragraph's text: code runs as code spans, hyperlinks as their text."""
     from docx.text.run import Run
 
     parts = []
     for item in paragraph.iter_inner_content():
-        if isinstance(item, Run) and item.text.strip() and _code_run(item):
+        if isinstance(item, Run) and item.text.strip() and styles.is_code_run(item):
             parts.append(f"`{item.text.strip()}`" if "`" not in item.text else item.text)
         else:
             parts.append(item.text)
     return "".join(parts).strip()
 
 
-def _list_marker(paragraph: Any) -> str:
+def _list_marker(paragraph: Any, style_ppr: Any) -> str:
     """``- `` (indented by level) for a numbered or bulleted paragraph: numbering set on
     the paragraph or by its style (``List Bullet``)."""
-    for ppr in (paragraph._p.pPr, _style_ppr(paragraph)):
+    for ppr in (paragraph._p.pPr, style_ppr):
         numbering = ppr.find(f"{_W}numPr") if ppr is not None else None
         if numbering is not None:
             level = numbering.find(f"{_W}ilvl")
