@@ -68,40 +68,62 @@ def render_dataset(dataset_dir: Path, target: Path, fmt: str, jobs: int = 2) -> 
         shutil.rmtree(target, ignore_errors=True)
         corpus.mkdir(parents=True)
         if fmt == "pdf":
-            _render_pdf(dataset_dir / "corpus", corpus, sources, jobs)
+            failed = _render_pdf(dataset_dir / "corpus", corpus, sources, jobs)
         else:
-            _render_pandoc(dataset_dir / "corpus", corpus, sources, fmt, jobs)
+            failed = _render_pandoc(dataset_dir / "corpus", corpus, sources, fmt, jobs)
+        (target / "failed.json").write_text(json.dumps(failed, ensure_ascii=False, indent=1))
     _rewrite_queries(dataset_dir, target, fmt)
     readme = dataset_dir / "README.md"
     if readme.is_file():  # its title says whether the set is answer-only
         shutil.copyfile(readme, target / "README.md")
     made = sorted(corpus.rglob(f"*.{fmt}"))
+    failures = target / "failed.json"
     return {
         "files": len(made),
         "missing": len(sources) - len(made),
+        "failed": json.loads(failures.read_text()) if failures.is_file() else {},
         "seconds": round(time.perf_counter() - started, 1),
         "reused": reused,
     }
 
 
-def _render_pandoc(source: Path, corpus: Path, files: list[Path], fmt: str, jobs: int) -> None:
+#: pandoc filter: an image becomes its alt text, as the Markdown reads; the pictures a
+#: corpus links to are not in it, and pandoc's DOCX writer stops at a missing one
+_ALT_TEXT_FILTER = "function Image(image) return pandoc.Str(pandoc.utils.stringify(image)) end\n"
+
+
+def _render_pandoc(
+    source: Path, corpus: Path, files: list[Path], fmt: str, jobs: int
+) -> dict[str, str]:
+    """Render ``files`` with pandoc; the error of each file pandoc refused, by path."""
     writer = {"html": ["-t", "html5", "--standalone"], "docx": ["-t", "docx"]}[fmt]
+    failed: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="superbiz-pandoc-") as scratch:
+        images = Path(scratch) / "alt-text.lua"
+        images.write_text(_ALT_TEXT_FILTER, encoding="utf-8")
 
-    def one(file: Path) -> None:
-        out = (corpus / file.relative_to(source)).with_suffix(f".{fmt}")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["pandoc", "-f", "markdown", *writer, str(file), "-o", str(out)],
-            check=True,
-            capture_output=True,
-        )
+        def one(file: Path) -> None:
+            out = (corpus / file.relative_to(source)).with_suffix(f".{fmt}")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            # through pandoc's JSON: its DOCX writer fetches images before any filter runs
+            read = ["pandoc", "-f", "markdown", "-t", "json", f"--lua-filter={images}", str(file)]
+            parsed = subprocess.run(read, capture_output=True, check=False)
+            done = parsed
+            if not parsed.returncode:
+                write = ["pandoc", "-f", "json", *writer, "-o", str(out)]
+                done = subprocess.run(write, input=parsed.stdout, capture_output=True, check=False)
+            if done.returncode:
+                error = done.stderr.decode("utf-8", "replace").strip()[:300]
+                failed[file.relative_to(source).as_posix()] = error
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, files))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(one, files))
+    return failed
 
 
-def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> None:
-    """Markdown → DOCX (pandoc) → PDF (LibreOffice, one batch: it starts slowly)."""
+def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> dict[str, str]:
+    """Markdown → DOCX (pandoc) → PDF (LibreOffice, one batch: it starts slowly); the
+    files either refused, by path."""
     with tempfile.TemporaryDirectory(prefix="superbiz-formats-") as scratch:
         work = Path(scratch)
         flat = work / "docx"
@@ -110,9 +132,10 @@ def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> Non
         for number, file in enumerate(files):
             names[f"d{number:05d}"] = file.relative_to(source)
         staged = work / "tree"
-        _render_pandoc(source, staged, files, "docx", jobs)
+        failed = _render_pandoc(source, staged, files, "docx", jobs)
         for name, relative in names.items():
-            shutil.move(staged / relative.with_suffix(".docx"), flat / f"{name}.docx")
+            if relative.as_posix() not in failed:
+                shutil.move(staged / relative.with_suffix(".docx"), flat / f"{name}.docx")
         pdfs = work / "pdf"
         subprocess.run(
             [
@@ -134,6 +157,9 @@ def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> Non
                 out = (corpus / relative).with_suffix(".pdf")
                 out.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(made, out)
+            elif relative.as_posix() not in failed:
+                failed[relative.as_posix()] = "LibreOffice wrote no PDF"
+    return failed
 
 
 def _rewrite_queries(dataset_dir: Path, target: Path, fmt: str) -> None:
