@@ -57,6 +57,15 @@ def test_the_document_title_is_the_files_title_and_not_repeated_as_text() -> Non
     assert converted.markdown.strip() == "Body text of the manual."
 
 
+def test_a_title_page_title_above_a_first_heading_of_the_same_words_is_not_repeated() -> None:
+    # what LibreOffice makes of a Word runbook: a Title paragraph, then Heading 1 with the
+    # same words in the outline
+    pages = [[("h1", "Cache Operations"), ("h1", "Cache Operations"), ("p", "Body text.")]]
+    converted = convert_pdf(pdf_bytes(pages, title="Cache Operations"), "m.pdf")
+
+    assert converted.markdown == "# Cache Operations\n\nBody text.\n"
+
+
 def test_each_page_after_the_first_is_named_in_the_heading_path_of_its_chunks() -> None:
     converted = convert_pdf(pdf_bytes(RUNBOOK), "manual.pdf")
 

@@ -102,9 +102,8 @@ def _convert(pdf: object, label: str) -> ConvertedDocument:
     levels = _font_levels(pages, body_size) if not outline else {}
     blocks: list[str] = []
     for number, lines in enumerate(pages, start=1):
-        if number == 1 and title and not any(_same(t, title) for _, t in outline.get(0, [])):
-            # the title page's title lines: the document's title, not its text
-            lines = lines[_spelled_by(lines[:4], title) :]
+        if number == 1 and title:
+            lines = lines[_title_lines(lines, title, outline.get(0, [])) :]
         if number > 1:
             blocks.append(f"\f{number}")  # where the page starts (``chunking.PAGE_BREAK``)
         blocks.extend(_blocks(lines, outline.get(number - 1, []), levels, body_size))
@@ -287,6 +286,16 @@ def _join_lines(lines: list[str]) -> str:
 
 def _cjk(char: str) -> bool:
     return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def _title_lines(lines: list[_Line], title: str, outline: list[tuple[int, str]]) -> int:
+    """How many opening lines are the title page's title: the document's title, not its
+    text. Kept when they are the outline's first heading, unless the heading follows
+    them (a Word title above a first heading of the same words)."""
+    used = _spelled_by(lines[:4], title)
+    if used and any(_same(text, title) for _, text in outline):
+        return used if _spelled_by(lines[used : used + 4], title) else 0
+    return used
 
 
 def _spelled_by(lines: list[_Line], text: str) -> int:
