@@ -122,7 +122,7 @@ def _render_pandoc(
 
 
 def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> dict[str, str]:
-    """Markdown → DOCX (pandoc) → PDF (LibreOffice, one batch: it starts slowly); the
+    """Markdown → DOCX (pandoc) → PDF (LibreOffice, in batches: it starts slowly); the
     files either refused, by path."""
     with tempfile.TemporaryDirectory(prefix="superbiz-formats-") as scratch:
         work = Path(scratch)
@@ -137,20 +137,13 @@ def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> dic
             if relative.as_posix() not in failed:
                 shutil.move(staged / relative.with_suffix(".docx"), flat / f"{name}.docx")
         pdfs = work / "pdf"
-        subprocess.run(
-            [
-                "soffice",
-                f"-env:UserInstallation=file://{work / 'profile'}",
-                "--headless",
-                "--convert-to",
-                "pdf",
-                "--outdir",
-                str(pdfs),
-                *sorted(str(p) for p in flat.glob("*.docx")),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        # LibreOffice stops part-way through a long batch (154 of 401 dev files once, no
+        # error): batches of 40, then each file still missing once more on its own
+        pending = sorted(flat.glob("*.docx"))
+        for size in (40, 1):
+            for start in range(0, len(pending), size):
+                _soffice(work, pdfs, pending[start : start + size])
+            pending = [p for p in pending if not (pdfs / f"{p.stem}.pdf").is_file()]
         for name, relative in names.items():
             made = pdfs / f"{name}.pdf"
             if made.is_file():
@@ -160,6 +153,24 @@ def _render_pdf(source: Path, corpus: Path, files: list[Path], jobs: int) -> dic
             elif relative.as_posix() not in failed:
                 failed[relative.as_posix()] = "LibreOffice wrote no PDF"
     return failed
+
+
+def _soffice(work: Path, out: Path, files: list[Path]) -> None:
+    subprocess.run(
+        [
+            "soffice",
+            f"-env:UserInstallation=file://{work / 'profile'}",
+            "--headless",
+            "--convert-to",
+            "pdf",
+            "--outdir",
+            str(out),
+            *map(str, files),
+        ],
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
 
 
 def _rewrite_queries(dataset_dir: Path, target: Path, fmt: str) -> None:
@@ -268,7 +279,8 @@ def _compare(rows: dict[str, dict[str, Any]]) -> None:
         }
         delta = row["delta"]
         row["meets_targets"] = (
-            abs(delta["recall@5"]) <= SCORE_TOLERANCE
+            not (row["rendering"] or {}).get("missing")  # scores over a partial corpus
+            and abs(delta["recall@5"]) <= SCORE_TOLERANCE
             and abs(delta["mrr@10"]) <= SCORE_TOLERANCE
             and delta["level_change_share"] <= LEVEL_TOLERANCE
             and (fmt != "pdf" or (delta["speed_share"] or 0) >= PDF_SPEED_SHARE)
