@@ -201,7 +201,17 @@ class IngestSettings(_Section):
     max_file_bytes: int = Field(5_000_000, ge=1)
     chunk_size: int = Field(800, ge=100)
     chunk_overlap: int = Field(100, ge=0)
-    extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+    #: Markdown and text as they are; the others converted (``knowledge.formats``)
+    extensions: tuple[str, ...] = (
+        ".md",
+        ".markdown",
+        ".txt",
+        ".html",
+        ".htm",
+        ".pdf",
+        ".docx",
+        ".rst",
+    )
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
 
     @model_validator(mode="after")

@@ -74,8 +74,26 @@ def test_evidence_survives_the_message_and_the_store() -> None:
         "path": "api/rate-limit.md",
         "domain": "api",
         "content": "429 means slow down",
+        "page": None,
     }
     assert load_evidence(stored) == EVIDENCE
+    # evidence stored before citations had pages still loads
+    assert load_evidence([{k: v for k, v in stored[1].items() if k != "page"}]) == EVIDENCE[1:]
+
+
+def test_a_pdf_citation_names_its_page() -> None:
+    cited = Citation(3, "Gateway Manual", "vendor/gateway.pdf", "vendor", "rotate", page=12)
+
+    assert cited.location == "vendor/gateway.pdf#page=12"
+    assert cited.as_dict() == {
+        "ref": 3,
+        "title": "Gateway Manual",
+        "path": "vendor/gateway.pdf",
+        "domain": "vendor",
+        "page": 12,
+        "location": "vendor/gateway.pdf#page=12",
+    }
+    assert load_evidence(dump_evidence([cited])) == [cited]
 
 
 def test_reported_citations_leave_the_content_out() -> None:

@@ -9,8 +9,10 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
+from format_files import pdf_bytes, scanned_pdf_bytes
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
+from superbiz.knowledge.formats.pdf import NO_TEXT_LAYER
 from superbiz.knowledge.ingest import Ingestor
 
 LIMIT = 4096
@@ -89,6 +91,56 @@ def test_upload_ingests_like_the_cli_and_delete_removes_it(
     assert client.delete(f"/api/documents/{quote(doc['path'])}").status_code == 404
 
 
+#: a two-page vendor manual; page 1 fills a chunk, so page 2's passage is cited by page
+MANUAL = pdf_bytes(
+    [
+        [
+            ("h1", "Gateway Manual"),
+            *[("p", f"Gateway node {n} terminates TLS.") for n in range(30)],
+        ],
+        [
+            ("h2", "Certificate rotation"),
+            ("p", "Rotate the gateway certificate every ninety days."),
+        ],
+    ],
+    title="Gateway Manual",
+)
+FORMATS = {
+    "gateway.pdf": MANUAL,
+    "disk.html": "<html><head><title>Disk pressure - Ops</title></head><body><nav>Home</nav>"
+    "<main><h1>Disk pressure</h1><p>Rotate the logs.</p></main></body></html>",
+    "mysql.rst": "MySQL failover\n==============\n\nPromote the replica.\n",
+}
+
+
+def test_uploads_take_the_formats_ingest_reads_and_cite_a_pdf_by_page(
+    client: TestClient, docs_assistant: Runtime
+) -> None:
+    assert len(MANUAL) < LIMIT
+    titles = {}
+    for name, data in FORMATS.items():
+        status, body = upload(client, name, data, domain="vendor")
+        assert status == 201, body
+        titles[body["document"]["path"]] = body["document"]["title"]
+    assert titles == {
+        "vendor/gateway.pdf": "Gateway Manual",
+        "vendor/disk.html": "Disk pressure",
+        "vendor/mysql.rst": "MySQL failover",
+    }
+    info = client.get("/api/info").json()
+    assert {".html", ".htm", ".pdf", ".docx", ".rst"} <= set(info["extensions"])
+
+    answer = client.post(
+        "/api/chat", json={"question": "how often to rotate the gateway certificate"}
+    ).json()
+    cited = {c["path"]: c for c in answer["citations"]}
+    assert cited["vendor/gateway.pdf"]["page"] == 2
+    assert cited["vendor/gateway.pdf"]["location"] == "vendor/gateway.pdf#page=2"
+
+    for path in titles:
+        assert client.delete(f"/api/documents/{quote(path)}").status_code == 200
+
+
 def test_deleting_an_ingested_document_keeps_its_file(
     client: TestClient, docs_assistant: Runtime
 ) -> None:
@@ -128,7 +180,10 @@ def test_file_names_cannot_leave_the_uploads_folder(
         ("empty.md", b"   \n", "empty file"),
         ("latin1.md", "# Café\n".encode("latin-1"), "not UTF-8"),
         ("broken.md", b"---\ntitle: [unclosed\n---\nbody\n", "malformed frontmatter"),
-        ("report.pdf", b"%PDF-1.7 text", "unsupported file type"),
+        ("report.pdf", b"%PDF-1.7 text", "corrupt PDF: PDFium cannot read it"),
+        ("scan.pdf", scanned_pdf_bytes(), NO_TEXT_LAYER),
+        ("report.docx", b"%PDF-1.7 text", "the extension lies: its content is a PDF"),
+        ("report.odt", b"PK\x03\x04", "unsupported file type"),
     ],
 )
 def test_unusable_files_get_422_with_the_reason(

@@ -149,3 +149,26 @@ def test_settings_reject_overlap_not_smaller_than_size() -> None:
 def test_empty_body_has_no_chunks() -> None:
     assert chunk_markdown("") == []
     assert chunk_markdown("\n\n  \n") == []
+
+
+def test_a_page_break_line_cuts_a_section_and_every_later_chunk_names_its_page() -> None:
+    body = (
+        "# Manual\n"
+        + _filler("intro", 300)
+        + "\n\f2\n"
+        + _filler("carried", 300)
+        + "\n## Limits\n"
+        + _filler("limits", 300)
+        + "\n```\n\f9\n```\n"
+    )
+    chunks = chunk_markdown(body, size=320, overlap=20)
+
+    assert list(dict.fromkeys(c.heading for c in chunks)) == [
+        "Manual",
+        "Manual > page 2",  # the section goes on over the page break
+        "Manual > Limits > page 2",  # a heading after the break keeps the page
+    ]
+    assert not any("\f2" in c.text for c in chunks)  # the marker line is not text…
+    assert "```\n\f9\n```" in chunks[-1].text  # …and inside a code block it is not a marker
+    # covers are made from headings only, never from a page
+    assert [s.heading_path for s in split_sections(body)][-1] == ("Manual", "Limits")

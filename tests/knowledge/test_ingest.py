@@ -391,7 +391,8 @@ BAD_FILES: dict[str, str | bytes] = {
     "api/latin1.md": "# Café crème\n".encode("latin-1"),
     "api/huge.md": "# Huge\n" + "x" * 4000,
     "api/covers-mapping.md": "---\ncovers: {a: 1}\n---\n# Body\n",
-    "api/notes.pdf": b"%PDF-1.4 not markdown",  # not a knowledge file: silently ignored
+    "api/notes.pdf": b"%PDF-1.4 not a PDF after all",
+    "api/notes.odt": b"PK\x03\x04 not markdown",  # not a knowledge file: silently ignored
 }
 BAD_REASONS = {
     "payment/broken-yaml.md": "malformed frontmatter:",
@@ -403,6 +404,7 @@ BAD_REASONS = {
     "api/latin1.md": "not UTF-8 text",
     "api/huge.md": "too large: 4007 bytes exceeds the 3000-byte limit",
     "api/covers-mapping.md": "frontmatter field 'covers' must be a list of texts",
+    "api/notes.pdf": "corrupt PDF: PDFium cannot read it",
 }
 
 
@@ -412,7 +414,7 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_goes_on(
     good = md_files(small_kb)
     kb_writer(small_kb, BAD_FILES)
     missing = tmp_path / "no-such-folder"
-    wrong_type = small_kb / "api" / "notes.pdf"
+    wrong_type = small_kb / "api" / "notes.odt"
     kb = open_kb(ingest={"max_file_bytes": 3000})
     report = Ingestor(kb).ingest([small_kb, missing, wrong_type])
 

@@ -31,10 +31,20 @@ class Citation:
     path: str
     domain: str = ""
     content: str = ""  # what the model was shown; kept as session evidence
+    #: the page the passage shown starts on, for a PDF
+    page: int | None = None
+
+    @property
+    def location(self) -> str:
+        """What to open: the path, with the page of a PDF (``manual.pdf#page=12``)."""
+        return self.path if self.page is None else f"{self.path}#page={self.page}"
 
     def as_dict(self) -> dict[str, Any]:
         """The citation as the CLI and API report it (without the content)."""
-        return {"ref": self.ref, "title": self.title, "path": self.path, "domain": self.domain}
+        cited = {"ref": self.ref, "title": self.title, "path": self.path, "domain": self.domain}
+        if self.page is not None:
+            cited |= {"page": self.page, "location": self.location}
+        return cited
 
 
 _EVIDENCE: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])

@@ -528,7 +528,14 @@ class Executor:
             content = doc.get("content") or doc.get("excerpt") or ""
             citation = refs.setdefault(
                 doc["path"],
-                Citation(len(refs) + 1, doc["title"], doc["path"], doc["domain"], content),
+                Citation(
+                    len(refs) + 1,
+                    doc["title"],
+                    doc["path"],
+                    doc["domain"],
+                    content,
+                    doc.get("page"),
+                ),
             )
             doc["ref"] = citation.ref
         return json.dumps(view, ensure_ascii=False)

@@ -126,7 +126,12 @@ class TurnView:
                 docs.setdefault(
                     item["path"],
                     Citation(
-                        item.get("ref") or 0, item["title"], item["path"], item["domain"], text
+                        item.get("ref") or 0,
+                        item["title"],
+                        item["path"],
+                        item["domain"],
+                        text,
+                        item.get("page"),
                     ),
                 )
         if self.answer_from_evidence or not docs:
@@ -259,7 +264,7 @@ def compose_answer(view: TurnView, *, label: str | None = None) -> str:
         ref = doc.ref or number
         title = localized("common.title", language).format(title=doc.title)
         parts.append(f"[{ref}] {title}\n{best_passage(doc.content, terms)}")
-        sources.append(f"[{ref}] {doc.title} ({doc.path})")
+        sources.append(f"[{ref}] {doc.title} ({doc.location})")
     parts.append(localized("extractive.sources", language) + "\n" + "\n".join(sources))
     return "\n\n".join(parts)
 

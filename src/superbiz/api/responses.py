@@ -74,6 +74,8 @@ class AnswerCitation(BaseModel):
         description="A link to the document where it lives, for a document of a Git source "
         "with a `sources.<name>.web-url` pattern.",
     )
+    page: int | None = Field(None, description="For a PDF: the page the cited passage starts on.")
+    location: str | None = Field(None, description="For a PDF: `path#page=N`.")
 
 
 class LookupSummary(BaseModel):

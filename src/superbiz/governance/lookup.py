@@ -18,6 +18,7 @@ from superbiz._messages import localized
 from superbiz._text import Language, asker_language
 from superbiz.governance.decision import DedupReason
 from superbiz.governance.tracker import SessionTracker
+from superbiz.knowledge.formats import cited_page
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
@@ -31,6 +32,8 @@ class PrimaryResult:
     path: str
     heading: str
     content: str
+    #: for a PDF, the page its best passage starts on (cited as ``path#page=N``)
+    page: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class SupplementResult:
     domain: str
     path: str
     excerpt: str
+    page: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,12 @@ class LookupResult:
     dedup_reason: DedupReason | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # a page only where there is one: the model reads no ``"page": null`` per document
+        for doc in [data["primary"], *data["supplement"]]:
+            if doc is not None and doc["page"] is None:
+                del doc["page"]
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +245,7 @@ class GovernedLookup:
             path=doc.doc_path,
             heading=best.hit.heading,
             content="\n\n".join(texts[i] for i in sorted(texts)),
+            page=cited_page(doc.doc_path, best.hit.heading),
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
@@ -246,6 +256,7 @@ class GovernedLookup:
             domain=doc.domain,
             path=doc.doc_path,
             excerpt=text if len(text) <= limit else text[:limit] + "…",
+            page=cited_page(doc.doc_path, doc.chunks[0].hit.heading),
         )
 
 

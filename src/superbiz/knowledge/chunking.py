@@ -3,7 +3,10 @@
 Sections are cut at headings (outside code fences); neighbouring small sections are
 merged up to ``size`` characters; a long section is cut into windows of about ``size``
 characters overlapping by ``overlap``, preferring paragraph, line and sentence ends.
-Every chunk keeps its heading path so that it reads on its own.
+Every chunk keeps its heading path so that it reads on its own. A converted PDF marks
+where each page starts with a ``\f<page>`` line (``knowledge.formats.pdf``): a section
+is cut there too, and its chunks name the page after their headings (``… > page 12``),
+where a citation finds it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from dataclasses import dataclass
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+#: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
+PAGE_BREAK = re.compile(r"^\f(\d+)$")
+_PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -21,16 +27,21 @@ class Chunk:
     index: int
     heading_path: tuple[str, ...]
     text: str
+    #: the page it starts on, past the first page of a converted PDF
+    page: int | None = None
 
     @property
     def heading(self) -> str:
-        return " > ".join(self.heading_path)
+        """The heading path as stored, the page last: ``Install > Steps > page 12``."""
+        page = (f"page {self.page}",) if self.page else ()
+        return " > ".join((*self.heading_path, *page))
 
 
 @dataclass(slots=True)
 class _Section:
     heading_path: tuple[str, ...]
     text: str
+    page: int | None = None
 
 
 def split_sections(body: str) -> list[_Section]:
@@ -39,16 +50,22 @@ def split_sections(body: str) -> list[_Section]:
     stack: list[tuple[int, str]] = []
     lines: list[str] = []
     path: tuple[str, ...] = ()
+    page: int | None = None
     in_fence = False
 
     def flush() -> None:
         text = "\n".join(lines).strip()
         if text:
-            sections.append(_Section(path, text))
+            sections.append(_Section(path, text, page))
 
     for line in body.split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
+        if not in_fence and (page_break := PAGE_BREAK.match(line)):
+            flush()
+            lines = []
+            page = int(page_break.group(1))
+            continue
         match = None if in_fence else _HEADING.match(line)
         if match:
             flush()
@@ -109,11 +126,11 @@ def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk
         if last and len(last.text) + len(section.text) + 2 <= size:
             last.text = f"{last.text}\n\n{section.text}"
         else:
-            merged.append(_Section(section.heading_path, section.text))
+            merged.append(_Section(section.heading_path, section.text, section.page))
     chunks: list[Chunk] = []
     for section in merged:
         for piece in _windows(section.text, size, overlap):
-            chunks.append(Chunk(len(chunks), section.heading_path, piece))
+            chunks.append(Chunk(len(chunks), section.heading_path, piece, section.page))
     return chunks
 
 
@@ -124,7 +141,10 @@ def embedding_text(title: str, heading: str, text: str) -> str:
 
     >>> embedding_text("T", "T > Steps", "run it").splitlines()
     ['T', 'T > Steps', 'run it']
+    >>> embedding_text("T", "T > Steps > page 3", "run it").splitlines()
+    ['T', 'T > Steps', 'run it']
     """
+    heading = _PAGE_LABEL.sub("", heading)  # a page is for citing; the text is the same
     head = [title]
     if heading and heading.split(" > ")[-1] not in text[:200]:
         head.append(heading)

@@ -23,6 +23,7 @@ import yaml
 
 from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.formats import convert
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
@@ -137,17 +138,23 @@ def parse_document(
         raise DocumentError(label, f"path longer than {PATH_MAX} characters")
     if not data.strip():
         raise DocumentError(label, "empty file")
-    text = decode(data, label, encodings)
-    if "\x00" in text:
-        raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    front, body = split_frontmatter(text, label)
-    front, body, warnings = _check_keys(front, body, text)
-    if not body.strip():
-        raise DocumentError(label, "no content after the frontmatter")
-    _refuse_unstorable(front, label)
+    # the one place a file's extension decides how it is read (knowledge.formats)
+    converted = convert(data, relative.suffix, label, encodings)
+    front: dict[str, Any]
+    warnings: tuple[str, ...]
+    if converted is not None:
+        front, body, warnings = {}, converted.markdown.replace("\x00", ""), ()
+        if not body.strip():
+            raise DocumentError(label, "no text in the file")
+    else:
+        front, body, warnings = _read_markdown(data, label, encodings)
 
-    title = _str_field(front, "title", label) or first_heading(body) or relative.stem
+    title = (
+        _str_field(front, "title", label)
+        or (converted and converted.title)
+        or first_heading(body)
+        or relative.stem
+    )
     domain = _str_field(front, "category", label) or (
         relative.parts[0] if len(relative.parts) > 1 else DEFAULT_DOMAIN
     )
@@ -169,6 +176,22 @@ def parse_document(
         extra=_json_safe({k: v for k, v in front.items() if k not in FRONTMATTER_KEYS}),
         warnings=warnings,
     )
+
+
+def _read_markdown(
+    data: bytes, label: str, encodings: Sequence[str]
+) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    """``(frontmatter, body, warnings)`` of a Markdown or plain-text file."""
+    text = decode(data, label, encodings)
+    if "\x00" in text:
+        raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    front, body = split_frontmatter(text, label)
+    front, body, warnings = _check_keys(front, body, text)
+    if not body.strip():
+        raise DocumentError(label, "no content after the frontmatter")
+    _refuse_unstorable(front, label)
+    return front, body, warnings
 
 
 def _known_key(key: Any) -> Any:

@@ -278,7 +278,7 @@ function renderAnswer(bubble, turn) {
               { type: "button", class: "citation link", "data-ref": c.ref },
               el("span", { class: "title", text: c.title }),
               " ",
-              el("span", { class: "path", text: `${c.path} · ${c.domain}` })
+              el("span", { class: "path", text: `${c.location || c.path} · ${c.domain}` })
             )
           )
         )
@@ -805,6 +805,8 @@ async function init() {
     state.info = await response.json();
     showModelBadge();
     $("#api-key").hidden = !state.info.auth_required;
+    // the file picker offers what the service ingests (ingest.extensions)
+    $("#upload-file").accept = state.info.extensions.join(",");
   } catch {
     $("#model-badge").textContent = t("offline");
   }

@@ -1,0 +1,95 @@
+"""Formats other than Markdown, each converted to the Markdown the chunker reads.
+
+A converter takes a file's bytes and returns its title and a Markdown body: headings
+as ``#`` lines (so every chunk keeps its heading path), tables as pipe tables, code
+verbatim in fences, links as their text. Everything after that — frontmatter-free
+documents, chunking, search — is the Markdown path, unchanged. A file that cannot be
+converted raises ``DocumentError`` with the reason; nothing in a file is executed, and
+every converter bounds what a small file can expand to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from superbiz.exceptions import DocumentError
+from superbiz.knowledge.formats._sniff import document_kind
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertedDocument:
+    """A converted file: its title when the file names one, and its Markdown body."""
+
+    title: str | None
+    markdown: str
+
+
+Converter = Callable[[bytes, str, Sequence[str]], ConvertedDocument]
+
+#: Markdown and plain text are read as they are (``knowledge.documents``)
+TEXT_EXTENSIONS = (".md", ".markdown", ".txt")
+
+
+def _html(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
+    from superbiz.knowledge.formats.html import convert_html
+
+    return convert_html(data, label, encodings)
+
+
+def _pdf(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
+    from superbiz.knowledge.formats.pdf import convert_pdf
+
+    return convert_pdf(data, label)
+
+
+def _docx(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
+    from superbiz.knowledge.formats.docx import convert_docx
+
+    return convert_docx(data, label)
+
+
+def _rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
+    from superbiz.knowledge.formats.rst import convert_rst
+
+    return convert_rst(data, label, encodings)
+
+
+#: converted formats by extension (each library imported on first use)
+CONVERTERS: dict[str, Converter] = {
+    ".html": _html,
+    ".htm": _html,
+    ".pdf": _pdf,
+    ".docx": _docx,
+    ".rst": _rst,
+}
+
+
+def cited_page(path: str, heading_path: str) -> int | None:
+    """The page a chunk of a converted PDF starts on (its heading path names it, see
+    ``formats.pdf``); None for any other document.
+
+    >>> cited_page("manual.pdf", "Install > page 12"), cited_page("a.md", "page 12")
+    (12, None)
+    """
+    if not path.lower().endswith(".pdf"):
+        return None
+    from superbiz.knowledge.formats.pdf import page_of
+
+    return page_of(heading_path)
+
+
+def convert(
+    data: bytes, suffix: str, label: str, encodings: Sequence[str]
+) -> ConvertedDocument | None:
+    """``data`` converted by the converter of ``suffix``; None for a text format (Markdown,
+    plain text), which is read as it is once its content is known to be text."""
+    converter = CONVERTERS.get(suffix.lower())
+    if converter is None:
+        kind = document_kind(data)
+        if kind:
+            raise DocumentError(
+                label, f"the extension lies: its content is {kind}, not {suffix or 'text'}"
+            )
+        return None
+    return converter(data, label, encodings)

@@ -1,0 +1,47 @@
+"""Markdown writing shared by the format converters: every format becomes the Markdown
+the chunker already reads, so a heading path, a table or a code block means the same
+thing whichever file it came from."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_BACKTICKS = re.compile(r"`+")
+
+
+def inline(text: str) -> str:
+    """Text on one line, runs of white space as one space (a heading, a table cell)."""
+    return _SPACES.sub(" ", text.replace("\n", " ")).strip()
+
+
+def heading(level: int, text: str) -> str:
+    """``## text`` at ``level`` (1–6); empty when there is no text."""
+    text = inline(text)
+    return f"{'#' * min(max(level, 1), 6)} {text}" if text else ""
+
+
+def fence(code: str, language: str = "") -> str:
+    """``code`` verbatim in a fence longer than any backtick run inside it."""
+    longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{inline(language)}\n{code.rstrip(chr(10))}\n{marks}"
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """A pipe table; the first row is the header. Pipes inside cells are escaped and
+    short rows padded, so every row has the header's width."""
+    cells = [[inline(cell).replace("|", "\\|") for cell in row] for row in rows if row]
+    if not cells:
+        return ""
+    width = max(len(row) for row in cells)
+    cells = [row + [""] * (width - len(row)) for row in cells]
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + " --- |" * width]
+    lines += ["| " + " | ".join(row) + " |" for row in cells[1:]]
+    return "\n".join(lines)
+
+
+def join_blocks(blocks: Sequence[str]) -> str:
+    """Blocks separated by one blank line, empty ones dropped."""
+    return "\n\n".join(block.strip("\n") for block in blocks if block.strip()) + "\n"

@@ -1,0 +1,92 @@
+"""reStructuredText → the Markdown structure, through docutils; nothing in a file reads
+another file or a URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from superbiz.knowledge.chunking import chunk_markdown
+from superbiz.knowledge.formats.rst import convert_rst
+
+RUNBOOK = """\
+=============
+Redis Runbook
+=============
+
+Redis serves the session cache, see `the docs <https://redis.io/>`_ and ``redis-cli``.
+
+Failover
+========
+
+1. Check the quorum.
+2. Run::
+
+     redis-cli -p 26379 SENTINEL failover mymaster
+       echo done
+
+.. note:: Never restart every replica at once.
+
+Limits
+------
+
+==========  ===========
+setting     value
+==========  ===========
+maxclients  10000
+timeout     0 | never
+==========  ===========
+
+.. toctree::
+
+   other-page
+"""
+
+
+def convert(text: str) -> tuple[str | None, str]:
+    converted = convert_rst(text.encode(), "runbook.rst", ("utf-8",))
+    return converted.title, converted.markdown
+
+
+def test_sections_code_tables_and_links_become_the_markdown_structure() -> None:
+    title, body = convert(RUNBOOK)
+
+    assert title == "Redis Runbook"
+    assert body.startswith(
+        "# Redis Runbook\n\nRedis serves the session cache, see the docs and `redis-cli`.\n"
+    )
+    assert "## Failover\n" in body and "### Limits\n" in body
+    assert (
+        "   ```\n   redis-cli -p 26379 SENTINEL failover mymaster\n     echo done\n   ```"
+    ) in body
+    assert "> **Note**\n> Never restart every replica at once." in body
+    assert (
+        "| setting | value |\n| --- | --- |\n| maxclients | 10000 |\n| timeout | 0 \\| never |"
+        in body
+    )
+    assert "toctree" not in body and "other-page" not in body  # a Sphinx directive: dropped
+    headings = {chunk.heading for chunk in chunk_markdown(body, size=120, overlap=10)}
+    assert "Redis Runbook > Failover > Limits" in headings
+
+
+def test_include_and_raw_cannot_read_files_or_urls(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:the secret line")
+    text = (
+        "Title\n=====\n\nBefore.\n\n"
+        f".. include:: {secret}\n\n"
+        f".. raw:: html\n   :file: {secret}\n\n"
+        ".. raw:: html\n   :url: http://127.0.0.1:9/\n\n"
+        "After.\n"
+    )
+    _, body = convert(text)
+
+    assert "secret line" not in body
+    assert body == "# Title\n\nBefore.\n\nAfter.\n"
+
+
+def test_broken_markup_keeps_what_parses() -> None:
+    _, body = convert(
+        "Heading\n=======\n\nText with an `unclosed reference.\n\n.. unknown:: x\n\nEnd.\n"
+    )
+
+    assert "End." in body and "unknown" not in body
