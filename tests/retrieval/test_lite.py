@@ -110,7 +110,7 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
     from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
 
     from superbiz.retrieval._lite import accelerate_analysis
-    from superbiz.retrieval.vector_store import BM25_ANALYZER, BM25_STOP_WORDS
+    from superbiz.retrieval.records import BM25_ANALYZER, BM25_STOP_WORDS
 
     accelerate_analysis()
     accelerate_analysis()  # once is enough; a second call changes nothing
@@ -131,7 +131,8 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
     from milvus_lite.storage.memtable import MemTable
 
     from superbiz.retrieval._lite import _taken_rows
-    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+    from superbiz.retrieval.records import ChunkRecord
+    from superbiz.retrieval.vector_store import MilvusChunkStore
 
     def records(doc: str, count: int, version: int) -> list[ChunkRecord]:
         rng = np.random.default_rng(version)
@@ -185,7 +186,8 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
     gRPC (a store whose in-process collection is unavailable) read back the same, and a
     row Lite refuses is a StoreError that names the store."""
     from superbiz.exceptions import StoreError
-    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+    from superbiz.retrieval.records import ChunkRecord
+    from superbiz.retrieval.vector_store import MilvusChunkStore
 
     rng = np.random.default_rng(7)
     records = [
