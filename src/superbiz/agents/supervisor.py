@@ -194,9 +194,6 @@ class Supervisor:
         second.citations += [replace(c, ref=start + i) for i, c in enumerate(extra, start=1)]
         return SupervisedTurn(second, first.plan, replan)
 
-    def clear(self, session_id: str) -> None:
-        self.chats.clear(session_id)
-
 
 def _history(messages: list[ChatMessage], token_budget: int) -> list[Message]:
     """The last few chat turns as plain user/assistant messages (evidence travels
