@@ -3,6 +3,11 @@
 One collection holds every chunk: a dense vector (``L2`` on unit vectors, so Milvus
 returns the squared distance) and, where the server supports it, a BM25 sparse vector
 computed by Milvus from the chunk text with the jieba analyzer.
+
+Every call goes through the pymilvus client, except on a Milvus Lite file, where
+``_lite.InProcessLite`` (the one gate to Lite's internals) inserts, queries and
+searches Lite's engine collection in this process; when the gate is unavailable or a
+call through it fails, the client does the same work (slower, same results).
 """
 
 from __future__ import annotations
@@ -11,23 +16,17 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
-from superbiz.retrieval._lite import (
-    accelerate_analysis,
-    accelerate_bm25,
-    accelerate_flush,
-    local_collection,
-    wait_for_index_build,
-)
+from superbiz.retrieval._lite import InProcessLite
 from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _TEXT_MAX = 16384
 _QUERY_BATCH = 200
@@ -134,8 +133,6 @@ class MilvusChunkStore:
             logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
             # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
             logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
-            accelerate_analysis()
-            accelerate_flush()
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
@@ -156,7 +153,8 @@ class MilvusChunkStore:
         self.has_bm25 = False
         self.dimension: int | None = None
         self.outdated = False  # built by an older superbiz: another schema or analyzer
-        self._local: Any = None  # in-process Lite collection, False when unavailable
+        self._local: InProcessLite | bool | None = None  # see _local_collection
+        self._analyzer: dict[str, Any] | None = BM25_ANALYZER  # what the self-check uses
         if self._client.has_collection(collection):
             self._read_schema()
 
@@ -239,6 +237,7 @@ class MilvusChunkStore:
         self._client.create_index(self.collection, index, sync=False)
         self._client.load_collection(self.collection)
         self.has_bm25 = bm25
+        self._analyzer = analyzer
         self.outdated = False
 
     def drop(self) -> None:
@@ -260,7 +259,6 @@ class MilvusChunkStore:
         On Milvus Lite the rows go straight to the in-process collection: what its gRPC
         handler would do with them once pymilvus had encoded them (about a tenth of an
         ingest's CPU: pymilvus checks every string character by character)."""
-        local = self._local_collection()
         for start in range(0, len(chunks), INSERT_BATCH):
             rows = [
                 {
@@ -277,16 +275,34 @@ class MilvusChunkStore:
                 }
                 for c in chunks[start : start + INSERT_BATCH]
             ]
-            if local is not None:
-                self._insert_local(local, rows)
-            else:
-                self._client.insert(self.collection, rows)
+            self._insert_rows(rows)
 
-    def _insert_local(self, local: Any, rows: list[dict[str, Any]]) -> None:
+    def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
+        self._in_process(
+            lambda local: local.insert(rows), lambda: self._client.insert(self.collection, rows)
+        )
+
+    def _in_process(self, direct: Callable[[InProcessLite], _T], public: Callable[[], _T]) -> _T:
+        """``direct`` through the gate to Lite where there is one, else ``public``
+        through the client. When ``direct`` fails, ``public`` does the same work: if
+        it succeeds, Lite's internals have changed and the gate closes (said once); if
+        it fails too, its error (a ``StoreError`` naming the store) is the answer."""
+        local = self._local_collection()
+        if local is None:
+            return self._named_errors(public)
         try:
-            local.insert(rows)
-        except Exception as exc:  # Lite raises its own types: name the store, as the client
-            raise StoreError(f"vector store (Milvus at {self.uri}): {first_line(exc)}") from exc
+            return direct(local)
+        except Exception as exc:
+            failure = exc
+        result = self._named_errors(public)
+        log.warning(
+            "Milvus Lite's in-process path failed where its client did not (%s); "
+            "using the client only for %s",
+            first_line(failure),
+            self.uri,
+        )
+        self._local = False
+        return result
 
     def flush(self) -> None:
         """Seal what was written into indexed segments.
@@ -299,11 +315,7 @@ class MilvusChunkStore:
         if self.dimension is None:
             return
         self._client.flush(self.collection)
-        local = self._local_collection()
-        if local is not None:
-            wait_for_index_build(local)
-        else:
-            self._wait_for_indexes()
+        self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
 
     def _wait_for_indexes(self, timeout_s: float = 60.0) -> None:
         """Wait until a server has indexed every flushed row: a search right after an
@@ -382,14 +394,13 @@ class MilvusChunkStore:
             return {}
         query = Filter("doc_path in {paths}", {"paths": list(doc_paths)})
         output = ["id", *_OUTPUT, "dense"]
-        rows: list[dict[str, Any]] | None = None
-        with self._named_errors():
-            local = self._local_collection()
-            if local is not None:
-                page = self.page_size
-                rows = local.query(expr=query.rendered(), output_fields=output, limit=page)
-                if len(rows) >= page:
-                    rows = None  # more than a page: the client pages through them
+        page = self.page_size
+
+        def direct(local: InProcessLite) -> list[dict[str, Any]] | None:
+            found = local.query(query.rendered(), output, page)
+            return found if len(found) < page else None  # more: the client pages through
+
+        rows = self._in_process(direct, lambda: list(self._query_all(query, output)))
         if rows is None:
             rows = list(self._query_all(query, output))
         found: dict[str, list[ChunkHit]] = {}
@@ -469,51 +480,49 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
-        with self._named_errors():
-            where = domain_filter(domain)
-            local = self._local_collection()
-            if local is not None:
-                if metric == "BM25":
-                    accelerate_bm25(local, field)
-                result = local.search(
-                    [data],
-                    top_k=limit,
-                    metric_type=metric,
-                    output_fields=output,
-                    anns_field=field,
-                    expr=where.rendered() if where else None,
-                )
-            else:
-                result = self._client.search(
-                    self.collection,
-                    data=[data],
-                    anns_field=field,
-                    limit=limit,
-                    **(self._filter(where) if where else {}),
-                    output_fields=output,
-                    search_params={"metric_type": metric},
-                )
-            return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
+        where = domain_filter(domain)
 
-    @contextmanager
-    def _named_errors(self) -> Iterator[None]:
-        """Lite and pymilvus raise many types: each becomes a ``StoreError`` naming the
-        store (one the client wrapper raised has named it already)."""
+        def public() -> list[dict[str, Any]]:
+            result = self._client.search(
+                self.collection,
+                data=[data],
+                anns_field=field,
+                limit=limit,
+                **(self._filter(where) if where else {}),
+                output_fields=output,
+                search_params={"metric_type": metric},
+            )
+            return list(result[0])
+
+        hits = self._in_process(
+            lambda local: local.search(
+                data, field, metric, limit, where.rendered() if where else None, output
+            ),
+            public,
+        )
+        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in hits]
+
+    def _named_errors(self, call: Callable[[], _T]) -> _T:
+        """pymilvus raises many types: each becomes a ``StoreError`` naming the store
+        (one the client wrapper raised has named it already)."""
         try:
-            yield
+            return call()
         except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"the vector store ({self.uri}) failed: {first_line(exc)}") from exc
 
-    def _local_collection(self) -> Any | None:
-        """Milvus Lite's in-process collection when this store is a Lite file (see
-        ``_lite``); writes keep going through the client."""
-        if "://" in self.uri or self.dimension is None:
+    def _local_collection(self) -> InProcessLite | None:
+        """The gate to Milvus Lite's in-process collection when this store is a Lite
+        file and the gate opens (see ``_lite``), else None: the client does the work."""
+        if not self._is_lite or self.dimension is None:
             return None
         if self._local is None:
-            self._local = local_collection(self.uri, self.collection) or False
-        return self._local or None
+            gate = InProcessLite.attach(
+                self.uri, self.collection, self._analyzer if self.has_bm25 else None
+            )
+            self._local = gate if gate is not None else False
+        return self._local if isinstance(self._local, InProcessLite) else None
 
     @staticmethod
     def _hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0) -> ChunkHit:
