@@ -54,7 +54,8 @@ class Retrieval:
 
     @property
     def top_similarity(self) -> float | None:
-        """The first fresh document's cosine: what the seed's level rule reads."""
+        """The first fresh document's cosine: what the cosine level rule reads
+        (docs/design.md §2.2)."""
         return self.top.similarity if self.top else None
 
 
