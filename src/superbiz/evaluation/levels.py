@@ -3,9 +3,10 @@
 Each query runs through retrieval with the answer model and the cosine levels
 (docs/design.md §2.2); a lookup that is not PRECISE is one sample: its primary's
 ``PrimaryEvidence`` and whether the primary is gold. A logistic model (L2-regularised,
-Newton's method) is fitted on all the samples; the threshold is the median, over ``repeats`` shuffles, of the lowest probability
-at which ``folds``-fold cross-validation's out-of-fold precision reaches ``target`` with at
-least ``support`` lookups above it. On dev this gives the shipped ``EVIDENCE_LEVELS``.
+Newton's method) is fitted on all the samples; the threshold is the median, over
+``repeats`` shuffles, of the lowest probability at which ``folds``-fold
+cross-validation's out-of-fold precision reaches ``target`` with at least ``support``
+lookups above it. On dev this gives the shipped ``EVIDENCE_LEVELS``.
 """
 
 from __future__ import annotations
