@@ -109,10 +109,9 @@ class Supervisor:
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         messages = self.chats.messages(session_id)
-        stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
-        evidence = load_evidence(stored)
+        evidence = load_evidence(self.chats.evidence(session_id))
         kmap = self.knowledge_map()
-        plan = self.planner.plan(PlanRequest(question, kmap, stored))
+        plan = self.planner.plan(PlanRequest(question, kmap, evidence))
         if on_plan:
             on_plan(plan)
 
@@ -138,7 +137,7 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(supervised, kmap, stored, evidence, on_plan, on_lookup)
+                supervised = self._replan(supervised, kmap, evidence, on_plan, on_lookup)
         # the chat store keeps a model's text without NUL (PostgreSQL cannot hold one):
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
@@ -162,7 +161,6 @@ class Supervisor:
         self,
         first: SupervisedTurn,
         kmap: KnowledgeMap,
-        stored: list[dict[str, Any]],
         evidence: list[Citation],
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
@@ -170,7 +168,7 @@ class Supervisor:
         """One more plan for what the executor could not fill, in domains not yet tried."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
-        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled)
+        request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled)
         replan = self.planner.plan(request)
         if on_plan:
             on_plan(replan)
