@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from superbiz._net import free_port
 from superbiz.config import Settings
 
 # Read before the fixtures below remove every SUPERBIZ_* variable from the environment.
@@ -328,15 +329,6 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
 
 
 # -- a Milvus server (the server profile) ----------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (the OS picks it)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(port: int, timeout_s: float, alive: Callable[[], bool]) -> bool:

@@ -42,7 +42,7 @@ class _Section(BaseModel):
 
 
 class NormalizationSettings(_Section):
-    """The seed's ``retrieval.normalization.*`` keys.
+    """The ``retrieval.normalization.*`` keys of docs/design.md §2.1.
 
     ``max_l2_distance`` is the upper bound of the Euclidean distance between two unit
     vectors (2.0); distances are clamped to it before being turned into a cosine.
@@ -110,8 +110,9 @@ class RetrievalSettings(_Section):
     normalization: NormalizationSettings = NormalizationSettings()
     answers: AnswerSettings = AnswerSettings()
     fusion: Literal["minmax", "rrf"] = "minmax"
-    #: ``cosine``: the seed's rule; ``evidence``: HIGHLY_RELEVANT from a model of the primary's
-    #: cosine, its lead and the answer model's view of it (needs ``answers.model``; README)
+    #: ``cosine``: the rule of docs/design.md §2.2; ``evidence``: HIGHLY_RELEVANT from a
+    #: model of the primary's cosine, its lead and the answer model's view of it (needs
+    #: ``answers.model``; README)
     levels: Literal["cosine", "evidence"] = "cosine"
     evidence_levels: EvidenceLevelSettings | None = None
     dense_weight: float = Field(0.4, ge=0, le=1)
@@ -262,7 +263,7 @@ class LLMSettings(_Section):
 
 
 class GovernanceSettings(_Section):
-    """The quality × water-level decision matrix (seed 002).
+    """The quality × water-level decision matrix (docs/design.md §5).
 
     ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
     domain, no supplements); ``mode: cap`` is the peer baseline, a plain count cap of

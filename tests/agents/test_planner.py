@@ -17,6 +17,7 @@ import pytest
 from conftest import SMALL_KB_DOMAINS, write_kb
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import load_transcript
+from superbiz.agents.context import Citation
 from superbiz.agents.planner import (
     LLMPlanner,
     MapPlanner,
@@ -40,8 +41,8 @@ from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
-PAYMENT_EVIDENCE = {"path": PAYMENT, "title": "支付失败排查", "domain": "payment", "ref": 1}
-REDIS_EVIDENCE = {"path": REDIS, "title": "Redis 连接池耗尽", "domain": "infrastructure"}
+PAYMENT_EVIDENCE = Citation(ref=1, path=PAYMENT, title="支付失败排查", domain="payment")
+REDIS_EVIDENCE = Citation(ref=2, path=REDIS, title="Redis 连接池耗尽", domain="infrastructure")
 BOTH = "支付回调超时，同时 Redis connection pool exhausted 怎么办"
 
 

@@ -36,7 +36,6 @@ def test_without_an_llm_the_runtime_plays_the_extractive_policy(tmp_path: Path) 
         assert isinstance(runtime.model, ExtractiveChatModel)
         assert runtime.extractive
         assert isinstance(runtime.planner, MapPlanner)
-        assert runtime.executor.model is runtime.model
 
 
 def test_a_given_model_plans_and_executes(tmp_path: Path) -> None:

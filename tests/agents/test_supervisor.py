@@ -240,7 +240,7 @@ def test_a_follow_up_is_answered_from_session_evidence_with_no_lookup(
     ]
     assert [e["path"] for e in stored[-1].evidence] == [document]
     # The same document is deduplicated for this session: a lookup would not show it again.
-    assert assistant.tracker.is_doc_retrieved(session, document)
+    assert document in assistant.tracker.retrieved_docs(session)
 
 
 def test_a_new_topic_after_a_follow_up_retrieves_again(assistant: Runtime, session: str) -> None:

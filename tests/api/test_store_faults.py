@@ -20,7 +20,8 @@ SECOND = "Redis maxTotal reached and payment callback timeout"
 
 
 class Flaky:
-    """Milvus Lite's collection, failing every search once ``fail`` is set."""
+    """Milvus Lite's collection (or the store's client), failing every search once
+    ``fail`` is set."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -56,14 +57,19 @@ def test_a_vector_store_failing_mid_turn_is_503_and_leaves_no_trace(
     before = recorded(client, "v")
     memory = runtime.tracker.retrieved_docs("v")
     store: Any = runtime.kb.store
+    # Both ways to the collection fail: the gate to Lite in process, and the client
+    # the store falls back to when the gate fails.
     flaky = Flaky(store._local_collection())
     monkeypatch.setattr(store, "_local_collection", lambda: flaky)
+    flaky_client = Flaky(store._client)
+    monkeypatch.setattr(store, "_client", flaky_client)
     rows: list[Any] = []
     add = runtime.invocations.add
 
     def add_then_break(invocation: Any) -> int:
         rows.append(invocation)
-        flaky.fail = True  # the turn's first lookup is recorded; the next search fails
+        # the turn's first lookup is recorded; the next search fails
+        flaky.fail = flaky_client.fail = True
         return add(invocation)
 
     monkeypatch.setattr(runtime.invocations, "add", add_then_break)
@@ -77,7 +83,7 @@ def test_a_vector_store_failing_mid_turn_is_503_and_leaves_no_trace(
     assert recorded(client, "v") == before  # no messages, no calls of the failed turn
     assert runtime.tracker.retrieved_docs("v") == memory  # no action memory either
 
-    flaky.fail = False
+    flaky.fail = flaky_client.fail = False
     monkeypatch.setattr(runtime.invocations, "add", add)
     again = client.post("/api/chat", json={"session_id": "v", "question": SECOND})
     assert again.status_code == 200 and again.json()["turn"] == 2

@@ -338,7 +338,7 @@ def narrow_kb(tmp_path: Path, use_embedder: Embedder, small_kb: Path) -> Iterato
 
 def test_fresh_exact_match_is_shown_after_dedup_of_the_other(narrow_kb: KnowledgeBase) -> None:
     tracker = InMemorySessionTracker()
-    tracker.mark_retrieved("s", "infrastructure", REDIS)
+    tracker.mark_many("s", [("infrastructure", REDIS)])
     outcome = GovernedLookup(narrow_kb, tracker).lookup("s", "支付失败排查 和 Redis 连接池耗尽")
     assert outcome.result.found
     assert outcome.result.relevance_level is RelevanceLevel.PRECISE

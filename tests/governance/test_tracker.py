@@ -38,26 +38,26 @@ def tracker(
     return SqlSessionTracker(engine)
 
 
-def test_mark_retrieved_and_queries(tracker: SessionTracker) -> None:
-    assert not tracker.is_doc_retrieved("s1", "payment/a.md")
-    assert not tracker.is_domain_retrieved("s1", "payment")
+def test_marked_documents_and_domains_are_retrieved(tracker: SessionTracker) -> None:
+    assert "payment/a.md" not in tracker.retrieved_docs("s1")
+    assert "payment" not in tracker.retrieved_domains("s1")
     assert tracker.retrieved_domains("s1") == []
     assert tracker.retrieved_docs("s1") == {}
 
-    tracker.mark_retrieved("s1", "payment", "payment/a.md")
-    assert tracker.is_doc_retrieved("s1", "payment/a.md")
-    assert tracker.is_domain_retrieved("s1", "payment")
-    assert not tracker.is_doc_retrieved("s1", "payment/b.md")
-    assert not tracker.is_domain_retrieved("s1", "api")
+    tracker.mark_many("s1", [("payment", "payment/a.md")])
+    assert "payment/a.md" in tracker.retrieved_docs("s1")
+    assert "payment" in tracker.retrieved_domains("s1")
+    assert "payment/b.md" not in tracker.retrieved_docs("s1")
+    assert "api" not in tracker.retrieved_domains("s1")
     assert tracker.retrieved_domains("s1") == ["payment"]
     assert tracker.retrieved_docs("s1") == {"payment/a.md": "payment"}
 
 
 def test_retrieved_domains_in_first_retrieval_order(tracker: SessionTracker) -> None:
-    tracker.mark_retrieved("s", "zeta", "zeta/1.md")
-    tracker.mark_retrieved("s", "alpha", "alpha/1.md")
-    tracker.mark_retrieved("s", "zeta", "zeta/2.md")
-    tracker.mark_retrieved("s", "mid", "a-first-by-name.md")
+    tracker.mark_many("s", [("zeta", "zeta/1.md")])
+    tracker.mark_many("s", [("alpha", "alpha/1.md")])
+    tracker.mark_many("s", [("zeta", "zeta/2.md")])
+    tracker.mark_many("s", [("mid", "a-first-by-name.md")])
     assert tracker.retrieved_domains("s") == ["zeta", "alpha", "mid"]
     assert list(tracker.retrieved_docs("s")) == [
         "zeta/1.md",
@@ -88,25 +88,25 @@ def test_mark_many_is_idempotent(tracker: SessionTracker) -> None:
     tracker.mark_many("s", items)
     tracker.mark_many("s", items)
     tracker.mark_many("s", [*items, ("payment", "payment/a.md")])  # duplicates in one call
-    tracker.mark_retrieved("s", "payment", "payment/a.md")
+    tracker.mark_many("s", [("payment", "payment/a.md")])
     assert tracker.retrieved_docs("s") == {"payment/a.md": "payment", "api/b.md": "api"}
     assert sorted(tracker.retrieved_domains("s")) == ["api", "payment"]
 
 
 def test_marking_again_keeps_the_first_domain_and_position(tracker: SessionTracker) -> None:
-    tracker.mark_retrieved("s", "payment", "shared.md")
-    tracker.mark_retrieved("s", "api", "api/b.md")
-    tracker.mark_retrieved("s", "other", "shared.md")
+    tracker.mark_many("s", [("payment", "shared.md")])
+    tracker.mark_many("s", [("api", "api/b.md")])
+    tracker.mark_many("s", [("other", "shared.md")])
     assert tracker.retrieved_docs("s") == {"shared.md": "payment", "api/b.md": "api"}
     assert tracker.retrieved_domains("s") == ["payment", "api"]
 
 
 def test_sessions_are_isolated(tracker: SessionTracker) -> None:
-    tracker.mark_retrieved("alice", "payment", "payment/a.md")
-    tracker.mark_retrieved("bob", "api", "api/b.md")
-    assert tracker.is_doc_retrieved("alice", "payment/a.md")
-    assert not tracker.is_doc_retrieved("bob", "payment/a.md")
-    assert not tracker.is_domain_retrieved("alice", "api")
+    tracker.mark_many("alice", [("payment", "payment/a.md")])
+    tracker.mark_many("bob", [("api", "api/b.md")])
+    assert "payment/a.md" in tracker.retrieved_docs("alice")
+    assert "payment/a.md" not in tracker.retrieved_docs("bob")
+    assert "api" not in tracker.retrieved_domains("alice")
     assert tracker.retrieved_domains("alice") == ["payment"]
     assert tracker.retrieved_domains("bob") == ["api"]
     assert tracker.retrieved_domains("carol") == []
@@ -114,30 +114,30 @@ def test_sessions_are_isolated(tracker: SessionTracker) -> None:
 
 def test_clear_session(tracker: SessionTracker) -> None:
     tracker.mark_many("alice", [("payment", "payment/a.md"), ("api", "api/b.md")])
-    tracker.mark_retrieved("bob", "payment", "payment/a.md")
+    tracker.mark_many("bob", [("payment", "payment/a.md")])
     tracker.clear_session("alice")
     assert tracker.retrieved_docs("alice") == {}
     assert tracker.retrieved_domains("alice") == []
-    assert not tracker.is_doc_retrieved("alice", "payment/a.md")
-    assert not tracker.is_domain_retrieved("alice", "payment")
-    assert tracker.is_doc_retrieved("bob", "payment/a.md")  # other sessions untouched
+    assert "payment/a.md" not in tracker.retrieved_docs("alice")
+    assert "payment" not in tracker.retrieved_domains("alice")
+    assert "payment/a.md" in tracker.retrieved_docs("bob")  # other sessions untouched
     tracker.clear_session("alice")  # clearing twice, or an unknown session, is fine
     tracker.clear_session("nobody")
-    tracker.mark_retrieved("alice", "api", "api/b.md")  # a cleared session starts over
+    tracker.mark_many("alice", [("api", "api/b.md")])  # a cleared session starts over
     assert tracker.retrieved_domains("alice") == ["api"]
 
 
 def test_unicode_paths_and_domains(tracker: SessionTracker) -> None:
-    tracker.mark_retrieved("会话-1", "支付", "支付/支付失败排查.md")
-    assert tracker.is_doc_retrieved("会话-1", "支付/支付失败排查.md")
+    tracker.mark_many("会话-1", [("支付", "支付/支付失败排查.md")])
+    assert "支付/支付失败排查.md" in tracker.retrieved_docs("会话-1")
     assert tracker.retrieved_domains("会话-1") == ["支付"]
 
 
 def test_concurrent_marks(tracker: SessionTracker) -> None:
     def mark(worker: int) -> None:
         for i in range(10):
-            tracker.mark_retrieved("s", f"d{i % 3}", f"doc{i}.md")  # all workers, same docs
-            tracker.mark_retrieved("s", "own", f"w{worker}-{i}.md")
+            tracker.mark_many("s", [(f"d{i % 3}", f"doc{i}.md")])  # all workers, same docs
+            tracker.mark_many("s", [("own", f"w{worker}-{i}.md")])
 
     threads = [threading.Thread(target=mark, args=(w,)) for w in range(4)]
     for thread in threads:
@@ -161,7 +161,7 @@ def test_sql_tracker_survives_a_new_engine(database_url: str, engines: list[Engi
     engines.append(second)
     tracker = SqlSessionTracker(second)
     assert tracker.retrieved_docs("cli") == {"p.md": "payment", "a.md": "api"}
-    assert tracker.is_domain_retrieved("cli", "api")
+    assert "api" in tracker.retrieved_domains("cli")
 
 
 def test_make_tracker(database_url: str, engines: list[Engine]) -> None:
@@ -195,9 +195,9 @@ def test_migrations_create_the_tables_in_the_test_schema(
 
 def test_forget_unmarks_only_the_given_documents(tracker: SessionTracker) -> None:
     tracker.mark_many("s1", [("payment", "p/a.md"), ("database", "d/b.md"), ("api", "a/c.md")])
-    tracker.mark_retrieved("s2", "payment", "p/a.md")
+    tracker.mark_many("s2", [("payment", "p/a.md")])
     tracker.forget("s1", ["d/b.md", "a/c.md", "never/marked.md"])
     tracker.forget("s1", [])
     assert tracker.retrieved_docs("s1") == {"p/a.md": "payment"}
     assert tracker.retrieved_domains("s1") == ["payment"]
-    assert tracker.is_doc_retrieved("s2", "p/a.md")
+    assert "p/a.md" in tracker.retrieved_docs("s2")

@@ -102,7 +102,7 @@ def test_a_repository_is_cloned_ingested_and_then_synced_by_what_changed(
 
     # a session retrieved the document about to be renamed: the record follows it
     tracker = SqlSessionTracker(kb.engine)
-    tracker.mark_retrieved("s1", "general", "login.md")
+    tracker.mark_many("s1", [("general", "login.md")])
     kept = kb.documents.get("login.md")
     created = (
         kb.engine.connect()

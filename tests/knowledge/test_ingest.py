@@ -24,7 +24,7 @@ from superbiz.knowledge.chunking import embedding_text
 from superbiz.knowledge.documents import content_hash
 from superbiz.knowledge.ingest import Ingestor, chunk_id
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
-from superbiz.retrieval.vector_store import ChunkRecord
+from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
 OpenKB = Callable[..., KnowledgeBase]

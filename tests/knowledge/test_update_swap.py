@@ -19,7 +19,8 @@ from conftest import write_kb
 from superbiz.config import Settings, VectorSettings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+from superbiz.retrieval.records import ChunkRecord
+from superbiz.retrieval.vector_store import MilvusChunkStore
 
 OLD_WORD, NEW_WORD = "zebracrossing", "quokkahabitat"
 PATHS = [f"ops/runbook-{n}.md" for n in range(3)]

@@ -35,6 +35,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from superbiz import cli
+from superbiz._net import free_port
 from superbiz.config import Settings
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.storage.chat import ChatMessage, ChatRepository
@@ -76,12 +77,6 @@ class HttpServer:
                 self.process.wait()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_listening(server: HttpServer, port: int) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -101,7 +96,7 @@ def _server(
     data_dir: Path, *options: str, env: dict[str, str] | None = None
 ) -> Iterator[HttpServer]:
     """``superbiz mcp --transport http`` on a free port, reached at 127.0.0.1."""
-    port = _free_port()
+    port = free_port()
     log = data_dir.parent / f"server-{port}.log"
     command = [sys.executable, "-m", "superbiz.cli", "mcp", "--transport", "http"]
     with log.open("wb") as sink:

@@ -17,6 +17,7 @@ from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.fusion import answer_fusion
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retriever, primary_evidence
+from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.relevance import (
     EVIDENCE_LEVELS,
     PrimaryEvidence,
@@ -24,7 +25,6 @@ from superbiz.retrieval.relevance import (
     Thresholds,
 )
 from superbiz.retrieval.search import AnswerSource, DocHit, HybridSearcher
-from superbiz.retrieval.vector_store import ChunkRecord
 
 #: answers that do not repeat their questions (the answer-only situation)
 OPENINGS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from superbiz.retrieval.memory_store import bm25_tokens
-from superbiz.retrieval.vector_store import BM25_ANALYZER
+from superbiz.retrieval.records import BM25_ANALYZER
 
 create_analyzer = pytest.importorskip("milvus_lite.analyzer.factory").create_analyzer
 

@@ -63,7 +63,7 @@ def test_vectorized_bm25_is_empty_for_an_empty_segment() -> None:
 def _segments(kb: KnowledgeBase) -> list[Any]:
     local = kb.store._local_collection()
     assert local is not None, "the default store is an in-process Milvus Lite file"
-    return list(local._segments_snapshot())
+    return list(local.collection._segments_snapshot())
 
 
 def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
@@ -74,7 +74,8 @@ def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
     try:
         Ingestor(kb).ingest([small_kb])
         local = kb.store._local_collection()
-        assert local._memtable.size() == 0  # flushed: nothing scanned row by row
+        assert local is not None
+        assert local.collection._memtable.size() == 0  # flushed: nothing scanned row by row
         assert sum(segment.num_rows for segment in _segments(kb)) > 0
 
         before = kb.store.search_bm25("Redis connection pool exhausted", 5)
@@ -101,21 +102,25 @@ ANALYSED = [
 
 
 def test_cached_analysis_gives_lites_own_term_ids() -> None:
-    """Lite's jieba analyzer with the block cache (installed by every Lite store) returns
-    exactly the ids jieba and Lite's filters give for the whole text, also on the second
-    and later calls (from the cache)."""
+    """Lite's jieba analyzer with the block cache (installed on a Lite store's own
+    analyzers) returns exactly the ids jieba and Lite's filters give for the whole text,
+    also on the second and later calls (from the cache); Lite's class is untouched."""
     import jieba
     from milvus_lite.analyzer.factory import create_analyzer
     from milvus_lite.analyzer.hash import term_to_id
     from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
 
-    from superbiz.retrieval._lite import accelerate_analysis
-    from superbiz.retrieval.vector_store import BM25_ANALYZER, BM25_STOP_WORDS
+    from superbiz.retrieval._lite import cache_analysis
+    from superbiz.retrieval.records import BM25_ANALYZER, BM25_STOP_WORDS
 
-    accelerate_analysis()
-    accelerate_analysis()  # once is enough; a second call changes nothing
-    assert getattr(JiebaAnalyzer.analyze, "cached_blocks", False)
+    own_analyze = JiebaAnalyzer.analyze
     analyzer = create_analyzer(BM25_ANALYZER)
+    cache_analysis(analyzer)
+    cached = analyzer.analyze
+    cache_analysis(analyzer)  # once is enough; a second call changes nothing
+    assert analyzer.analyze is cached and "analyze" in vars(analyzer)
+    assert JiebaAnalyzer.analyze is own_analyze
+    assert "analyze" not in vars(create_analyzer(BM25_ANALYZER))
     stop = set(BM25_STOP_WORDS)
     for text in [*ANALYSED, *ANALYSED, " ".join(ANALYSED)]:
         words = [w.strip().lower() for w in jieba.cut_for_search(text) if w.strip()]
@@ -131,7 +136,8 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
     from milvus_lite.storage.memtable import MemTable
 
     from superbiz.retrieval._lite import _taken_rows
-    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+    from superbiz.retrieval.records import ChunkRecord
+    from superbiz.retrieval.vector_store import MilvusChunkStore
 
     def records(doc: str, count: int, version: int) -> list[ChunkRecord]:
         rng = np.random.default_rng(version)
@@ -160,17 +166,16 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
             store.replace_document("a.md", records("a.md", 4, 3))  # one fewer, all replaced
             store.delete_documents(["b.md"])
         store.insert(records("c.md", 2, 4))
-        collection = store._local_collection()
-        assert collection is not None
-        memtable = collection._memtable
+        local = store._local_collection()
+        assert local is not None
+        memtable = local.collection._memtable
         rows = [(batch, row) for batch, row, _ in memtable._pk_index.values()]
         assert len(rows) == (6 if replace else 10)
-        assert getattr(MemTable._build_data_table, "columnar", False)
+        assert "_build_data_table" in vars(memtable)  # this store's memtable only
+        assert "_build_data_table" in vars(MemTable)  # Lite's class keeps its own
         taken = _taken_rows(memtable, rows)
         assert taken is not None
-        assert taken.equals(
-            MemTable._build_data_table.by_value(memtable, rows), check_metadata=True
-        )
+        assert taken.equals(MemTable._build_data_table(memtable, rows), check_metadata=True)
         store.flush()  # the columnar table is what reaches Parquet, and reads back
         a_chunks = store.chunks_of("a.md")
         assert [h.chunk_index for h in a_chunks] == list(range(4 if replace else 5))
@@ -185,7 +190,8 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
     gRPC (a store whose in-process collection is unavailable) read back the same, and a
     row Lite refuses is a StoreError that names the store."""
     from superbiz.exceptions import StoreError
-    from superbiz.retrieval.vector_store import ChunkRecord, MilvusChunkStore
+    from superbiz.retrieval.records import ChunkRecord
+    from superbiz.retrieval.vector_store import MilvusChunkStore
 
     rng = np.random.default_rng(7)
     records = [
@@ -231,3 +237,106 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             store.close()
     assert read[0] == read[1]
     assert len(read[0]) == 5
+
+
+def _chunks(doc: str, count: int) -> list[Any]:
+    from superbiz.retrieval.records import ChunkRecord
+
+    rng = np.random.default_rng(3)
+    texts = ["Redis 连接池耗尽 pool exhausted", "支付回调超时 payment callback", "TiKV 扩容 leader"]
+    return [
+        ChunkRecord(
+            id=f"{doc}#{i}",
+            doc_path=doc,
+            domain="ops",
+            title=doc,
+            heading="",
+            chunk_index=i,
+            content_hash="h",
+            text=texts[i % 3] + f" {i}",
+            search_text=(texts[i % 3] + " ") * (1 + i % 4) + f"{i}",
+            vector=rng.standard_normal(8).astype(np.float32),
+        )
+        for i in range(count)
+    ]
+
+
+def _bm25_hits(path: Path) -> tuple[Any, list[tuple[str, float]]]:
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    store = MilvusChunkStore(str(path), "chunks")
+    try:
+        store.ensure_collection(8)
+        store.insert(_chunks("a.md", 12))
+        store.flush()
+        hits = [(h.id, h.score) for h in store.search_bm25("Redis 连接池 payment", 8)]
+        return store._local_collection(), hits
+    finally:
+        store.close()
+
+
+def test_a_vectorised_scorer_that_disagrees_with_lite_closes_the_gate_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As after a Lite upgrade that changed its BM25: the check when a store opens finds
+    the vectorised scorer scoring otherwise, says so once, and stores use the pymilvus
+    client with Lite's own scorer: the same hits as Lite ever gave."""
+    from superbiz.retrieval import _lite
+    from superbiz.retrieval.records import BM25_ANALYZER
+
+    monkeypatch.setattr(_lite, "_verdicts", {})
+    gate, expected = _bm25_hits(tmp_path / "agreeing.db")
+    assert gate is not None  # the check passed: in process, vectorised
+
+    contributions = VectorizedBm25._contributions
+
+    def skewed(self: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        return {t: (rows, w * (1.0 + rows)) for t, (rows, w) in contributions(self).items()}
+
+    monkeypatch.setattr(VectorizedBm25, "_contributions", skewed)
+    monkeypatch.setattr(_lite, "_verdicts", {})
+    with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
+        gates_and_hits = [_bm25_hits(tmp_path / f"disagreeing-{i}.db") for i in range(2)]
+    for gate, hits in gates_and_hits:
+        assert gate is None  # the public client only
+        assert [h[0] for h in hits] == [h[0] for h in expected]
+        assert [h[1] for h in hits] == pytest.approx([h[1] for h in expected])
+    warnings = [r for r in caplog.records if r.name == "superbiz.retrieval._lite"]
+    assert len(warnings) == 1 and "VectorizedBm25" in warnings[0].getMessage()
+    assert "VectorizedBm25" in (_lite.self_check(BM25_ANALYZER) or "")
+    # the skew is real: scored by it, the hits would come in another order
+    lite = SparseInvertedIndex()
+    lite.build([{1: 1.0}, {1: 2.0}, {1: 1.0, 2: 3.0}])
+    assert not np.array_equal(lite.search([{1: 1.0}], 3)[0], fast_search_ids(lite))
+
+
+def fast_search_ids(lite: Any) -> np.ndarray:
+    ids, _ = VectorizedBm25.from_index(lite).search([{1: 1.0}], 3)
+    return ids
+
+
+def test_a_failing_call_through_the_gate_is_done_by_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lite's internals changed under a running store: the search is answered through the
+    client all the same, and the store stops using the gate."""
+    from superbiz.retrieval._lite import InProcessLite
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(8)
+        store.insert(_chunks("a.md", 6))
+        store.flush()
+        expected = [h.id for h in store.search_bm25("Redis 连接池", 4)]
+        assert store._local_collection() is not None
+
+        def moved(*_: Any, **__: Any) -> Any:
+            raise AttributeError("'Collection' object has no attribute '_segments_snapshot'")
+
+        monkeypatch.setattr(InProcessLite, "search", moved)
+        assert [h.id for h in store.search_bm25("Redis 连接池", 4)] == expected
+        assert store._local_collection() is None
+        assert [h.id for h in store.search_bm25("Redis 连接池", 4)] == expected
+    finally:
+        store.close()

@@ -13,9 +13,10 @@ import pytest
 
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.memory_store import InMemoryChunkStore, bm25_tokens
+from superbiz.retrieval.records import DENSE_METRIC, ChunkRecord
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
-from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkRecord, MilvusChunkStore
+from superbiz.retrieval.vector_store import MilvusChunkStore
 
 
 def unit(*values: float) -> np.ndarray:

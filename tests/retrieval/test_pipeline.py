@@ -11,9 +11,9 @@ from superbiz.config import RetrievalSettings
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retriever
+from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
 from superbiz.retrieval.search import DocHit, HybridSearcher
-from superbiz.retrieval.vector_store import ChunkRecord
 
 REDIS, KAFKA, LIMIT, GHOST = "ops/redis.md", "ops/kafka.md", "api/limit.md", "ops/ghost.md"
 THRESHOLDS = Thresholds(highly_relevant=0.6, reference=0.3)

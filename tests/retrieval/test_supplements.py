@@ -8,9 +8,9 @@ import pytest
 
 from superbiz._text import Language
 from superbiz.retrieval.pipeline import document_language, supplements
+from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import Thresholds
 from superbiz.retrieval.search import DocHit, ScoredChunk
-from superbiz.retrieval.vector_store import ChunkHit
 
 THRESHOLDS = Thresholds(highly_relevant=0.6, reference=0.3)
 EN_TEXT = "Check the NTP daemon and the clock offset of the node."

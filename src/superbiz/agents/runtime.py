@@ -203,13 +203,6 @@ class Runtime(LookupRuntime):
         # lets go of the store lock while it waits.
         llm = None if self.extractive else self.store_lock.releasing(self.model)
         self.domains = DomainService(self.kb, llm)
-        self.executor = Executor(
-            self.model,
-            self.lookup,
-            settings.governance,
-            self.invocations,
-            self.telemetry.tracer,
-        )
         self.planner = self._planner(llm)
         self._map: KnowledgeMap | None = None
         self._map_version = -1

@@ -114,11 +114,10 @@ class Supervisor:
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         messages = self.chats.messages(session_id)
-        stored = self.chats.evidence(session_id)  # JSON for the planner's prompt
-        evidence = load_evidence(stored)
+        evidence = load_evidence(self.chats.evidence(session_id))
         kmap = self.knowledge_map()
         asked = [m.content for m in messages if m.role == "user"][-HISTORY_TURNS:]
-        plan = self._plan(PlanRequest(question, kmap, stored, conversation=asked))
+        plan = self._plan(PlanRequest(question, kmap, evidence, conversation=asked))
         if on_plan:
             on_plan(plan)
 
@@ -144,9 +143,7 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(
-                    supervised, kmap, stored, evidence, asked, on_plan, on_lookup
-                )
+                supervised = self._replan(supervised, kmap, evidence, asked, on_plan, on_lookup)
         # the chat store keeps a model's text without NUL (PostgreSQL cannot hold one):
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
@@ -195,7 +192,6 @@ class Supervisor:
         self,
         first: SupervisedTurn,
         kmap: KnowledgeMap,
-        stored: list[dict[str, Any]],
         evidence: list[Citation],
         asked: list[str],
         on_plan: OnPlan | None,
@@ -204,7 +200,7 @@ class Supervisor:
         """One more plan for what the executor could not fill, in domains not yet tried."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
-        request = PlanRequest(result.question, kmap, stored, tried, result.unfilled, asked)
+        request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled, asked)
         replan = self._plan(request)
         if on_plan:
             on_plan(replan)
@@ -227,9 +223,6 @@ class Supervisor:
         start = max((c.ref for c in second.citations), default=0)
         second.citations += [replace(c, ref=start + i) for i, c in enumerate(extra, start=1)]
         return SupervisedTurn(second, first.plan, replan)
-
-    def clear(self, session_id: str) -> None:
-        self.chats.clear(session_id)
 
 
 def _history(messages: list[ChatMessage], token_budget: int) -> list[Message]:

@@ -26,8 +26,8 @@ from superbiz.evaluation.metrics import percentile
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.retrieval.exact_index import is_specific
+from superbiz.retrieval.records import DENSE_METRIC
 from superbiz.retrieval.relevance import similarity_from_score
-from superbiz.retrieval.vector_store import DENSE_METRIC
 
 TARGET_PRECISION = 0.95
 MIN_SUPPORT = 10

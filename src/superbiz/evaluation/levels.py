@@ -1,11 +1,12 @@
 """``superbiz eval levels``: fit ``retrieval.levels: evidence`` on a labelled dataset.
 
-Each query runs through retrieval with the answer model and the seed's levels; a lookup
-that is not PRECISE is one sample: its primary's ``PrimaryEvidence`` and whether the
-primary is gold. A logistic model (L2-regularised, Newton's method) is fitted on all the
-samples; the threshold is the median, over ``repeats`` shuffles, of the lowest probability
-at which ``folds``-fold cross-validation's out-of-fold precision reaches ``target`` with at
-least ``support`` lookups above it. On dev this gives the shipped ``EVIDENCE_LEVELS``.
+Each query runs through retrieval with the answer model and the cosine levels
+(docs/design.md §2.2); a lookup that is not PRECISE is one sample: its primary's
+``PrimaryEvidence`` and whether the primary is gold. A logistic model (L2-regularised,
+Newton's method) is fitted on all the samples; the threshold is the median, over
+``repeats`` shuffles, of the lowest probability at which ``folds``-fold
+cross-validation's out-of-fold precision reaches ``target`` with at least ``support``
+lookups above it. On dev this gives the shipped ``EVIDENCE_LEVELS``.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def fit_evidence_levels(
 
 def collect_samples(dataset_dir: Path, settings: Settings) -> list[tuple[Sample, bool]]:
     """Each non-PRECISE lookup's evidence, whether its primary is gold, and whether the
-    seed's cosine rule called it HIGHLY_RELEVANT."""
+    cosine rule (docs/design.md §2.2) called it HIGHLY_RELEVANT."""
     if settings.retrieval.answers.model == "none":
         raise SuperbizError(
             "eval levels reads the answer model's evidence: set retrieval.answers.model (e5)"
@@ -159,7 +160,7 @@ def collect_samples(dataset_dir: Path, settings: Settings) -> list[tuple[Sample,
 
 
 def calibrate_levels(dataset_dir: Path, settings: Settings) -> dict[str, Any]:
-    """Fit the level model on ``dataset_dir`` and compare it with the seed's rule there."""
+    """Fit the level model on ``dataset_dir`` and compare it with the cosine rule there."""
     collected = collect_samples(dataset_dir, settings)
     samples = [sample for sample, _ in collected]
     model, thresholds = fit_evidence_levels(samples, support=SUPPORT)

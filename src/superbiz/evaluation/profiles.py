@@ -6,8 +6,9 @@ tool, so the governed loop can be measured against the plain ReAct loop:
 * ``obedient``: the extractive policy; stops when told;
 * ``over_cautious``: re-asks with paraphrases until the tool is withheld;
 * ``domain_hopper``: alternates between two domains until the tool is withheld;
-* ``iss003_replay``: the 10 calls of the seed's ISS-003 log, in order, whatever it is told
-  (its first call, to infrastructure, is its plan: the executor runs planned lookups);
+* ``iss003_replay``: the 10 calls of the ISS-003 log (docs/design.md §5.4), in order,
+  whatever it is told (its first call, to infrastructure, is its plan: the executor
+  runs planned lookups);
 * ``defiant``: calls the tool every step, even when it is not offered.
 
 All answer with the extractive composition of what they retrieved.
@@ -118,7 +119,7 @@ class DomainHopper(Profile):
         return {"query": query, "domain": domain} if domain else {"query": query}
 
 
-# The seed 002 log: id=138 … 147.
+# The ISS-003 log (docs/design.md §5.4): id=138 … 147.
 ISS003_SCRIPT: tuple[tuple[str, int], ...] = (
     ("infrastructure", 0),
     ("infrastructure", 1),

@@ -26,8 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import statistics
 import threading
 import time
 import uuid
@@ -40,11 +38,13 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from superbiz._net import free_port
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.simulated import SlowExtractiveModel
 from superbiz.config import Settings
 from superbiz.evaluation.agent import builtin_dataset
+from superbiz.evaluation.metrics import percentile
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.ingest import Ingestor
 
@@ -62,32 +62,24 @@ class ServiceBenchmarkError(SuperbizError):
     """The benchmark cannot run as asked (e.g. no replica answers)."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def questions() -> list[str]:
     lines = (builtin_dataset() / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line)["query"] for line in lines if line.strip()]
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
-    """p50, p95 and max in ms, from seconds.
+    """p50, p95 and max in ms, from seconds (nearest rank, as every benchmark here).
 
     >>> percentiles([0.010, 0.020, 0.030])
     {'n': 3, 'p50_ms': 20.0, 'p95_ms': 30.0, 'max_ms': 30.0}
     """
     if not values:
         return {"n": 0, "p50_ms": 0.0, "p95_ms": 0.0, "max_ms": 0.0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {
         "n": len(values),
-        "p50_ms": round(statistics.median(ordered) * 1000, 1),
-        "p95_ms": round(p95 * 1000, 1),
-        "max_ms": round(ordered[-1] * 1000, 1),
+        "p50_ms": round(percentile(values, 50) * 1000, 1),
+        "p95_ms": round(percentile(values, 95) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1),
     }
 
 

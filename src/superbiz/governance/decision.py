@@ -1,10 +1,12 @@
-"""The turn governor: seed 002's quality × water-level decision matrix, enforced in code.
+"""The turn governor: the quality × water-level decision matrix, enforced in code.
+
+The matrix, the water level and the breaker prompts are docs/design.md §5.
 
 Prompts alone did not stop the ISS-003 loop (10 lookups, 8 redundant), so the decision
 whether another ``lookup_knowledge`` may run is taken here, between two executor steps
 of one user turn, and the model is told the outcome in its own language.
 
-The seed matrix is read *per domain*:
+The matrix is read *per domain*:
 
 ==============================  =====================  ====================  ==========
 result in domain D              low water              mid water             high water
@@ -15,9 +17,9 @@ REFERENCE / no result           one targeted supplement naming            stop
 DEDUPED                         D closed               D closed              stop
 ==============================  =====================  ====================  ==========
 
-The seed has no row for a lookup that found nothing. When the call named its domain, D
+The matrix has no row for a lookup that found nothing. When the call named its domain, D
 has nothing for the question and takes the REFERENCE row. When it named none, D is only
-the nearest guess and the wording may be what missed: while the water is low (the seed's
+the nearest guess and the wording may be what missed: while the water is low (the matrix's
 "budget ample") D may be retried in other words (``RETRY``); from mid water on it takes
 the REFERENCE row. A lookup the executor ran from the plan is the planner's domain and
 words, not the model's: when it did not answer (REFERENCE or nothing) at low water, the
@@ -74,7 +76,7 @@ __all__ = [
 
 
 class WaterLevel(StrEnum):
-    """How much of the turn's retrieval budget is spent (seed 002, 水位)."""
+    """How much of the turn's retrieval budget is spent (docs/design.md §5.2, 水位)."""
 
     LOW = "low"
     MID = "mid"
@@ -84,7 +86,7 @@ class WaterLevel(StrEnum):
 def water_level(value: int, low_max: int, high_min: int) -> WaterLevel:
     """``value ≤ low_max`` → LOW, ``value ≥ high_min`` → HIGH, else MID.
 
-    Where the bounds overlap HIGH wins, as in the seed's own table (mid 4–8, high ≥ 8).
+    Where the bounds overlap HIGH wins, as in docs/design.md §5.2 (mid 4–8, high ≥ 8).
 
     >>> [water_level(v, 3, 8).value for v in (3, 4, 7, 8)]
     ['low', 'mid', 'mid', 'high']
@@ -180,7 +182,7 @@ class Constraint:
     calls: int = 0
 
 
-# The seed 002 breaker prompts (first four rows) and the situations the seed left implicit.
+# The breaker prompts of docs/design.md §5.3 (first four rows) and the situations it left open.
 BREAKER_TEXTS: dict[Situation, dict[Language, str]] = {
     situation: {
         language: localized(f"decision.breaker.{situation}", language) for language in LANGUAGES

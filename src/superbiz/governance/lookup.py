@@ -47,7 +47,7 @@ class SupplementResult:
 
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    """What the model sees after ``lookup_knowledge`` (seed 000 §2)."""
+    """What the model sees after ``lookup_knowledge`` (docs/design.md §3.1)."""
 
     found: bool
     relevance_level: RelevanceLevel | None
@@ -69,7 +69,8 @@ class LookupResult:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalDetails:
-    """Scores behind a result (seed 000 §4), kept for recording, never shown to the model."""
+    """Scores behind a result (docs/design.md §3.2), kept for recording, never shown to
+    the model."""
 
     #: the level's inputs (``relevance_level``), over the documents the session has not
     #: retrieved; the titles and the ``l1_`` lists below are of the whole ranking

@@ -18,15 +18,9 @@ from superbiz.storage.models import SessionRetrievalRow, utcnow
 
 
 class SessionTracker(Protocol):
-    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None: ...
-
     def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
         """Mark several ``(domain, doc_path)`` pairs at once."""
         ...
-
-    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool: ...
-
-    def is_domain_retrieved(self, session_id: str, domain: str) -> bool: ...
 
     def retrieved_domains(self, session_id: str) -> list[str]:
         """Domains in the order the session first retrieved them."""
@@ -50,20 +44,11 @@ class InMemorySessionTracker:
         self._sessions: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
-    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None:
-        self.mark_many(session_id, [(domain, doc_path)])
-
     def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
         with self._lock:
             docs = self._sessions.setdefault(session_id, {})
             for domain, doc_path in items:
                 docs.setdefault(doc_path, domain)
-
-    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
-        return doc_path in self._sessions.get(session_id, {})
-
-    def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
-        return domain in self._sessions.get(session_id, {}).values()
 
     def retrieved_domains(self, session_id: str) -> list[str]:
         return list(dict.fromkeys(self._sessions.get(session_id, {}).values()))
@@ -100,9 +85,6 @@ class SqlSessionTracker:
             .order_by(_TABLE.c.retrieved_at, _TABLE.c.doc_path)
         )
 
-    def mark_retrieved(self, session_id: str, domain: str, doc_path: str) -> None:
-        self.mark_many(session_id, [(domain, doc_path)])
-
     def mark_many(self, session_id: str, items: Iterable[tuple[str, str]]) -> None:
         rows = [
             {"session_id": session_id, "doc_path": doc, "domain": domain, "retrieved_at": utcnow()}
@@ -112,12 +94,6 @@ class SqlSessionTracker:
             return
         with self.engine.begin() as connection:  # Core, not the ORM: it is on the hot path
             connection.execute(self._mark, rows)
-
-    def is_doc_retrieved(self, session_id: str, doc_path: str) -> bool:
-        return doc_path in self.retrieved_docs(session_id)
-
-    def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
-        return domain in self.retrieved_domains(session_id)
 
     def retrieved_domains(self, session_id: str) -> list[str]:
         return list(dict.fromkeys(self.retrieved_docs(session_id).values()))

@@ -1,7 +1,7 @@
 """Domains of the knowledge map, aggregated from their documents and stored.
 
 A change recomputes only the affected domains; start-up builds the ones without a row,
-so a restart costs no LLM call (seed 003, decision 1).
+so a restart costs no LLM call (docs/design.md §6.4, decision 1).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
 from superbiz.knowledge.report import IngestReport
 from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
-from superbiz.retrieval.vector_store import ChunkRecord
+from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
 EMBED_BATCH = 128

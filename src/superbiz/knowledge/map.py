@@ -1,4 +1,4 @@
-"""The knowledge map the Planner sees (seed 003 §2.3), within a token budget.
+"""The knowledge map the Planner sees (docs/design.md §6.3), within a token budget.
 
 ::
 
@@ -44,7 +44,7 @@ class MapDocument:
     title: str
     path: str
     covers: tuple[str, ...] = ()
-    #: not printed in the map (the seed keeps document-level timing out of the Planner's
+    #: not printed in the map (docs/design.md §6.4 keeps document-level timing out of the Planner's
     #: view) but used by the deterministic planner to score the document
     when_to_retrieve: str | None = None
 

@@ -1,24 +1,32 @@
-"""Milvus Lite in this process: its collection object and a vectorised BM25 scorer.
+"""The one gate to Milvus Lite's internals: its engine collection, reached in process.
 
 Milvus Lite 3.x is a pure-Python engine that pymilvus reaches over loopback gRPC.
-What it does slowly at query time is worked around here, and only here, behind
-fallbacks so that a change in Lite's internals costs speed, never results:
+Every use of its internals is here, in ``InProcessLite``; ``MilvusChunkStore`` asks
+the gate and, when the gate is unavailable or one of its calls fails, goes through
+the public pymilvus client instead, so a change in Lite costs speed, never results:
 
+* inserting, querying and searching the engine collection directly skips pymilvus'
+  encoding and the gRPC round trip (about a tenth of an ingest's CPU; about 3 ms per
+  dense and 12 ms per BM25 search at dev size);
 * fresh rows sit in a memtable that every search scans row by row until a flush and
   Lite's background index build seal them (``wait_for_index_build``);
-* searching the in-process collection directly skips the gRPC round trip
-  (about 3 ms per dense and 12 ms per BM25 search at dev size);
 * Lite scores BM25 one posting at a time in Python (about 2.5 ms per query on the
   dev set); each segment's scorer is swapped for ``VectorizedBm25``, the same formula
-  over numpy arrays (about 0.2 ms), with identical rankings (tested);
+  over numpy arrays (about 0.2 ms);
 * Lite analyses every inserted text with jieba, in Python (2–4 ms per chunk, a fifth
-  of an ingest's CPU); ``accelerate_analysis`` remembers the term ids of each block
-  jieba cuts on its own, so a repeated word or phrase is analysed once (identical
-  ids, tested);
+  of an ingest's CPU); ``cache_analysis`` makes one analyzer remember the term ids of
+  each block jieba cuts on its own, so a repeated word or phrase is analysed once;
 * Lite's flush turns its memtable into a table value by value (``as_py``: 512
   Python floats per vector), which was most of the +200 MB peak of a 6 MB ingest;
-  ``accelerate_flush`` builds the same table with Arrow's ``take`` over the
-  memtable's own record batches (an identical table, tested).
+  ``columnar_flush`` makes one memtable build the same table with Arrow's ``take``.
+
+Patches go on this store's own objects (its collection's analyzers, memtables and
+segments), never on Lite's classes: an application that embeds superbiz and uses
+Milvus Lite itself is unaffected. When a store opens, ``self_check`` scores a tiny
+segment both ways (``VectorizedBm25`` and Lite's own BM25) and analyses sample texts
+both ways (block cache and Lite's own jieba analysis); if either differs, for
+example after a Lite upgrade, the store uses the public client only and says so once.
+The check was written for Lite ``LITE_SERIES`` (pinned in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,18 +47,82 @@ try:
 except ImportError:  # Lite not installed, or reorganised: nothing to accelerate
     SparseInvertedIndex = None
 
-try:
-    from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
-except ImportError:  # no Lite, or no jieba
-    JiebaAnalyzer = None
-
-try:
-    from milvus_lite.storage.memtable import MemTable
-except ImportError:
-    MemTable = None
-
+#: the Milvus Lite minor version the self-check and the patches were written for
+LITE_SERIES = "3.2"
 #: jieba blocks whose term ids one analyzer remembers (a few MB); emptied when full
 ANALYSIS_CACHE_SIZE = 50_000
+
+#: texts the self-check analyses and scores: CJK, Latin, digits, symbols, repeats
+CHECK_TEXTS = (
+    "## TiKV 如何扩容？是否需要重启，the Region 的 leader 吗",
+    "Payment gateway timeout: check the Redis pool (redis-cli info clients); 连接池耗尽时重试。",
+    "支付回调超时 支付回调超时 payment-gateway v1.2.3 50% C++ C# a&b 3.14 -- ``` **bold**",
+    "Redis 连接池耗尽 redis pool exhausted, 连接池 连接池 重试 retry",
+    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ　中文　全角 émigré naïve 🙂 \t\n\n",
+    "",
+)
+CHECK_QUERIES = ("Redis 连接池 耗尽", "支付回调超时 payment", "TiKV 扩容 leader", "无关 words")
+
+#: self-check verdicts by analyzer parameters (None: agreed; else what differed)
+_verdicts: dict[str, str | None] = {}
+
+
+class InProcessLite:
+    """Milvus Lite's engine collection for one store file, with this store's own
+    accelerations installed on it; ``attach`` returns None where the public client
+    must be used instead (not a Lite file, another layout, or the self-check failed)."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+
+    @classmethod
+    def attach(cls, uri: str, name: str, analyzer: dict[str, Any] | None) -> InProcessLite | None:
+        collection = local_collection(uri, name)
+        if collection is None:
+            return None
+        problem = self_check(analyzer)
+        if problem is not None:
+            return None
+        gate = cls(collection)
+        try:
+            for each in _analyzers(collection):
+                cache_analysis(each)
+        except Exception:  # Lite reorganised: its own analysis still works
+            log.debug("Milvus Lite analysis cache unavailable", exc_info=True)
+        return gate
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        """What Lite's gRPC handler does with ``rows`` once pymilvus has encoded them."""
+        columnar_flush(self.collection._memtable)
+        self.collection.insert(rows)
+
+    def query(self, expr: str, output_fields: list[str], limit: int) -> list[dict[str, Any]]:
+        return list(self.collection.query(expr=expr, output_fields=output_fields, limit=limit))
+
+    def search(
+        self,
+        data: list[float] | str,
+        field: str,
+        metric: str,
+        limit: int,
+        expr: str | None,
+        output_fields: list[str],
+    ) -> list[dict[str, Any]]:
+        """The hits of one query, each ``{"id", "distance", "entity"}`` as the client's."""
+        if metric == "BM25":
+            accelerate_bm25(self.collection, field)
+        result = self.collection.search(
+            [data],
+            top_k=limit,
+            metric_type=metric,
+            output_fields=output_fields,
+            anns_field=field,
+            expr=expr,
+        )
+        return list(result[0])
+
+    def wait_for_index_build(self) -> None:
+        wait_for_index_build(self.collection)
 
 
 def local_collection(uri: str, collection: str) -> Any | None:
@@ -71,29 +145,100 @@ def wait_for_index_build(collection: Any) -> None:
         log.debug("waiting for Milvus Lite's index build failed", exc_info=True)
 
 
-def accelerate_analysis() -> None:
-    """Make Lite's jieba analyzer (for this process, every instance) analyse a text one
-    block at a time through a cache of each block's term ids.
+def self_check(analyzer: dict[str, Any] | None) -> str | None:
+    """None when this Lite scores and analyses as the accelerations assume, else what
+    differed (logged once per process and analyzer). Run once per analyzer: a store
+    that opens again reuses the verdict."""
+    key = repr(analyzer)
+    if key not in _verdicts:
+        try:
+            problem = _disagreement(analyzer)
+        except Exception as exc:  # Lite reorganised: its public path still works
+            problem = f"the self-check could not run ({type(exc).__name__}: {exc})"
+        _verdicts[key] = problem
+        if problem is not None:
+            log.warning(
+                "Milvus Lite %s differs from what superbiz expects (written for %s.x): %s; "
+                "using the pymilvus client only (slower, same results)",
+                _lite_version(),
+                LITE_SERIES,
+                problem,
+            )
+    return _verdicts[key]
+
+
+def _lite_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("milvus-lite")
+    except Exception:
+        return "(unknown version)"
+
+
+def _disagreement(params: dict[str, Any] | None) -> str | None:
+    if SparseInvertedIndex is None:
+        return "no SparseInvertedIndex in milvus_lite.index.sparse_inverted"
+    from milvus_lite.analyzer.factory import create_analyzer
+
+    plain, cached = create_analyzer(params), create_analyzer(params)
+    cache_analysis(cached)
+    for text in (*CHECK_TEXTS, *CHECK_TEXTS, " ".join(CHECK_TEXTS)):  # twice: the cache
+        if cached.analyze(text) != plain.analyze(text):
+            return f"jieba block cache gives other term ids for {text[:40]!r}"
+    corpus = [{int(t): float(n) for t, n in Counter(plain.analyze(t)).items()} for t in CHECK_TEXTS]
+    queries = [{int(t): 1.0 for t in plain.analyze(q)} for q in CHECK_QUERIES]
+    lite = SparseInvertedIndex()
+    lite.build(corpus)
+    fast = VectorizedBm25.from_index(lite)
+    for valid in (None, np.array([i % 2 == 0 for i in range(len(corpus))])):
+        lite_ids, lite_distances = lite.search(queries, len(corpus), valid_mask=valid)
+        fast_ids, fast_distances = fast.search(queries, len(corpus), valid_mask=valid)
+        if not np.allclose(fast_distances, lite_distances, rtol=1e-6) or not np.array_equal(
+            _by_id(fast_ids, fast_distances), _by_id(lite_ids, lite_distances)
+        ):
+            return "VectorizedBm25 scores a test segment otherwise than Lite's BM25"
+    return None
+
+
+def _by_id(ids: np.ndarray, distances: np.ndarray) -> np.ndarray:
+    """Each query's (id, rounded distance) pairs in id order: ties may come in any order."""
+    rows = []
+    for row_ids, row_distances in zip(ids.tolist(), distances.tolist(), strict=True):
+        rows.append(sorted(zip(row_ids, np.round(row_distances, 5).tolist(), strict=True)))
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _analyzers(collection: Any) -> list[Any]:
+    """The analyzers ``collection`` runs at ingest (its BM25 function) and at query time."""
+    found = list(collection._bm25_analyzers.values())
+    chain = collection._ingestion_chain
+    for operator in chain.operators if chain is not None else []:
+        analyzer = getattr(getattr(operator, "_expr", None), "_analyzer", None)
+        if analyzer is not None:
+            found.append(analyzer)
+    return found
+
+
+def cache_analysis(analyzer: Any) -> None:
+    """Make one Lite jieba analyzer analyse a text a block at a time through a cache of
+    each block's term ids.
 
     jieba cuts a text at its regular expression ``re_han_default`` (runs of CJK,
     Latin letters, digits and ``+#&._%-``, and what lies between them) and segments
     each block on its own; Lite's analyzer then strips, lowercases, drops stop words
     and hashes token by token. So a text's ids are its blocks' ids in order, and a
-    block seen before costs a dictionary lookup.
+    block seen before costs a dictionary lookup. Other analyzers are left alone.
     """
-    if JiebaAnalyzer is None or getattr(JiebaAnalyzer.analyze, "cached_blocks", False):
+    if type(analyzer).__name__ != "JiebaAnalyzer" or "analyze" in vars(analyzer):
         return
-    try:
-        import jieba
+    import jieba
 
-        split = jieba.re_han_default.split
-    except Exception:  # jieba reorganised: Lite's own analysis still works
-        log.debug("jieba block cache unavailable", exc_info=True)
-        return
-    analyze_text = JiebaAnalyzer.analyze
+    split = jieba.re_han_default.split
+    analyze_text: Callable[[str], list[int]] = analyzer.analyze  # Lite's own, bound
+    cache: dict[str, list[int]] = {}
 
-    def analyze(self: Any, text: str) -> list[int]:
-        cache: dict[str, list[int]] = self.__dict__.setdefault("_superbiz_blocks", {})
+    def analyze(text: str) -> list[int]:
         ids: list[int] = []
         for block in split(text):
             if not block:
@@ -102,16 +247,15 @@ def accelerate_analysis() -> None:
             if found is None:
                 if len(cache) >= ANALYSIS_CACHE_SIZE:
                     cache.clear()
-                found = cache[block] = analyze_text(self, block)
+                found = cache[block] = analyze_text(block)
             ids += found
         return ids
 
-    analyze.cached_blocks = True  # type: ignore[attr-defined]
-    JiebaAnalyzer.analyze = analyze
+    analyzer.analyze = analyze
 
 
-def accelerate_flush() -> None:
-    """Make Lite's memtable build its flushed table column by column in Arrow.
+def columnar_flush(memtable: Any) -> None:
+    """Make one Lite memtable build its flushed table column by column in Arrow.
 
     ``MemTable._build_data_table(rows)`` gathers the live ``(batch, row)`` pairs in
     their order into a table of the data schema. The record batches already hold
@@ -119,21 +263,19 @@ def accelerate_flush() -> None:
     table without a Python object per value. Anything unexpected (another layout,
     another schema) falls back to Lite's own code.
     """
-    if MemTable is None or getattr(MemTable._build_data_table, "columnar", False):
+    if "_build_data_table" in vars(memtable):
         return
-    build_by_value = MemTable._build_data_table
+    build_by_value = memtable._build_data_table  # Lite's own, bound
 
-    def build(self: Any, rows: list[tuple[int, int]]) -> Any:
+    def build(rows: list[tuple[int, int]]) -> Any:
         try:
-            table = _taken_rows(self, rows)
+            table = _taken_rows(memtable, rows)
         except Exception:  # Lite reorganised: its own way still works
             log.debug("Milvus Lite columnar flush unavailable", exc_info=True)
             table = None
-        return build_by_value(self, rows) if table is None else table
+        return build_by_value(rows) if table is None else table
 
-    build.columnar = True  # type: ignore[attr-defined]
-    build.by_value = build_by_value  # type: ignore[attr-defined]
-    MemTable._build_data_table = build
+    memtable._build_data_table = build
 
 
 def _taken_rows(memtable: Any, rows: list[tuple[int, int]]) -> Any | None:

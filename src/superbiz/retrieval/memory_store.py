@@ -17,7 +17,7 @@ import numpy as np
 
 from superbiz._text import normalize, segmenter
 from superbiz.exceptions import IndexMismatchError
-from superbiz.retrieval.vector_store import BM25_STOP_WORDS, ChunkHit, ChunkRecord
+from superbiz.retrieval.records import BM25_STOP_WORDS, ChunkHit, ChunkRecord
 
 #: Okapi BM25 parameters (Milvus' defaults)
 BM25_K1 = 1.2

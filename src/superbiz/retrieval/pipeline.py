@@ -54,7 +54,8 @@ class Retrieval:
 
     @property
     def top_similarity(self) -> float | None:
-        """The first fresh document's cosine: what the seed's level rule reads."""
+        """The first fresh document's cosine: what the cosine level rule reads
+        (docs/design.md §2.2)."""
         return self.top.similarity if self.top else None
 
 
@@ -137,7 +138,7 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     this rule raises 3 and 9, 3 and 7 of them gold (README), above REFERENCE precision.
 
     >>> from superbiz.retrieval.search import ScoredChunk
-    >>> from superbiz.retrieval.vector_store import ChunkHit
+    >>> from superbiz.retrieval.records import ChunkHit
     >>> chunk = lambda text, bm25: ScoredChunk(
     ...     ChunkHit("c", "d", "ops", "", "", 0, text, 0.0), 0.2, 1.0, bm25)
     >>> redis = DocHit("redis.md", "Redis 连接池", "ops", 1.4, 0.29, 1.0,

@@ -49,7 +49,7 @@ class Thresholds:
 # Measured per embedder with ``superbiz calibrate`` (see README, "Thresholds").
 DEFAULT_THRESHOLDS: dict[str, Thresholds] = {
     "use-multilingual-v3": Thresholds(highly_relevant=0.6, reference=0.3),
-    "bge-m3": Thresholds(highly_relevant=0.75, reference=0.5),  # the seed's values
+    "bge-m3": Thresholds(highly_relevant=0.75, reference=0.5),  # docs/design.md §2.2
 }
 FALLBACK_THRESHOLDS = Thresholds(highly_relevant=0.75, reference=0.5)
 
@@ -81,7 +81,8 @@ def similarity_from_euclidean(distance: float, max_l2_distance: float = 2.0) -> 
 
 
 def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
-    """The seed's hint for ``level`` in the query's language (``None`` = no result)."""
+    """The completeness hint (docs/design.md §2.3) for ``level`` in the query's language
+    (``None`` = no result)."""
     if level is None:
         return localized("relevance.no_result", language)
     return localized(f"relevance.hint.{level.lower()}", language)
@@ -90,7 +91,7 @@ def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
 def relevance_level(
     l0_match_count: int, l1_top_similarity: float | None, thresholds: Thresholds
 ) -> RelevanceLevel | None:
-    """The seed's level table; ``None`` means "no result".
+    """The level table of docs/design.md §2.2; ``None`` means "no result".
 
     ==========  ======================  ===============
     L0 matches  L1 top similarity       level
@@ -155,8 +156,8 @@ class EvidenceLevels(EvidenceLevelSettings):
     """``retrieval.levels: evidence``: a logistic model of "the primary answers the query"
     over ``PrimaryEvidence``; at ``threshold`` or more the result is HIGHLY_RELEVANT.
 
-    The seed's cosine rule sees one number; with the answer model a primary can be sure
-    (it leads both rankings) at a modest cosine, or doubtful at a high one. Below the
+    The cosine rule (docs/design.md §2.2) sees one number; with the answer model a primary
+    can be sure (it leads both rankings) at a modest cosine, or doubtful at a high one. Below the
     threshold the cosine rule stands, except that its HIGHLY_RELEVANT becomes REFERENCE.
     Its coefficients are the settings' (``retrieval.evidence-levels``).
     """

@@ -17,10 +17,10 @@ from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import answer_fusion, minmax_fusion, rrf_fusion
+from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.title_match import title_coverage, title_words
-from superbiz.retrieval.vector_store import DENSE_METRIC, ChunkHit
 
 log = logging.getLogger(__name__)
 

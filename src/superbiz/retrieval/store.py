@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from superbiz.retrieval.vector_store import ChunkHit, ChunkRecord
+from superbiz.retrieval.records import ChunkHit, ChunkRecord
 
 
 class ChunkStore(Protocol):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from superbiz.retrieval.vector_store import ENGLISH_STOP_WORDS
+from superbiz.retrieval.records import ENGLISH_STOP_WORDS
 
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 _STOP = frozenset(ENGLISH_STOP_WORDS)

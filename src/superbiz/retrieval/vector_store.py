@@ -3,68 +3,33 @@
 One collection holds every chunk: a dense vector (``L2`` on unit vectors, so Milvus
 returns the squared distance) and, where the server supports it, a BM25 sparse vector
 computed by Milvus from the chunk text with the jieba analyzer.
+
+Every call goes through the pymilvus client, except on a Milvus Lite file, where
+``_lite.InProcessLite`` (the one gate to Lite's internals) inserts, queries and
+searches Lite's engine collection in this process; when the gate is unavailable or a
+call through it fails, the client does the same work (slower, same results).
 """
 
 from __future__ import annotations
 
 import logging
-import string
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from superbiz._text import STOP_WORDS, is_cjk, segmenter
+from superbiz._text import segmenter
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
-from superbiz.retrieval._lite import (
-    accelerate_analysis,
-    accelerate_bm25,
-    accelerate_flush,
-    local_collection,
-    wait_for_index_build,
-)
-from superbiz.retrieval.relevance import Metric
+from superbiz.retrieval._lite import InProcessLite
+from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
-DENSE_METRIC: Metric = "L2"
 _TEXT_MAX = 16384
-
-# English function words, written for this project. In a KB that is mostly Chinese they
-# occur in few documents, so BM25 would weigh them like rare terms and match siblings on
-# "has been only ... more than". Measured on dev: MRR 0.944 → 0.953 (see README).
-ENGLISH_STOP_WORDS = (
-    "a an the and or of to in on at by for with from as is are was were be been being it its "
-    "this that these those has have had not no than then there their they which who what when "
-    "where how will would can could should may might do does did so if but into over under "
-    "more most only very also"
-).split()
-# Chinese function words and the CJK entries of the project's stop words: "的", "是否",
-# "如何" carry no topic, and a question is full of them while its answer is not.
-_CHINESE_FUNCTION_WORDS = (
-    "的 了 是 吗 呢 吧 啊 在 和 与 及 或 把 被 对 将 会 能 有 要 也 就 都 而 还 该 这 那 么 怎 "
-    "时 中 上 下 个 为 以 等 后"
-)
-CHINESE_STOP_WORDS = sorted(
-    {*_CHINESE_FUNCTION_WORDS.split()}
-    | {word for word in STOP_WORDS if any(is_cjk(ch) for ch in word)}
-)
-# jieba emits every punctuation mark, and Markdown's "##" or "--", as a token of its own;
-# as terms they matched any chunk with a question mark or a heading.
-PUNCTUATION_TOKENS = sorted(
-    {*string.punctuation, *"，。、；：？！“”‘’（）【】《》〈〉「」『』…—～·"}
-    | {"##", "###", "####", "#####", "--", "---", "...", "......", "**", "```", "->", "=>"}
-)
-# With 15 BM25 candidates, answer-only Chinese R@5 went 0.855 → 0.885 (README).
-BM25_STOP_WORDS = [*ENGLISH_STOP_WORDS, *CHINESE_STOP_WORDS, *PUNCTUATION_TOKENS]
-BM25_ANALYZER: dict[str, Any] = {
-    "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stop", "stop_words": BM25_STOP_WORDS}],
-}
 _QUERY_BATCH = 200
 #: rows per page when reading many chunks back (Milvus caps one query at 16,384)
 QUERY_PAGE = 4096
@@ -81,38 +46,6 @@ LITE_GRPC_OPTIONS: dict[str, Any] = {
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkRecord:
-    """A chunk ready to be written: ``text`` is what BM25 indexes and what is shown."""
-
-    id: str
-    doc_path: str
-    domain: str
-    title: str
-    heading: str
-    chunk_index: int
-    content_hash: str
-    text: str  # what the model is shown
-    search_text: str  # what BM25 indexes
-    vector: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkHit:
-    """One search hit. ``score`` is the backend's raw value (squared L2 distance for
-    dense, BM25 score as Milvus returned it); ``vector`` is kept for exact cosine."""
-
-    id: str
-    doc_path: str
-    domain: str
-    title: str
-    heading: str
-    chunk_index: int
-    text: str
-    score: float
-    vector: np.ndarray | None = None
 
 
 # What Milvus Lite's filter lexer understands inside a double-quoted string literal.
@@ -215,8 +148,6 @@ class MilvusChunkStore:
             # user's dictionary cache before Lite loads it (it printed "Building prefix
             # dict …" twice on every command of a fresh install, once as "DEBUG jieba:").
             segmenter()
-            accelerate_analysis()
-            accelerate_flush()
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
@@ -241,7 +172,8 @@ class MilvusChunkStore:
         self.has_bm25 = False
         self.dimension: int | None = None
         self.outdated = False  # built by an older superbiz: another schema or analyzer
-        self._local: Any = None  # in-process Lite collection, False when unavailable
+        self._local: InProcessLite | bool | None = None  # see _local_collection
+        self._analyzer: dict[str, Any] | None = BM25_ANALYZER  # what the self-check uses
         if self._client.has_collection(collection):
             self._read_schema()
 
@@ -324,6 +256,7 @@ class MilvusChunkStore:
         self._client.create_index(self.collection, index, sync=False)
         self._client.load_collection(self.collection)
         self.has_bm25 = bm25
+        self._analyzer = analyzer
         self.outdated = False
 
     def drop(self) -> None:
@@ -345,7 +278,6 @@ class MilvusChunkStore:
         On Milvus Lite the rows go straight to the in-process collection: what its gRPC
         handler would do with them once pymilvus had encoded them (about a tenth of an
         ingest's CPU: pymilvus checks every string character by character)."""
-        local = self._local_collection()
         for start in range(0, len(chunks), INSERT_BATCH):
             rows = [
                 {
@@ -362,16 +294,34 @@ class MilvusChunkStore:
                 }
                 for c in chunks[start : start + INSERT_BATCH]
             ]
-            if local is not None:
-                self._insert_local(local, rows)
-            else:
-                self._client.insert(self.collection, rows)
+            self._insert_rows(rows)
 
-    def _insert_local(self, local: Any, rows: list[dict[str, Any]]) -> None:
+    def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
+        self._in_process(
+            lambda local: local.insert(rows), lambda: self._client.insert(self.collection, rows)
+        )
+
+    def _in_process(self, direct: Callable[[InProcessLite], _T], public: Callable[[], _T]) -> _T:
+        """``direct`` through the gate to Lite where there is one, else ``public``
+        through the client. When ``direct`` fails, ``public`` does the same work: if
+        it succeeds, Lite's internals have changed and the gate closes (said once); if
+        it fails too, its error (a ``StoreError`` naming the store) is the answer."""
+        local = self._local_collection()
+        if local is None:
+            return self._named_errors(public)
         try:
-            local.insert(rows)
-        except Exception as exc:  # Lite raises its own types: name the store, as the client
-            raise StoreError(f"vector store (Milvus at {self.uri}): {first_line(exc)}") from exc
+            return direct(local)
+        except Exception as exc:
+            failure = exc
+        result = self._named_errors(public)
+        log.warning(
+            "Milvus Lite's in-process path failed where its client did not (%s); "
+            "using the client only for %s",
+            first_line(failure),
+            self.uri,
+        )
+        self._local = False
+        return result
 
     def flush(self) -> None:
         """Seal what was written into indexed segments.
@@ -384,11 +334,7 @@ class MilvusChunkStore:
         if self.dimension is None:
             return
         self._client.flush(self.collection)
-        local = self._local_collection()
-        if local is not None:
-            wait_for_index_build(local)
-        else:
-            self._wait_for_indexes()
+        self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
 
     def _wait_for_indexes(self, timeout_s: float = 60.0) -> None:
         """Wait until a server has indexed every flushed row: a search right after an
@@ -467,14 +413,13 @@ class MilvusChunkStore:
             return {}
         query = Filter("doc_path in {paths}", {"paths": list(doc_paths)})
         output = ["id", *_OUTPUT, "dense"]
-        rows: list[dict[str, Any]] | None = None
-        with self._named_errors():
-            local = self._local_collection()
-            if local is not None:
-                page = self.page_size
-                rows = local.query(expr=query.rendered(), output_fields=output, limit=page)
-                if len(rows) >= page:
-                    rows = None  # more than a page: the client pages through them
+        page = self.page_size
+
+        def direct(local: InProcessLite) -> list[dict[str, Any]] | None:
+            found = local.query(query.rendered(), output, page)
+            return found if len(found) < page else None  # more: the client pages through
+
+        rows = self._in_process(direct, lambda: list(self._query_all(query, output)))
         if rows is None:
             rows = list(self._query_all(query, output))
         found: dict[str, list[ChunkHit]] = {}
@@ -554,51 +499,49 @@ class MilvusChunkStore:
         domain: str | None,
         output: list[str],
     ) -> list[ChunkHit]:
-        with self._named_errors():
-            where = domain_filter(domain)
-            local = self._local_collection()
-            if local is not None:
-                if metric == "BM25":
-                    accelerate_bm25(local, field)
-                result = local.search(
-                    [data],
-                    top_k=limit,
-                    metric_type=metric,
-                    output_fields=output,
-                    anns_field=field,
-                    expr=where.rendered() if where else None,
-                )
-            else:
-                result = self._client.search(
-                    self.collection,
-                    data=[data],
-                    anns_field=field,
-                    limit=limit,
-                    **(self._filter(where) if where else {}),
-                    output_fields=output,
-                    search_params={"metric_type": metric},
-                )
-            return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in result[0]]
+        where = domain_filter(domain)
 
-    @contextmanager
-    def _named_errors(self) -> Iterator[None]:
-        """Lite and pymilvus raise many types: each becomes a ``StoreError`` naming the
-        store (one the client wrapper raised has named it already)."""
+        def public() -> list[dict[str, Any]]:
+            result = self._client.search(
+                self.collection,
+                data=[data],
+                anns_field=field,
+                limit=limit,
+                **(self._filter(where) if where else {}),
+                output_fields=output,
+                search_params={"metric_type": metric},
+            )
+            return list(result[0])
+
+        hits = self._in_process(
+            lambda local: local.search(
+                data, field, metric, limit, where.rendered() if where else None, output
+            ),
+            public,
+        )
+        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in hits]
+
+    def _named_errors(self, call: Callable[[], _T]) -> _T:
+        """pymilvus raises many types: each becomes a ``StoreError`` naming the store
+        (one the client wrapper raised has named it already)."""
         try:
-            yield
+            return call()
         except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"the vector store ({self.uri}) failed: {first_line(exc)}") from exc
 
-    def _local_collection(self) -> Any | None:
-        """Milvus Lite's in-process collection when this store is a Lite file (see
-        ``_lite``); writes keep going through the client."""
-        if "://" in self.uri or self.dimension is None:
+    def _local_collection(self) -> InProcessLite | None:
+        """The gate to Milvus Lite's in-process collection when this store is a Lite
+        file and the gate opens (see ``_lite``), else None: the client does the work."""
+        if not self._is_lite or self.dimension is None:
             return None
         if self._local is None:
-            self._local = local_collection(self.uri, self.collection) or False
-        return self._local or None
+            gate = InProcessLite.attach(
+                self.uri, self.collection, self._analyzer if self.has_bm25 else None
+            )
+            self._local = gate if gate is not None else False
+        return self._local if isinstance(self._local, InProcessLite) else None
 
     @staticmethod
     def _hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0) -> ChunkHit:

@@ -55,7 +55,7 @@ class Base(DeclarativeBase):
 
 
 class DocumentRow(Base):
-    """One knowledge document (the seed's ``api_document``); chunks live in Milvus."""
+    """One knowledge document (``api_document`` in the original design); chunks live in Milvus."""
 
     __tablename__ = "documents"
 
@@ -148,7 +148,7 @@ class ToolInvocationRow(Base):
 
 
 class KnowledgeDomainRow(Base):
-    """A domain of the knowledge map (seed 003 §2.2), aggregated from its documents."""
+    """A domain of the knowledge map (docs/design.md §6.2), aggregated from its documents."""
 
     __tablename__ = "knowledge_domain"
 

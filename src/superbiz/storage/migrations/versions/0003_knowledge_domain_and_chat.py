@@ -1,4 +1,4 @@
-"""knowledge_domain (seed 003 §2.2) and chat sessions/messages.
+"""knowledge_domain (docs/design.md §6.2) and chat sessions/messages.
 
 Revision ID: 0003
 Revises: 0002
