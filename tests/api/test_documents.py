@@ -137,6 +137,14 @@ def test_uploads_take_the_formats_ingest_reads_and_cite_a_pdf_by_page(
     assert cited["vendor/gateway.pdf"]["page"] == 2
     assert cited["vendor/gateway.pdf"]["location"] == "vendor/gateway.pdf#page=2"
 
+    # the whole document as the page shows it: the text it was converted to, not its bytes
+    for path in titles:
+        whole = client.get(f"/api/documents/{quote(path)}")
+        assert whole.status_code == 200 and whole.headers["content-type"].startswith("text/")
+        assert "%PDF" not in whole.text and "<html" not in whole.text.lower()
+        assert "\ufffd" not in whole.text
+    assert "Rotate the gateway certificate" in client.get("/api/documents/vendor/gateway.pdf").text
+
     for path in titles:
         assert client.delete(f"/api/documents/{quote(path)}").status_code == 200
 

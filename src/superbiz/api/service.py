@@ -12,11 +12,11 @@ listener of the request that asked, so events never mix.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -57,9 +57,10 @@ from superbiz.api.responses import (
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import NotFoundError, SuperbizError, first_line
+from superbiz.exceptions import DocumentError, NotFoundError, SuperbizError, first_line
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
-from superbiz.knowledge.documents import normalize_domain
+from superbiz.knowledge.documents import normalize_domain, parse_document
+from superbiz.knowledge.formats import CONVERTERS
 from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
@@ -87,11 +88,19 @@ def _summary_view(summary: SessionSummary) -> SessionSummaryView:
     )
 
 
-def _read_text(path: Path) -> str | None:
-    """A document's file as text; None when it is gone (deleted or moved since)."""
+def _read_text(path: Path, doc_path: str, encodings: Sequence[str]) -> str | None:
+    """A document's file as text: Markdown as written, a converted format (PDF, Word,
+    HTML, reStructuredText) as the Markdown it was converted to, never its raw bytes;
+    None when the file is gone (deleted or moved since) or no longer converts."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError:
+        return None
+    if path.suffix.lower() not in CONVERTERS:
+        return data.decode("utf-8", errors="replace")
+    try:
+        return parse_document(data, PurePosixPath(doc_path), encodings).body
+    except DocumentError:
         return None
 
 
@@ -357,7 +366,8 @@ class Service:
             stored = assistant.kb.documents.get(item["path"])
             links = web_links(assistant.kb, [item["path"]])
         excerpt = str(item.get("content") or "")
-        body = _read_text(Path(stored.source_file)) if stored else ""
+        encodings = self.settings.ingest.encodings
+        body = _read_text(Path(stored.source_file), item["path"], encodings) if stored else ""
         return Passage(
             session_id=session_id,
             turn=turn,
@@ -376,7 +386,8 @@ class Service:
         """A stored document's file, as it was ingested."""
         with self.stores.held():
             stored = self.assistant.kb.documents.get(path)
-        text = _read_text(Path(stored.source_file)) if stored else None
+        encodings = self.settings.ingest.encodings
+        text = _read_text(Path(stored.source_file), path, encodings) if stored else None
         if text is None:
             raise NotFoundError(f"no document {path!r}")
         return text
