@@ -2,7 +2,7 @@
 
 Markdown answers and what never runs in them, the passage behind a citation, the
 sessions sidebar, stop, Enter, the language switch, a phone's width, axe-core's checks,
-``/docs`` with no network, and the feedback/gaps parts hiding on a server without them.
+``/docs`` with no network, and thumbs and the Gaps tab against the real routes.
 ``SUPERBIZ_SCREENSHOTS=docs/screenshots`` keeps the README's screenshots (both languages).
 """
 
@@ -69,31 +69,6 @@ nginx -t && systemctl reload nginx
 重启网关时 <img src=x onerror="alert(1)"> 不要 <script>alert(2)</script> 并发重启。
 """
 QUESTION = "怎么重启 nginx 网关？"
-GAPS = {  # the shape of GET /api/gaps in the knowledge-gaps issue (another engineer's route)
-    "since": None,
-    "domain": None,
-    "questions": 12,
-    "gaps": 5,
-    "unclustered": 0,
-    "timing_ms": {},
-    "clusters": [
-        {
-            "domain": "payment",
-            "count": 4,
-            "weight": 5,
-            "sessions": 3,
-            "thumbs_down": 1,
-            "reasons": {"no_result": 3, "thumbs_down": 1},
-            "examples": ["退款到账要多久？", "退款多久能到账"],
-            "questions": 2,
-            "last_asked": "2026-12-01T09:30:00+00:00",
-            "closest_documents": [
-                {"path": "payment/支付失败排查.md", "title": "支付失败排查", "times": 3}
-            ],
-            "comments": ["没有退款时效的说明"],
-        }
-    ],
-}
 
 
 def _missing(reason: str) -> None:
@@ -332,58 +307,30 @@ def test_sessions_are_listed_reopened_with_their_trace_renamed_and_deleted(
 # -- 4: feedback and gaps ------------------------------------------------------------------------
 
 
-def test_thumbs_and_the_gaps_tab_hide_on_a_server_without_them(browser: Any, site: str) -> None:
-    """This branch has no feedback/gaps routes (another engineer's): the page hides them."""
+def test_thumbs_record_feedback_and_the_gaps_tab_shows_the_report(browser: Any, site: str) -> None:
+    """A thumbs-down with a comment is stored with the turn (the real route), and the Gaps
+    tab lists that question with its comment (a rated-down answer is a gap)."""
     from playwright.sync_api import expect
 
-    with opened(browser, site, locale="en-US") as (page, _):
-        expect(page.locator(".tab-button[data-tab=gaps]")).to_be_hidden()
-        answer = ask(page)
-        expect(answer.locator(".meta")).to_be_visible()
-        expect(answer.locator(".thumbs")).to_be_hidden()
-
-
-def _recording(sent: list[dict[str, Any]]) -> Callable[[Any], None]:
-    """A route handler answering a feedback POST as the route would, keeping the body."""
-
-    def fulfil(route: Any) -> None:
-        sent.append(json.loads(route.request.post_data))
-        route.fulfill(json={**sent[-1], "session_id": "s", "turn": 1, "updated_at": "x"})
-
-    return fulfil
-
-
-def test_the_gaps_tab_and_thumbs_against_the_gaps_routes_shapes(browser: Any, site: str) -> None:
-    """The routes' JSON as the knowledge-gaps issue defines it, served in the browser until
-    the branches merge; the integrator points this at the real routes after."""
-    from playwright.sync_api import expect
-
-    for lang in ("en", "zh"):
-        sent: list[dict[str, Any]] = []
-
-        feedback = _recording(sent)
-
+    for lang, comment in (("en", "missing the rollback steps"), ("zh", "缺少回滚步骤")):
         with opened(browser, site, locale="zh-CN" if lang == "zh" else "en-US") as (page, _):
-            page.route("**/api/gaps", lambda route: route.fulfill(json=GAPS))
-
-            page.route("**/api/sessions/*/turns/*/feedback", feedback)
-            page.reload()
-            page.wait_for_selector("body[data-ready=true]", state="attached")
             answer = ask(page)
             answer.locator(".thumb-down").click()
-            answer.locator(".thumbs .comment").fill("缺少回滚步骤")
+            answer.locator(".thumbs .comment").fill(comment)
             answer.locator(".send-comment").click()
             expect(answer.locator(".thumbs [role=status]")).to_have_text(
                 "Thanks, recorded" if lang == "en" else "谢谢，已记录"
             )
-            assert sent[0] == {"rating": "down", "comment": None}
-            assert sent[-1] == {"rating": "down", "comment": "缺少回滚步骤"}
+            session = page.locator("#session-id").inner_text()
+            stored = httpx.get(f"{site}/api/sessions/{session}").json()
+            [rated] = [m for m in stored["messages"] if m.get("feedback")]
+            assert rated["feedback"]["rating"] == "down"
+            assert rated["feedback"]["comment"] == comment
             shot(page, f"chat-{lang}")
             page.click(".tab-button[data-tab=gaps]")
-            gap = page.locator("#gap-list li.gap").first
-            expect(gap).to_contain_text("退款到账要多久？")
-            expect(gap).to_contain_text("payment")
-            expect(gap).to_contain_text("没有退款时效的说明")
+            gap = page.locator("#gap-list li.gap", has_text=comment)
+            expect(gap).to_contain_text(QUESTION)
+            expect(gap).to_contain_text("ops")
             shot(page, f"gaps-{lang}")
 
 

@@ -811,7 +811,7 @@ async function init() {
     $("#model-badge").textContent = t("offline");
   }
   resetTrace();
-  await Promise.all([loadHistory(), loadSessions(), Feedback.probe()]);
+  await Promise.all([loadHistory(), loadSessions()]);
   document.body.dataset.ready = "true";
 }
 

@@ -1,20 +1,12 @@
 // Feedback and gaps, against the routes of the knowledge-gaps issue:
 //   POST /api/sessions/{session_id}/turns/{turn}/feedback  {"rating": "up"|"down", "comment": "…"}
 //   GET  /api/gaps  → {questions, gaps, clusters: [{domain, count, examples, last_asked, …}]}
-// A server without them answers 404: the thumbs and the Gaps tab are then hidden.
 "use strict";
 
 const Feedback = (() => {
-  let available = true;
-
-  function hideAll() {
-    available = false;
-    for (const node of document.querySelectorAll(".thumbs")) node.hidden = true;
-  }
-
   // Thumbs under an answer of `turn` in `sessionId`; a thumbs-down asks for a comment.
   function thumbs(sessionId, turn) {
-    const box = el("div", { class: "thumbs", hidden: !available });
+    const box = el("div", { class: "thumbs" });
     const status = el("span", { class: "muted small", role: "status" });
     const comment = el("input", { type: "text", class: "comment", maxLength: 2000, hidden: true });
     comment.setAttribute("aria-label", t("comment"));
@@ -40,7 +32,6 @@ const Feedback = (() => {
       `/api/sessions/${encodeURIComponent(sessionId)}/turns/${turn}/feedback`,
       { method: "POST", headers: headers(), body: JSON.stringify({ rating, comment }) }
     );
-    if (response.status === 404 && !(await isSessionMissing(response))) return hideAll();
     if (!response.ok) {
       status.textContent = await errorMessage(response);
       return;
@@ -49,36 +40,18 @@ const Feedback = (() => {
     status.textContent = t("thanks");
   }
 
-  // A 404 of the route itself (no such route) versus one about the session.
-  async function isSessionMissing(response) {
-    try {
-      const body = await response.clone().json();
-      return /session|turn/i.test(body.message || "");
-    } catch {
-      return false;
-    }
-  }
-
   async function loadGaps() {
     const response = await fetch("/api/gaps", { headers: headers(false) });
-    const tabButton = document.querySelector(".tab-button[data-tab=gaps]");
-    if (response.status === 404) {
-      tabButton.hidden = true;
-      hideAll(); // the same feature: a server without the report has no feedback route
-      return false;
-    }
-    tabButton.hidden = false;
     const list = document.getElementById("gap-list");
     if (!response.ok) {
       list.replaceChildren(el("li", { class: "error", text: await errorMessage(response) }));
-      return true;
+      return;
     }
     const report = await response.json();
     document.getElementById("gaps-summary").textContent = report.gaps
       ? t("gapsSummary", { gaps: report.gaps, questions: report.questions })
       : t("noGaps");
     list.replaceChildren(...(report.clusters || []).map(gapItem));
-    return true;
   }
 
   function gapItem(cluster) {
@@ -106,14 +79,5 @@ const Feedback = (() => {
     );
   }
 
-  // On start: whether the server has the gaps report (hides the tab when not).
-  async function probe() {
-    try {
-      await loadGaps();
-    } catch {
-      document.querySelector(".tab-button[data-tab=gaps]").hidden = true;
-    }
-  }
-
-  return { thumbs, loadGaps, probe };
+  return { thumbs, loadGaps };
 })();
