@@ -53,6 +53,7 @@ from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.knowledge.metadata import LLMMetadataWriter
+from superbiz.knowledge.statistics import refresh_statistics
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
@@ -374,6 +375,7 @@ class Service:
             removed_file = True
         kb.documents.delete([path])
         kb.store.delete_documents([path])
+        refresh_statistics(kb)  # key frequency and thresholds, without the document
         self.assistant.domains.refresh({doc.domain})
         self.assistant.invalidate_map()
         return Deleted(deleted=path, domain=doc.domain, file_removed=removed_file)

@@ -163,6 +163,14 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     )
 
 
+def _lead(fresh: list[DocHit]) -> float | None:
+    """How far the first document's cosine leads the best of the next four (None alone):
+    what a calibrated HIGHLY_RELEVANT also asks for (``Thresholds.highly_relevant_lead``)."""
+    if len(fresh) < 2:
+        return None
+    return fresh[0].similarity - max(d.similarity for d in fresh[1:5])
+
+
 def _best_bm25(doc: DocHit) -> float | None:
     return max((c.raw_bm25 for c in doc.chunks if c.raw_bm25 is not None), default=None)
 
@@ -238,7 +246,9 @@ class Retriever:
         exact_count = len(fresh_exact)
         if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
             exact_count = 0  # the exact match has no chunks (index being repaired)
-        level = relevance_level(exact_count, top.similarity if top else None, self._thresholds)
+        level = relevance_level(
+            exact_count, top.similarity if top else None, self._thresholds, _lead(fresh)
+        )
         probability = None
         if top is not None:
             level = with_answer_evidence(level, top.answer, self._settings.answers.reference)

@@ -1,0 +1,121 @@
+"""What the knowledge base measures about itself after its documents change: exact keys'
+document frequency and the level thresholds (real USE, Milvus Lite, SQLite)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superbiz.config import Settings
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.retrieval.calibration import MIN_PROBES
+from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, RelevanceLevel
+
+RUNBOOKS = {
+    "kafka.md": "---\ntitle: Kafka\n---\n\nHow our Kafka clusters are laid out.\n",
+    "consumer-lag.md": "---\ntitle: Consumer lag\n---\n\nKafka consumers fall behind.\n",
+    "broker-down.md": "---\ntitle: Broker down\n---\n\nA Kafka broker stopped answering.\n",
+    "topic-full.md": "---\ntitle: Topic full\n---\n\nA Kafka topic reached its size.\n",
+    "zk.md": "---\ntitle: ZooKeeper session\n---\n\nKafka lost its ZooKeeper session.\n",
+}
+
+
+@pytest.fixture
+def open_kb(tmp_path: Path, use_embedder: Embedder) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    yield kb
+    kb.close()
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_product_name_every_runbook_uses_is_not_an_exact_key_and_follows_changes(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    root = _write(tmp_path / "kb", RUNBOOKS)
+    Ingestor(open_kb).ingest([root])
+
+    assert open_kb.key_frequency is not None and open_kb.key_frequency.counts["kafka"] == 5
+    for question in ("Kafka is slow today", "grafana.kafka.example.net shows errors"):
+        retrieval = open_kb.retrieve(question)
+        assert retrieval.exact_count == 0 and retrieval.level is not RelevanceLevel.PRECISE
+
+    # the other runbooks go: now "Kafka" names the one page that uses it
+    for name in ("broker-down.md", "topic-full.md", "zk.md", "consumer-lag.md"):
+        (root / name).unlink()
+    Ingestor(open_kb).ingest([root], prune=True)
+
+    assert open_kb.key_frequency is not None and open_kb.key_frequency.counts["kafka"] == 1
+    retrieval = open_kb.retrieve("Kafka is slow today")
+    assert retrieval.level is RelevanceLevel.PRECISE and retrieval.top is not None
+    assert retrieval.top.doc_path == "kafka.md"
+    # inside a host name it is still no match
+    assert open_kb.retrieve("grafana.kafka.example.net shows errors").exact_count == 0
+
+
+def test_a_kb_too_small_to_measure_uses_the_shipped_thresholds(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS)])
+
+    calibration = open_kb.calibration
+    assert calibration is not None and not calibration.measured
+    assert calibration.probes < MIN_PROBES
+    assert open_kb.thresholds == DEFAULT_THRESHOLDS["use-multilingual-v3"]
+
+
+def _faq(number: int) -> str:
+    topics = ["disk", "memory", "network", "backup", "login", "upgrade", "index", "quota"]
+    topic = topics[number % len(topics)]
+    return (
+        f"---\ntitle: Service {number} {topic} guide\n---\n\n"
+        f"## Service {number} {topic} alarm fires\n\nCheck the {topic} of service {number}.\n\n"
+        f"## Service {number} {topic} restore steps\n\nRestore service {number} from its "
+        f"{topic} snapshot and verify it.\n"
+    )
+
+
+def test_thresholds_measured_on_the_kb_are_stored_and_settings_still_win(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    root = _write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})
+    Ingestor(open_kb).ingest([root])
+
+    calibration = open_kb.calibration
+    assert calibration is not None and calibration.measured
+    assert calibration.probes >= MIN_PROBES and calibration.embedder == use_embedder.name
+    thresholds = open_kb.thresholds
+    assert thresholds == open_kb.measured_thresholds
+    assert (thresholds.highly_relevant, thresholds.reference) == (
+        calibration.highly_relevant,
+        calibration.reference,
+    )
+    assert thresholds != DEFAULT_THRESHOLDS["use-multilingual-v3"]
+
+    # another process reads the same stored numbers
+    other = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    try:
+        assert other.thresholds == thresholds
+    finally:
+        other.close()
+    # an explicit setting overrides the measured value (and asks for no lead)
+    configured = Settings(
+        data_dir=tmp_path / "data",
+        retrieval={"normalization": {"highly-relevant-threshold": 0.9}},
+    )
+    pinned = KnowledgeBase(configured, embedder=use_embedder)
+    try:
+        assert pinned.thresholds.highly_relevant == 0.9
+        assert pinned.thresholds.reference == calibration.reference
+        assert pinned.thresholds.highly_relevant_lead == 0.0
+    finally:
+        pinned.close()
