@@ -119,3 +119,34 @@ def test_thresholds_measured_on_the_kb_are_stored_and_settings_still_win(
         assert pinned.thresholds.highly_relevant_lead == 0.0
     finally:
         pinned.close()
+
+
+RUNBOOKS_NAMING_EACH_OTHER = {
+    "KubeNodeNotReady.md": "---\ntitle: KubeNodeNotReady\n---\n\nA node has been unready for "
+    "more than 15 minutes. Check the node conditions and its kubelet logs.\n",
+    "KubeletDown.md": "---\ntitle: KubeletDown\n---\n\nKubelet has disappeared from Prometheus "
+    "target discovery. The node's KubeNodeNotReady alert usually fires too. Restart the "
+    "kubelet service and check its certificates.\n",
+}
+
+
+def test_a_key_two_documents_use_names_the_one_the_ranking_puts_first(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    """A runbook that mentions another alert by name, asked with its own alert's text:
+    the other runbook's title is a key, but it does not name the answer."""
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS_NAMING_EACH_OTHER)])
+    assert open_kb.key_frequency is not None
+    assert open_kb.key_frequency.users["kubenodenotready"] == (
+        "KubeNodeNotReady.md",
+        "KubeletDown.md",
+    )
+
+    asked = "Kubelet has disappeared from Prometheus target discovery; KubeNodeNotReady fires"
+    retrieval = open_kb.retrieve(asked)
+    assert retrieval.level is not RelevanceLevel.PRECISE and retrieval.exact_count == 0
+    assert retrieval.top is not None and retrieval.top.doc_path == "KubeletDown.md"
+
+    named = open_kb.retrieve("KubeNodeNotReady")
+    assert named.level is RelevanceLevel.PRECISE and named.top is not None
+    assert named.top.doc_path == "KubeNodeNotReady.md"

@@ -270,9 +270,13 @@ KAFKA_TEXTS = [
 ]
 
 
+def _with_paths(entries: list[ExactEntry], texts: list[str]) -> list[tuple[str, str]]:
+    return [(entry.doc_path, text) for entry, text in zip(entries, texts, strict=True)]
+
+
 def test_a_key_many_documents_use_names_none_of_them() -> None:
     """The page titled with the product's name matched every question about the product."""
-    frequency = ExactIndex(KAFKA_TEAM).frequency(KAFKA_TEXTS)
+    frequency = ExactIndex(KAFKA_TEAM).frequency(_with_paths(KAFKA_TEAM, KAFKA_TEXTS))
     assert frequency.documents == 5
     assert frequency.counts["kafka"] == 5 and frequency.counts["kafka consumer lag"] == 1
 
@@ -315,13 +319,13 @@ def test_a_latin_word_of_a_cjk_page_is_judged_by_the_kb_too() -> None:
         "Quorum lost\nThe cluster lost quorum.",
         "Storage full\nStorage cluster utilization crossed 85%.",
     ]
-    index = ExactIndex(entries, ExactIndex(entries).frequency(texts))
+    index = ExactIndex(entries, ExactIndex(entries).frequency(_with_paths(entries, texts)))
     assert docs(index, "Storage cluster is in error state for more than 10m.") == []
     assert docs(index, "集群部署(Cluster) 需要几台机器") == ["install/cluster.md"]
 
 
 def test_key_frequency_round_trips_and_unreadable_is_none() -> None:
-    frequency = ExactIndex(KAFKA_TEAM).frequency(KAFKA_TEXTS)
+    frequency = ExactIndex(KAFKA_TEAM).frequency(_with_paths(KAFKA_TEAM, KAFKA_TEXTS))
     assert KeyFrequency.from_json(frequency.to_json()) == frequency
     assert KeyFrequency.from_json("{not json") is None
     assert KeyFrequency.from_json('{"documents": 3}') is None

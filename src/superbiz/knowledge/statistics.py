@@ -51,7 +51,8 @@ def measure(kb: KnowledgeBase) -> KnowledgeStatistics:
     # matches those (``MapPlanner``), and the same frequency judges them
     keys = ExactIndex(exact_entry(doc, derived_covers=True) for doc in docs)
     frequency = keys.frequency(
-        "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]) for doc in docs
+        (doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]))
+        for doc in docs
     )
     probes = choose_probes(
         {doc.path: doc.title for doc in docs},

@@ -69,6 +69,8 @@ class ExactMatch:
     domain: str
     field: MatchField
     key: str
+    #: the other documents whose text uses the key (a few: more and it is no key)
+    others: tuple[str, ...] = ()
 
 
 def match_form(text: str) -> str:
@@ -140,6 +142,8 @@ class KeyFrequency:
 
     documents: int
     counts: Mapping[str, int] = field(default_factory=dict)
+    #: for the keys that name a document, which documents use them
+    users: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def names_a_document(self, key: str) -> bool:
         """Whether ``key`` (in ``match_form``) is rare enough in this KB to name one
@@ -158,7 +162,11 @@ class KeyFrequency:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"documents": self.documents, "counts": dict(self.counts)},
+            {
+                "documents": self.documents,
+                "counts": dict(self.counts),
+                "users": {key: list(paths) for key, paths in self.users.items()},
+            },
             ensure_ascii=False,
             sort_keys=True,
         )
@@ -171,7 +179,11 @@ class KeyFrequency:
             return None
         try:
             data = json.loads(text)
-            return cls(int(data["documents"]), {str(k): int(v) for k, v in data["counts"].items()})
+            return cls(
+                int(data["documents"]),
+                {str(k): int(v) for k, v in data["counts"].items()},
+                {str(k): tuple(map(str, v)) for k, v in data.get("users", {}).items()},
+            )
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
 
@@ -235,23 +247,38 @@ class ExactIndex:
                 continue
             current = best.get(entry.doc_path)
             if current is None or (field_, -len(key)) < (current.field, -len(current.key)):
+                users = self._frequency.users.get(key, ()) if self._frequency else ()
                 best[entry.doc_path] = ExactMatch(
-                    entry.doc_path, entry.title, entry.domain, field_, key
+                    entry.doc_path,
+                    entry.title,
+                    entry.domain,
+                    field_,
+                    key,
+                    tuple(p for p in users if p != entry.doc_path),
                 )
         return sorted(best.values(), key=lambda m: (m.field, -len(m.key), m.doc_path))
 
-    def frequency(self, texts: Iterable[str]) -> KeyFrequency:
-        """Each key's document frequency over ``texts`` (one per document), matched as a
-        query is: on word boundaries, never inside a URL or an identifier."""
-        counts: dict[str, int] = defaultdict(int)
-        documents = 0
-        for text in texts:
-            documents += 1
+    def frequency(self, documents: Iterable[tuple[str, str]]) -> KeyFrequency:
+        """Each key's document frequency over ``documents`` (path, text), matched as a
+        query is: on word boundaries, never inside a URL or an identifier; and which
+        documents use each key that stays one."""
+        used_by: dict[str, list[str]] = defaultdict(list)
+        count = 0
+        for path, text in documents:
+            count += 1
             # a document is segmented once, and only if a Chinese key starts in it
             boundaries = lru_cache(maxsize=1)(_boundaries)
             for key in {key for key, _, _ in self._occurrences(text, boundaries)}:
-                counts[key] += 1
-        return KeyFrequency(documents, dict(counts))
+                used_by[key].append(path)
+        return KeyFrequency(
+            count,
+            {key: len(paths) for key, paths in used_by.items()},
+            {
+                key: tuple(paths)
+                for key, paths in used_by.items()
+                if len(paths) <= KEY_DOCUMENTS_LIMIT
+            },
+        )
 
     def _occurrences(
         self, query: str, boundaries: Callable[[str], frozenset[int]]
