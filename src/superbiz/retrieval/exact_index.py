@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -331,8 +332,22 @@ class ExactIndex:
 
 
 def _inside_compound(start: int, end: int, compounds: tuple[tuple[int, int], ...]) -> bool:
-    """Whether [start, end) lies in a compound without covering all of it."""
-    return any(
-        start < c_end and end > c_start and not (start <= c_start and end >= c_end)
-        for c_start, c_end in compounds
-    )
+    """Whether [start, end) lies in a compound without covering all of it (``compounds``
+    are sorted and disjoint: only those from the last one starting at or before ``start``
+    can overlap, a document has hundreds).
+
+    >>> _inside_compound(2, 4, ((0, 9),)), _inside_compound(0, 9, ((0, 9),))
+    (True, False)
+    >>> _inside_compound(10, 12, ((0, 9), (20, 30))), _inside_compound(18, 22, ((0, 9), (20, 30)))
+    (False, True)
+    """
+    first = max(bisect_right(compounds, (start, _AFTER_ANY)) - 1, 0)
+    for c_start, c_end in compounds[first:]:
+        if c_start >= end:
+            return False
+        if start < c_end and end > c_start and not (start <= c_start and end >= c_end):
+            return True
+    return False
+
+
+_AFTER_ANY = 1 << 62
