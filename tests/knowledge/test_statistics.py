@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.base import KEY_FREQUENCY_KEY, KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.statistics import refresh_statistics
 from superbiz.retrieval.calibration import MIN_PROBES
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, RelevanceLevel
@@ -150,3 +151,23 @@ def test_a_key_two_documents_use_names_the_one_the_ranking_puts_first(
     named = open_kb.retrieve("KubeNodeNotReady")
     assert named.level is RelevanceLevel.PRECISE and named.top is not None
     assert named.top.doc_path == "KubeNodeNotReady.md"
+
+
+def test_another_process_reads_the_new_measurements_after_a_refresh(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    """A process that read the measurements between a change of documents and their new
+    measurement would keep the stale ones: storing them counts as a change."""
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS)])
+    open_kb.meta.set(KEY_FREQUENCY_KEY, "")  # as if not measured yet when the other read
+    other = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    try:
+        other.sync()
+        assert other.key_frequency is None
+
+        refresh_statistics(open_kb)
+
+        assert other.sync() is True
+        assert other.key_frequency is not None and other.key_frequency.counts["kafka"] == 5
+    finally:
+        other.close()

@@ -77,8 +77,12 @@ def refresh_statistics(kb: KnowledgeBase) -> KnowledgeStatistics:
     """Measure the KB and store the result for every process; the lookups of this one
     use it from their next call."""
     stats = measure(kb)
-    kb.meta.set(KEY_FREQUENCY_KEY, stats.frequency.to_json())
-    kb.meta.set(LEVEL_CALIBRATION_KEY, stats.calibration.to_json())
+    kb.meta.set_measurements(
+        {
+            KEY_FREQUENCY_KEY: stats.frequency.to_json(),
+            LEVEL_CALIBRATION_KEY: stats.calibration.to_json(),
+        }
+    )
     kb.invalidate()
     log.info("knowledge statistics measured in %.1f s", stats.seconds)
     return stats
