@@ -171,3 +171,24 @@ def test_another_process_reads_the_new_measurements_after_a_refresh(
         assert other.key_frequency is not None and other.key_frequency.counts["kafka"] == 5
     finally:
         other.close()
+
+
+def test_a_setting_against_a_measured_value_wins_without_an_error(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    """A measured highly-relevant threshold under a configured reference threshold (dev2
+    measures 0.26 / 0.25) yields to the setting instead of stopping every lookup."""
+    Ingestor(open_kb).ingest(
+        [_write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})]
+    )
+    measured = open_kb.measured_thresholds
+    assert measured is not None
+    above = round(measured.highly_relevant + 0.05, 2)
+    configured = Settings(
+        data_dir=tmp_path / "data", retrieval={"normalization": {"reference-threshold": above}}
+    )
+    pinned = KnowledgeBase(configured, embedder=use_embedder)
+    try:
+        assert (pinned.thresholds.reference, pinned.thresholds.highly_relevant) == (above, above)
+    finally:
+        pinned.close()

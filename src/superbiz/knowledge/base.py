@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import replace
 from functools import cached_property
 
 from sqlalchemy import Engine
@@ -153,16 +154,18 @@ class KnowledgeBase:
         """Configured thresholds, else the ones measured on this KB by its embedder
         (``level_calibration``), else the shipped defaults of the active embedder."""
         norm = self.settings.retrieval.normalization
-        default = self.measured_thresholds or DEFAULT_THRESHOLDS.get(
-            self.embedder.name, FALLBACK_THRESHOLDS
-        )
-        highly = norm.highly_relevant_threshold
+        highly, reference = norm.highly_relevant_threshold, norm.reference_threshold
+        default = self.measured_thresholds
+        if default is None:
+            default = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS)
+        elif highly is None and reference is not None:  # a measured value yields to a setting
+            default = replace(default, highly_relevant=max(default.highly_relevant, reference))
+        elif reference is None and highly is not None:
+            default = replace(default, reference=min(default.reference, highly))
         try:
             return Thresholds(
                 highly_relevant=highly if highly is not None else default.highly_relevant,
-                reference=norm.reference_threshold
-                if norm.reference_threshold is not None
-                else default.reference,
+                reference=reference if reference is not None else default.reference,
                 # a configured highly-relevant threshold is the seed's rule: no lead
                 highly_relevant_lead=0.0 if highly is not None else default.highly_relevant_lead,
             )
