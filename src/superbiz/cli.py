@@ -1045,15 +1045,18 @@ def eval_formats(
 @app.command()
 def calibrate(
     data_dir: DataDir = None,
-    sample: Annotated[int, typer.Option("--sample", help="Headings to probe at most.")] = 400,
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Measure again now and store the result.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Measure the embedder's similarities on the KB and propose the two thresholds."""
+    """The level thresholds measured on this KB (after every change of documents), how
+    they were derived, and which ones lookups use (settings override them)."""
     from superbiz.evaluation.calibrate import calibrate as run_calibration
     from superbiz.evaluation.calibrate import render_calibration
 
     with _knowledge_base(_settings(data_dir)) as kb:
-        report = run_calibration(kb, sample=sample)
+        report = run_calibration(kb, measure=measure)
     _publish(report, None, as_json, render_calibration)
 
 

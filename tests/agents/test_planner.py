@@ -32,11 +32,12 @@ from superbiz.exceptions import LLMUnavailableError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.map import KnowledgeMap, build_map
+from superbiz.knowledge.map import KnowledgeMap, MapDocument, MapDomain, build_map
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.llm.structured import parse_structured
 from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.exact_index import KeyFrequency
 from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"
@@ -501,3 +502,27 @@ def test_plan_reply_spells_a_domain_as_the_knowledge_base_does() -> None:
     text = json.dumps(reply)
     plan = parse_structured(text, PlanReply, {"allowed": {"payment-ops"}}).to_plan("q", 3, "map")
     assert plan.domain_ids == ["payment-ops"]
+
+
+def test_the_map_planners_exact_score_follows_the_kbs_key_frequency(planner: MapPlanner) -> None:
+    """A page titled with the product's name scored 1 for every question naming the
+    product; where the KB measured that most documents use the name, it names none."""
+    domains = [
+        MapDomain("streaming", "Kafka", "", 1, [MapDocument("Kafka", "streaming/kafka.md")]),
+        MapDomain(
+            "storage",
+            "Disks and volumes",
+            "",
+            1,
+            [MapDocument("Persistent volume disk is full", "storage/disk-full.md")],
+        ),
+    ]
+    question = "The persistent volume disk of the kafka broker is full"
+
+    unmeasured = planner.plan(PlanRequest(question, KnowledgeMap(domains)))
+    measured = planner.plan(
+        PlanRequest(question, KnowledgeMap(domains, key_frequency=KeyFrequency(40, {"kafka": 30})))
+    )
+
+    assert unmeasured.domain_ids[0] == "streaming"  # the exact title match scores 1
+    assert measured.domain_ids == ["storage"]

@@ -41,3 +41,21 @@ def test_planner_example_names_no_real_domain(language: str) -> None:
     example = json.loads(line.replace("{{", "{").replace("}}", "}"))
     [domain] = example["domains"]
     assert domain["domain"].startswith("<") and domain["sub_question"].startswith("<")
+
+
+@pytest.mark.parametrize(
+    ("language", "precise", "highly_relevant"),
+    [
+        ("en", "the document your question names", "this document answers the question"),
+        ("zh", "问题点名的文档", "这篇文档回答了问题"),
+    ],
+)
+def test_the_executor_is_told_what_each_level_means(
+    language: str, precise: str, highly_relevant: str
+) -> None:
+    """The contract the levels keep (issue 22): PRECISE is the document the question
+    names (an exact key specific to this KB), HIGHLY_RELEVANT one that answers it."""
+    prompt = load_prompt("chat-executor-prompt", language)  # type: ignore[arg-type]
+    lines = {line.split("→")[0].strip(): line for line in prompt.splitlines() if "→" in line}
+    assert precise in lines["- `relevance_level=PRECISE`"]
+    assert highly_relevant in lines["- `relevance_level=HIGHLY_RELEVANT`"]

@@ -79,6 +79,11 @@ def test_upload_ingests_like_the_cli_and_delete_removes_it(
 
     again = upload(client, "退款到账延迟.md", REFUND, domain="Billing Ops")
     assert again[0] == 201 and again[1]["status"] == "unchanged"
+    # the KB measured itself again with the upload (key frequencies, thresholds) ...
+    kb = docs_assistant.kb
+    count = len(kb.documents.all())
+    assert kb.key_frequency is not None and kb.key_frequency.documents == count
+    assert kb.calibration is not None and kb.calibration.documents == count
 
     deleted = client.delete(f"/api/documents/{quote(doc['path'])}")
     assert deleted.status_code == 200, deleted.text
@@ -88,6 +93,9 @@ def test_upload_ingests_like_the_cli_and_delete_removes_it(
     assert "billing-ops" not in [d["domain_id"] for d in kmap]
     assert uploads_of(docs_assistant) == []
     assert docs_assistant.kb.store.index_state([doc["path"]]) == {}
+    # ... and with the delete
+    assert kb.key_frequency is not None and kb.key_frequency.documents == count - 1
+    assert kb.calibration is not None and kb.calibration.documents == count - 1
     assert client.delete(f"/api/documents/{quote(doc['path'])}").status_code == 404
 
 

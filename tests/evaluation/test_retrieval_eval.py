@@ -13,7 +13,13 @@ import pytest
 from rich.console import Console
 
 from superbiz.config import Settings
-from superbiz.evaluation.retrieval import evaluate_retrieval, is_answer_only, render_report
+from superbiz.evaluation.metrics import wilson_interval
+from superbiz.evaluation.retrieval import (
+    evaluate_retrieval,
+    is_answer_only,
+    render_report,
+    render_reports,
+)
 from superbiz.retrieval.embedders import Embedder
 
 QUERIES = [
@@ -110,3 +116,25 @@ def test_a_dev_dataset_prints_no_answer_only_line(
     console = Console(record=True, width=200)
     render_report(report, console)
     assert "answer-only:" not in console.export_text()
+
+
+def test_each_level_precision_comes_with_its_95_percent_interval(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    dataset = _dataset(tmp_path / "ds", kb_writer, None)
+    report = evaluate_retrieval(dataset, Settings(data_dir=tmp_path / "data"))
+
+    found = {name: row for name, row in report["levels"].items() if name != "NONE"}
+    assert found
+    for row in found.values():
+        hits = round(row["precision"] * row["count"])
+        assert row["precision_95"] == list(wilson_interval(hits, row["count"]) or ())
+        low, high = row["precision_95"]
+        assert low <= row["precision"] <= high
+    console = Console(record=True, width=200)
+    render_reports({"datasets": [report, report]}, console)
+    text = console.export_text()
+    row = next(iter(found.values()))
+    low, high = row["precision_95"]
+    assert f"{row['precision']:.3f} [{low:.3f}–{high:.3f}]" in text
+    assert "PRECISE precision [95 %]" in text and "HIGHLY_RELEVANT precision [95 %]" in text

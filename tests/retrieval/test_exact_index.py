@@ -10,6 +10,7 @@ from superbiz._text import segmenter
 from superbiz.retrieval.exact_index import (
     ExactEntry,
     ExactIndex,
+    KeyFrequency,
     MatchField,
     is_specific,
     match_form,
@@ -122,7 +123,7 @@ def test_latin_boundary(index: ExactIndex) -> None:
     assert docs(index, "apis are slow") == []
     assert docs(index, "quotas") == []
     assert docs(index, "the api is slow") == ["api/rate-limit.md"]
-    assert docs(index, "api/v2 is slow") == ["api/rate-limit.md"]  # punctuation is a boundary
+    assert docs(index, "api, v2 is slow") == ["api/rate-limit.md"]  # punctuation is a boundary
 
 
 def test_latin_key_next_to_chinese(index: ExactIndex) -> None:
@@ -248,3 +249,84 @@ def test_a_file_name_is_named_with_spaces_for_its_hyphens() -> None:
     [match] = ExactIndex.naming(index.match("mysql failover: which replica is promoted?"))
     assert (match.doc_path, match.field) == ("db/mysql-failover.md", MatchField.ALIAS)
     assert index.match("mysql_failover") and not index.match("mysqlfailover")
+
+
+# -- keys judged by the knowledge base ---------------------------------------------------------
+
+KAFKA_TEAM = [
+    ExactEntry("kafka.md", "Kafka", "streaming", aliases=("kafka",)),
+    ExactEntry("consumer-lag.md", "Kafka consumer lag", "streaming"),
+    ExactEntry("broker-down.md", "Broker down", "streaming"),
+    ExactEntry("topic-full.md", "Topic full", "streaming"),
+    ExactEntry("zookeeper.md", "ZooKeeper session expired", "streaming"),
+]
+#: each runbook says "Kafka"; only one says "consumer lag"
+KAFKA_TEXTS = [
+    "Kafka\nHow our Kafka clusters are laid out.",
+    "Kafka consumer lag\nLag grows when Kafka consumers fall behind.",
+    "Broker down\nA Kafka broker stopped answering.",
+    "Topic full\nA Kafka topic reached its retention size.",
+    "ZooKeeper session expired\nKafka lost its ZooKeeper session.",
+]
+
+
+def _with_paths(entries: list[ExactEntry], texts: list[str]) -> list[tuple[str, str]]:
+    return [(entry.doc_path, text) for entry, text in zip(entries, texts, strict=True)]
+
+
+def test_a_key_many_documents_use_names_none_of_them() -> None:
+    """The page titled with the product's name matched every question about the product."""
+    frequency = ExactIndex(KAFKA_TEAM).frequency(_with_paths(KAFKA_TEAM, KAFKA_TEXTS))
+    assert frequency.documents == 5
+    assert frequency.counts["kafka"] == 5 and frequency.counts["kafka consumer lag"] == 1
+
+    index = ExactIndex(KAFKA_TEAM, frequency)
+    assert docs(index, "Kafka is slow today") == []
+    assert docs(index, "kafka consumer lag above 10k") == ["consumer-lag.md"]
+    # without the KB's frequencies (never measured) every specific key still counts
+    assert docs(ExactIndex(KAFKA_TEAM), "Kafka is slow today") == ["kafka.md"]
+
+
+def test_a_key_inside_a_url_host_name_path_or_identifier_is_no_match() -> None:
+    index = ExactIndex(KAFKA_TEAM)
+    for query in (
+        "Dashboard grafana.kafka.example.net shows 5xx for broker-7",
+        "see https://wiki.example.net/kafka/runbook for the procedure",
+        "disk /var/lib/kafka is 95% full",
+        "metric kafka_server_requests_total dropped to zero",
+        "host kafka:9092 refused the connection",
+    ):
+        assert docs(index, query) == [], query
+    # the word itself, and a key covering the whole identifier, still match
+    assert docs(index, "Kafka on grafana.example.net is slow") == ["kafka.md"]
+    assert docs(index, "alert on kafka_consumer_lag") == ["consumer-lag.md"]
+
+
+def test_a_latin_word_of_a_cjk_page_is_judged_by_the_kb_too() -> None:
+    """``集群部署(Cluster)`` (file ``cluster.md``) matched every English alert saying
+    "cluster"; the full Chinese title still names it."""
+    entries = [
+        ExactEntry("install/cluster.md", "集群部署(Cluster)", "install", aliases=("cluster",)),
+        ExactEntry("alerts/etcd.md", "etcd member down", "alerts"),
+        ExactEntry("alerts/nodes.md", "Node not ready", "alerts"),
+        ExactEntry("alerts/quorum.md", "Quorum lost", "alerts"),
+        ExactEntry("alerts/storage.md", "Storage full", "alerts"),
+    ]
+    texts = [
+        "集群部署(Cluster)\n集群部署需要三台机器。",
+        "etcd member down\nAn etcd member of the cluster is down.",
+        "Node not ready\nA node of the cluster is not ready.",
+        "Quorum lost\nThe cluster lost quorum.",
+        "Storage full\nStorage cluster utilization crossed 85%.",
+    ]
+    index = ExactIndex(entries, ExactIndex(entries).frequency(_with_paths(entries, texts)))
+    assert docs(index, "Storage cluster is in error state for more than 10m.") == []
+    assert docs(index, "集群部署(Cluster) 需要几台机器") == ["install/cluster.md"]
+
+
+def test_key_frequency_round_trips_and_unreadable_is_none() -> None:
+    frequency = ExactIndex(KAFKA_TEAM).frequency(_with_paths(KAFKA_TEAM, KAFKA_TEXTS))
+    assert KeyFrequency.from_json(frequency.to_json()) == frequency
+    assert KeyFrequency.from_json("{not json") is None
+    assert KeyFrequency.from_json('{"documents": 3}') is None
+    assert KeyFrequency.from_json(None) is None

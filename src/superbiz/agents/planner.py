@@ -158,9 +158,12 @@ class MapPlanner:
         built = self._exact_built
         if built is None or built[0] is not kmap:
             index = ExactIndex(
-                ExactEntry(doc.path, doc.title, domain.domain_id, covers=doc.covers)
-                for domain in kmap.domains
-                for doc in domain.documents
+                (
+                    ExactEntry(doc.path, doc.title, domain.domain_id, covers=doc.covers)
+                    for domain in kmap.domains
+                    for doc in domain.documents
+                ),
+                kmap.key_frequency,  # the lookup's rule: a key many documents use names none
             )
             self._exact_built = built = (kmap, index)
         return built[1]

@@ -16,7 +16,14 @@ from rich.table import Table
 from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
-from superbiz.evaluation.metrics import gold_rank, mean, percentile, recall_at, reciprocal_rank
+from superbiz.evaluation.metrics import (
+    gold_rank,
+    mean,
+    percentile,
+    recall_at,
+    reciprocal_rank,
+    wilson_interval,
+)
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
@@ -190,6 +197,10 @@ def evaluate_retrieval(
             name: {
                 "count": count,
                 "precision": round(level_hits[name] / count, _DIGITS) if count else None,
+                # 95 % Wilson interval: a precision over a few dozen lookups is a range
+                "precision_95": list(wilson_interval(level_hits[name], count) or ())
+                if name != "NONE"
+                else None,
                 **_supplement_stats(count, level_supplements[name], level_foreign[name]),
             }
             for name, count in sorted(level_counts.items())
@@ -239,15 +250,17 @@ def render_report(report: dict[str, Any], console: Console) -> None:
             *(f"{row[key]:.3f}" for key in ("recall@1", "recall@5", "recall@10", "mrr@10")),
         )
     console.print(table)
-    levels = Table(title="relevance levels (precision = primary document is gold)")
-    for column in ("level", "count", "precision", "supplements/lookup", "other language"):
+    levels = Table(
+        title="relevance levels (precision = primary document is gold, with its 95 % interval)"
+    )
+    for column in ("level", "count", "precision [95 %]", "supplements/lookup", "other language"):
         levels.add_column(column, justify="right" if column != "level" else "left")
     rows = [*report["levels"].items(), ("all found", report["supplements"])]
     for name, row in rows:
         levels.add_row(
             name,
             str(row.get("count", "")),
-            _fixed(row.get("precision")),
+            _precision(row),
             _fixed(row["supplements_per_lookup"], 2),
             _fixed(row["cross_language_share"]),
         )
@@ -284,8 +297,13 @@ def _comparison(reports: list[dict[str, Any]]) -> Table:
         "R@1": lambda r: f"{r['overall']['recall@1']:.3f}",
         "R@5": lambda r: f"{r['overall']['recall@5']:.3f}",
         "MRR@10": lambda r: f"{r['overall']['mrr@10']:.3f}",
-        "HIGHLY_RELEVANT precision": lambda r: _fixed(
-            r["levels"].get("HIGHLY_RELEVANT", {}).get("precision")
+        "PRECISE precision [95 %]": lambda r: _precision(r["levels"].get("PRECISE", {})),
+        "HIGHLY_RELEVANT precision [95 %]": lambda r: _precision(
+            r["levels"].get("HIGHLY_RELEVANT", {})
+        ),
+        "PRECISE / HIGHLY_RELEVANT lookups": lambda r: " / ".join(
+            str(r["levels"].get(name, {}).get("count", 0))
+            for name in ("PRECISE", "HIGHLY_RELEVANT")
         ),
         "supplements/lookup": lambda r: _fixed(r["supplements"]["supplements_per_lookup"], 2),
         "gold shown": lambda r: _fixed(r["gold_shown"]),
@@ -294,6 +312,14 @@ def _comparison(reports: list[dict[str, Any]]) -> Table:
     for name, cell in rows.items():
         table.add_row(name, *(cell(report) for report in reports))
     return table
+
+
+def _precision(row: dict[str, Any]) -> str:
+    """A level's precision and its 95 % interval: ``0.977 [0.882–0.996]``."""
+    interval = row.get("precision_95")
+    if row.get("precision") is None or not interval:
+        return _fixed(row.get("precision"))
+    return f"{row['precision']:.3f} [{interval[0]:.3f}–{interval[1]:.3f}]"
 
 
 def _fixed(value: float | None, digits: int = 3) -> str:

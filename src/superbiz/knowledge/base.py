@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import replace
 from functools import cached_property
 
 from sqlalchemy import Engine
@@ -12,8 +13,9 @@ from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
+from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
-from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex, KeyFrequency
 from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import AnswerSource, HybridSearcher
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
+#: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.statistics``)
+KEY_FREQUENCY_KEY = "key_frequency"
+LEVEL_CALIBRATION_KEY = "level_calibration"
 
 
 class KnowledgeBase:
@@ -67,6 +72,9 @@ class KnowledgeBase:
         self._store = store
         self._owns_store = store is None
         self._exact: ExactIndex | None = None
+        #: the stored measurements, read once per knowledge version (False: not read yet)
+        self._frequency: KeyFrequency | bool | None = False
+        self._calibration: LevelCalibration | bool | None = False
         self._answers: AnswerIndex | None = None
         self._version = knowledge_version(self.engine)
 
@@ -146,17 +154,23 @@ class KnowledgeBase:
 
     @property
     def thresholds(self) -> Thresholds:
-        """Configured thresholds, else the measured defaults of the active embedder."""
+        """Configured thresholds, else the ones measured on this KB by its embedder
+        (``level_calibration``), else the shipped defaults of the active embedder."""
         norm = self.settings.retrieval.normalization
-        default = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS)
+        highly, reference = norm.highly_relevant_threshold, norm.reference_threshold
+        default = self.measured_thresholds
+        if default is None:
+            default = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS)
+        elif highly is None and reference is not None:  # a measured value yields to a setting
+            default = replace(default, highly_relevant=max(default.highly_relevant, reference))
+        elif reference is None and highly is not None:
+            default = replace(default, reference=min(default.reference, highly))
         try:
             return Thresholds(
-                highly_relevant=norm.highly_relevant_threshold
-                if norm.highly_relevant_threshold is not None
-                else default.highly_relevant,
-                reference=norm.reference_threshold
-                if norm.reference_threshold is not None
-                else default.reference,
+                highly_relevant=highly if highly is not None else default.highly_relevant,
+                reference=reference if reference is not None else default.reference,
+                # a configured highly-relevant threshold is the seed's rule: no lead
+                highly_relevant_lead=0.0 if highly is not None else default.highly_relevant_lead,
             )
         except ValueError as exc:  # one set against the other's default, or both inverted
             raise ConfigError(
@@ -165,9 +179,41 @@ class KnowledgeBase:
             ) from exc
 
     @property
+    def calibration(self) -> LevelCalibration | None:
+        """The levels' measurement stored by the last change of documents, if any."""
+        if self._calibration is False:
+            self._calibration = LevelCalibration.from_json(self.meta.get(LEVEL_CALIBRATION_KEY))
+        return self._calibration if isinstance(self._calibration, LevelCalibration) else None
+
+    @property
+    def measured_thresholds(self) -> Thresholds | None:
+        """The stored calibration's thresholds when they were measured by the embedder now
+        configured on enough probes; None sends lookups to the shipped numbers."""
+        measured = self.calibration
+        if measured is None or measured.embedder != self.embedder.name:
+            return None
+        if measured.highly_relevant is None or measured.reference is None:
+            return None
+        return Thresholds(
+            highly_relevant=max(measured.highly_relevant, measured.reference),
+            reference=measured.reference,
+            highly_relevant_lead=measured.highly_relevant_lead or 0.0,
+        )
+
+    @property
+    def key_frequency(self) -> KeyFrequency | None:
+        """How many documents use each exact key, as stored by the last change of
+        documents; None before the first measurement (every key counts as specific)."""
+        if self._frequency is False:
+            self._frequency = KeyFrequency.from_json(self.meta.get(KEY_FREQUENCY_KEY))
+        return self._frequency if isinstance(self._frequency, KeyFrequency) else None
+
+    @property
     def exact_index(self) -> ExactIndex:
         if self._exact is None:
-            self._exact = ExactIndex(exact_entry(doc) for doc in self.documents.all())
+            self._exact = ExactIndex(
+                (exact_entry(doc) for doc in self.documents.all()), self.key_frequency
+            )
         return self._exact
 
     @property
@@ -187,9 +233,16 @@ class KnowledgeBase:
         return self._answers
 
     def invalidate(self) -> None:
-        """Call after documents change: the exact and answer indexes are rebuilt on next use."""
+        """Call after documents change: the exact and answer indexes are rebuilt on next use,
+        and the stored measurements (key frequency, thresholds) read again."""
         self._exact = None
         self._answers = None
+        self._forget_measurements()
+
+    def _forget_measurements(self) -> None:
+        self._frequency = False
+        self._calibration = False
+        self.__dict__.pop("retriever", None)  # it holds the thresholds
 
     @property
     def version(self) -> int:
@@ -209,6 +262,7 @@ class KnowledgeBase:
         self._version = current
         self._exact = None
         self._answers = None
+        self._forget_measurements()
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()
             self._store = None
@@ -237,13 +291,15 @@ class KnowledgeBase:
             searcher.close()
 
 
-def exact_entry(doc: StoredDocument) -> ExactEntry:
+def exact_entry(doc: StoredDocument, *, derived_covers: bool = False) -> ExactEntry:
+    """``doc``'s exact keys. Derived covers are only headings: the map shows them (and the
+    map planner matches them, ``derived_covers``), a lookup's exact matching does not."""
+    derived = doc.origin.get("covers") == "derived"
     return ExactEntry(
         doc_path=doc.path,
         title=doc.title,
         domain=doc.domain,
         aliases=tuple(doc.aliases),
-        # Derived covers are only headings: the map shows them, exact matching does not.
-        covers=tuple(doc.covers) if doc.origin.get("covers") != "derived" else (),
+        covers=tuple(doc.covers) if derived_covers or not derived else (),
         tags=tuple(doc.tags),
     )

@@ -42,6 +42,7 @@ from superbiz.knowledge.documents import SourceDocument, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
 from superbiz.knowledge.report import IngestReport
+from superbiz.knowledge.statistics import refresh_statistics
 from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
@@ -251,6 +252,10 @@ class Ingestor:
         if report.changed or report.answers_encoded:
             kb.store.flush()
             kb.invalidate()
+        # what the KB measures about itself (key frequency, level thresholds), again after
+        # any change, and once for a KB ingested before it was measured
+        if report.changed or kb.key_frequency is None:
+            refresh_statistics(kb)
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
         return report

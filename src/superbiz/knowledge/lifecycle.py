@@ -29,6 +29,7 @@ from superbiz.knowledge.ingest import Ingestor, Progress
 from superbiz.knowledge.metadata import MetadataWriter
 from superbiz.knowledge.report import IngestReport
 from superbiz.knowledge.sources import GitSources, SyncResult, source_name
+from superbiz.knowledge.statistics import refresh_statistics
 from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
@@ -299,6 +300,7 @@ class DocumentLifecycle:
                 )
             kb.documents.delete([path])
             kb.store.delete_documents([path])
+            refresh_statistics(kb)  # key frequency and thresholds, without the document
             kb.invalidate()
             if self.domains is not None:
                 self.domains.refresh({doc.domain})

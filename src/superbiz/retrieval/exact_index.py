@@ -2,18 +2,25 @@
 
 A key matches when it occurs in the query (after NFKC + case-fold) on word
 boundaries: Latin keys between non-alphanumerics, Chinese keys on jieba token
-boundaries of the query, so ``数据`` does not match inside ``数据库``. Only specific
-keys are indexed: not a stop word, and at least 2 CJK characters or 3 Latin letters.
+boundaries of the query, so ``数据`` does not match inside ``数据库``, and never a part of
+a URL, host name, path or identifier (``grafana.kafka.example.net`` does not name a page
+titled "Kafka"; the whole identifier may). Only specific keys are indexed: not a stop
+word, at least 2 CJK characters or 3 Latin letters, and, where the knowledge base's
+document frequencies are known (``KeyFrequency``), used by few of its documents: a key
+that many documents' text uses (the product's name in its own runbooks, "cluster" in
+OpenShift's) names none of them, whatever the script of the key or of its title.
 Matches are ranked by field strength; the count that the normaliser uses is the number
 of documents in the strongest field that matched (a title beats a tag).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
 
@@ -25,6 +32,16 @@ _SPACE_NEAR_CJK = re.compile(
 )
 _ALNUM = re.compile(r"[a-z0-9]")
 _JOINERS = re.compile(r"[-_]+")
+#: URLs, host names, paths, e-mail addresses and identifiers (``a.b``, ``a/b``, ``a_b``,
+#: ``a:b``, ``a@b``, ``a=b``), found in the NFKC-case-folded text before hyphens and
+#: underscores become spaces
+_COMPOUND = re.compile(
+    r"[a-z][a-z0-9+.-]*://[^\s<>\"'`()\[\]{}，。、；）（]+"
+    r"|(?<![a-z0-9])/?[a-z0-9][a-z0-9_-]*(?:[./:@=_\\][a-z0-9][a-z0-9_-]*)+/?"
+    r"|(?<![a-z0-9])/[a-z0-9][a-z0-9_.-]*"
+)
+#: private-use characters that mark a compound's ends while the text is normalised
+_OPEN, _CLOSE = "\ue000", "\ue001"
 
 
 class MatchField(IntEnum):
@@ -53,6 +70,8 @@ class ExactMatch:
     domain: str
     field: MatchField
     key: str
+    #: the other documents whose text uses the key (a few: more and it is no key)
+    others: tuple[str, ...] = ()
 
 
 def match_form(text: str) -> str:
@@ -63,7 +82,34 @@ def match_form(text: str) -> str:
     >>> match_form("Redis 连接池 耗尽"), match_form("mysql-failover"), match_form("PAY-3002")
     ('redis连接池耗尽', 'mysql failover', 'pay 3002')
     """
-    return _SPACE_NEAR_CJK.sub("", normalize(_JOINERS.sub(" ", text)))
+    return _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", normalize(text)).split()))
+
+
+def compound_spans(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """``match_form(text)`` and where in it the URLs, host names, paths and identifiers
+    are (start, end): a key inside one of them, short of the whole, is no match.
+
+    >>> compound_spans("Lag on grafana.kafka.example.net for kafka_consumer_lag")
+    ('lag on grafana.kafka.example.net for kafka consumer lag', ((7, 32), (37, 55)))
+    >>> compound_spans("Kafka 消费延迟")[1]
+    ()
+    """
+    norm = normalize(text)
+    marked = _COMPOUND.sub(lambda m: f"{_OPEN}{m.group(0)}{_CLOSE}", norm)
+    if _OPEN not in marked:
+        return match_form(text), ()
+    form = _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", marked).split()))
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for ch in form:
+        if ch == _OPEN:
+            start = len(out)
+        elif ch == _CLOSE:
+            spans.append((start, len(out)))
+        else:
+            out.append(ch)
+    return "".join(out), tuple(spans)
 
 
 def is_specific(term: str) -> bool:
@@ -89,17 +135,92 @@ def _first_unit(key: str) -> str:
     return match.group(0) if match else key[0]
 
 
+@dataclass(frozen=True, slots=True)
+class KeyFrequency:
+    """How many of the knowledge base's ``documents`` use each exact key in their text
+    (``counts``; a key found only inside URLs or identifiers is not used), measured
+    whenever documents change (``superbiz.knowledge.statistics``)."""
+
+    documents: int
+    counts: Mapping[str, int] = field(default_factory=dict)
+    #: for the keys that name a document, which documents use them
+    users: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def names_a_document(self, key: str) -> bool:
+        """Whether ``key`` (in ``match_form``) is rare enough in this KB to name one
+        document: the one rule the lookup's L0 and the map planner's exact score share.
+
+        A key's document frequency says how many documents a question using it may be
+        about (IDF): one that more than ``KEY_DOCUMENTS_LIMIT`` documents use does not
+        name its owner. A key not measured yet (a document added since) counts as specific.
+
+        >>> kb = KeyFrequency(400, {"kafka": 120, "kafka lag": 2})
+        >>> kb.names_a_document("kafka"), kb.names_a_document("kafka lag")
+        (False, True)
+        """
+        count = self.counts.get(key)
+        return count is None or count <= KEY_DOCUMENTS_LIMIT
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "documents": self.documents,
+                "counts": dict(self.counts),
+                "users": {key: list(paths) for key, paths in self.users.items()},
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> KeyFrequency | None:
+        """The stored frequencies, or None when there are none or they cannot be read
+        (every key then counts as specific, as before they were measured)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(
+                int(data["documents"]),
+                {str(k): int(v) for k, v in data["counts"].items()},
+                {str(k): tuple(map(str, v)) for k, v in data.get("users", {}).items()},
+            )
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return None
+
+
+#: The most documents whose text may use a key that still names one of them. On dev the
+#: keys of all 273 PRECISE lookups (each right) are used by 1 or 2 documents; checked on
+#: dev2, where the right ones are used by 1 and the wrong ones by 7 or more ("cluster",
+#: a product's name): 3 leaves room for a document or two that mention another by name.
+KEY_DOCUMENTS_LIMIT = 3
+
+
 @lru_cache(maxsize=4096)
 def _cjk_boundaries(text: str) -> frozenset[int]:
+    return _boundaries(text)
+
+
+def _boundaries(text: str) -> frozenset[int]:
     return frozenset(pos for _, start, end in segmenter().tokenize(text) for pos in (start, end))
 
 
 class ExactIndex:
-    def __init__(self, entries: Iterable[ExactEntry] = ()) -> None:
+    """``frequency``, when given, leaves out the keys too common in this KB to name a
+    document (``KeyFrequency.names_a_document``)."""
+
+    def __init__(
+        self, entries: Iterable[ExactEntry] = (), frequency: KeyFrequency | None = None
+    ) -> None:
         self._buckets: dict[str, list[tuple[str, MatchField, ExactEntry]]] = defaultdict(list)
+        self._frequency = frequency
         self.size = 0
         for entry in entries:
             self.add(entry)
+
+    def keys(self) -> set[str]:
+        """Every key indexed (in ``match_form``)."""
+        return {key for bucket in self._buckets.values() for key, _, _ in bucket}
 
     def add(self, entry: ExactEntry) -> None:
         fields = (
@@ -108,30 +229,71 @@ class ExactIndex:
             (MatchField.COVERS, entry.covers),
             (MatchField.TAG, entry.tags),
         )
-        for field, keys in fields:
+        for field_, keys in fields:
             for key in keys:
                 norm = match_form(key)
-                if is_specific(norm):
-                    self._buckets[_first_unit(norm)].append((norm, field, entry))
-                    self.size += 1
+                if not is_specific(norm):
+                    continue
+                if self._frequency is not None and not self._frequency.names_a_document(norm):
+                    continue
+                self._buckets[_first_unit(norm)].append((norm, field_, entry))
+                self.size += 1
 
     def match(self, query: str, domain: str | None = None) -> list[ExactMatch]:
         """Documents whose keys occur in ``query``, one match per document (its strongest
         field), strongest field first, then longest key."""
-        text = match_form(query)
         best: dict[str, ExactMatch] = {}
-        for start, unit in self._units(text):
-            for key, field, entry in self._buckets.get(unit, ()):
-                if domain and entry.domain != domain:
-                    continue
-                if not text.startswith(key, start) or not self._on_boundary(text, start, key):
-                    continue
-                current = best.get(entry.doc_path)
-                if current is None or (field, -len(key)) < (current.field, -len(current.key)):
-                    best[entry.doc_path] = ExactMatch(
-                        entry.doc_path, entry.title, entry.domain, field, key
-                    )
+        for key, field_, entry in self._occurrences(query, _cjk_boundaries):
+            if domain and entry.domain != domain:
+                continue
+            current = best.get(entry.doc_path)
+            if current is None or (field_, -len(key)) < (current.field, -len(current.key)):
+                users = self._frequency.users.get(key, ()) if self._frequency else ()
+                best[entry.doc_path] = ExactMatch(
+                    entry.doc_path,
+                    entry.title,
+                    entry.domain,
+                    field_,
+                    key,
+                    tuple(p for p in users if p != entry.doc_path),
+                )
         return sorted(best.values(), key=lambda m: (m.field, -len(m.key), m.doc_path))
+
+    def frequency(self, documents: Iterable[tuple[str, str]]) -> KeyFrequency:
+        """Each key's document frequency over ``documents`` (path, text), matched as a
+        query is: on word boundaries, never inside a URL or an identifier; and which
+        documents use each key that stays one."""
+        used_by: dict[str, list[str]] = defaultdict(list)
+        count = 0
+        for path, text in documents:
+            count += 1
+            # a document is segmented once, and only if a Chinese key starts in it
+            boundaries = lru_cache(maxsize=1)(_boundaries)
+            for key in {key for key, _, _ in self._occurrences(text, boundaries)}:
+                used_by[key].append(path)
+        return KeyFrequency(
+            count,
+            {key: len(paths) for key, paths in used_by.items()},
+            {
+                key: tuple(paths)
+                for key, paths in used_by.items()
+                if len(paths) <= KEY_DOCUMENTS_LIMIT
+            },
+        )
+
+    def _occurrences(
+        self, query: str, boundaries: Callable[[str], frozenset[int]]
+    ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
+        text, compounds = compound_spans(query)
+        for start, unit in self._units(text):
+            for key, field_, entry in self._buckets.get(unit, ()):
+                end = start + len(key)
+                if (
+                    text.startswith(key, start)
+                    and self._on_boundary(text, start, key, boundaries)
+                    and not _inside_compound(start, end, compounds)
+                ):
+                    yield key, field_, entry
 
     @staticmethod
     def naming(matches: list[ExactMatch]) -> list[ExactMatch]:
@@ -152,16 +314,40 @@ class ExactIndex:
                     yield pos, match.group(0)
 
     @staticmethod
-    def _on_boundary(text: str, start: int, key: str) -> bool:
+    def _on_boundary(
+        text: str, start: int, key: str, boundaries: Callable[[str], frozenset[int]]
+    ) -> bool:
         end = start + len(key)
         if _ALNUM.match(key[0]) and start > 0 and _ALNUM.match(text[start - 1]):
             return False
         if _ALNUM.match(key[-1]) and end < len(text) and _ALNUM.match(text[end]):
             return False
         if is_cjk(key[0]) or is_cjk(key[-1]):
-            bounds = _cjk_boundaries(text)
+            bounds = boundaries(text)
             if is_cjk(key[0]) and start not in bounds:
                 return False
             if is_cjk(key[-1]) and end not in bounds:
                 return False
         return True
+
+
+def _inside_compound(start: int, end: int, compounds: tuple[tuple[int, int], ...]) -> bool:
+    """Whether [start, end) lies in a compound without covering all of it (``compounds``
+    are sorted and disjoint: only those from the last one starting at or before ``start``
+    can overlap, a document has hundreds).
+
+    >>> _inside_compound(2, 4, ((0, 9),)), _inside_compound(0, 9, ((0, 9),))
+    (True, False)
+    >>> _inside_compound(10, 12, ((0, 9), (20, 30))), _inside_compound(18, 22, ((0, 9), (20, 30)))
+    (False, True)
+    """
+    first = max(bisect_right(compounds, (start, _AFTER_ANY)) - 1, 0)
+    for c_start, c_end in compounds[first:]:
+        if c_start >= end:
+            return False
+        if start < c_end and end > c_start and not (start <= c_start and end >= c_end):
+            return True
+    return False
+
+
+_AFTER_ANY = 1 << 62

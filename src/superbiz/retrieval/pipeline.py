@@ -164,6 +164,35 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     )
 
 
+def ranked_first_of_its_key(match: ExactMatch, ranked: list[DocHit]) -> bool:
+    """Whether ``match``'s document comes first in the hybrid ranking among the documents
+    whose text uses its key (``ExactMatch.others``): a key a few documents share names
+    the one the question is about, and which one that is the ranking decides (a runbook
+    that mentions another alert by name, asked with that alert's text, is not the other's).
+
+    >>> from superbiz.retrieval.exact_index import MatchField
+    >>> match = ExactMatch("a.md", "A", "ops", MatchField.ALIAS, "a", others=("b.md",))
+    >>> hit = lambda path: DocHit(path, path, "ops", 1.0, 0.5, None)
+    >>> ranked_first_of_its_key(match, [hit("c.md"), hit("a.md"), hit("b.md")])
+    True
+    >>> ranked_first_of_its_key(match, [hit("b.md"), hit("a.md")])
+    False
+    """
+    if not match.others:
+        return True
+    users = {match.doc_path, *match.others}
+    first = next((d.doc_path for d in ranked if d.doc_path in users), match.doc_path)
+    return first == match.doc_path
+
+
+def _lead(fresh: list[DocHit]) -> float | None:
+    """How far the first document's cosine leads the best of the next four (None alone):
+    what a calibrated HIGHLY_RELEVANT also asks for (``Thresholds.highly_relevant_lead``)."""
+    if len(fresh) < 2:
+        return None
+    return fresh[0].similarity - max(d.similarity for d in fresh[1:5])
+
+
 def _best_bm25(doc: DocHit) -> float | None:
     return max((c.raw_bm25 for c in doc.chunks if c.raw_bm25 is not None), default=None)
 
@@ -232,6 +261,8 @@ class Retriever:
         fresh_exact = [m for m in naming if m.doc_path not in excluded]
         # a query that names one document has its answer: the answer model is not asked
         vector, ranked = self._searcher.search(query, domain, answers=len(fresh_exact) != 1)
+        if len(fresh_exact) == 1 and not ranked_first_of_its_key(fresh_exact[0], ranked):
+            fresh_exact = []  # another document using the key answers better: no name
         if len(fresh_exact) == 1:
             ranked = self._promote(ranked, fresh_exact[0], vector)
         fresh = [doc for doc in ranked if doc.doc_path not in excluded]
@@ -239,7 +270,9 @@ class Retriever:
         exact_count = len(fresh_exact)
         if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
             exact_count = 0  # the exact match has no chunks (index being repaired)
-        level = relevance_level(exact_count, top.similarity if top else None, self._thresholds)
+        level = relevance_level(
+            exact_count, top.similarity if top else None, self._thresholds, _lead(fresh)
+        )
         probability = None
         if top is not None:
             level = with_answer_evidence(level, top.answer, self._settings.answers.reference)

@@ -33,10 +33,13 @@ class RelevanceLevel(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """``highly_relevant`` ≥ ``reference``; both are cosines."""
+    """``highly_relevant`` ≥ ``reference``; both are cosines. ``highly_relevant_lead``: how
+    far the top document's cosine must also lead the next documents' for HIGHLY_RELEVANT
+    (0 in the shipped numbers; measured per KB, ``superbiz.retrieval.calibration``)."""
 
     highly_relevant: float
     reference: float
+    highly_relevant_lead: float = 0.0
 
     def __post_init__(self) -> None:
         if self.reference > self.highly_relevant:
@@ -89,23 +92,29 @@ def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
 
 
 def relevance_level(
-    l0_match_count: int, l1_top_similarity: float | None, thresholds: Thresholds
+    l0_match_count: int,
+    l1_top_similarity: float | None,
+    thresholds: Thresholds,
+    lead: float | None = None,
 ) -> RelevanceLevel | None:
-    """The level table of docs/design.md §2.2; ``None`` means "no result".
+    """The level table of docs/design.md §2.2; ``None`` means "no result". ``lead``: how
+    far the top document's cosine leads the next documents' (None: there are none).
 
-    ==========  ======================  ===============
-    L0 matches  L1 top similarity       level
-    ==========  ======================  ===============
-    1           any                     PRECISE
-    0 or > 1    ≥ highly_relevant       HIGHLY_RELEVANT
-    0 or > 1    [reference, highly)     REFERENCE
-    0 or > 1    < reference or none     None
-    ==========  ======================  ===============
+    ==========  ==================================  ===============
+    L0 matches  L1 top similarity                   level
+    ==========  ==================================  ===============
+    1           any                                 PRECISE
+    0 or > 1    ≥ highly_relevant, lead ≥ its lead  HIGHLY_RELEVANT
+    0 or > 1    [reference, highly) or less lead    REFERENCE
+    0 or > 1    < reference or none                 None
+    ==========  ==================================  ===============
 
     >>> t = Thresholds(0.75, 0.5)
     >>> relevance_level(1, None, t), relevance_level(3, 0.8, t), relevance_level(0, 0.6, t)
     (<RelevanceLevel.PRECISE: 'PRECISE'>, <RelevanceLevel.HIGHLY_RELEVANT: 'HIGHLY_RELEVANT'>, \
 <RelevanceLevel.REFERENCE: 'REFERENCE'>)
+    >>> relevance_level(0, 0.8, Thresholds(0.75, 0.5, highly_relevant_lead=0.1), lead=0.05)
+    <RelevanceLevel.REFERENCE: 'REFERENCE'>
     """
     if l0_match_count < 0:
         raise ValueError("l0_match_count cannot be negative")
@@ -113,7 +122,8 @@ def relevance_level(
         return RelevanceLevel.PRECISE
     if l1_top_similarity is None or math.isnan(l1_top_similarity):
         return None
-    if l1_top_similarity >= thresholds.highly_relevant:
+    leads = lead is None or lead >= thresholds.highly_relevant_lead
+    if l1_top_similarity >= thresholds.highly_relevant and leads:
         return RelevanceLevel.HIGHLY_RELEVANT
     if l1_top_similarity >= thresholds.reference:
         return RelevanceLevel.REFERENCE

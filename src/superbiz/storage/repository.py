@@ -300,6 +300,15 @@ class MetaRepository:
         with Session(self.engine) as session, session.begin():
             session.merge(KbMetaRow(key=key, value=value))
 
+    def set_measurements(self, values: dict[str, str]) -> None:
+        """Store what the KB measured about its documents and count it as a change of the
+        knowledge, in one transaction: a process that read the old measurements after the
+        documents changed (and caches them per knowledge version) reads them again."""
+        with Session(self.engine) as session, session.begin():
+            for key, value in values.items():
+                session.merge(KbMetaRow(key=key, value=value))
+            _bump_version(session)
+
 
 @dataclass(frozen=True, slots=True)
 class DomainRecord:

@@ -1,0 +1,194 @@
+"""What the knowledge base measures about itself after its documents change: exact keys'
+document frequency and the level thresholds (real USE, Milvus Lite, SQLite)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superbiz.config import Settings
+from superbiz.knowledge.base import KEY_FREQUENCY_KEY, KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.statistics import refresh_statistics
+from superbiz.retrieval.calibration import MIN_PROBES
+from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, RelevanceLevel
+
+RUNBOOKS = {
+    "kafka.md": "---\ntitle: Kafka\n---\n\nHow our Kafka clusters are laid out.\n",
+    "consumer-lag.md": "---\ntitle: Consumer lag\n---\n\nKafka consumers fall behind.\n",
+    "broker-down.md": "---\ntitle: Broker down\n---\n\nA Kafka broker stopped answering.\n",
+    "topic-full.md": "---\ntitle: Topic full\n---\n\nA Kafka topic reached its size.\n",
+    "zk.md": "---\ntitle: ZooKeeper session\n---\n\nKafka lost its ZooKeeper session.\n",
+}
+
+
+@pytest.fixture
+def open_kb(tmp_path: Path, use_embedder: Embedder) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    yield kb
+    kb.close()
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_product_name_every_runbook_uses_is_not_an_exact_key_and_follows_changes(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    root = _write(tmp_path / "kb", RUNBOOKS)
+    Ingestor(open_kb).ingest([root])
+
+    assert open_kb.key_frequency is not None and open_kb.key_frequency.counts["kafka"] == 5
+    for question in ("Kafka is slow today", "grafana.kafka.example.net shows errors"):
+        retrieval = open_kb.retrieve(question)
+        assert retrieval.exact_count == 0 and retrieval.level is not RelevanceLevel.PRECISE
+
+    # the other runbooks go: now "Kafka" names the one page that uses it
+    for name in ("broker-down.md", "topic-full.md", "zk.md", "consumer-lag.md"):
+        (root / name).unlink()
+    Ingestor(open_kb).ingest([root], prune=True)
+
+    assert open_kb.key_frequency is not None and open_kb.key_frequency.counts["kafka"] == 1
+    retrieval = open_kb.retrieve("Kafka is slow today")
+    assert retrieval.level is RelevanceLevel.PRECISE and retrieval.top is not None
+    assert retrieval.top.doc_path == "kafka.md"
+    # inside a host name it is still no match
+    assert open_kb.retrieve("grafana.kafka.example.net shows errors").exact_count == 0
+
+
+def test_a_kb_too_small_to_measure_uses_the_shipped_thresholds(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS)])
+
+    calibration = open_kb.calibration
+    assert calibration is not None and not calibration.measured
+    assert calibration.probes < MIN_PROBES
+    assert open_kb.thresholds == DEFAULT_THRESHOLDS["use-multilingual-v3"]
+
+
+def _faq(number: int) -> str:
+    topics = ["disk", "memory", "network", "backup", "login", "upgrade", "index", "quota"]
+    topic = topics[number % len(topics)]
+    return (
+        f"---\ntitle: Service {number} {topic} guide\n---\n\n"
+        f"## Service {number} {topic} alarm fires\n\nCheck the {topic} of service {number}.\n\n"
+        f"## Service {number} {topic} restore steps\n\nRestore service {number} from its "
+        f"{topic} snapshot and verify it.\n"
+    )
+
+
+def test_thresholds_measured_on_the_kb_are_stored_and_settings_still_win(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    root = _write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})
+    Ingestor(open_kb).ingest([root])
+
+    calibration = open_kb.calibration
+    assert calibration is not None and calibration.measured
+    assert calibration.probes >= MIN_PROBES and calibration.embedder == use_embedder.name
+    thresholds = open_kb.thresholds
+    assert thresholds == open_kb.measured_thresholds
+    assert (thresholds.highly_relevant, thresholds.reference) == (
+        calibration.highly_relevant,
+        calibration.reference,
+    )
+    assert thresholds != DEFAULT_THRESHOLDS["use-multilingual-v3"]
+
+    # another process reads the same stored numbers
+    other = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    try:
+        assert other.thresholds == thresholds
+    finally:
+        other.close()
+    # an explicit setting overrides the measured value (and asks for no lead)
+    configured = Settings(
+        data_dir=tmp_path / "data",
+        retrieval={"normalization": {"highly-relevant-threshold": 0.9}},
+    )
+    pinned = KnowledgeBase(configured, embedder=use_embedder)
+    try:
+        assert pinned.thresholds.highly_relevant == 0.9
+        assert pinned.thresholds.reference == calibration.reference
+        assert pinned.thresholds.highly_relevant_lead == 0.0
+    finally:
+        pinned.close()
+
+
+RUNBOOKS_NAMING_EACH_OTHER = {
+    "KubeNodeNotReady.md": "---\ntitle: KubeNodeNotReady\n---\n\nA node has been unready for "
+    "more than 15 minutes. Check the node conditions and its kubelet logs.\n",
+    "KubeletDown.md": "---\ntitle: KubeletDown\n---\n\nKubelet has disappeared from Prometheus "
+    "target discovery. The node's KubeNodeNotReady alert usually fires too. Restart the "
+    "kubelet service and check its certificates.\n",
+}
+
+
+def test_a_key_two_documents_use_names_the_one_the_ranking_puts_first(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    """A runbook that mentions another alert by name, asked with its own alert's text:
+    the other runbook's title is a key, but it does not name the answer."""
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS_NAMING_EACH_OTHER)])
+    assert open_kb.key_frequency is not None
+    assert open_kb.key_frequency.users["kubenodenotready"] == (
+        "KubeNodeNotReady.md",
+        "KubeletDown.md",
+    )
+
+    asked = "Kubelet has disappeared from Prometheus target discovery; KubeNodeNotReady fires"
+    retrieval = open_kb.retrieve(asked)
+    assert retrieval.level is not RelevanceLevel.PRECISE and retrieval.exact_count == 0
+    assert retrieval.top is not None and retrieval.top.doc_path == "KubeletDown.md"
+
+    named = open_kb.retrieve("KubeNodeNotReady")
+    assert named.level is RelevanceLevel.PRECISE and named.top is not None
+    assert named.top.doc_path == "KubeNodeNotReady.md"
+
+
+def test_another_process_reads_the_new_measurements_after_a_refresh(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    """A process that read the measurements between a change of documents and their new
+    measurement would keep the stale ones: storing them counts as a change."""
+    Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS)])
+    open_kb.meta.set(KEY_FREQUENCY_KEY, "")  # as if not measured yet when the other read
+    other = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
+    try:
+        other.sync()
+        assert other.key_frequency is None
+
+        refresh_statistics(open_kb)
+
+        assert other.sync() is True
+        assert other.key_frequency is not None and other.key_frequency.counts["kafka"] == 5
+    finally:
+        other.close()
+
+
+def test_a_setting_against_a_measured_value_wins_without_an_error(
+    tmp_path: Path, open_kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    """A measured highly-relevant threshold under a configured reference threshold (dev2
+    measures 0.26 / 0.25) yields to the setting instead of stopping every lookup."""
+    Ingestor(open_kb).ingest(
+        [_write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})]
+    )
+    measured = open_kb.measured_thresholds
+    assert measured is not None
+    above = round(measured.highly_relevant + 0.05, 2)
+    configured = Settings(
+        data_dir=tmp_path / "data", retrieval={"normalization": {"reference-threshold": above}}
+    )
+    pinned = KnowledgeBase(configured, embedder=use_embedder)
+    try:
+        assert (pinned.thresholds.reference, pinned.thresholds.highly_relevant) == (above, above)
+    finally:
+        pinned.close()
