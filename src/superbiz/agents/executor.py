@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from superbiz._messages import localized
-from superbiz._text import Language, detect_language, key_terms
+from superbiz._text import Language, detect_language
 from superbiz.agents.context import Citation, evidence_message
 from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
 from superbiz.agents.grounding import AnswerSource, Source, ground
-from superbiz.agents.planner import Plan
+from superbiz.agents.planner import Plan, lookup_query
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
@@ -269,21 +269,21 @@ class Executor:
         on_lookup: OnLookup | None,
     ) -> None:
         """Each planned domain's sub-question, looked up by code (step 0, ``origin: plan``)
-        and handed to the model as its own calls and their results."""
+        and handed to the model as its own calls and their results. A lookup searches the
+        sub-question with the user's question beside it when the rewrite lost part of it
+        (``lookup_query``); an unscoped plan (the map could not tell its domains apart)
+        searches the whole knowledge base, once per distinct query."""
         if not plan.need_retrieval or not plan.domains:
             return
+        arguments: list[dict[str, str]] = []
+        for entry in plan.domains:
+            planned = {"query": lookup_query(question, entry.sub_question)}
+            if plan.scoped:
+                planned["domain"] = entry.domain
+            if planned not in arguments:
+                arguments.append(planned)
         calls = tuple(
-            ToolCall.of(
-                f"plan_{uuid.uuid4().hex[:12]}",
-                TOOL_NAME,
-                # a sub-question without a single term (the "..." a small model copied
-                # from the prompt's example) is no query: the question is
-                {
-                    "query": entry.sub_question if key_terms(entry.sub_question) else question,
-                    "domain": entry.domain,
-                },
-            )
-            for entry in plan.domains
+            ToolCall.of(f"plan_{uuid.uuid4().hex[:12]}", TOOL_NAME, args) for args in arguments
         )
         messages.append(AssistantMessage("", calls))
         for call in calls:

@@ -94,8 +94,10 @@ class TurnView:
 
     @property
     def planned(self) -> tuple[PlannedDomain, ...]:
-        """The planner's domains (empty without a plan)."""
-        return self.plan.domains if self.plan and self.plan.need_retrieval else ()
+        """The domains the plan scopes its lookups to (empty without a plan, and for an
+        unscoped plan, whose domains are only candidates: its lookup searched them all)."""
+        plan = self.plan
+        return plan.domains if plan and plan.need_retrieval and plan.scoped else ()
 
     @property
     def _evidence_paths(self) -> set[str]:
