@@ -161,6 +161,9 @@ def test_governed_cap_and_off_as_one_report_over_the_same_plans(
     report = evaluate(workspace, "over_cautious", max_steps=5, governance=["on", "cap:3", "off"])
 
     assert [run["governance"] for run in report["runs"]] == ["on", "cap:3", "off"]
+    # one unscoped lookup of each question shows its gold runbook; so does the turn
+    assert report["one_lookup_gold_shown"] == 1.0
+    assert (report["scoped_plans"], report["scoped_plan_domain_recall"]) == (0.0, None)
     on, cap, off = report["runs"]
     for run in report["runs"]:
         check_report(run)
