@@ -287,7 +287,7 @@ _CODES = re.compile(r"\d[\w.-]*\w|\d")
 
 
 def lookup_query(question: str, sub_question: str) -> str:
-    """What a planned lookup searches: the planner's sub-question, with the user's own
+    r"""What a planned lookup searches: the planner's sub-question, with the user's own
     question beside it whenever the rewrite dropped a term or a number of it, so a rewrite
     can add to what was asked but never lose it ("429" dropped from "API gateway returns
     429 …" put the 401/403 runbook first). A sub-question without a term is no query.
