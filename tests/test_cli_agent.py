@@ -259,7 +259,10 @@ def test_eval_agent_iss003_json(dataset: Path, data_dir: Path) -> None:
     assert "note:" not in result.stderr
     assert report["profile"] == "iss003_replay" and report["governance"] == "on"
     assert report["questions"] == 2
-    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
+    # the ten calls of the log: the API question's planned infrastructure lookup finds
+    # nothing there and shows the API runbook from the whole KB, so the log's api call
+    # is blocked too (1 executed, 9 blocked); the Redis question keeps 2 / 8
+    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (1.5, 8.5)
     assert report["redundant_executed_mean"] == 0.0
 
 
@@ -294,6 +297,9 @@ def test_eval_agent_plain_prints_a_table(dataset: Path, data_dir: Path) -> None:
     ):
         assert metric in out
     assert "ms per step" in out
+    # next to the turn's evidence recall: what one unscoped lookup shows on the same questions
+    assert "one unscoped lookup: gold_shown" in out
+    assert "scoped plans" in out
 
 
 def test_eval_agent_governed_cap_and_off_in_one_table(dataset: Path, data_dir: Path) -> None:
@@ -303,8 +309,10 @@ def test_eval_agent_governed_cap_and_off_in_one_table(dataset: Path, data_dir: P
     )  # fmt: skip
 
     assert result.exit_code == 0, result.output
-    runs = json.loads(result.stdout)["runs"]
+    report = json.loads(result.stdout)
+    runs = report["runs"]
     assert [r["governance"] for r in runs] == ["on", "cap:3", "off"]
+    assert 0 <= report["one_lookup_gold_shown"] <= 1 and 0 <= report["scoped_plans"] <= 1
     # off: the plan's lookup, then one per step up to the step cap
     assert [r["executed_lookups_mean"] for r in runs] == [1.0, 3.0, 11.0]
 

@@ -104,6 +104,7 @@ def test_ask_json_has_the_plan(data_dir: Path, session: str) -> None:
         "direct_answer": None,
         "source": "map",
         "note": None,
+        "scoped": False,  # a map of one document a domain cannot measure its margins
     }
     assert "replan" not in data and data["reused_evidence"] == []
     assert [lookup["domain"] for lookup in data["lookups"]] == ["payment"]

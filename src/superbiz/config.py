@@ -293,8 +293,14 @@ class PlannerSettings(_Section):
 
     map_token_budget: int = Field(6000, ge=200)
     max_domains: int = Field(3, ge=1)
-    #: extractive planning keeps domains scoring at least this share of the best one
-    relative_cutoff: float = Field(0.85, gt=0, le=1)
+    #: a plan is scoped to the map's best domain only when it leads the next by a margin
+    #: at which the knowledge base's own titles find their own domain this often (the
+    #: margin is measured on each KB, leave one out; see ``agents/_domain_margin.py``)
+    scope_precision: float = Field(0.95, gt=0, lt=1)
+    #: ``measured``: scope a plan where the map can tell (above); ``always``: scope every
+    #: plan to its domains (a planned domain with no answer still searches the whole KB);
+    #: ``never``: every planned lookup searches the whole knowledge base
+    scope: Literal["measured", "always", "never"] = "measured"
 
 
 class ChatSettings(_Section):

@@ -46,7 +46,8 @@ def test_the_plan_message_is_the_json_the_model_always_read() -> None:
         f"{PLAN_HEADER}\n"
         '{"need_retrieval": true, "domains": [{"domain": "infrastructure", "sub_question": '
         '"Redis 连接池耗尽"}, {"domain": "api", "sub_question": "429"}], '
-        '"direct_answer": null, "source": "llm-repaired", "note": "two domains"}'
+        '"direct_answer": null, "source": "llm-repaired", "note": "two domains", '
+        '"scoped": true}'
     )
 
 

@@ -19,7 +19,6 @@ from superbiz.agents.extractive import (
     ExtractiveChatModel,
     TurnView,
     best_passage,
-    compose_answer,
 )
 from superbiz.agents.runtime import open_runtime
 from superbiz.config import GovernanceSettings, Settings
@@ -207,29 +206,6 @@ def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
     passage = best_passage(text, terms)
     assert passage.startswith("日志：`HikariPool-1 - Connection is not available")
     assert "订单服务" not in passage and "read-only" not in passage
-
-
-def test_numbers_in_the_question_pick_the_document_first() -> None:
-    """A planner's sub-question lost "429" and ranked the 401/403 runbook first: the
-    runbook naming 429 is still what the user reads first."""
-    found = result(
-        "REFERENCE",
-        path="api/auth-errors.md",
-        content="`api-gw` authenticates every open API call; a revoked key gets 401 or 403.",
-    )
-    found["supplement"] = [
-        {
-            "title": "API rate limits",
-            "domain": "api",
-            "path": "api/rate-limit.md",
-            "excerpt": "429 Too Many Requests: the AppKey used up its quota; raise it.",
-            "ref": 2,
-        }
-    ]
-    question = "API gateway returns 429 Too Many Requests for one partner, what do we change?"
-    answer = compose_answer(TurnView.of(conversation(question, found), []))
-    assert answer.split("\n\n")[1].startswith("[2] ")  # first, and keeps its number
-    assert answer.index("api/rate-limit.md") > answer.index("[1] ")
 
 
 # -- end to end through the Executor -------------------------------------------------------------

@@ -371,9 +371,14 @@ def replan_script() -> ScriptedChatModel:
 
 
 def run_replan(kb: KnowledgeBase, session: str) -> tuple[SupervisedTurn, ScriptedChatModel]:
+    """The re-plan of a scoped plan (``planner.scope: always``; the small KB's map is
+    too small to measure, and an unscoped plan's one lookup finds Redis itself)."""
     model = replan_script()
     plans: list[Plan] = []
-    turn = assistant_for(kb, model).ask(session, BOTH_Q, on_plan=plans.append)
+    planner = kb.settings.planner.model_copy(update={"scope": "always"})
+    settings = kb.settings.model_copy(update={"planner": planner})
+    runtime = open_runtime(settings, kb=kb, model=model)
+    turn = runtime.ask(session, BOTH_Q, on_plan=plans.append)
     assert plans == [turn.plan, turn.replan]
     return turn, model
 

@@ -113,7 +113,8 @@ def test_stream_sends_plan_lookups_tokens_answer_done_in_order(
     # the plan's lookup, run by code before the model's first step, streams like any other
     assert first["origin"] == "plan"
     [planned_call] = [d for n, d, _ in events if n == "tool_call" and d["call_id"] == calls[0]]
-    assert planned_call["step"] == 0 and planned_call["arguments"]["domain"] == "payment"
+    # the small KB's map cannot measure a margin: the plan's lookup searches the whole KB
+    assert planned_call["step"] == 0 and "domain" not in planned_call["arguments"]
     assert first["domain"] == "payment" and first["executed"] is True
     assert first["relevance_level"] in ("PRECISE", "HIGHLY_RELEVANT", "REFERENCE")
     assert first["completeness_hint"]

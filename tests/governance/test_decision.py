@@ -1014,3 +1014,48 @@ def test_the_cap_ignores_the_found_count() -> None:
     for domain in ("a", "b", "c", "d"):
         assert planned(gov, domain, HR).allowed
     assert (gov.found, gov.water_level) == (4, LOW)
+
+
+# -- a planned lookup that searched the whole KB (its domain had no answer) ------------------
+
+
+def widened(gov: TurnGovernor, planned: str, shown: str, level: RelevanceLevel | None) -> None:
+    """The executor's planned lookup of ``planned``: nothing answered there, so it showed
+    ``shown``'s document from the whole knowledge base at ``level``."""
+    assert gov.admit(LookupRequest(planned, named=True)).allowed
+    gov.record(shown, level, planned=True, searched=planned)
+
+
+@pytest.mark.parametrize("level", [P, HR])
+def test_an_answer_found_outside_the_planned_domain_closes_both(level: RelevanceLevel) -> None:
+    gov = make()
+    widened(gov, "database", "application", level)
+
+    assert gov.domain_state("application") is DomainState.CLOSED  # the document's own
+    assert gov.domain_state("database") is DomainState.CLOSED  # the plan is answered
+    assert gov.constraint().verdict is Verdict.ANSWER
+    assert gov.found == 1 and gov.calls == 1
+
+
+def test_a_reference_found_outside_the_planned_domain() -> None:
+    """The planned domain did not answer: naming it again repeats the plan's search
+    (needs a dimension); the document's domain takes the REFERENCE row."""
+    gov = make()
+    widened(gov, "database", "application", REF)
+
+    assert gov.domain_state("database") is DomainState.RETRY
+    assert gov.domain_state("application") is DomainState.SUPPLEMENT
+    repeat = gov.admit(LookupRequest("database", named=True))
+    assert repeat.dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("application", "pool size", named=True)).allowed
+    assert gov.retrieved_domains == {"database", "application"}
+
+
+def test_a_widened_lookup_in_its_own_domain_is_a_planned_lookup() -> None:
+    plain, wide = make(), make()
+    plain.admit(LookupRequest("database", named=True))
+    plain.record("database", REF, planned=True)
+
+    widened(wide, "database", "database", REF)
+
+    assert wide.domain_state("database") is plain.domain_state("database") is DomainState.RETRY

@@ -431,19 +431,26 @@ def test_a_paraphrase_is_inferred_to_the_domain_of_the_earlier_query(
     assert other.executed and other.domain == "payment"
 
 
-def test_a_weak_planned_lookup_leaves_paraphrases_to_the_knowledge_base(
+def test_a_planned_lookup_that_misses_its_domain_searches_the_whole_kb(
     make_turn: Callable[..., LookupTurn],
 ) -> None:
-    """The plan's domain is the planner's guess: when it found nothing good there, the
-    model's paraphrase goes where the knowledge base points, not back to the guess."""
+    """The plan's domain is the planner's guess: when nothing there answers, the same
+    lookup searches the whole knowledge base, and the matrix records the domain of the
+    document it shows; the model's paraphrase of it is then blocked there."""
     turn = make_turn("zh")
     planned = turn.call({"query": "Redis 连接池耗尽", "domain": "payment"}, origin="plan")
-    assert planned.executed and planned.level is not RelevanceLevel.PRECISE
 
-    paraphrase = turn.call({"query": "Redis 连接池耗尽的详细说明"})
+    assert planned.executed and planned.details is not None and planned.details.widened
+    assert planned.shown[0] == REDIS and planned.domain == "infrastructure"
+    assert turn.governor.calls == 1  # one lookup of the budget
+    assert_blocked(turn.call({"query": "Redis 连接池耗尽的详细说明"}), "domain_retrieved")
 
-    assert paraphrase.executed and paraphrase.domain == "infrastructure"
-    assert REDIS in paraphrase.shown
+
+def test_a_domain_the_model_names_is_not_widened(make_turn: Callable[..., LookupTurn]) -> None:
+    named = make_turn("zh").call({"query": "Redis 连接池耗尽", "domain": "payment"})
+
+    assert named.executed and named.details is not None and not named.details.widened
+    assert REDIS not in named.shown and named.domain == "payment"
 
 
 def test_a_good_planned_lookup_keeps_its_paraphrases(

@@ -26,7 +26,7 @@ from superbiz._text import Language, asker_language, key_terms, normalize, unesc
 from superbiz.agents.context import Citation, evidence_message
 from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
 from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
-from superbiz.agents.planner import Plan
+from superbiz.agents.planner import Plan, lookup_query
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceSettings
 from superbiz.governance.lookup import GovernedLookup
@@ -332,11 +332,14 @@ class Executor:
         asked: Sequence[str] = (),
     ) -> None:
         """Each planned domain's sub-question, looked up by code (step 0, ``origin: plan``)
-        and handed to the model as its own calls and their results.
+        and handed to the model as its own calls and their results. A lookup searches the
+        sub-question with the user's question beside it when the rewrite lost part of it
+        (``lookup_query``); an unscoped plan (the map could not tell its domains apart)
+        searches the whole knowledge base, once per distinct query.
 
         In a conversation (``asked``: the session's earlier questions), when every planned
-        sub-question dropped some of the question's own words, those words are looked up
-        too, across the knowledge base, after them: a planner that misread the follow-up (the
+        query dropped some of the question's own words, those words are looked up too,
+        across the knowledge base, after them: a planner that misread the follow-up (the
         live transcript's "那 max-active 应该调到多少？" became a MySQL question planned
         into ``database``) must not decide alone what the turn sees; so are they when the
         planned lookups found nothing (the map planned the follow-up into ``api``). A
@@ -344,19 +347,17 @@ class Executor:
         question before it."""
         if not plan.need_retrieval or not plan.domains:
             return
-        arguments: list[dict[str, str]] = [
-            # a sub-question without a single term (the "..." a small model copied from
-            # the prompt's example) is no query: the question is
-            {
-                "query": entry.sub_question if key_terms(entry.sub_question) else question,
-                "domain": entry.domain,
-            }
-            for entry in plan.domains
-        ]
+        arguments: list[dict[str, str]] = []
+        for entry in plan.domains:
+            planned = {"query": lookup_query(question, entry.sub_question)}
+            if plan.scoped:
+                planned["domain"] = entry.domain
+            if planned not in arguments:
+                arguments.append(planned)
         own = set(key_terms(question))
         rewritten = not own or all(not own <= set(key_terms(a["query"])) for a in arguments)
         follow_up = {"query": question if own else f"{asked[-1]}\n{question}"} if asked else None
-        if follow_up and rewritten:
+        if follow_up and rewritten and follow_up not in arguments:
             arguments.append(follow_up)
         found = self._run_calls(arguments, tool, messages, refs, on_lookup)
         if follow_up and not rewritten and not found:

@@ -94,8 +94,10 @@ class TurnView:
 
     @property
     def planned(self) -> tuple[PlannedDomain, ...]:
-        """The planner's domains (empty without a plan)."""
-        return self.plan.domains if self.plan and self.plan.need_retrieval else ()
+        """The domains the plan scopes its lookups to (empty without a plan, and for an
+        unscoped plan, whose domains are only candidates: its lookup searched them all)."""
+        plan = self.plan
+        return plan.domains if plan and plan.need_retrieval and plan.scoped else ()
 
     @property
     def _evidence_paths(self) -> set[str]:
@@ -201,11 +203,6 @@ def _sections(text: str) -> list[_Section]:
     return result
 
 
-def passage_hits(text: str, terms: Sequence[str]) -> tuple[int, int]:
-    """How many of ``terms`` the best-matching section of ``text`` mentions (and how often)."""
-    return max((s.hits(terms) for s in _sections(text)), default=(0, 0))
-
-
 def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> str:
     r"""The passage of ``text`` that answers ``terms``: the section (heading to heading)
     that mentions the most of them (ties: the most mentions), then any other section
@@ -247,17 +244,15 @@ def compose_answer(view: TurnView, *, label: str | None = None) -> str:
     """An answer quoted from this turn's documents, with ``[ref]`` citations, under
     ``label`` (default: the extractive mode's, which says no LLM is configured).
 
-    Documents come best first: the one whose best section mentions the most of the
-    question's terms (ties keep the retrieval order), so a lookup that ranked a document
-    above the one the question names (a planner's rewritten sub-question lost "429") does
-    not put it first in what the user reads."""
+    Documents come in the order retrieval ranked them (planned lookups search with the
+    user's own words, ``planner.lookup_query``), each quoted by its section that names
+    the most of the question's terms, not by its opening."""
     language = view.language
     label = label or localized("extractive.label", language)
     docs = view.documents()
     if not docs:
         return label + "\n\n" + localized("extractive.nothing", language)
     terms = question_terms(view.question)
-    docs = sorted(docs, key=lambda d: -passage_hits(f"{d.title}\n\n{d.content}", terms)[0])
     parts = [label]
     sources = []
     for number, doc in enumerate(docs, start=1):

@@ -28,7 +28,7 @@ from rich.table import Table
 
 from superbiz.agents.executor import Executor, TurnResult
 from superbiz.agents.planner import PlanRequest
-from superbiz.agents.runtime import open_runtime
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import GovernanceSettings, Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import Profile, make_profile
@@ -224,6 +224,9 @@ def evaluate_agent(
             on_total(len(queries))
         plan_hits: list[float] = []
         planned_counts: list[float] = []
+        scoped: list[float] = []
+        scoped_hits: list[float] = []
+        one_lookup: list[float] = []
         for item in queries:
             before = meter.reading() if meter else (0, 0, 0)
             plan = runtime.planner.plan(PlanRequest(item.query, kmap))
@@ -232,8 +235,14 @@ def evaluate_agent(
             gold_domains = (
                 {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
             )
-            plan_hits.append(float(bool(gold_domains & set(plan.domain_ids))))
+            hit = float(bool(gold_domains & set(plan.domain_ids)))
+            plan_hits.append(hit)
             planned_counts.append(len(plan.domain_ids))
+            if plan.need_retrieval:
+                scoped.append(float(plan.scoped))
+                if plan.scoped:
+                    scoped_hits.append(hit)
+            one_lookup.append(_one_lookup_gold_shown(runtime, item.id, item.query, item.gold))
             plan = (player.scripted_plan(item.query) if player else None) or plan
             for variant in variants:
                 session = f"eval-agent:{profile}:{variant.label}:{item.id}"
@@ -260,13 +269,33 @@ def evaluate_agent(
         "model": model.name,
         "questions": len(queries),
         "plan_domain_recall": round(mean(plan_hits), 4),
+        # plans whose lookups search only their domains, and how often those hold the
+        # gold domain (the rest search the whole knowledge base: they cannot hide it)
+        "scoped_plans": round(mean(scoped), 4) if scoped else None,
+        "scoped_plan_domain_recall": round(mean(scoped_hits), 4) if scoped_hits else None,
         "map_build_s": round(map_build_s, 3),
         "planned_domains_mean": round(mean(planned_counts), 3),
+        # one unscoped lookup of the question in a fresh session: what a turn must not
+        # find less often than (``gold_shown`` of ``eval retrieval``)
+        "one_lookup_gold_shown": round(mean(one_lookup), 4),
     }
     reports = [{**common, **_report(variant)} for variant in variants]
     if len(reports) == 1:
         return reports[0]
     return {**common, "runs": reports}
+
+
+def _one_lookup_gold_shown(
+    runtime: Runtime, question_id: str, query: str, gold: list[str]
+) -> float:
+    """Whether one unscoped governed lookup of ``query`` shows a gold document."""
+    session = f"eval-agent:one-lookup:{question_id}"
+    runtime.tracker.clear_session(session)
+    try:
+        outcome = runtime.lookup.lookup(session, query)
+    finally:
+        runtime.tracker.clear_session(session)
+    return float(any(path in gold for path in outcome.details.shown))
 
 
 def _report(variant: _Variant) -> dict[str, Any]:
@@ -356,10 +385,18 @@ def render_agent_report(report: dict[str, Any], console: Console) -> None:
         table.add_column(f"governance {run['governance']}", justify="right")
     for label, mean_key, p95_key in _ROWS:
         table.add_row(label, *(_cell(run, mean_key, p95_key) for run in runs))
+        if mean_key == "evidence_recall":
+            one = f"{report['one_lookup_gold_shown']:.3f}"
+            table.add_row("  one unscoped lookup: gold_shown", *(one for _ in runs))
     console.print(table)
+    scoped = report["scoped_plans"]
+    scoped_recall = report["scoped_plan_domain_recall"]
     console.print(
         f"plan_domain_recall {report['plan_domain_recall']:.3f} "
-        f"({report['planned_domains_mean']:.2f} domains/plan)"
+        f"({report['planned_domains_mean']:.2f} domains/plan); scoped plans "
+        + (f"{scoped:.3f}" if scoped is not None else "-")
+        + ", their domain recall "
+        + (f"{scoped_recall:.3f}" if scoped_recall is not None else "-")
     )
     for run in runs:
         blocked, governance = run["blocked_call_ms"], run["governance_ms_per_step"]

@@ -373,16 +373,26 @@ class TurnGovernor:
         *,
         named: bool = True,
         planned: bool = False,
+        searched: str | None = None,
     ) -> None:
         """After an executed lookup: move its domain along the matrix (``None`` = no result).
 
-        ``named``: the call named ``domain`` itself (``False``: the caller inferred it).
-        ``planned``: the executor ran it from the plan. The planner chose the domain and
-        the words, so at low water a planned lookup that did not answer (REFERENCE or no
-        result) leaves the model its own first lookup: RETRY, but only for lookups naming
-        no domain (they search the whole knowledge base); naming the domain again repeats
-        the planned search and needs a ``missing_dimension``, as a supplement does.
+        ``domain`` is the domain of the document the lookup showed (else the one searched
+        or inferred). ``named``: the call named ``domain`` itself (``False``: the caller
+        inferred it). ``planned``: the executor ran it from the plan. The planner chose the
+        domain and the words, so at low water a planned lookup that did not answer
+        (REFERENCE or no result) leaves the model its own first lookup: RETRY, but only
+        for lookups naming no domain (they search the whole knowledge base); naming the
+        domain again repeats the planned search and needs a ``missing_dimension``, as a
+        supplement does. ``searched``: the planned domain, when it had no answer and the
+        lookup showed a document of another domain (it searched the whole knowledge base
+        instead): the planned domain is the one that did not answer, the document's own
+        domain the one that holds the result.
         """
+        if searched is not None and _clean(searched) != _clean(domain) and planned:
+            self._record_unanswered_plan(_clean(searched), level)
+            planned = False  # the result's domain was not the planner's choice
+            named = False  # it was found by searching the whole knowledge base
         self.add_tokens(tokens)
         if level in _FOUND:
             self._found += 1
@@ -406,6 +416,24 @@ class TurnGovernor:
             self._states[domain] = DomainState.RETRY
             return
         self._states[domain] = self._next_state(state, level, named)
+
+    def _record_unanswered_plan(self, domain: str | None, level: RelevanceLevel | None) -> None:
+        """A planned domain searched without an answer, whose lookup showed another
+        domain's documents: planned, unanswered there (so naming it again repeats the
+        plan's search), and answered by the plan when the other domain's result is."""
+        if domain is None:
+            return
+        self._retrieved[domain] = None
+        if self.capped:
+            return
+        self._planned.add(domain)
+        self._plan_answered = self._plan_answered or level in GOOD_LEVELS
+        state = self.domain_state(domain)
+        if self._retries_plan(state, None):
+            self._plan_unanswered.add(domain)
+            self._states[domain] = DomainState.RETRY
+        else:
+            self._states[domain] = self._next_state(state, None, True)
 
     def add_tokens(self, n: int) -> None:
         """Tokens spent this turn, for ``indicator: tokens``."""

@@ -16,7 +16,7 @@ from opentelemetry.trace import Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language
-from superbiz.governance.decision import DedupReason
+from superbiz.governance.decision import GOOD_LEVELS, DedupReason
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.formats import cited_page
 from superbiz.retrieval.pipeline import Retrieval
@@ -93,6 +93,8 @@ class RetrievalDetails:
     l1_fused_scores: list[float] = field(default_factory=list)
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
+    #: the lookup named a domain that had no answer and searched the whole KB instead
+    widened: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +108,14 @@ class LookupOutcome:
     details: RetrievalDetails
     ranked: list[DocHit]
     language: Language
+
+
+_RANK = {RelevanceLevel.PRECISE: 3, RelevanceLevel.HIGHLY_RELEVANT: 2, RelevanceLevel.REFERENCE: 1}
+
+
+def level_rank(level: RelevanceLevel | None) -> int:
+    """How much a level says the primary answers: PRECISE 3 … REFERENCE 1, nothing 0."""
+    return _RANK.get(level, 0) if level is not None else 0
 
 
 def _titles(titles: list[str], language: Language) -> str:
@@ -152,13 +162,25 @@ class GovernedLookup:
         query: str,
         domain: str | None = None,
         missing_dimension: str | None = None,
+        *,
+        widen: bool = False,
     ) -> LookupOutcome:
+        """One governed retrieval. ``widen``: a ``domain`` that has no answer (nothing
+        PRECISE or HIGHLY_RELEVANT) is not the end of it: the same lookup searches the
+        whole knowledge base and shows what it finds there unless the domain's result is
+        the better level (a planned domain is the planner's guess, and a wrong guess must
+        not hide what one unscoped lookup finds)."""
         if domain:
             domain = self.source.require_domain(domain)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = asker_language(query)
         retrieved = self.tracker.retrieved_docs(session_id)
         found = self.source.retrieve(text, domain, exclude=retrieved)
+        widened = False
+        if domain and widen and found.level not in GOOD_LEVELS:
+            whole = self.source.retrieve(text, None, exclude=retrieved)
+            if level_rank(whole.level) >= level_rank(found.level):
+                found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
 
         dedup_reason: DedupReason | None = None
@@ -217,6 +239,7 @@ class GovernedLookup:
             dedup_reason=dedup_reason,
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
+            widened=widened,
         )
         return LookupOutcome(result, details, ranked, language)
 

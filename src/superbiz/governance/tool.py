@@ -253,14 +253,22 @@ class LookupTurn:
             return finish(
                 executed=False, domain=governed_domain, result=result, water=admission.water_level
             )
-        outcome = self.lookup.lookup(self.session_id, query, domain, missing)
+        planned = origin == "plan"
+        # a planned domain is the planner's guess: with no answer there, the same lookup
+        # searches the whole knowledge base (``GovernedLookup.lookup``, ``widen``)
+        outcome = self.lookup.lookup(self.session_id, query, domain, missing, widen=planned)
         level = outcome.result.relevance_level
         primary = outcome.result.primary
-        recorded_domain = governed_domain or (primary.domain if primary else None)
+        # the matrix works per domain: the domain of the document shown, not the one the
+        # call named or was inferred to be about (they differ for an unscoped or widened
+        # search); without a document, the domain searched or inferred
+        recorded_domain = (primary.domain if primary else None) or governed_domain
         named = domain is not None
-        planned = origin == "plan"
+        searched = domain if outcome.details.widened else None
         self._timed(
-            lambda: self.governor.record(recorded_domain, level, named=named, planned=planned)
+            lambda: self.governor.record(
+                recorded_domain, level, named=named, planned=planned, searched=searched
+            )
         )
         # A planned lookup's domain is the planner's guess: the model's paraphrases are
         # attributed to it only when it answered there (else the knowledge base infers)

@@ -24,7 +24,6 @@ import yaml
 from superbiz._text import clip, is_cjk
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
-from superbiz.retrieval.exact_index import KeyFrequency
 from superbiz.storage.repository import StoredDocument
 
 DEFAULT_TOKEN_BUDGET = 6000
@@ -63,9 +62,6 @@ class MapDomain:
 class KnowledgeMap:
     domains: list[MapDomain]
     note: str | None = None
-    #: how many documents use each exact key (not printed): the map planner's exact score
-    #: follows the lookup's rule (``KeyFrequency.names_a_document``)
-    key_frequency: KeyFrequency | None = None
 
     @property
     def domain_ids(self) -> list[str]:
@@ -164,4 +160,4 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
                 ],
             )
         )
-    return KnowledgeMap(entries, key_frequency=kb.key_frequency)
+    return KnowledgeMap(entries)
