@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from chromium import CHROMIUM, CHROMIUM_ARGS, missing
 from fakes.git_remote import Remote
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
@@ -24,19 +25,7 @@ from superbiz.evaluation.service import LiveServer
 from superbiz.exceptions import SourceError
 from superbiz.knowledge.lifecycle import DocumentLifecycle
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 # Read at import: the shared fixtures remove every SUPERBIZ_* variable before tests run.
-REQUIRE_SERVICES = os.environ.get("SUPERBIZ_TEST_REQUIRE_SERVICES") == "1"
 SCREENSHOT_DIR = os.environ.get("SUPERBIZ_SCREENSHOT_DIR")
 TIMEOUT_MS = 30_000
 
@@ -55,16 +44,10 @@ when_to_retrieve: 用户开不出发票或提示税号错误时
 """
 
 
-def _missing(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{reason} (SUPERBIZ_TEST_REQUIRE_SERVICES=1)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def page_url(make_assistant: Callable[..., Runtime]) -> Iterator[str]:
     if not CHROMIUM.exists():
-        _missing(
+        missing(
             f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei` to run the "
             "browser test"
         )
@@ -77,7 +60,7 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        _missing("playwright is not installed: pip install -e '.[test]'")
+        missing("playwright is not installed: pip install -e '.[test]'")
 
     document = tmp_path / "发票开具失败.md"
     document.write_text(DOCUMENT, encoding="utf-8")
@@ -161,11 +144,11 @@ def test_the_sources_tab_shows_each_source_and_a_failed_sync(
     make_assistant: Callable[..., Runtime], tmp_path: Path
 ) -> None:
     if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei`")
+        missing(f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei`")
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        _missing("playwright is not installed: pip install -e '.[test]'")
+        missing("playwright is not installed: pip install -e '.[test]'")
     remote = Remote(tmp_path / "origin")
     remote.write({"ops/deploy.md": "# Deploy\n\nRoll out behind the flag.\n"})
     commit = remote.commit("first")
@@ -213,7 +196,7 @@ def test_another_site_cannot_write(page_url: str) -> None:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("playwright is not installed: pip install -e '.[test]'")
+        missing("playwright is not installed: pip install -e '.[test]'")
     import httpx
 
     refused_before = _refused_posts(page_url)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from chromium import CHROMIUM, CHROMIUM_ARGS, missing
 from fakes.openai_server import FakeOpenAIServer, RawReply, drip_reply, error_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
@@ -28,23 +29,11 @@ from superbiz.config import LLMSettings
 from superbiz.evaluation.service import LiveServer
 from superbiz.llm import OpenAIChatModel
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 AXE = Path(__file__).parent.parent / "vendor" / "axe-core" / "axe.min.js"
 # Read at import: the shared fixtures remove every SUPERBIZ_* variable before tests run.
 # (each test runs in a working directory of its own: a relative folder is taken from here)
 _SHOTS = os.environ.get("SUPERBIZ_SCREENSHOTS")
 SCREENSHOTS = str(Path(_SHOTS).resolve()) if _SHOTS else None
-REQUIRE_SERVICES = os.environ.get("SUPERBIZ_TEST_REQUIRE_SERVICES") == "1"
 TIMEOUT_MS = 30_000
 
 XSS_TITLE = '重启 nginx 网关 <img src=x onerror="alert(3)">'
@@ -71,27 +60,23 @@ nginx -t && systemctl reload nginx
 QUESTION = "怎么重启 nginx 网关？"
 
 
-def _missing(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{reason} (SUPERBIZ_TEST_REQUIRE_SERVICES=1)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def playwright() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei`")
+        missing(f"{CHROMIUM} is missing: `apt-get install chromium fonts-wqy-zenhei`")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("playwright is not installed: pip install -e '.[test]'")
+        missing("playwright is not installed: pip install -e '.[test]'")
     with sync_playwright() as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def browser(playwright: Any) -> Iterator[Any]:
-    launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+    launched = playwright.chromium.launch(
+        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+    )
     yield launched
     launched.close()
 
