@@ -266,6 +266,8 @@ class RetrievalRecord(BaseModel):
     dedup_reason: str | None = None
     already_retrieved: list[str] | None = None
     shown: list[str] | None = None
+    #: the lookup named a domain that had no answer and searched the whole KB instead
+    widened: bool | None = None
 
 
 class RecordedInvocation(BaseModel):
