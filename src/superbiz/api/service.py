@@ -2,7 +2,7 @@
 
 Turns of different sessions run at the same time: ``Runtime.ask`` orders the turns of
 one session (a request in a busy session waits, then 409) and holds the store lock
-only while it is not waiting for a model (see ``superbiz.agents.store_lock``). Reads
+only while it is not waiting for a model (see ``superbiz.agents.store_access``). Reads
 and document changes here take the store lock for their store calls (an upload's ingest
 lets go of it while it embeds, most of its time); document changes also run one at a
 time. Each streamed turn gets its own ``TokenStreamingModel`` and reports to the
