@@ -14,7 +14,7 @@ from superbiz.agents import runtime as runtime_module
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner
 from superbiz.agents.runtime import WARM_UP_SESSION, LookupRuntime, open_lookup, open_runtime
-from superbiz.agents.store_lock import ReleasingModel
+from superbiz.agents.store_access import ReleasingModel
 from superbiz.config import LLMSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import StoreError
@@ -142,7 +142,7 @@ def test_the_default_runtime_quotes_without_the_model_answer_path(
 
 
 def test_every_wrapper_forwards_that_its_model_quotes() -> None:
-    from superbiz.agents.store_lock import StoreLock
+    from superbiz.agents.store_access import StoreLock
     from superbiz.api.events import TokenStreamingModel
     from superbiz.evaluation.agent import MeteredModel
     from superbiz.llm.base import quotes_documents

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from superbiz.agents.session_lock import LocalSessionLocks, SessionBusyError
+from superbiz.agents.turn_order import LocalSessionLocks, SessionBusyError
 
 
 def test_a_second_turn_waits_for_the_first_and_runs_after_it() -> None:

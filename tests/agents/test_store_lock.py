@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from superbiz.agents.store_lock import ReleasingModel, StoreLock
+from superbiz.agents.store_access import ReleasingModel, StoreLock
 from superbiz.config import Settings, VectorSettings
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolSpec

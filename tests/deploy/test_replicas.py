@@ -255,7 +255,7 @@ def test_a_turn_waits_for_the_same_session_running_in_another_replica(
 
     import psycopg
 
-    from superbiz.storage.session_locks import LOCK_NAMESPACE, PostgresSessionLocks
+    from superbiz.storage.replica_turn_order import LOCK_NAMESPACE, PostgresSessionLocks
 
     session = f"race-{uuid.uuid4().hex[:8]}"
     locks = PostgresSessionLocks(replicas.env["SUPERBIZ_DATABASE_URL"], 60.0)

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy.pool import QueuePool
 
 from conftest import _require_postgres
-from superbiz.agents.session_lock import session_locks
+from superbiz.agents.turn_order import session_locks
 from superbiz.config import DatabasePoolSettings, Settings
 from superbiz.exceptions import ConfigError, SessionBusyError, StoreError
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.storage.session_locks import LOCK_NAMESPACE, PostgresSessionLocks
+from superbiz.storage.replica_turn_order import LOCK_NAMESPACE, PostgresSessionLocks
 
 
 @pytest.fixture

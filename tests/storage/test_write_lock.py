@@ -16,7 +16,7 @@ from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor, IngestReport
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.storage.db import open_database
-from superbiz.storage.write_lock import KnowledgeWriteLock
+from superbiz.storage.kb_writes import KnowledgeWriteLock
 
 #: how long a waiter is watched to see that it really waits
 WATCH_S = 0.5

@@ -27,9 +27,9 @@ from superbiz._text import asker_language
 from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
-from superbiz.agents.session_lock import SessionLocks, session_locks
-from superbiz.agents.store_lock import StoreLock
+from superbiz.agents.store_access import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
+from superbiz.agents.turn_order import SessionLocks, session_locks
 from superbiz.config import Settings
 from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup

@@ -2,7 +2,7 @@
 
 Turns of different sessions run at the same time: ``Runtime.ask`` orders the turns of
 one session (a request in a busy session waits, then 409) and holds the store lock
-only while it is not waiting for a model (see ``superbiz.agents.store_lock``). Reads
+only while it is not waiting for a model (see ``superbiz.agents.store_access``). Reads
 and document changes here take the store lock for their store calls (an upload's ingest
 lets go of it while it embeds, most of its time); document changes also run one at a
 time. Each streamed turn gets its own ``TokenStreamingModel`` and reports to the
@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio.to_thread
-from sqlalchemy import text
 
 from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.api._passage import heading_path, level_of
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
+from superbiz.api.health_checks import check_health
 from superbiz.api.metrics import ServiceMetrics
 from superbiz.api.responses import (
     ChatAnswer,
@@ -36,7 +36,6 @@ from superbiz.api.responses import (
     FeedbackView,
     GapReport,
     Health,
-    HealthChecks,
     IngestSummary,
     KnowledgeMapView,
     Passage,
@@ -57,7 +56,7 @@ from superbiz.api.responses import (
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import DocumentError, NotFoundError, SuperbizError, first_line
+from superbiz.exceptions import DocumentError, NotFoundError, SuperbizError
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
@@ -73,8 +72,6 @@ from superbiz.storage.sources import GIT
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: how long a health check waits for the stores before calling them busy
-HEALTH_WAIT_S = 10.0
 
 
 def _summary_view(summary: SessionSummary) -> SessionSummaryView:
@@ -495,37 +492,7 @@ class Service:
 
     def health(self) -> Health:
         """Checks both stores: a query on the database, a query on the vector index."""
-        try:
-            with self.stores.held(timeout=HEALTH_WAIT_S):
-                return self._health()
-        except TimeoutError as exc:
-            return Health(status="unavailable", problems=[str(exc)])
-
-    def _health(self) -> Health:
-        kb = self.assistant.kb
-        checks: dict[str, str] = {}
-        problems: list[str] = []
-        try:
-            with kb.engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
-            checks["database"] = "ok"
-        except Exception as exc:
-            checks["database"] = "failed"
-            problems.append(f"database: {first_line(exc)}")
-        try:
-            store = kb.store
-            if store.dimension is not None:
-                store.index_state(["__healthz__"])  # a real query on the collection
-                checks["vector_store"] = "ok"
-            else:
-                checks["vector_store"] = "ok (empty: nothing ingested yet)"
-        except Exception as exc:
-            checks["vector_store"] = "failed"
-            problems.append(f"vector store: {first_line(exc)}")
-        checked = HealthChecks.model_validate(checks)
-        if problems:
-            return Health(status="unavailable", checks=checked, problems=problems)
-        return Health(status="ok", checks=checked, documents=len(kb.documents.all()))
+        return check_health(self.assistant.kb, self.stores)
 
     def warm_up(self) -> None:
         """Load the embedder and build the map now, so the first question pays nothing."""

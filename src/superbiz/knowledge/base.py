@@ -22,13 +22,13 @@ from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
+from superbiz.storage.kb_writes import KnowledgeWriteLock
 from superbiz.storage.repository import (
     DocumentRepository,
     MetaRepository,
     StoredDocument,
     knowledge_version,
 )
-from superbiz.storage.write_lock import KnowledgeWriteLock
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class KnowledgeBase:
         )
         self.documents = DocumentRepository(self.engine)
         self.meta = MetaRepository(self.engine)
-        #: held by every write (ingest, upload, delete), see ``superbiz.storage.write_lock``
+        #: held by every write (ingest, upload, delete), see ``superbiz.storage.kb_writes``
         self.write_lock = KnowledgeWriteLock(self.engine)
         self._embedder = embedder
         self._store = store

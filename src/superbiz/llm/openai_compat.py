@@ -9,6 +9,9 @@ how long we wait and what the caller finally sees are the same for every server 
 be tested without waiting. Every failure the caller sees is an :class:`LLMError`:
 ``LLMUnavailableError`` (unreachable, overloaded, timing out: retried first) or
 ``LLMResponseError`` (the server refused the request or answered nonsense: not retried).
+
+The transport, its deadlines and the retry policy are in :mod:`superbiz.llm._transport`;
+streamed replies are assembled in :mod:`superbiz.llm._stream`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ import logging
 import os
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx2
@@ -34,6 +35,18 @@ from superbiz.exceptions import (
     LLMUnavailableError,
 )
 from superbiz.llm import deadline
+from superbiz.llm._stream import StreamAssembler, TextGate, new_call_id, read_usage
+from superbiz.llm._transport import (
+    BACKOFF_BASE_S,
+    BACKOFF_CAP_S,
+    DeadlineTransport,
+    backoff_delay,
+    describe_error,
+    retry_after_s,
+    retryable_status,
+    server_message,
+    turn_over,
+)
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -41,11 +54,9 @@ from superbiz.llm.messages import (
     Message,
     ToolCall,
     ToolSpec,
-    Usage,
     to_openai,
 )
 from superbiz.llm.text_tools import (
-    TOOL_CALL_TAG,
     TextCalls,
     action_messages,
     action_schema,
@@ -57,285 +68,7 @@ __all__ = ["BACKOFF_BASE_S", "BACKOFF_CAP_S", "OpenAIChatModel", "backoff_delay"
 
 logger = logging.getLogger(__name__)
 
-BACKOFF_BASE_S = 0.5
-BACKOFF_CAP_S = 8.0
-RETRY_AFTER_CAP_S = 30.0
-"""A server's ``Retry-After`` is honoured up to this many seconds."""
-
 _T = TypeVar("_T")
-
-
-def backoff_delay(
-    attempt: int,
-    *,
-    base: float = BACKOFF_BASE_S,
-    cap: float = BACKOFF_CAP_S,
-    rng: random.Random | None = None,
-) -> float:
-    """Seconds to wait after failed attempt ``attempt`` (0-based).
-
-    Exponential and capped, with "equal jitter" (between half and all of the step) so that
-    clients failing together do not retry together, yet never retry at once.
-    """
-    step = min(cap, base * 2.0 ** max(0, attempt))
-    jitter = rng.uniform(0, step / 2) if rng else random.uniform(0, step / 2)
-    return step / 2 + jitter
-
-
-def _retryable_status(status: int) -> bool:
-    return status in (408, 429) or status >= 500
-
-
-def _server_message(exc: openai.APIError) -> str:
-    """The server's own explanation, whichever of the usual shapes it came in."""
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping):
-            for key in ("message", "detail", "msg"):
-                value = error.get(key)
-                if isinstance(value, str) and value:
-                    return value
-        elif isinstance(error, str) and error:
-            return error
-        detail = body.get("detail")
-        if detail:
-            return str(detail)
-        return str(dict(body))
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:500]
-    return exc.message
-
-
-def _describe(exc: BaseException) -> str:
-    """One line naming the error and its root cause (e.g. ``Connection refused``)."""
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, openai.APIStatusError):
-        text = f"HTTP {exc.status_code}: {_server_message(exc)}"
-    cause = exc.__cause__ or exc.__context__
-    seen = {id(exc)}
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        first = str(cause).strip().split("\n", 1)[0]  # the message stays one line
-        if first and first not in text:
-            text += f" ({type(cause).__name__}: {first})"
-            break
-        cause = cause.__cause__ or cause.__context__
-    return text
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    if not isinstance(exc, openai.APIStatusError):
-        return None
-    value = exc.response.headers.get("retry-after")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    if seconds is None or seconds < 0:
-        return None
-    return min(seconds, RETRY_AFTER_CAP_S)
-
-
-class _DeadlineStream(httpx2.SyncByteStream):
-    """A response body that ends with ``ReadTimeout`` once its request's deadline has
-    passed, however steadily the server drips bytes (each read has its own timeout)."""
-
-    def __init__(self, inner: httpx2.SyncByteStream, request: httpx2.Request, end: float) -> None:
-        self.inner = inner
-        self.request = request
-        self.end = end
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.inner:
-            if time.monotonic() > self.end:
-                raise httpx2.ReadTimeout(
-                    "the response did not finish within its deadline", request=self.request
-                )
-            yield chunk
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class DeadlineTransport(httpx2.HTTPTransport):
-    """Every request ends within ``total_s`` (and within the turn's deadline): its
-    connect and read timeouts are cut to what is left, and its body to the end time."""
-
-    def __init__(self, total_s: float, connect_s: float) -> None:
-        super().__init__()
-        self.total_s = total_s
-        self.connect_s = connect_s
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        left = self.total_s
-        turn_left = deadline.remaining()
-        if turn_left is not None:
-            left = min(left, turn_left)
-        if left <= 0:
-            raise httpx2.ConnectTimeout("the turn's deadline has passed", request=request)
-        timeouts = dict(request.extensions.get("timeout") or {})
-        request.extensions["timeout"] = {
-            "connect": min(timeouts.get("connect") or left, self.connect_s, left),
-            "read": min(timeouts.get("read") or left, left),
-            "write": min(timeouts.get("write") or left, left),
-            "pool": min(timeouts.get("pool") or left, left),
-        }
-        end = time.monotonic() + left
-        response = super().handle_request(request)
-        assert isinstance(response.stream, httpx2.SyncByteStream)
-        response.stream = _DeadlineStream(response.stream, request, end)
-        return response
-
-
-def _turn_over() -> bool:
-    left = deadline.remaining()
-    return left is not None and left <= 0
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _StreamAssembler:
-    """Turns chat.completion.chunk objects into text pieces and, at the end, one turn."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, _PartialCall] = {}
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        #: a chunk carried the first choice (a stream of none is an empty reply)
-        self.chose = False
-
-    def feed(self, chunk: Any) -> str:
-        usage = _usage(getattr(chunk, "usage", None))
-        if usage is not None:
-            self.usage = usage
-        piece = ""
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) not in (0, None):
-                continue
-            self.chose = True
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            delta = choice.delta
-            if delta is None:
-                continue
-            if delta.content:
-                piece += delta.content
-            for fragment in delta.tool_calls or ():
-                self._add_fragment(fragment)
-        if piece:
-            self.text.append(piece)
-        return piece
-
-    def _add_fragment(self, fragment: Any) -> None:
-        index = fragment.index
-        frag_id = fragment.id or ""
-        if index is None:  # some servers omit it: a new id opens a new call
-            known = {c.id for c in self.calls.values()}
-            if not self.calls or (frag_id and frag_id not in known):
-                index = len(self.calls)
-            else:
-                index = max(self.calls)
-        call = self.calls.setdefault(index, _PartialCall())
-        if frag_id and not call.id:
-            call.id = frag_id
-        function = getattr(fragment, "function", None)
-        if function is None:
-            return
-        name = function.name or ""
-        # The protocol sends the name once; tolerate servers that repeat it whole.
-        if name and name != call.name:
-            call.name += name
-        if function.arguments:
-            call.arguments.append(function.arguments)
-
-    def check_complete(self, request: httpx2.Request | None) -> None:
-        """Raise when the stream ended before the model finished: every server we target
-        sends a ``finish_reason`` in its last choice chunk, so a stream without one was
-        closed early (a proxy, a crashed worker) and its text is not the whole answer.
-        Raised as the transport error it is, so it is retried or reported like one."""
-        if self.chose and self.finish_reason is None:
-            raise httpx2.RemoteProtocolError(
-                "the stream ended without a finish reason (the answer is incomplete)",
-                request=request,
-            )
-
-    def response(
-        self, read: Callable[[str, tuple[ToolCall, ...]], AssistantMessage]
-    ) -> ChatResponse:
-        calls = tuple(
-            ToolCall.parse(p.id or _new_call_id(), p.name, "".join(p.arguments))
-            for _, p in sorted(self.calls.items())
-        )
-        return ChatResponse(read("".join(self.text), calls), self.usage, self.finish_reason)
-
-
-class _TextGate:
-    """Holds back streamed text that may turn out to be a tool call written as text.
-
-    Text is shown as it comes, except: everything from a ``<tool_call>`` tag on (and a
-    tail that could be the start of one), and a reply whose first characters open a JSON
-    object or a code fence, which is shown only once it is known not to be a call.
-    With ``hold_all`` (the JSON action protocol) nothing is shown before the end.
-    """
-
-    def __init__(self, *, hold_all: bool) -> None:
-        self._text = ""
-        self._shown = 0
-        self._held = hold_all
-
-    def feed(self, piece: str) -> str:
-        self._text += piece
-        if self._held:
-            return ""
-        if self._shown == 0:
-            start = self._text.lstrip()
-            if start.startswith(("{", "[", "`", TOOL_CALL_TAG)):
-                self._held = True
-                return ""
-            if not start or TOOL_CALL_TAG.startswith(start):
-                return ""  # not yet known
-        tag = self._text.find(TOOL_CALL_TAG, self._shown)
-        if tag >= 0:
-            self._held = True
-            return self._release(tag)
-        end = len(self._text)
-        for size in range(min(len(TOOL_CALL_TAG) - 1, end - self._shown), 0, -1):
-            if TOOL_CALL_TAG.startswith(self._text[end - size :]):
-                end -= size
-                break
-        return self._release(end)
-
-    def _release(self, end: int) -> str:
-        piece = self._text[self._shown : end]
-        self._shown = max(self._shown, end)
-        return piece
-
-    def rest(self, content: str) -> str:
-        """What remains to show of the final ``content`` once the turn is read."""
-        shown = self._text[: self._shown]
-        return content[len(shown) :] if content.startswith(shown) else ""
-
-
-def _new_call_id() -> str:
-    """An id for a tool call the server sent without one, so the reply can name it."""
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def _usage(usage: Any) -> Usage | None:
-    if usage is None:
-        return None
-    prompt = getattr(usage, "prompt_tokens", None)
-    completion = getattr(usage, "completion_tokens", None)
-    if prompt is None and completion is None:
-        return None
-    return Usage(int(prompt or 0), int(completion or 0))
 
 
 class OpenAIChatModel:
@@ -487,8 +220,8 @@ class OpenAIChatModel:
         attempt = 0
         last: BaseException
         while True:
-            assembler = _StreamAssembler()
-            gate = _TextGate(hold_all=self._json_actions(tools))
+            assembler = StreamAssembler()
+            gate = TextGate(hold_all=self._json_actions(tools))
             yielded = False
             extra = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
             try:
@@ -504,12 +237,16 @@ class OpenAIChatModel:
                             yield TextDelta(piece)
                     assembler.check_complete(getattr(chunks.response, "request", None))
             except openai.APIStatusError as exc:
-                if extra and exc.status_code in (400, 422) and "stream_options" in _describe(exc):
+                if (
+                    extra
+                    and exc.status_code in (400, 422)
+                    and "stream_options" in describe_error(exc)
+                ):
                     logger.info("%s does not accept stream_options; retrying", self.base_url)
                     self._stream_usage = False
                     continue
                 if exc.status_code in (400, 422) and self._refused_action_schema(
-                    _describe(exc), tools, response_format
+                    describe_error(exc), tools, response_format
                 ):
                     params = self._params(messages, tools, response_format)
                     continue
@@ -519,7 +256,7 @@ class OpenAIChatModel:
                 self._raise_unless_retryable(exc)
                 if yielded:
                     raise LLMUnavailableError(
-                        f"LLM endpoint {self.base_url} broke off the stream: {_describe(exc)}"
+                        f"LLM endpoint {self.base_url} broke off the stream: {describe_error(exc)}"
                     ) from None
                 last = exc
             except httpx2.TransportError as exc:  # raised while reading the stream's body
@@ -540,7 +277,7 @@ class OpenAIChatModel:
                 yield ResponseDone(response)
                 return
             attempt += 1
-            if attempt >= attempts or _turn_over():
+            if attempt >= attempts or turn_over():
                 raise self._unavailable(last, attempt)
             self._wait(attempt - 1, last, attempts)
 
@@ -559,7 +296,7 @@ class OpenAIChatModel:
                 raise LLMResponseError(
                     f"LLM endpoint {self.base_url} answered with a body that is not JSON: {exc}"
                 ) from None
-            if _turn_over():
+            if turn_over():
                 raise self._unavailable(last, attempt + 1)
             if attempt + 1 < attempts:
                 self._wait(attempt, last, attempts)
@@ -571,19 +308,19 @@ class OpenAIChatModel:
         if isinstance(exc, openai.APIConnectionError):  # includes timeouts
             return
         if isinstance(exc, openai.APIStatusError):
-            if _retryable_status(exc.status_code):
+            if retryable_status(exc.status_code):
                 return
             raise LLMResponseError(
                 f"LLM endpoint {self.base_url} rejected the request "
-                f"(HTTP {exc.status_code}): {_server_message(exc)}"
+                f"(HTTP {exc.status_code}): {server_message(exc)}"
             ) from None
         raise LLMResponseError(
-            f"LLM endpoint {self.base_url} answered with an error: {_describe(exc)}"
+            f"LLM endpoint {self.base_url} answered with an error: {describe_error(exc)}"
         ) from None
 
     def _wait(self, attempt: int, exc: BaseException, attempts: int) -> None:
         delay = backoff_delay(attempt, rng=self._rng)
-        retry_after = _retry_after(exc)
+        retry_after = retry_after_s(exc)
         if retry_after is not None:
             delay = max(delay, retry_after)
         logger.warning(
@@ -591,7 +328,7 @@ class OpenAIChatModel:
             self.base_url,
             attempt + 1,
             attempts,
-            _describe(exc),
+            describe_error(exc),
             delay,
         )
         left = deadline.remaining()
@@ -606,10 +343,10 @@ class OpenAIChatModel:
             return LLMTimeoutError(
                 f"LLM endpoint {self.base_url} did not answer in time after {tries} "
                 f"(llm.timeout-s {self.settings.timeout_s:g} s, llm.turn-timeout-s "
-                f"{self.settings.turn_timeout_s:g} s): {_describe(exc)}"
+                f"{self.settings.turn_timeout_s:g} s): {describe_error(exc)}"
             )
         return LLMUnavailableError(
-            f"LLM endpoint {self.base_url} {what} after {tries}: {_describe(exc)}"
+            f"LLM endpoint {self.base_url} {what} after {tries}: {describe_error(exc)}"
         )
 
     # -- responses ----------------------------------------------------------------------
@@ -627,7 +364,7 @@ class OpenAIChatModel:
         message = choice.message
         calls: list[ToolCall] = []
         for tool_call in message.tool_calls or ():
-            call_id = getattr(tool_call, "id", None) or _new_call_id()
+            call_id = getattr(tool_call, "id", None) or new_call_id()
             function = getattr(tool_call, "function", None)
             if function is None:
                 kind = getattr(tool_call, "type", "unknown")
@@ -638,6 +375,6 @@ class OpenAIChatModel:
             calls.append(ToolCall.parse(call_id, function.name or "", function.arguments))
         return ChatResponse(
             self._read(message.content or "", tuple(calls), tools),
-            _usage(getattr(completion, "usage", None)),
+            read_usage(getattr(completion, "usage", None)),
             choice.finish_reason,
         )

@@ -14,6 +14,13 @@ write (``superbiz ingest``, an upload, a delete) holds this lock:
 
 It is re-entrant within a thread (an upload ingests while it holds the lock); other
 threads of the process wait for it too.
+
+The four locks, by what they order and across what:
+
+* ``agents.turn_order``: turns of one session (the protocol; within one process);
+* ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
+* ``agents.store_access``: threads using the embedded stores, within one process;
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from superbiz.storage.db import dedicated_connection, relational_store_error
-from superbiz.storage.session_locks import LOCK_NAMESPACE
+from superbiz.storage.replica_turn_order import LOCK_NAMESPACE
 
 #: first key of the knowledge base's advisory lock (sessions' locks use ``LOCK_NAMESPACE``);
 #: the second is the schema's hash, so knowledge bases in other schemas never wait

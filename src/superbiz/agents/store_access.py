@@ -1,5 +1,5 @@
-"""The store lock: what a turn does in embedded stores runs one thread at a time, and
-nothing waits on it while a model thinks.
+"""Store access: what a turn does in embedded stores runs one thread at a time within one
+process (the store lock), and nothing waits on it while a model thinks.
 
 Milvus Lite and SQLite live inside the process (so do the embedder and the caches built
 over them: exact index, knowledge map, planner vectors) and are not meant for
@@ -9,6 +9,13 @@ so that each call runs with the lock released. The lock is held for a turn's own
 (milliseconds), never for the seconds a model takes, so turns of different sessions
 overlap in their model calls. With server stores (PostgreSQL, a Milvus server) there
 is nothing to serialise and the lock is a no-op.
+
+The four locks, by what they order and across what:
+
+* ``agents.turn_order``: turns of one session (the protocol; within one process);
+* ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
+* ``agents.store_access``: threads using the embedded stores, within one process;
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
 """
 
 from __future__ import annotations

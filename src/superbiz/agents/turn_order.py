@@ -1,4 +1,5 @@
-"""One turn of a session at a time: a second request waits its turn, for a bounded time.
+"""Turn order: one turn of a session at a time, within one process (across replicas through
+``storage.replica_turn_order``); a second request waits its turn, for a bounded time.
 
 Turns of different sessions run concurrently, but two turns of one session must not:
 both would read the same history and action memory and record the same turn number.
@@ -6,6 +7,13 @@ both would read the same history and action memory and record the same turn numb
 serialises them inside one process, first come first served. Several replicas need an
 implementation every replica sees (e.g. a PostgreSQL advisory lock) behind the same
 ``hold``.
+
+The four locks, by what they order and across what:
+
+* ``agents.turn_order``: turns of one session (the protocol; within one process);
+* ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
+* ``agents.store_access``: threads using the embedded stores, within one process;
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ def session_locks(settings: Settings, engine: Engine) -> SessionLocks:
     PostgreSQL, else this process's own: the embedded default needs no server."""
     wait_s = settings.service.session_wait_s
     if engine.dialect.name == "postgresql":
-        from superbiz.storage.session_locks import PostgresSessionLocks
+        from superbiz.storage.replica_turn_order import PostgresSessionLocks
 
         return PostgresSessionLocks(
             settings.resolved_database_url,

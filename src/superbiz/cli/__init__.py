@@ -1,0 +1,61 @@
+"""The ``superbiz`` command line (Typer + rich), one module per command group."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from superbiz._process import tune_memory
+from superbiz.cli import chat, kb, ops
+from superbiz.cli import eval as benchmarks
+from superbiz.cli._common import console, err
+
+app = typer.Typer(
+    help="Knowledge assistant whose retrieval is governed by code.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+feedback_app = typer.Typer(help="Answer ratings (thumbs up/down).", no_args_is_help=True)
+app.add_typer(feedback_app, name="feedback")
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
+) -> None:
+    tune_memory()  # before any command imports pyarrow (Milvus Lite)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        logging.getLogger("pymilvus").setLevel(logging.ERROR)
+
+
+# commands in the order ``superbiz --help`` lists them
+app.command()(kb.ingest)
+app.command()(kb.sources)
+app.command()(chat.lookup)
+app.command("map")(kb.knowledge_map)
+app.command()(chat.ask)
+app.command()(chat.chat)
+app.command()(chat.trace)
+app.command()(ops.gaps)
+feedback_app.command("export")(ops.feedback_export)
+eval_app.command("retrieval")(benchmarks.eval_retrieval)
+eval_app.command("levels")(benchmarks.eval_levels)
+eval_app.command("agent")(benchmarks.eval_agent)
+eval_app.command("service")(benchmarks.eval_service)
+eval_app.command("sync")(benchmarks.eval_sync)
+eval_app.command("gaps")(benchmarks.eval_gaps)
+eval_app.command("ingest")(benchmarks.eval_ingest)
+eval_app.command("formats")(benchmarks.eval_formats)
+app.command()(kb.calibrate)
+app.command()(ops.mcp)
+app.command()(ops.serve)
+
+__all__ = ["app", "console", "err", "eval_app", "feedback_app"]

@@ -1,0 +1,5 @@
+"""``python -m superbiz.cli``."""
+
+from superbiz.cli import app
+
+app()

@@ -1,0 +1,326 @@
+"""The ``eval`` benchmarks: each prints numbers (and writes JSON)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from superbiz.cli._common import (
+    DataDir,
+    JsonFlag,
+    _errors,
+    _progress,
+    _publish,
+    _settings,
+    _tracking,
+    err,
+)
+
+
+def eval_retrieval(
+    dataset_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders with corpus/ and queries.jsonl; several are also shown side by side."
+        ),
+    ],
+    data_dir: DataDir = None,
+    k: Annotated[int, typer.Option("--k", help="Ranking depth.")] = 10,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
+    from superbiz.evaluation.retrieval import evaluate_retrieval, render_reports
+
+    reports = []
+    with _errors(), _progress() as progress:
+        for dataset_dir in dataset_dirs:
+            task = progress.add_task(dataset_dir.name, total=None, item="")
+            home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
+            reports.append(
+                evaluate_retrieval(
+                    dataset_dir, _settings(home), k=k, limit=limit, **_tracking(progress, task)
+                )
+            )
+    report = reports[0] if len(reports) == 1 else {"datasets": reports}
+    _publish(report, output, as_json, render_reports)
+
+
+def eval_levels(
+    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    data_dir: DataDir = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit retrieval.levels: evidence on a labelled dataset (needs the answer model)."""
+    from superbiz.evaluation.levels import calibrate_levels, render_levels
+
+    with _errors():
+        report = calibrate_levels(dataset_dir, _settings(_eval_home(dataset_dir, data_dir)))
+    _publish(report, output, as_json, render_levels)
+
+
+def eval_agent(
+    dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="obedient | over_cautious | domain_hopper | iss003_replay | defiant",
+        ),
+    ] = "obedient",
+    governance: Annotated[
+        str,
+        typer.Option(
+            "--governance",
+            help="on: governed loop; off: plain ReAct baseline; cap:N: the frameworks' plain "
+            "cap of N lookups per turn. Several, comma-separated (on,cap:3,off), run over the "
+            "same plans as one table.",
+        ),
+    ] = "on",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="profile: the --profile plays the agent; llm: the configured "
+            "OpenAI-compatible model plans and plays it.",
+        ),
+    ] = "profile",
+    data_dir: DataDir = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Lookups, blocked calls, redundancy, steps, evidence recall, grounded answers and
+    tokens under a profile or the configured model."""
+    from superbiz.config import GovernanceSettings
+    from superbiz.evaluation.agent import (
+        evaluate_agent,
+        governance_settings,
+        render_agent_report,
+    )
+    from superbiz.evaluation.profiles import PROFILES
+    from superbiz.exceptions import ConfigError
+
+    if profile not in PROFILES:
+        err.print(f"[bold red]error:[/] unknown profile {profile!r}; choose {', '.join(PROFILES)}")
+        raise typer.Exit(2)
+    if model not in ("profile", "llm"):
+        err.print("[bold red]error:[/] --model must be 'profile' or 'llm'")
+        raise typer.Exit(2)
+    variants = [v.strip() for v in governance.split(",") if v.strip()]
+    try:
+        for variant in variants or [""]:
+            governance_settings(variant, GovernanceSettings())
+    except ConfigError as exc:
+        err.print(f"[bold red]error:[/] --governance: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    with _errors(), _progress() as progress:
+        task = progress.add_task("llm" if model == "llm" else profile, total=None, item="")
+        report = evaluate_agent(
+            dataset_dir,
+            _settings(_eval_home(dataset_dir, data_dir)),
+            profile=profile,
+            governance=variants[0] if len(variants) == 1 else variants,
+            use_llm=model == "llm",
+            limit=limit,
+            **_tracking(progress, task),
+            on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+        )
+    _publish(report, output, as_json, render_agent_report)
+
+
+def eval_service(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Knowledge base to serve (the example KB is ingested when it is empty) "
+            "\\[default: ./.superbiz/eval/service].",
+        ),
+    ] = None,
+    clients: Annotated[int, typer.Option("--clients", help="Concurrent clients.", min=1)] = 10,
+    requests: Annotated[
+        int, typer.Option("--requests", help="Turns per concurrent phase.", min=1)
+    ] = 100,
+    sequential: Annotated[
+        int, typer.Option("--sequential", help="Turns of the one-client phases.", min=1)
+    ] = 20,
+    model_latency_ms: Annotated[
+        float,
+        typer.Option(
+            "--model-latency-ms",
+            help="Serve a simulated model: the extractive policy, each call delayed this long.",
+            min=0,
+        ),
+    ] = 0,
+    urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--url",
+            help="A running replica to drive instead of an in-process server (repeat it: "
+            "round robin, a session's turns alternating between replicas).",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn latency (p50/p95), turns/s and errors at one and N concurrent clients, time to
+    the first SSE event, and an audit of every session (recorded calls, governance cap,
+    cross-session leaks, second turns)."""
+    from superbiz.evaluation.service import (
+        benchmark_service,
+        default_data_dir,
+        render_service_report,
+    )
+
+    with _errors():
+        report = benchmark_service(
+            _settings(data_dir or default_data_dir()),
+            clients=clients,
+            requests=requests,
+            sequential=sequential,
+            model_latency_ms=model_latency_ms,
+            urls=urls,
+            on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+        )
+    _publish(report, output, as_json, render_service_report)
+    if not report["audit"]["ok"]:
+        raise typer.Exit(1)
+
+
+def eval_sync(
+    files: Annotated[
+        int, typer.Option("--files", help="Files in the generated repository.", min=1)
+    ] = 400,
+    changes: Annotated[
+        int, typer.Option("--changes", help="Syncs timed, one edited file each.", min=1)
+    ] = 3,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """A Git source's sync with one of FILES files changed, against its full ingest (a
+    generated repository and a temporary KB; target ≤ 5 %)."""
+    from superbiz.evaluation.sync import benchmark_sync, render_sync_report
+
+    with _errors():
+        report = benchmark_sync(_settings(None), files=files, changes=changes)
+    _publish(report, output, as_json, render_sync_report)
+
+
+def eval_gaps(
+    lookups: Annotated[
+        int, typer.Option("--lookups", help="Recorded lookups to generate.", min=1)
+    ] = 100_000,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url", help="A database to write into (default: temporary SQLite)."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Time the knowledge-gaps report on a generated record of --lookups lookups."""
+    from superbiz.evaluation.gaps import benchmark_gaps, render_gaps_benchmark
+
+    with _errors():
+        report = benchmark_gaps(_settings(None), lookups=lookups, database_url=database_url)
+    _publish(report, output, as_json, render_gaps_benchmark)
+
+
+def eval_ingest(
+    path: Annotated[
+        Path | None, typer.Argument(help="Files or a folder to ingest (or --synthetic-mb).")
+    ] = None,
+    synthetic_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--synthetic-mb", help="Ingest one generated single-line file this big.", min=0.001
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """Chunks per second and peak memory of an ingest from scratch into a temporary KB
+    (the configured embedder; SQLite and Milvus Lite in a temporary folder)."""
+    from superbiz.evaluation.ingest import benchmark_ingest, render_ingest_report
+
+    if (path is None) == (synthetic_mb is None):
+        err.print("[bold red]error:[/] give a PATH or --synthetic-mb, not both")
+        raise typer.Exit(2)
+    with _errors():
+        report = benchmark_ingest(_settings(None), path, synthetic_mb=synthetic_mb)
+    _publish(report, output, as_json, render_ingest_report)
+
+
+def eval_formats(
+    dataset_dir: Annotated[
+        Path, typer.Argument(help="A folder with corpus/ (Markdown) and queries.jsonl.")
+    ],
+    formats: Annotated[
+        str, typer.Option("--formats", help="Comma-separated, of html, docx, pdf.")
+    ] = "html,docx,pdf",
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", help="Keep the rendered corpora here; a later run reuses them."),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
+    ] = None,
+) -> None:
+    """The dataset rendered to HTML, DOCX and PDF by pandoc and LibreOffice (installed
+    apart), each ingested: R@5, MRR@10, level counts and chunks/s beside Markdown's."""
+    import tempfile
+
+    from superbiz.evaluation.formats import default_jobs, evaluate_formats, render_formats_report
+
+    wanted = [f.strip() for f in formats.split(",") if f.strip()]
+    with _errors(), tempfile.TemporaryDirectory(prefix="superbiz-eval-formats-") as scratch:
+        report = evaluate_formats(
+            dataset_dir,
+            _settings,
+            work or Path(scratch),
+            formats=wanted,
+            jobs=default_jobs(),
+            on_progress=lambda step: err.print(f"[dim]{step}[/]"),
+        )
+    _publish(report, output, as_json, render_formats_report)
+
+
+def _eval_dir(dataset_dir: Path) -> Path:
+    """Each dataset gets its own knowledge base under ``./.superbiz/eval/``."""
+    import hashlib
+
+    digest = hashlib.sha1(str(dataset_dir.resolve()).encode()).hexdigest()[:8]
+    return Path(".superbiz") / "eval" / f"{dataset_dir.resolve().name}-{digest}"
+
+
+def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool = False) -> Path:
+    """Where a dataset's knowledge base lives: ``--data-dir`` itself for one dataset, a
+    folder in it per dataset for several (one corpus must not rank in another's), and
+    ``_eval_dir`` without one."""
+    own = _eval_dir(dataset_dir)
+    if data_dir is None:
+        return own
+    return data_dir / own.name if several else data_dir
