@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from fakes.openai_server import FakeOpenAIServer, RawReply, error_reply
+from fakes.openai_server import FakeOpenAIServer, RawReply, RecordedRequest, error_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -306,6 +306,15 @@ def _slow_stream(paragraphs: int, every_s: float) -> RawReply:
     )
 
 
+def _drip_ended(answer: RecordedRequest) -> RecordedRequest:
+    """``answer`` once the fake sent all of it or its client hung up (waiting at most a
+    minute: the slow answer takes ~20 s in full)."""
+    wait_until = time.monotonic() + 60
+    while not (answer.abandoned or answer.sent_all) and time.monotonic() < wait_until:
+        time.sleep(0.05)
+    return answer
+
+
 def test_a_client_that_closes_the_stream_cancels_the_turn_on_the_server(
     make_assistant: Callable[..., Runtime],
 ) -> None:
@@ -328,10 +337,7 @@ def test_a_client_that_closes_the_stream_cancels_the_turn_on_the_server(
                 for line in stream.iter_lines():
                     if line == "event: token":
                         break  # the answer is streaming: the client goes away
-            answer = fake.recorded[-1]
-            wait_until = time.monotonic() + 60
-            while not (answer.abandoned or answer.sent_all) and time.monotonic() < wait_until:
-                time.sleep(0.05)
+            answer = _drip_ended(fake.recorded[-1])
             assert answer.abandoned and not answer.sent_all
             assert len(fake.chat_requests) == 2  # no model call after the disconnect
 
@@ -347,3 +353,42 @@ def test_a_client_that_closes_the_stream_cancels_the_turn_on_the_server(
             metrics = http.get("/metrics").text
             assert 'superbiz_turns_total{stopped_by="cancelled"} 1.0' in metrics
             assert 'stopped_by="error"' not in metrics
+
+
+def test_chat_cancel_stops_a_running_turn_whose_stream_stays_open(
+    make_assistant: Callable[..., Runtime],
+) -> None:
+    """``POST /api/chat/cancel`` for a client that keeps reading: its stream ends with
+    ``turn_cancelled`` and ``done``, and nothing of the turn is stored."""
+    with FakeOpenAIServer() as fake:
+        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        base = make_assistant()
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
+        settings = base.settings.model_copy(update={"llm": llm})
+        runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
+        session = sid()
+        with (
+            LiveServer(create_app(settings, assistant=runtime)) as server,
+            httpx.Client(base_url=server.url, timeout=60) as http,
+        ):
+            assert http.post("/api/chat/cancel", json={"session_id": session}).json() == {
+                "session_id": session,
+                "cancelled": False,
+            }
+            body = {"session_id": session, "question": PAYMENT_QUESTION}
+            events: list[str] = []
+            with http.stream("POST", "/api/chat_stream", json=body) as stream:
+                lines = stream.iter_lines()
+                for line in lines:
+                    if line == "event: token":
+                        break
+                cancelled = http.post("/api/chat/cancel", json={"session_id": session})
+                assert cancelled.json() == {"session_id": session, "cancelled": True}
+                events = [line for line in lines if line.startswith(("event:", "data:"))]
+            names = [e.removeprefix("event: ") for e in events if e.startswith("event:")]
+            assert names[-2:] == ["error", "done"]
+            error = json.loads(events[events.index("event: error") + 1].removeprefix("data: "))
+            assert error["error"] == "turn_cancelled" and error["status"] == 409
+            answer = _drip_ended(fake.recorded[-1])
+            assert answer.abandoned and not answer.sent_all
+            assert http.get(f"/api/sessions/{session}").status_code == 404

@@ -27,6 +27,7 @@ from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.api._passage import heading_path, level_of
+from superbiz.api._running_turns import RunningTurns
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
 from superbiz.api.health_checks import check_health
 from superbiz.api.metrics import ServiceMetrics
@@ -156,6 +157,7 @@ class Service:
         #: one upload, delete or ingest at a time, in this process and every other one
         self._writes = assistant.kb.write_lock
         self._turn_threads = anyio.CapacityLimiter(self.settings.service.max_concurrent_turns)
+        self._running = RunningTurns()
 
     # -- threading ------------------------------------------------------------------------
     async def run(self, method: Callable[..., T], *args: Any) -> T:
@@ -185,10 +187,10 @@ class Service:
     ) -> SupervisedTurn:
         """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer.
 
-        Setting ``cancel`` (from any thread) stops the turn at its next model call,
-        lookup or streamed chunk with :class:`TurnCancelledError`; it is undone like a
-        failed turn (no messages stored, its recorded lookups forgotten) and counted as
-        ``cancelled``."""
+        Setting ``cancel`` (from any thread), or :meth:`cancel_turn`, stops the turn at
+        its next model call, lookup or streamed chunk with :class:`TurnCancelledError`;
+        it is undone like a failed turn (no messages stored, its recorded lookups
+        forgotten) and counted as ``cancelled``."""
         high_mark = self.settings.governance.high_min_calls
         announced: set[str] = set()
         streamer = (
@@ -222,8 +224,9 @@ class Service:
                 )
             emit(tool_result_event(session_id, outcome, high_mark))
 
+        cancel = cancel or threading.Event()
         try:
-            with deadline.cancellable(cancel):
+            with self._running.running(session_id, cancel), deadline.cancellable(cancel):
                 turn = self.assistant.ask(
                     session_id, question, on_plan=on_plan, on_lookup=on_lookup, model=streamer
                 )
@@ -244,6 +247,11 @@ class Service:
                     emit(TokenEvent(session_id=session_id, step=0, text=piece))
             emit(self.turn_view(turn))
         return turn
+
+    def cancel_turn(self, session_id: str) -> int:
+        """Stop the session's running turn (``POST /api/chat/cancel``); how many turns
+        were running."""
+        return self._running.cancel(session_id)
 
     @staticmethod
     def _announcing(emit: Emit, announced: set[str]) -> Emit:

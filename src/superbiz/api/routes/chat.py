@@ -22,6 +22,7 @@ from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, er
 from superbiz.api.events import sse_events, thread_emitter
 from superbiz.api.responses import (
     TURN_EVENTS,
+    Cancelled,
     ChatAnswer,
     Cleared,
     DoneEvent,
@@ -112,6 +113,15 @@ async def clear(body: ClearRequest, service: ServiceDep) -> Cleared:
     """Forget a session: its messages, action memory and recorded calls."""
     await service.run(service.clear, body.session_id)
     return Cleared(session_id=body.session_id, cleared=True)
+
+
+@router.post("/chat/cancel", responses={**UNAUTHORIZED, **INVALID})
+async def cancel(body: ClearRequest, service: ServiceDep) -> Cancelled:
+    """Stop the session's running turn, for a client that keeps its stream open: the
+    turn ends at its next model call, lookup or streamed chunk, stores no answer, and
+    its stream sends `error` (`turn_cancelled`) then `done` (`/api/chat`: a 409)."""
+    running = service.cancel_turn(body.session_id)
+    return Cancelled(session_id=body.session_id, cancelled=running > 0)
 
 
 async def _stream_turn(
