@@ -65,6 +65,11 @@ class QuestionError(SuperbizError):
     """A question that cannot be asked as written (longer than a turn takes)."""
 
 
+class TurnCancelledError(SuperbizError):
+    """The caller stopped a running turn (the client of a stream went away, or asked to
+    cancel): a caller's decision, not a model failure; the turn is undone like a failed one."""
+
+
 class UnknownDomainError(SuperbizError):
     """A lookup named a domain the knowledge base does not have."""
 

@@ -20,6 +20,7 @@ WRITES: list[tuple[str, str, dict[str, Any], int]] = [
     ("POST", "/api/chat", {"json": {"question": "你好"}}, 200),
     ("POST", "/api/chat_stream", {"json": {"question": "你好"}}, 200),
     ("POST", "/api/chat/clear", {"json": {"session_id": "nobody"}}, 200),
+    ("POST", "/api/chat/cancel", {"json": {"session_id": "nobody"}}, 200),
     ("POST", "/api/documents", {"files": {"file": ("x.md", b"\x00\x01", "text/plain")}}, 422),
     ("DELETE", "/api/documents/no/such.md", {}, 404),
     ("GET", "/api/sessions/nobody", {}, 404),

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import re
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from superbiz.agents.runtime import Runtime
+from fakes.openai_server import FakeOpenAIServer, RawReply, RecordedRequest, error_reply
+from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.api import create_app
+from superbiz.config import LLMSettings
+from superbiz.evaluation.service import LiveServer
 from superbiz.exceptions import ConfigError, LLMUnavailableError, UnknownDomainError
+from superbiz.llm import OpenAIChatModel
 
 PAYMENT = "payment/支付失败排查.md"
 RATE_LIMIT = "api/rate-limit.md"
@@ -281,3 +290,105 @@ def test_page_docs_and_info(client: TestClient) -> None:
     info = client.get("/api/info").json()
     assert info["extractive"] is True and info["high_mark"] == 8
     assert info["auth_required"] is False
+
+
+def _slow_stream(paragraphs: int, every_s: float) -> RawReply:
+    """A streamed answer of ``paragraphs`` chunks, sent one byte every ``every_s`` seconds."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"content": f"第 {n} 段。\n\n"}}]}
+        for n in range(1, paragraphs + 1)
+    ]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+    return RawReply(
+        (body + "data: [DONE]\n\n").encode(), content_type="text/event-stream", drip_s=every_s
+    )
+
+
+def _drip_ended(answer: RecordedRequest) -> RecordedRequest:
+    """``answer`` once the fake sent all of it or its client hung up (waiting at most a
+    minute: the slow answer takes ~20 s in full)."""
+    wait_until = time.monotonic() + 60
+    while not (answer.abandoned or answer.sent_all) and time.monotonic() < wait_until:
+        time.sleep(0.05)
+    return answer
+
+
+def test_a_client_that_closes_the_stream_cancels_the_turn_on_the_server(
+    make_assistant: Callable[..., Runtime],
+) -> None:
+    """Stop on the page closes the stream: the server stops reading the model's reply,
+    stores nothing for the turn, counts it as cancelled, and the session answers again."""
+    with FakeOpenAIServer() as fake:
+        # planner off, then an answer that takes ~20 s to drip out in full
+        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        base = make_assistant()
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
+        settings = base.settings.model_copy(update={"llm": llm})
+        runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
+        session = sid()
+        with (
+            LiveServer(create_app(settings, assistant=runtime)) as server,
+            httpx.Client(base_url=server.url, timeout=60) as http,
+        ):
+            body = {"session_id": session, "question": PAYMENT_QUESTION}
+            with http.stream("POST", "/api/chat_stream", json=body) as stream:
+                for line in stream.iter_lines():
+                    if line == "event: token":
+                        break  # the answer is streaming: the client goes away
+            answer = _drip_ended(fake.recorded[-1])
+            assert answer.abandoned and not answer.sent_all
+            assert len(fake.chat_requests) == 2  # no model call after the disconnect
+
+            fake.script_chat(error_reply(400, "planner off"), "第二个问题的回答。")
+            second = http.post("/api/chat", json={**body, "question": "再问一次"})
+            assert second.status_code == 200, second.text
+            assert "第二个问题的回答" in second.json()["answer"]
+            history = http.get(f"/api/sessions/{session}").json()["messages"]
+            assert [(m["role"], m["content"]) for m in history] == [
+                ("user", "再问一次"),
+                ("assistant", second.json()["answer"]),
+            ]
+            metrics = http.get("/metrics").text
+            assert 'superbiz_turns_total{stopped_by="cancelled"} 1.0' in metrics
+            assert 'stopped_by="error"' not in metrics
+
+
+def test_chat_cancel_stops_a_running_turn_whose_stream_stays_open(
+    make_assistant: Callable[..., Runtime],
+) -> None:
+    """``POST /api/chat/cancel`` for a client that keeps reading: its stream ends with
+    ``turn_cancelled`` and ``done``, and nothing of the turn is stored."""
+    with FakeOpenAIServer() as fake:
+        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        base = make_assistant()
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
+        settings = base.settings.model_copy(update={"llm": llm})
+        runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
+        session = sid()
+        with (
+            LiveServer(create_app(settings, assistant=runtime)) as server,
+            httpx.Client(base_url=server.url, timeout=60) as http,
+        ):
+            assert http.post("/api/chat/cancel", json={"session_id": session}).json() == {
+                "session_id": session,
+                "cancelled": False,
+            }
+            body = {"session_id": session, "question": PAYMENT_QUESTION}
+            events: list[str] = []
+            with http.stream("POST", "/api/chat_stream", json=body) as stream:
+                lines = stream.iter_lines()
+                for line in lines:
+                    if line == "event: token":
+                        break
+                cancelled = http.post("/api/chat/cancel", json={"session_id": session})
+                assert cancelled.json() == {"session_id": session, "cancelled": True}
+                events = [line for line in lines if line.startswith(("event:", "data:"))]
+            names = [e.removeprefix("event: ") for e in events if e.startswith("event:")]
+            assert names[-2:] == ["error", "done"]
+            error = json.loads(events[events.index("event: error") + 1].removeprefix("data: "))
+            assert error["error"] == "turn_cancelled" and error["status"] == 409
+            answer = _drip_ended(fake.recorded[-1])
+            assert answer.abandoned and not answer.sent_all
+            assert http.get(f"/api/sessions/{session}").status_code == 404

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from chromium import CHROMIUM, CHROMIUM_ARGS, missing
-from fakes.openai_server import FakeOpenAIServer, RawReply, drip_reply, error_reply
+from fakes.openai_server import FakeOpenAIServer, RawReply, error_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -343,9 +344,10 @@ def test_the_stop_button_ends_a_running_turn(
     from playwright.sync_api import expect
 
     with FakeOpenAIServer() as fake:
-        fake.script_chat(error_reply(400, "planner off"), drip_reply("x" * 60, every_s=0.02))
+        # planner off, then an answer that takes ~20 s to drip out in full
+        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
         base = make_assistant()
-        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=20)
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
         settings = base.settings.model_copy(update={"llm": llm})
         runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
         with (
@@ -356,12 +358,24 @@ def test_the_stop_button_ends_a_running_turn(
             page.press("#question", "Enter")
             expect(page.locator("#stop-button")).to_be_visible()
             expect(page.locator("#ask-button")).to_be_hidden()
+            expect(page.locator(".message.assistant").last).to_contain_text("第 1 段")
             page.click("#stop-button")
             bubble = page.locator(".message.assistant").last
             expect(bubble.locator(".stopped")).to_contain_text("Stopped")
             expect(bubble).to_have_attribute("data-state", "done")
             expect(page.locator("#ask-button")).to_be_visible()
             expect(page.locator("#stop-button")).to_be_hidden()
+            # the server stopped too: it read no more of the model's answer, stored none
+            answer = fake.recorded[-1]
+            wait_until = time.monotonic() + 60
+            while not (answer.abandoned or answer.sent_all) and time.monotonic() < wait_until:
+                time.sleep(0.05)
+            assert answer.abandoned and not answer.sent_all
+            session = page.evaluate("localStorage.getItem('superbiz.session')")
+            history = httpx.get(f"{server.url}/api/sessions/{session}", timeout=10)
+            stored = history.json().get("messages", []) if history.status_code == 200 else []
+            assert history.status_code in (200, 404), history.text
+            assert [m for m in stored if m["role"] == "assistant"] == []
 
 
 def _slow_stream(lines: int, every_s: float) -> RawReply:

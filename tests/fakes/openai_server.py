@@ -346,6 +346,9 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     status: int = 0  # the status answered (0: connection dropped)
+    #: a dripped reply: every byte was sent, or the client closed the connection first
+    sent_all: bool = False
+    abandoned: bool = False
 
 
 class _Reject(Exception):
@@ -879,8 +882,13 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             for i in range(len(reply.body)):
                 time.sleep(reply.drip_s)
-                self.wfile.write(reply.body[i : i + 1])
-                self.wfile.flush()
+                try:
+                    self.wfile.write(reply.body[i : i + 1])
+                    self.wfile.flush()
+                except OSError:  # the client stopped reading and closed the connection
+                    record.abandoned = True
+                    return
+            record.sent_all = True
 
         def _stream(
             self,

@@ -6,19 +6,30 @@ calls would succeed (late) or raise something other than an ``LLMError``.
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+
 import pytest
 
 from fakes.openai_server import (
     FakeOpenAIServer,
+    RawReply,
     drip_reply,
     error_reply,
     garbage_reply,
     hang_reply,
 )
 from superbiz.config import LLMSettings
-from superbiz.exceptions import LLMResponseError, LLMTimeoutError, LLMUnavailableError
+from superbiz.exceptions import (
+    LLMResponseError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    TurnCancelledError,
+)
 from superbiz.llm import OpenAIChatModel, UserMessage
-from superbiz.llm.deadline import check, remaining, turn_deadline
+from superbiz.llm.base import StreamEvent, TextDelta
+from superbiz.llm.deadline import cancellable, check, remaining, turn_deadline
 
 QUESTION = [UserMessage("Disk is full, what now?")]
 
@@ -91,3 +102,36 @@ def test_a_5xx_is_unavailable(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script_chat(error_reply(503, "overloaded"))
     with pytest.raises(LLMUnavailableError, match="overloaded"):
         model(fake_openai).complete(QUESTION)
+
+
+def test_a_cancelled_turn_makes_no_model_call(fake_openai: FakeOpenAIServer) -> None:
+    stop = threading.Event()
+    stop.set()
+    with cancellable(stop), pytest.raises(TurnCancelledError):
+        model(fake_openai).complete(QUESTION)
+    assert fake_openai.chat_requests == []
+    check()  # outside the block the event no longer applies
+
+
+def test_a_cancelled_turn_stops_reading_a_streamed_reply(fake_openai: FakeOpenAIServer) -> None:
+    """The turn is stopped after the first text: the rest of the reply is never read
+    (without the check the loop reads all 30 pieces, a few seconds of drip)."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
+    pieces = [
+        {**base, "choices": [{"index": 0, "delta": {"content": f"p{n} "}}]} for n in range(30)
+    ]
+    pieces.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(p)}\n\n" for p in pieces) + "data: [DONE]\n\n"
+    fake_openai.script_chat(RawReply(body.encode(), content_type="text/event-stream", drip_s=0.002))
+    stop = threading.Event()
+    seen: list[StreamEvent] = []
+    with cancellable(stop), pytest.raises(TurnCancelledError):
+        for event in model(fake_openai, timeout_s=60).stream(QUESTION):
+            seen.append(event)
+            stop.set()
+    assert [type(e) for e in seen] == [TextDelta]
+    answer = fake_openai.recorded[-1]
+    wait_until = time.monotonic() + 60
+    while not (answer.abandoned or answer.sent_all) and time.monotonic() < wait_until:
+        time.sleep(0.05)
+    assert answer.abandoned and not answer.sent_all

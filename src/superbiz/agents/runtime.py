@@ -245,9 +245,11 @@ class Runtime(LookupRuntime):
         """One turn of ``session_id``, after any turn of it still running.
 
         ``model`` answers this turn instead of the runtime's (e.g. one that streams its
-        text to the caller). A turn that fails is undone: its recorded calls and the
-        documents it marked as retrieved are forgotten, so the next turn starts where
-        the last answered one ended. A relational store that fails raises ``StoreError``.
+        text to the caller). A turn that fails, or that its caller cancels
+        (``TurnCancelledError``, ``superbiz.llm.deadline.cancellable``), is undone: its
+        recorded calls and the documents it marked as retrieved are forgotten, so the
+        next turn starts where the last answered one ended. A relational store that
+        fails raises ``StoreError``.
         """
         tracer = self.telemetry.tracer
         turn_model = self.store_lock.releasing(model or self.model)

@@ -20,6 +20,7 @@ from superbiz.exceptions import (
     SessionBusyError,
     StoreError,
     SuperbizError,
+    TurnCancelledError,
     UnknownDomainError,
 )
 
@@ -33,6 +34,7 @@ ERROR_STATUS: tuple[tuple[type[SuperbizError], int, str], ...] = (
     (LLMError, 502, "llm_error"),
     (IndexMismatchError, 409, "index_mismatch"),
     (SessionBusyError, 409, "session_busy"),
+    (TurnCancelledError, 409, "turn_cancelled"),
     (StoreError, 503, "store_unavailable"),
     (EmbeddingError, 503, "embedding_unavailable"),
 )

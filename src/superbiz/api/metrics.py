@@ -59,7 +59,7 @@ class ServiceMetrics:
         )
         self.turns = Counter(
             "superbiz_turns",
-            "Chat turns by how they ended (answer, step_cap, malformed_calls, error)",
+            "Chat turns by how they ended (answer, step_cap, malformed_calls, error, cancelled)",
             ["stopped_by"],
             registry=self.registry,
         )

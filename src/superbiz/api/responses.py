@@ -170,6 +170,13 @@ class Cleared(BaseModel):
     cleared: bool
 
 
+class Cancelled(BaseModel):
+    session_id: str
+    cancelled: bool = Field(
+        description="A turn of the session was running here and was asked to stop."
+    )
+
+
 # -- sessions ---------------------------------------------------------------------------
 
 

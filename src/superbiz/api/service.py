@@ -12,6 +12,7 @@ listener of the request that asked, so events never mix.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -26,6 +27,7 @@ from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.api._passage import heading_path, level_of
+from superbiz.api._running_turns import RunningTurns
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
 from superbiz.api.health_checks import check_health
 from superbiz.api.metrics import ServiceMetrics
@@ -56,7 +58,12 @@ from superbiz.api.responses import (
     Uploaded,
 )
 from superbiz.config import Settings
-from superbiz.exceptions import DocumentError, NotFoundError, SuperbizError
+from superbiz.exceptions import (
+    DocumentError,
+    NotFoundError,
+    SuperbizError,
+    TurnCancelledError,
+)
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.documents import normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
@@ -64,6 +71,7 @@ from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
+from superbiz.llm import deadline
 from superbiz.storage.chat import SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
 from superbiz.storage.repository import StoredDocument
@@ -149,6 +157,7 @@ class Service:
         #: one upload, delete or ingest at a time, in this process and every other one
         self._writes = assistant.kb.write_lock
         self._turn_threads = anyio.CapacityLimiter(self.settings.service.max_concurrent_turns)
+        self._running = RunningTurns()
 
     # -- threading ------------------------------------------------------------------------
     async def run(self, method: Callable[..., T], *args: Any) -> T:
@@ -156,17 +165,32 @@ class Service:
         return await anyio.to_thread.run_sync(partial(method, *args))
 
     async def run_turn(
-        self, session_id: str, question: str, emit: Emit | None = None
+        self,
+        session_id: str,
+        question: str,
+        emit: Emit | None = None,
+        cancel: threading.Event | None = None,
     ) -> SupervisedTurn:
         """``ask`` in a worker thread of the turns' own pool: turns waiting for a model
         never take the threads that reads and health checks need."""
         return await anyio.to_thread.run_sync(
-            partial(self.ask, session_id, question, emit), limiter=self._turn_threads
+            partial(self.ask, session_id, question, emit, cancel), limiter=self._turn_threads
         )
 
     # -- chat ----------------------------------------------------------------------------
-    def ask(self, session_id: str, question: str, emit: Emit | None = None) -> SupervisedTurn:
-        """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer."""
+    def ask(
+        self,
+        session_id: str,
+        question: str,
+        emit: Emit | None = None,
+        cancel: threading.Event | None = None,
+    ) -> SupervisedTurn:
+        """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer.
+
+        Setting ``cancel`` (from any thread), or :meth:`cancel_turn`, stops the turn at
+        its next model call, lookup or streamed chunk with :class:`TurnCancelledError`;
+        it is undone like a failed turn (no messages stored, its recorded lookups
+        forgotten) and counted as ``cancelled``."""
         high_mark = self.settings.governance.high_min_calls
         announced: set[str] = set()
         streamer = (
@@ -200,10 +224,16 @@ class Service:
                 )
             emit(tool_result_event(session_id, outcome, high_mark))
 
+        cancel = cancel or threading.Event()
         try:
-            turn = self.assistant.ask(
-                session_id, question, on_plan=on_plan, on_lookup=on_lookup, model=streamer
-            )
+            with self._running.running(session_id, cancel), deadline.cancellable(cancel):
+                turn = self.assistant.ask(
+                    session_id, question, on_plan=on_plan, on_lookup=on_lookup, model=streamer
+                )
+        except TurnCancelledError:
+            self.metrics.turns.labels("cancelled").inc()
+            log.info("turn of session %r cancelled by its caller", session_id)
+            raise
         except Exception:
             self.metrics.turns.labels("error").inc()
             raise
@@ -217,6 +247,11 @@ class Service:
                     emit(TokenEvent(session_id=session_id, step=0, text=piece))
             emit(self.turn_view(turn))
         return turn
+
+    def cancel_turn(self, session_id: str) -> int:
+        """Stop the session's running turn (``POST /api/chat/cancel``); how many turns
+        were running."""
+        return self._running.cancel(session_id)
 
     @staticmethod
     def _announcing(emit: Emit, announced: set[str]) -> Emit:

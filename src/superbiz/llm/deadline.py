@@ -4,18 +4,24 @@ A turn makes several model calls (plan, steps, a forced answer), each with retri
 per-call timeout alone lets them add up. ``turn_deadline`` sets one end time for the
 thread that runs the turn; :func:`remaining` tells a call how much of it is left, and
 :func:`check` ends the turn once it has passed.
+
+The same points also end a turn its caller stopped: ``cancellable`` carries the turn's
+cancel event (set when a stream's client goes away), which :func:`check` and
+:func:`check_cancelled` (called between the chunks of a streamed reply) honour.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from superbiz.exceptions import LLMTimeoutError
+from superbiz.exceptions import LLMTimeoutError, TurnCancelledError
 
 _END: ContextVar[tuple[float, float] | None] = ContextVar("superbiz_turn_deadline", default=None)
+_CANCEL: ContextVar[threading.Event | None] = ContextVar("superbiz_turn_cancel", default=None)
 
 
 @contextmanager
@@ -31,6 +37,24 @@ def turn_deadline(seconds: float) -> Iterator[None]:
         _END.reset(token)
 
 
+@contextmanager
+def cancellable(event: threading.Event | None) -> Iterator[None]:
+    """Model calls and lookups made inside the block stop once ``event`` is set (from
+    any thread); ``None`` changes nothing."""
+    token = _CANCEL.set(event if event is not None else _CANCEL.get())
+    try:
+        yield
+    finally:
+        _CANCEL.reset(token)
+
+
+def check_cancelled() -> None:
+    """Raise :class:`TurnCancelledError` once the turn's caller has stopped it."""
+    event = _CANCEL.get()
+    if event is not None and event.is_set():
+        raise TurnCancelledError("the turn was stopped by its caller")
+
+
 def remaining() -> float | None:
     """Seconds left of the current turn, or ``None`` outside a turn."""
     current = _END.get()
@@ -38,7 +62,9 @@ def remaining() -> float | None:
 
 
 def check() -> None:
-    """Raise :class:`LLMTimeoutError` once the turn's deadline has passed."""
+    """Raise :class:`TurnCancelledError` once the turn was stopped, and
+    :class:`LLMTimeoutError` once its deadline has passed."""
+    check_cancelled()
     current = _END.get()
     if current is not None and time.monotonic() >= current[0]:
         raise LLMTimeoutError(

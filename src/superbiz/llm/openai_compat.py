@@ -231,6 +231,7 @@ class OpenAIChatModel:
                 )
                 with chunks:
                     for chunk in chunks:
+                        deadline.check_cancelled()  # a stopped turn reads no more of it
                         piece = gate.feed(assembler.feed(chunk)) if tools else assembler.feed(chunk)
                         if piece:
                             yielded = True

@@ -1,13 +1,16 @@
 """Chat: a JSON answer, the same turn as server-sent events, and clearing a session.
 
-A streamed turn runs as a task of its own that feeds the request's queue: if the client
-goes away, the turn still finishes and is stored; only its events are dropped.
+A streamed turn runs as a task of its own that feeds the request's queue. If the client
+goes away (the page's Stop closes the stream), the turn is cancelled: it stops at its next
+model call, lookup or streamed chunk, stores no answer and is undone like a failed turn,
+so the session's next turn starts at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 
@@ -19,6 +22,7 @@ from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, er
 from superbiz.api.events import sse_events, thread_emitter
 from superbiz.api.responses import (
     TURN_EVENTS,
+    Cancelled,
     ChatAnswer,
     Cleared,
     DoneEvent,
@@ -111,6 +115,15 @@ async def clear(body: ClearRequest, service: ServiceDep) -> Cleared:
     return Cleared(session_id=body.session_id, cleared=True)
 
 
+@router.post("/chat/cancel", responses={**UNAUTHORIZED, **INVALID})
+async def cancel(body: ClearRequest, service: ServiceDep) -> Cancelled:
+    """Stop the session's running turn, for a client that keeps its stream open: the
+    turn ends at its next model call, lookup or streamed chunk, stores no answer, and
+    its stream sends `error` (`turn_cancelled`) then `done` (`/api/chat`: a 409)."""
+    running = service.cancel_turn(body.session_id)
+    return Cancelled(session_id=body.session_id, cancelled=running > 0)
+
+
 async def _stream_turn(
     service: Service, background: set[asyncio.Task[None]], session_id: str, question: str
 ) -> AsyncIterator[bytes]:
@@ -118,10 +131,11 @@ async def _stream_turn(
     queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
     emit = thread_emitter(loop, queue)
     started = time.perf_counter()
+    cancel = threading.Event()
 
     async def produce() -> None:
         try:
-            await service.run_turn(session_id, question, emit)
+            await service.run_turn(session_id, question, emit, cancel)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(
@@ -145,5 +159,8 @@ async def _stream_turn(
     task = loop.create_task(produce())
     background.add(task)
     task.add_done_callback(background.discard)
-    async for chunk in sse_events(queue, service.settings.service.sse_keepalive_s):
-        yield chunk
+    try:
+        async for chunk in sse_events(queue, service.settings.service.sse_keepalive_s):
+            yield chunk
+    finally:  # the client went away (or the turn ended): stop what is left of the turn
+        cancel.set()
