@@ -13,19 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
 
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from fakes.real_transcripts import QWEN_LIVE_TURN3, load_transcript
+from fakes.real_transcripts import QWEN_LIVE_TURN3, replaying
 from superbiz.agents.runtime import Runtime, open_runtime
-from superbiz.config import LLMSettings, Settings
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "用户付了钱但订单一直显示未支付，回调没收到怎么办？"
 FOLLOW_UP = "那 max-active 应该调到多少？"
@@ -37,28 +31,10 @@ ZH_FALLBACK = "【抽取式回答】模型的回答没有依据"
 ENTITY = re.compile(r"&(?:#\d+|#x[0-9a-f]+|quot|apos|amp|lt|gt);", re.IGNORECASE)
 
 
-@pytest.fixture(scope="module")
-def example_kb(
-    tmp_path_factory: pytest.TempPathFactory, use_embedder: Embedder
-) -> Iterator[KnowledgeBase]:
-    """The example corpus the transcript was recorded on, ingested without an LLM."""
-    root = tmp_path_factory.mktemp("live-transcript")
-    kb = KnowledgeBase(Settings(data_dir=root / "data"), embedder=use_embedder)
-    corpus = Path(str(resources.files("superbiz") / "examples" / "corpus"))
-    try:
-        Ingestor(kb, domains=DomainService(kb)).ingest([corpus])
-        yield kb
-    finally:
-        kb.close()
-
-
 @pytest.fixture
 def replayed(example_kb: KnowledgeBase) -> Iterator[tuple[Runtime, FakeOpenAIServer]]:
-    with FakeOpenAIServer() as server:
-        server.replay(load_transcript(QWEN_LIVE_TURN3))
-        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
-        settings = example_kb.settings.model_copy(update={"llm": llm})
-        yield open_runtime(settings, kb=example_kb), server
+    with replaying(example_kb, QWEN_LIVE_TURN3) as replay:
+        yield replay
 
 
 def test_the_copied_follow_up_is_no_grounded_answer_and_keeps_the_subject(

@@ -13,19 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
 
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from fakes.real_transcripts import load_transcript
-from superbiz.agents.runtime import Runtime, open_runtime
-from superbiz.config import LLMSettings, Settings
+from fakes.real_transcripts import QWEN_EXAMPLE_KB, QWEN_LIVE_TURN3, replaying
+from superbiz.agents.runtime import Runtime
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.retrieval.embedders import Embedder
 
 QUESTIONS = [
     "支付回调超时，是不是 Redis 连接池的问题？",
@@ -36,28 +30,10 @@ LABELS = ("【抽取式回答】模型的回答没有依据", "[Extractive answe
 PROMPT_COPIES = ("基于已有信息，连接池配置建议如下", "Based on what is available, configure")
 
 
-@pytest.fixture(scope="module")
-def example_kb(
-    tmp_path_factory: pytest.TempPathFactory, use_embedder: Embedder
-) -> Iterator[KnowledgeBase]:
-    """The example corpus the transcripts were recorded on, ingested without an LLM."""
-    root = tmp_path_factory.mktemp("transcripts")
-    kb = KnowledgeBase(Settings(data_dir=root / "data"), embedder=use_embedder)
-    corpus = Path(str(resources.files("superbiz") / "examples" / "corpus"))
-    try:
-        Ingestor(kb, domains=DomainService(kb)).ingest([corpus])
-        yield kb
-    finally:
-        kb.close()
-
-
 @pytest.fixture
 def replayed(example_kb: KnowledgeBase) -> Iterator[tuple[Runtime, FakeOpenAIServer]]:
-    with FakeOpenAIServer() as server:
-        server.replay(load_transcript())
-        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
-        settings = example_kb.settings.model_copy(update={"llm": llm})
-        yield open_runtime(settings, kb=example_kb), server
+    with replaying(example_kb, QWEN_EXAMPLE_KB) as replay:
+        yield replay
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -98,7 +74,6 @@ def test_the_replayed_planner_json_needs_no_repair(
 
 #: the live recording (tests/data/llm-transcripts): the planner rewrote three questions
 #: away from what was asked (see that README)
-LIVE_TURN3 = "qwen2.5-coder-1.5b-live-turn3.jsonl"
 REWRITTEN = [
     # "429" dropped: "How to adjust the token bucket limit for a specific partner …"
     (
@@ -116,11 +91,8 @@ REWRITTEN = [
 
 @pytest.fixture
 def live_replayed(example_kb: KnowledgeBase) -> Iterator[Runtime]:
-    with FakeOpenAIServer() as server:
-        server.replay(load_transcript(LIVE_TURN3))
-        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
-        settings = example_kb.settings.model_copy(update={"llm": llm})
-        yield open_runtime(settings, kb=example_kb)
+    with replaying(example_kb, QWEN_LIVE_TURN3) as (runtime, _):
+        yield runtime
 
 
 @pytest.mark.parametrize(("question", "answer"), REWRITTEN)

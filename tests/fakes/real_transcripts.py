@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from fakes.openai_server import FakeOpenAIServer
+from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.config import LLMSettings
+from superbiz.knowledge.base import KnowledgeBase
 
 TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"
@@ -94,3 +101,14 @@ def write_transcript_dataset(root: Path) -> Path:
     ]
     (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+@contextmanager
+def replaying(kb: KnowledgeBase, name: str) -> Iterator[tuple[Runtime, FakeOpenAIServer]]:
+    """A runtime over ``kb`` whose model is the fake OpenAI server replaying the
+    transcript ``name``, and that server (to read what was asked of it)."""
+    with FakeOpenAIServer() as server:
+        server.replay(load_transcript(name))
+        llm = LLMSettings(base_url=server.base_url, model="qwen2.5-coder-1.5b", max_retries=0)
+        settings = kb.settings.model_copy(update={"llm": llm})
+        yield open_runtime(settings, kb=kb), server
