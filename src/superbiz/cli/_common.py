@@ -43,6 +43,7 @@ DataDir = Annotated[
     typer.Option("--data-dir", help="Where the knowledge base lives \\[default: ./.superbiz]."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+OutputFile = Annotated[Path | None, typer.Option("--output", "-o", help="Also write JSON here.")]
 
 
 @contextmanager

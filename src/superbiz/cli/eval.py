@@ -11,6 +11,7 @@ from rich.markup import escape
 from superbiz.cli._common import (
     DataDir,
     JsonFlag,
+    OutputFile,
     _errors,
     _progress,
     _publish,
@@ -30,9 +31,7 @@ def eval_retrieval(
     data_dir: DataDir = None,
     k: Annotated[int, typer.Option("--k", help="Ranking depth.")] = 10,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
@@ -55,9 +54,7 @@ def eval_retrieval(
 def eval_levels(
     dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
     data_dir: DataDir = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Fit retrieval.levels: evidence on a labelled dataset (needs the answer model)."""
@@ -97,9 +94,7 @@ def eval_agent(
     ] = "profile",
     data_dir: DataDir = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Lookups, blocked calls, redundancy, steps, evidence recall, grounded answers and
@@ -173,9 +168,7 @@ def eval_service(
             "round robin, a session's turns alternating between replicas).",
         ),
     ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Turn latency (p50/p95), turns/s and errors at one and N concurrent clients, time to
@@ -210,9 +203,7 @@ def eval_sync(
         int, typer.Option("--changes", help="Syncs timed, one edited file each.", min=1)
     ] = 3,
     as_json: JsonFlag = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
 ) -> None:
     """A Git source's sync with one of FILES files changed, against its full ingest (a
     generated repository and a temporary KB; target ≤ 5 %)."""
@@ -233,9 +224,7 @@ def eval_gaps(
             "--database-url", help="A database to write into (default: temporary SQLite)."
         ),
     ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Time the knowledge-gaps report on a generated record of --lookups lookups."""
@@ -257,9 +246,7 @@ def eval_ingest(
         ),
     ] = None,
     as_json: JsonFlag = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
 ) -> None:
     """Chunks per second and peak memory of an ingest from scratch into a temporary KB
     (the configured embedder; SQLite and Milvus Lite in a temporary folder)."""
@@ -285,9 +272,7 @@ def eval_formats(
         typer.Option("--work", help="Keep the rendered corpora here; a later run reuses them."),
     ] = None,
     as_json: JsonFlag = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write JSON here.")
-    ] = None,
+    output: OutputFile = None,
 ) -> None:
     """The dataset rendered to HTML, DOCX and PDF by pandoc and LibreOffice (installed
     apart), each ingested: R@5, MRR@10, level counts and chunks/s beside Markdown's."""
