@@ -2,7 +2,7 @@
 source, and the indexes the knowledge-gaps report reads by.
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0009
 Create Date: 2026-12-01
 """
 

@@ -2,7 +2,7 @@
 question is shown).
 
 Revision ID: 0013
-Revises: 0009 (the head of this branch; the integrator re-chains the ids at merge)
+Revises: 0010
 Create Date: 2026-12-01
 """
 
