@@ -13,7 +13,12 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from fakes.openai_server import FakeOpenAIServer, RawReply, RecordedRequest, error_reply
+from fakes.openai_server import (
+    FakeOpenAIServer,
+    RecordedRequest,
+    error_reply,
+    slow_stream_reply,
+)
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -292,20 +297,6 @@ def test_page_docs_and_info(client: TestClient) -> None:
     assert info["auth_required"] is False
 
 
-def _slow_stream(paragraphs: int, every_s: float) -> RawReply:
-    """A streamed answer of ``paragraphs`` chunks, sent one byte every ``every_s`` seconds."""
-    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"content": f"第 {n} 段。\n\n"}}]}
-        for n in range(1, paragraphs + 1)
-    ]
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
-    return RawReply(
-        (body + "data: [DONE]\n\n").encode(), content_type="text/event-stream", drip_s=every_s
-    )
-
-
 def _drip_ended(answer: RecordedRequest) -> RecordedRequest:
     """``answer`` once the fake sent all of it or its client hung up (waiting at most a
     minute: the slow answer takes ~20 s in full)."""
@@ -322,7 +313,7 @@ def test_a_client_that_closes_the_stream_cancels_the_turn_on_the_server(
     stores nothing for the turn, counts it as cancelled, and the session answers again."""
     with FakeOpenAIServer() as fake:
         # planner off, then an answer that takes ~20 s to drip out in full
-        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        fake.script_chat(error_reply(400, "planner off"), slow_stream_reply(40, every_s=0.005))
         base = make_assistant()
         llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
         settings = base.settings.model_copy(update={"llm": llm})
@@ -361,7 +352,7 @@ def test_chat_cancel_stops_a_running_turn_whose_stream_stays_open(
     """``POST /api/chat/cancel`` for a client that keeps reading: its stream ends with
     ``turn_cancelled`` and ``done``, and nothing of the turn is stored."""
     with FakeOpenAIServer() as fake:
-        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        fake.script_chat(error_reply(400, "planner off"), slow_stream_reply(40, every_s=0.005))
         base = make_assistant()
         llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
         settings = base.settings.model_copy(update={"llm": llm})

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from chromium import CHROMIUM, CHROMIUM_ARGS, missing
-from fakes.openai_server import FakeOpenAIServer, RawReply, error_reply
+from fakes.openai_server import FakeOpenAIServer, error_reply, slow_stream_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
@@ -345,7 +345,7 @@ def test_the_stop_button_ends_a_running_turn(
 
     with FakeOpenAIServer() as fake:
         # planner off, then an answer that takes ~20 s to drip out in full
-        fake.script_chat(error_reply(400, "planner off"), _slow_stream(40, every_s=0.005))
+        fake.script_chat(error_reply(400, "planner off"), slow_stream_reply(40, every_s=0.005))
         base = make_assistant()
         llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
         settings = base.settings.model_copy(update={"llm": llm})
@@ -378,25 +378,11 @@ def test_the_stop_button_ends_a_running_turn(
             assert [m for m in stored if m["role"] == "assistant"] == []
 
 
-def _slow_stream(lines: int, every_s: float) -> RawReply:
-    """A streamed answer of ``lines`` paragraphs, sent one byte every ``every_s`` seconds."""
-    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"content": f"第 {n} 段。\n\n"}}]}
-        for n in range(1, lines + 1)
-    ]
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
-    return RawReply(
-        (body + "data: [DONE]\n\n").encode(), content_type="text/event-stream", drip_s=every_s
-    )
-
-
 def test_the_stream_follows_the_bottom_but_never_moves_a_reader_who_scrolled_up(
     browser: Any, make_assistant: Callable[..., Runtime]
 ) -> None:
     with FakeOpenAIServer() as fake:
-        fake.script_chat(error_reply(400, "planner off"), _slow_stream(30, every_s=0.0015))
+        fake.script_chat(error_reply(400, "planner off"), slow_stream_reply(30, every_s=0.0015))
         base = make_assistant()
         llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=60)
         settings = base.settings.model_copy(update={"llm": llm})

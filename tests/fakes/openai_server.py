@@ -209,6 +209,21 @@ def garbage_reply(body: bytes = b"<html>502 Bad Gateway</html>", **kwargs: Any) 
     return RawReply(body, **kwargs)
 
 
+def slow_stream_reply(paragraphs: int, *, every_s: float) -> RawReply:
+    """A streamed answer of ``paragraphs`` chunks (``第 n 段。``), sent one byte every
+    ``every_s`` seconds: a turn that is still streaming when a client stops it."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"content": f"第 {n} 段。\n\n"}}]}
+        for n in range(1, paragraphs + 1)
+    ]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+    return RawReply(
+        (body + "data: [DONE]\n\n").encode(), content_type="text/event-stream", drip_s=every_s
+    )
+
+
 def drip_reply(content: str = "a slow answer", *, every_s: float = 0.2) -> RawReply:
     """A valid completion sent one byte every ``every_s`` seconds."""
     body = {
