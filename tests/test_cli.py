@@ -433,12 +433,12 @@ def test_eval_levels_fits_settings_that_load_back(
     assert set(report["highly_relevant"]) == {"cosine", "evidence"}
     printed = invoke("eval", "levels", dataset, "--data-dir", data).stdout
     config = tmp_path / "superbiz.yaml"
-    config.write_text(printed[printed.index("retrieval:") :], encoding="utf-8")
+    config.write_text(printed[printed.index("advanced:") :], encoding="utf-8")
     monkeypatch.setenv(CONFIG_ENV, str(config))
     settings = load_settings()
-    assert settings.retrieval.levels == "evidence"
-    assert settings.retrieval.evidence_levels is not None
-    assert settings.retrieval.evidence_levels.model_dump() == report["model"]
+    assert settings.advanced.retrieval.levels == "evidence"
+    assert settings.advanced.retrieval.evidence_levels is not None
+    assert settings.advanced.retrieval.evidence_levels.model_dump() == report["model"]
 
 
 def test_eval_retrieval_without_queries_is_a_clear_error(tmp_path: Path) -> None:
@@ -506,12 +506,12 @@ def test_invalid_settings_are_one_line_for_every_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
     config = tmp_path / "superbiz.yaml"
-    config.write_text("retrieval:\n  candidates: abc\n", encoding="utf-8")
+    config.write_text("advanced:\n  retrieval:\n    candidates: abc\n", encoding="utf-8")
     monkeypatch.setenv(CONFIG_ENV, str(config))
     result = runner.invoke(app, [*command, "--data-dir", str(tmp_path / "data")])
     assert result.exit_code == 2 and result.stdout == ""
     assert one_line(result.stderr).startswith("error: invalid settings: 1 validation error")
-    assert "retrieval.candidates" in result.stderr and "Traceback" not in result.output
+    assert "advanced.retrieval.candidates" in result.stderr and "Traceback" not in result.output
 
 
 def test_a_list_in_the_environment_that_is_not_json_says_how_to_write_it(

@@ -207,9 +207,12 @@ def test_trace_prints_one_row_per_call_executed_and_blocked(data_dir: Path, sess
     settings = Settings(data_dir=data_dir)
     kb = KnowledgeBase(settings)
     try:
-        lookup = GovernedLookup(kb, make_tracker(settings.session.backend, kb.engine))
+        lookup = GovernedLookup(kb, make_tracker(settings.advanced.session.backend, kb.engine))
         executor = Executor(
-            make_profile("defiant"), lookup, settings.governance, InvocationRepository(kb.engine)
+            make_profile("defiant"),
+            lookup,
+            settings.governance_config,
+            InvocationRepository(kb.engine),
         )
         turn = executor.run(session, "Redis 连接池耗尽", turn=2)
     finally:

@@ -5,14 +5,20 @@ YAML keys may be written with hyphens as in the original design
 Environment variables use ``__`` between levels, e.g.
 ``SUPERBIZ_RETRIEVAL__NORMALIZATION__REFERENCE_THRESHOLD=0.3``.
 Precedence: explicit arguments > environment > YAML file > defaults.
+
+Settings a user should not need to turn (measured tuning, fitted output, benchmark
+baselines, internals) live under ``advanced`` (``advanced.retrieval.rrf-k``,
+``SUPERBIZ_ADVANCED__RETRIEVAL__RRF_K``; docs/settings-advanced.md). A component takes one
+view of a section and its advanced keys (``Settings.retrieval_config`` and the like).
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -42,15 +48,12 @@ class _Section(BaseModel):
 
 
 class NormalizationSettings(_Section):
-    """The ``retrieval.normalization.*`` keys of docs/design.md §2.1.
-
-    ``max_l2_distance`` is the upper bound of the Euclidean distance between two unit
-    vectors (2.0); distances are clamped to it before being turned into a cosine.
-    Thresholds left empty take the measured defaults of the active embedder
-    (see ``superbiz.retrieval.relevance.DEFAULT_THRESHOLDS``).
+    """The ``retrieval.normalization.*`` keys of docs/design.md §2.1: they override the
+    thresholds measured on the KB (left empty: measured, else the active embedder's
+    shipped defaults, ``superbiz.retrieval.relevance.DEFAULT_THRESHOLDS``). The bound of
+    the distance between unit vectors is a constant (``relevance.MAX_L2_DISTANCE``).
     """
 
-    max_l2_distance: float = Field(2.0, gt=0)
     highly_relevant_threshold: float | None = Field(None, ge=-1, le=1)
     reference_threshold: float | None = Field(None, ge=-1, le=1)
 
@@ -77,6 +80,11 @@ class AnswerSettings(_Section):
     """
 
     model: Literal["none", "e5"] = "none"
+
+
+class AdvancedAnswerSettings(_Section):
+    """How the answer model is used (``advanced.retrieval.answers``), measured on dev."""
+
     #: weight of the min-max normalised answer cosine beside the fused hybrid score
     weight: float = Field(3.0, ge=0)
     #: the document opening that is encoded: title and the first chunk's first characters
@@ -93,8 +101,12 @@ class AnswerSettings(_Section):
     reference: float = Field(0.85, ge=-1, le=1)
 
 
+class AnswerConfig(AnswerSettings, AdvancedAnswerSettings):
+    """The answer model as the search runs it: ``retrieval.answers`` and its advanced keys."""
+
+
 class EvidenceLevelSettings(_Section):
-    """The coefficients of ``retrieval.levels: evidence`` (``superbiz eval levels`` prints
+    """The coefficients of ``advanced.retrieval.levels: evidence`` (``superbiz eval levels`` prints
     them for a labelled dataset of your own); unset, the model fitted on dev is used."""
 
     bias: float
@@ -107,12 +119,22 @@ class EvidenceLevelSettings(_Section):
 
 
 class RetrievalSettings(_Section):
+    """What a user sets about retrieval: the thresholds, the answer model, how many
+    supplements a lookup shows."""
+
     normalization: NormalizationSettings = NormalizationSettings()
     answers: AnswerSettings = AnswerSettings()
+    max_supplements: int = Field(2, ge=0, le=10)
+
+
+class AdvancedRetrievalSettings(_Section):
+    """The ranking's measured tuning and fitted output (``advanced.retrieval``)."""
+
+    answers: AdvancedAnswerSettings = AdvancedAnswerSettings()
     fusion: Literal["minmax", "rrf"] = "minmax"
     #: ``cosine``: the rule of docs/design.md §2.2; ``evidence``: HIGHLY_RELEVANT from a
     #: model of the primary's cosine, its lead and the answer model's view of it (needs
-    #: ``answers.model``; README)
+    #: ``retrieval.answers.model``; README)
     levels: Literal["cosine", "evidence"] = "cosine"
     evidence_levels: EvidenceLevelSettings | None = None
     dense_weight: float = Field(0.4, ge=0, le=1)
@@ -125,7 +147,6 @@ class RetrievalSettings(_Section):
     #: English alert descriptions R@5 (0.931 → 0.950) with the analyzer's stop words (README);
     #: each hit Milvus Lite materialises costs about 0.1 ms
     bm25_candidates: int = Field(15, ge=1, le=1000)
-    max_supplements: int = Field(2, ge=0, le=10)
     #: beside a PRECISE or HIGHLY_RELEVANT primary, a supplement qualifying by cosine must
     #: come within this of the primary's; on dev, supplements per lookup 2.48 → 1.62 with
     #: the same evidence shown (README)
@@ -142,12 +163,19 @@ class RetrievalSettings(_Section):
     #: the excerpt unit: a primary shows up to twice this (two chunks), a supplement half
     excerpt_chars: int = Field(1200, ge=100)
 
+
+class RetrievalConfig(RetrievalSettings, AdvancedRetrievalSettings):
+    """What the search pipeline runs with: ``retrieval`` and ``advanced.retrieval`` in one
+    view (``Settings.retrieval_config``)."""
+
+    answers: AnswerConfig = AnswerConfig()
+
     @model_validator(mode="after")
-    def _evidence_needs_the_answer_model(self) -> RetrievalSettings:
+    def _evidence_needs_the_answer_model(self) -> RetrievalConfig:
         if self.levels == "evidence" and self.answers.model == "none":
             raise ValueError(
-                "retrieval.levels 'evidence' reads the answer model: set retrieval.answers.model"
-                " (e5) too"
+                "advanced.retrieval.levels 'evidence' reads the answer model: set"
+                " retrieval.answers.model (e5) too"
             )
         return self
 
@@ -163,10 +191,20 @@ class EmbeddingSettings(_Section):
     base_url: str | None = None
     api_key: str | None = None
     dimensions: int | None = Field(None, ge=1)
-    batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(30.0, gt=0)
-    threads: int = Field(1, ge=1)
     max_tokens: int | None = Field(None, ge=8)
+
+
+class AdvancedEmbeddingSettings(_Section):
+    """Internals of the embedder (``advanced.embedding``): texts sent in one request to an
+    endpoint, and the threads the embedded USE model runs on."""
+
+    batch_size: int = Field(64, ge=1)
+    threads: int = Field(1, ge=1)
+
+
+class EmbeddingConfig(EmbeddingSettings, AdvancedEmbeddingSettings):
+    """What an embedder is made from: ``embedding`` and ``advanced.embedding``."""
 
 
 class DatabasePoolSettings(_Section):
@@ -263,17 +301,25 @@ class LLMSettings(_Section):
 
 
 class GovernanceSettings(_Section):
-    """The quality × water-level decision matrix (docs/design.md §5).
+    """The quality × water-level decision matrix (docs/design.md §5): on or off, and the
+    hard step cap of a turn."""
+
+    enabled: bool = True
+    max_steps: int = Field(10, ge=1)
+
+
+class AdvancedGovernanceSettings(_Section):
+    """The matrix's tuning and its benchmark baselines (``advanced.governance``).
 
     ``mode: matrix`` is plan A; ``mode: domain-limit`` is plan B (one lookup per
     domain, no supplements); ``mode: cap`` is the peer baseline, a plain count cap of
-    ``cap_calls`` lookups per turn. The water level is read from ``indicator``; in a turn
-    that ran the plan's lookups, whatever it says, ``high_min_found`` lookups that found
-    documents are high water (the matrix never shows one question more evidence than the
-    plain cap of that many lookups could).
+    ``cap_calls`` lookups per turn (``superbiz eval agent --governance cap:N`` runs it
+    beside the matrix). The water level is read from ``indicator``; in a turn that ran
+    the plan's lookups, whatever it says, ``high_min_found`` lookups that found documents
+    are high water (the matrix never shows one question more evidence than the plain cap
+    of that many lookups could).
     """
 
-    enabled: bool = True
     mode: Literal["matrix", "domain-limit", "cap"] = "matrix"
     cap_calls: int = Field(3, ge=0)
     indicator: Literal["calls", "tokens", "domains"] = "calls"
@@ -285,14 +331,23 @@ class GovernanceSettings(_Section):
     high_min_domains: int = Field(4, ge=1)
     high_min_found: int = Field(3, ge=1)
     withhold_after_blocked: int = Field(2, ge=1)
-    max_steps: int = Field(10, ge=1)
+
+
+class GovernanceConfig(GovernanceSettings, AdvancedGovernanceSettings):
+    """What a turn is governed by: ``governance`` and ``advanced.governance``."""
 
 
 class PlannerSettings(_Section):
-    """The Planner sees the knowledge map within ``map_token_budget`` estimated tokens."""
+    """The most domains one plan names."""
+
+    max_domains: int = Field(3, ge=1)
+
+
+class AdvancedPlannerSettings(_Section):
+    """The Planner sees the knowledge map within ``map_token_budget`` estimated tokens
+    (``advanced.planner``)."""
 
     map_token_budget: int = Field(6000, ge=200)
-    max_domains: int = Field(3, ge=1)
     #: a plan is scoped to the map's best domain only when it leads the next by a margin
     #: at which the knowledge base's own titles find their own domain this often (the
     #: margin is measured on each KB, leave one out; see ``agents/_domain_margin.py``)
@@ -301,6 +356,10 @@ class PlannerSettings(_Section):
     #: plan to its domains (a planned domain with no answer still searches the whole KB);
     #: ``never``: every planned lookup searches the whole knowledge base
     scope: Literal["measured", "always", "never"] = "measured"
+
+
+class PlannerConfig(PlannerSettings, AdvancedPlannerSettings):
+    """What the Planner runs with: ``planner`` and ``advanced.planner``."""
 
 
 class ChatSettings(_Section):
@@ -398,14 +457,36 @@ class TelemetrySettings(_Section):
 
 
 class GapSettings(_Section):
-    """The knowledge-gaps report (``superbiz gaps``): questions are clustered when their
-    cosine under the KB's embedder is at least ``cluster_similarity``; at most
-    ``max_questions`` distinct questions (the most asked) are embedded, so the report
-    stays within a second or two however much traffic is recorded."""
+    """The knowledge-gaps report (``superbiz gaps``): example questions per cluster."""
+
+    examples: int = Field(3, ge=1)
+
+
+class AdvancedGapSettings(_Section):
+    """Questions are clustered when their cosine under the KB's embedder is at least
+    ``cluster_similarity``; at most ``max_questions`` distinct questions (the most asked)
+    are embedded, so the report stays within a second or two however much traffic is
+    recorded (``advanced.gaps``)."""
 
     cluster_similarity: float = Field(0.7, ge=-1, le=1)
     max_questions: int = Field(400, ge=1)
-    examples: int = Field(3, ge=1)
+
+
+class GapConfig(GapSettings, AdvancedGapSettings):
+    """What the gaps report runs with: ``gaps`` and ``advanced.gaps``."""
+
+
+class AdvancedSettings(_Section):
+    """Settings a user should not need to turn (docs/settings-advanced.md): measured
+    tuning, fitted output, benchmark baselines and internals. Each section holds the
+    advanced keys of the user section of the same name."""
+
+    retrieval: AdvancedRetrievalSettings = AdvancedRetrievalSettings()
+    embedding: AdvancedEmbeddingSettings = AdvancedEmbeddingSettings()
+    session: SessionSettings = SessionSettings()
+    governance: AdvancedGovernanceSettings = AdvancedGovernanceSettings()
+    planner: AdvancedPlannerSettings = AdvancedPlannerSettings()
+    gaps: AdvancedGapSettings = AdvancedGapSettings()
 
 
 class Settings(BaseSettings):
@@ -426,7 +507,6 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     vector: VectorSettings = VectorSettings()
     ingest: IngestSettings = IngestSettings()
-    session: SessionSettings = SessionSettings()
     llm: LLMSettings = LLMSettings()
     governance: GovernanceSettings = GovernanceSettings()
     planner: PlannerSettings = PlannerSettings()
@@ -435,6 +515,20 @@ class Settings(BaseSettings):
     sources: SourcesSettings = SourcesSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     gaps: GapSettings = GapSettings()
+    advanced: AdvancedSettings = AdvancedSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_moved_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            _refuse_moved_keys(data)
+        _refuse_moved_keys(_environment())  # a section that moved whole is no field to read
+        return data
+
+    @model_validator(mode="after")
+    def _sections_agree(self) -> Settings:
+        self.retrieval_config  # noqa: B018 - its validators span a section and advanced
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -458,6 +552,111 @@ class Settings(BaseSettings):
     @property
     def uses_milvus_lite(self) -> bool:
         return "://" not in self.resolved_vector_uri
+
+    @property
+    def retrieval_config(self) -> RetrievalConfig:
+        return _merged(RetrievalConfig, self.retrieval, self.advanced.retrieval)
+
+    @property
+    def embedding_config(self) -> EmbeddingConfig:
+        return _merged(EmbeddingConfig, self.embedding, self.advanced.embedding)
+
+    @property
+    def governance_config(self) -> GovernanceConfig:
+        return _merged(GovernanceConfig, self.governance, self.advanced.governance)
+
+    @property
+    def planner_config(self) -> PlannerConfig:
+        return _merged(PlannerConfig, self.planner, self.advanced.planner)
+
+    @property
+    def gap_config(self) -> GapConfig:
+        return _merged(GapConfig, self.gaps, self.advanced.gaps)
+
+
+_Config = TypeVar("_Config", bound=BaseModel)
+
+
+def _merged(config: type[_Config], user: BaseModel, advanced: BaseModel) -> _Config:
+    """One view of a user section and its advanced section (their keys never overlap
+    but in the sub-sections both have, such as ``retrieval.answers``)."""
+    return config.model_validate(_deep_merge(user.model_dump(), advanced.model_dump()))
+
+
+def _deep_merge(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(left)
+    for key, value in right.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+#: constants that used to be settings: where a key that named one is refused
+_CONSTANTS = {
+    ("retrieval", "normalization", "max_l2_distance"): (
+        "the bound of the distance between unit vectors is a constant (2.0), no longer a setting"
+    ),
+}
+
+
+def _advanced_keys(
+    section: type[BaseModel], path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    """Every key of ``advanced`` as its path below ``advanced`` (sub-sections walked
+    into: ``retrieval.answers`` holds user and advanced keys alike)."""
+    for name, field in section.model_fields.items():
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, _Section):
+            yield from _advanced_keys(kind, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def _lookup(data: Any, path: tuple[str, ...]) -> bool:
+    """Whether ``data`` sets the key at ``path`` (spelled with hyphens or underscores)."""
+    for key in path:
+        if not isinstance(data, dict):
+            return False
+        found = [v for k, v in data.items() if str(k).replace("-", "_").lower() == key]
+        if not found:
+            return False
+        data = found[0]
+    return True
+
+
+def _environment() -> dict[str, Any]:
+    """The ``SUPERBIZ_*`` variables as nested mappings (``SUPERBIZ_A__B=1`` → ``{a: {b: 1}}``)."""
+    tree: dict[str, Any] = {}
+    for name, value in os.environ.items():
+        if name.upper().startswith("SUPERBIZ_"):
+            *sections, key = name[len("SUPERBIZ_") :].lower().split("__")
+            node = tree
+            for section in sections:
+                node = node.setdefault(section, {})
+                if not isinstance(node, dict):
+                    break
+            else:
+                node[key] = value
+    return tree
+
+
+def _refuse_moved_keys(data: dict[str, Any]) -> None:
+    """A key at the place it had before ``advanced`` existed is an error that names its
+    new place: silently ignored, it would not do what it says; accepted, the user
+    settings would again be every setting."""
+    for constant, why in _CONSTANTS.items():
+        if _lookup(data, constant):
+            raise ConfigError(f"invalid settings: {'.'.join(map(_hyphenate, constant))}: {why}")
+    for path in _advanced_keys(AdvancedSettings):
+        if _lookup(data, path):
+            old = ".".join(map(_hyphenate, path))
+            env = "SUPERBIZ_ADVANCED__" + "__".join(key.upper() for key in path)
+            raise ConfigError(
+                f"invalid settings: {old} is now advanced.{old} (environment: {env});"
+                " see docs/settings-advanced.md"
+            )
 
 
 class _YamlSource(PydanticBaseSettingsSource):

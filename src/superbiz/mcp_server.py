@@ -205,7 +205,9 @@ class GovernedRetrieval:
     def map_yaml(self) -> str:
         """The knowledge map the Planner sees, within the planner's token budget."""
         with self._lock:
-            return build_map(self.runtime.kb).to_yaml(self.settings.planner.map_token_budget)
+            return build_map(self.runtime.kb).to_yaml(
+                self.settings.advanced.planner.map_token_budget
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -221,7 +223,7 @@ class GovernedRetrieval:
             return turn
         turn = LookupTurn(
             self.runtime.lookup,
-            self.settings.governance,
+            self.settings.governance_config,
             session_id=session_id,
             turn=self.runtime.next_turn(session_id),
             language=asker_language(query if isinstance(query, str) else ""),

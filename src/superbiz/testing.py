@@ -28,7 +28,7 @@ the example knowledge base that ships in ``superbiz/examples/corpus``)::
         )
         with open_lookup(settings) as runtime:
             Ingestor(runtime.kb).ingest([KB])
-            executor = Executor(model, runtime.lookup, settings.governance)
+            executor = Executor(model, runtime.lookup, settings.governance_config)
             turn = executor.run("test-session", "Why do Redis calls time out?", turn=1)
         first, second = model.steps
         assert "cite" in first.system_texts[0]  # your prompt opened the conversation

@@ -25,7 +25,7 @@ from fakes.openai_server import (
 from superbiz._messages import localized
 from superbiz.agents.executor import Executor, TurnResult, lookup_summary
 from superbiz.agents.prompts import load_prompt
-from superbiz.config import GovernanceSettings, LLMSettings
+from superbiz.config import GovernanceConfig, LLMSettings
 from superbiz.exceptions import LLMUnavailableError
 from superbiz.governance.decision import Situation, breaker_message
 from superbiz.governance.lookup import GovernedLookup
@@ -75,7 +75,7 @@ def run(governed: GovernedLookup, recorder: InvocationRepository, session: str) 
     def run_turn(
         model: Any, question: str, *, on_lookup: Any = None, **governance: Any
     ) -> TurnResult:
-        executor = Executor(model, governed, GovernanceSettings(**governance), recorder)
+        executor = Executor(model, governed, GovernanceConfig(**governance), recorder)
         return executor.run(session, question, turn=1, on_lookup=on_lookup)
 
     return run_turn
@@ -362,7 +362,7 @@ def test_a_second_turn_finds_the_first_turns_document_already_retrieved(
             answer("再确认订单状态是否已经更新 [1]。"),
         ),
         governed,
-        GovernanceSettings(),
+        GovernanceConfig(),
         recorder,
     )
 

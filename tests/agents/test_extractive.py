@@ -21,7 +21,7 @@ from superbiz.agents.extractive import (
     best_passage,
 )
 from superbiz.agents.runtime import open_runtime
-from superbiz.config import GovernanceSettings, Settings
+from superbiz.config import GovernanceConfig, Settings
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE
@@ -215,7 +215,7 @@ def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
 def ask(governed_kb: KnowledgeBase) -> Any:
     def run(question: str, **governance: Any) -> TurnResult:
         lookup = GovernedLookup(governed_kb, InMemorySessionTracker())
-        executor = Executor(ExtractiveChatModel(), lookup, GovernanceSettings(**governance))
+        executor = Executor(ExtractiveChatModel(), lookup, GovernanceConfig(**governance))
         return executor.run(f"ex-{uuid.uuid4().hex[:8]}", question, turn=1)
 
     return run

@@ -19,7 +19,7 @@ from conftest import write_kb
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import MapPlanner, Plan, PlannedDomain, PlanRequest
-from superbiz.config import GovernanceSettings, PlannerSettings, Settings
+from superbiz.config import GovernanceConfig, PlannerConfig, Settings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -122,7 +122,7 @@ RUNBOOKS: dict[str, tuple[str, str]] = {
 }
 FILES = {path: runbook(path.split("/")[0], *text) for path, text in RUNBOOKS.items()}
 #: a scope measurable on 18 titles: one miss in five may be tolerated (``min_rows`` 5)
-MEASURABLE = PlannerSettings(scope_precision=0.8)
+MEASURABLE = PlannerConfig(scope_precision=0.8)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +168,7 @@ def test_a_question_between_overlapping_domains_is_not_scoped(
 def test_a_map_too_small_to_measure_never_scopes(
     use_embedder: Embedder, kmap: KnowledgeMap
 ) -> None:
-    strict = MapPlanner(use_embedder, PlannerSettings(scope_precision=0.99))  # 100 titles
+    strict = MapPlanner(use_embedder, PlannerConfig(scope_precision=0.99))  # 100 titles
 
     plan = strict.plan(PlanRequest("A pod keeps restarting in CrashLoopBackOff", kmap))
 
@@ -180,7 +180,7 @@ def governed_turn(kb: KnowledgeBase, question: str, plan: Plan) -> tuple[list[st
     """The documents a governed extractive turn under ``plan`` put in front of the model,
     and the domains its lookups recorded."""
     executor = Executor(
-        ExtractiveChatModel(), GovernedLookup(kb, InMemorySessionTracker()), GovernanceSettings()
+        ExtractiveChatModel(), GovernedLookup(kb, InMemorySessionTracker()), GovernanceConfig()
     )
     turn = executor.run("scope", question, turn=1, plan=plan)
     return turn.evidence, [o.domain or "" for o in turn.lookups]

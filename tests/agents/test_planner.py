@@ -27,7 +27,7 @@ from superbiz.agents.planner import (
     PlanRequest,
 )
 from superbiz.agents.prompts import load_prompt
-from superbiz.config import LLMSettings, PlannerSettings, Settings
+from superbiz.config import LLMSettings, PlannerConfig, Settings
 from superbiz.exceptions import LLMUnavailableError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
@@ -78,7 +78,7 @@ def kmap(
 
 @pytest.fixture
 def planner(use_embedder: Embedder) -> MapPlanner:
-    return MapPlanner(use_embedder, PlannerSettings())
+    return MapPlanner(use_embedder, PlannerConfig())
 
 
 # -- MapPlanner -------------------------------------------------------------------------------
@@ -112,8 +112,8 @@ def test_a_question_spanning_two_domains_is_not_scoped_on_a_map_that_cannot_tell
 ) -> None:
     """One document a domain measures no margin: the plan's one lookup searches the whole
     KB (both domains) rather than each domain the old 85 % cutoff kept."""
-    wide = MapPlanner(use_embedder, PlannerSettings()).plan(PlanRequest(BOTH, kmap))
-    narrow = MapPlanner(use_embedder, PlannerSettings(max_domains=1)).plan(PlanRequest(BOTH, kmap))
+    wide = MapPlanner(use_embedder, PlannerConfig()).plan(PlanRequest(BOTH, kmap))
+    narrow = MapPlanner(use_embedder, PlannerConfig(max_domains=1)).plan(PlanRequest(BOTH, kmap))
 
     assert not wide.scoped and not narrow.scoped
     assert wide.domain_ids == narrow.domain_ids and wide.domain_ids[0] in (
@@ -163,7 +163,7 @@ def test_nothing_left_to_consult(planner: MapPlanner, kmap: KnowledgeMap) -> Non
 
 def test_map_entries_are_embedded_once(use_embedder: Embedder, kmap: KnowledgeMap) -> None:
     embedder = CountingEmbedder(use_embedder)
-    planner = MapPlanner(embedder, PlannerSettings())  # type: ignore[arg-type]
+    planner = MapPlanner(embedder, PlannerConfig())  # type: ignore[arg-type]
 
     planner.plan(PlanRequest("支付回调超时怎么办？", kmap))
     first = embedder.texts
@@ -178,7 +178,7 @@ def test_map_entries_are_embedded_once(use_embedder: Embedder, kmap: KnowledgeMa
 
 
 def llm_planner(model: Any, use_embedder: Embedder, **settings: Any) -> LLMPlanner:
-    planner_settings = PlannerSettings(**settings)
+    planner_settings = PlannerConfig(**settings)
     return LLMPlanner(model, MapPlanner(use_embedder, planner_settings), planner_settings)
 
 

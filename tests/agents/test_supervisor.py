@@ -371,12 +371,15 @@ def replan_script() -> ScriptedChatModel:
 
 
 def run_replan(kb: KnowledgeBase, session: str) -> tuple[SupervisedTurn, ScriptedChatModel]:
-    """The re-plan of a scoped plan (``planner.scope: always``; the small KB's map is
+    """The re-plan of a scoped plan (``advanced.planner.scope: always``; the small KB's map is
     too small to measure, and an unscoped plan's one lookup finds Redis itself)."""
     model = replan_script()
     plans: list[Plan] = []
-    planner = kb.settings.planner.model_copy(update={"scope": "always"})
-    settings = kb.settings.model_copy(update={"planner": planner})
+    advanced = kb.settings.advanced
+    planner = advanced.planner.model_copy(update={"scope": "always"})
+    settings = kb.settings.model_copy(
+        update={"advanced": advanced.model_copy(update={"planner": planner})}
+    )
     runtime = open_runtime(settings, kb=kb, model=model)
     turn = runtime.ask(session, BOTH_Q, on_plan=plans.append)
     assert plans == [turn.plan, turn.replan]

@@ -27,7 +27,7 @@ from rich.console import Console
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_LIVE_TURN3, load_transcript, write_transcript_dataset
 from superbiz.agents.executor import Executor
-from superbiz.config import GovernanceSettings, LLMSettings, Settings
+from superbiz.config import GovernanceConfig, GovernanceSettings, LLMSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset, evaluate_agent, render_agent_report
 from superbiz.evaluation.profiles import ISS003_SCRIPT, make_profile
 from superbiz.exceptions import SuperbizError
@@ -251,7 +251,7 @@ def test_iss003_replay_call_by_call_on_the_example_kb(
         assert {"infrastructure", "api"} <= set(kb.domains())
         model = make_profile("iss003_replay", list(kb.domains()))
         lookup = GovernedLookup(kb, InMemorySessionTracker())
-        executor = Executor(model, lookup, GovernanceSettings(enabled=governed))
+        executor = Executor(model, lookup, GovernanceConfig(enabled=governed))
         result = executor.run(
             "iss003", "日志报 Could not get a resource from the pool 是什么原因", turn=1
         )

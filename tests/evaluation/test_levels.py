@@ -1,5 +1,5 @@
-"""Fitting ``retrieval.levels: evidence``: the logistic model, its cross-validated threshold,
-and clear errors when a dataset cannot support one."""
+"""Fitting ``advanced.retrieval.levels: evidence``: the logistic model, its cross-validated
+threshold, and clear errors when a dataset cannot support one."""
 
 from __future__ import annotations
 

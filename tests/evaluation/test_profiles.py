@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from superbiz.agents.executor import Executor, TurnResult
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.evaluation.profiles import ISS003_SCRIPT, PROFILES, make_profile, paraphrase
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
@@ -25,7 +25,7 @@ REDIS = "infrastructure/redis-pool.md"
 def run_profile(kb: KnowledgeBase, name: str, question: str, **governance: Any) -> TurnResult:
     model = make_profile(name, list(kb.domains()))
     lookup = GovernedLookup(kb, InMemorySessionTracker())
-    executor = Executor(model, lookup, GovernanceSettings(**governance))
+    executor = Executor(model, lookup, GovernanceConfig(**governance))
     return executor.run(f"profile-{uuid.uuid4().hex[:8]}", question, turn=1)
 
 

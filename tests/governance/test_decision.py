@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.governance.decision import (
     BREAKER_TEXTS,
     Admission,
@@ -35,7 +35,7 @@ ALL_LEVELS: list[RelevanceLevel | None] = [P, HR, REF, None, DD]
 
 
 def make(language: str = "en", retrieved: Iterable[str] = (), **settings: Any) -> TurnGovernor:
-    return TurnGovernor(GovernanceSettings(**settings), language, retrieved)  # type: ignore[arg-type]
+    return TurnGovernor(GovernanceConfig(**settings), language, retrieved)  # type: ignore[arg-type]
 
 
 def lookup(

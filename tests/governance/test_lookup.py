@@ -328,7 +328,7 @@ def narrow_kb(tmp_path: Path, use_embedder: Embedder, small_kb: Path) -> Iterato
     settings = Settings(
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path}/superbiz.db",
-        retrieval={"candidates": 1},
+        advanced={"retrieval": {"candidates": 1}},
     )
     base = KnowledgeBase(settings, embedder=use_embedder)
     Ingestor(base).ingest([small_kb])

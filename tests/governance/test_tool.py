@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.governance.decision import DomainState, Situation, Verdict, breaker_message
 from superbiz.governance.lookup import GovernedLookup, LookupResult
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
@@ -54,7 +54,7 @@ def make_turn(lookup: GovernedLookup, recorder: InvocationRepository) -> Callabl
     def make(language: str = "zh", *, turn: int = 1, **governance: Any) -> LookupTurn:
         return LookupTurn(
             lookup,
-            GovernanceSettings(**governance),
+            GovernanceConfig(**governance),
             session_id=f"tool-{uuid.uuid4().hex[:8]}",
             turn=turn,
             language=language,  # type: ignore[arg-type]
@@ -508,7 +508,7 @@ def test_blocked_results_list_the_domains_retrieved_earlier_in_the_session(
     lookup: GovernedLookup, recorder: InvocationRepository
 ) -> None:
     session = f"tool-{uuid.uuid4().hex[:8]}"
-    settings = GovernanceSettings(mode="domain-limit")
+    settings = GovernanceConfig(mode="domain-limit")
     first = LookupTurn(lookup, settings, session_id=session, turn=1, language="en")
     assert first.call({"query": "支付失败排查"}).executed
 

@@ -15,7 +15,12 @@ import pytest
 from sqlalchemy import func, select
 
 from conftest import write_kb
-from superbiz.config import AnswerSettings, RetrievalSettings
+from superbiz.config import (
+    AdvancedRetrievalSettings,
+    AdvancedSettings,
+    AnswerSettings,
+    RetrievalSettings,
+)
 from superbiz.exceptions import EmbeddingError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
@@ -56,12 +61,10 @@ def open_kb(
     opened: list[KnowledgeBase] = []
 
     def make(answers: bool = True, levels: str = "cosine") -> KnowledgeBase:
-        retrieval = RetrievalSettings(
-            answers=AnswerSettings(model="e5" if answers else "none"), levels=levels
-        )
-        kb = KnowledgeBase(
-            make_settings(tmp_path, database_url, retrieval=retrieval), embedder=use_embedder
-        )
+        retrieval = RetrievalSettings(answers=AnswerSettings(model="e5" if answers else "none"))
+        advanced = AdvancedSettings(retrieval=AdvancedRetrievalSettings(levels=levels))
+        settings = make_settings(tmp_path, database_url, retrieval=retrieval, advanced=advanced)
+        kb = KnowledgeBase(settings, embedder=use_embedder)
         opened.append(kb)
         return kb
 

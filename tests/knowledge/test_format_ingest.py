@@ -22,7 +22,7 @@ from format_files import (
 )
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -138,7 +138,7 @@ def test_a_pdf_passage_is_cited_with_its_page(
     assert primary.page == 2
     assert outcome.result.as_dict()["primary"]["page"] == 2
 
-    executor = Executor(ExtractiveChatModel(), lookup, GovernanceSettings())
+    executor = Executor(ExtractiveChatModel(), lookup, GovernanceConfig())
     turn = executor.run(f"s-{uuid.uuid4().hex[:8]}", "consumer lag grows, what to do?", turn=1)
     cited = [c.as_dict() for c in turn.citations if c.path == "ops/kafka-manual.pdf"]
     assert cited and cited[0]["location"] == "ops/kafka-manual.pdf#page=2"

@@ -74,7 +74,7 @@ def traffic(runtime: Runtime) -> dict[str, Any]:
 
 def report(runtime: Runtime, **options: Any) -> dict[str, Any]:
     kb = runtime.kb
-    return gap_report(kb.engine, kb.embedder, kb.documents, runtime.settings.gaps, **options)
+    return gap_report(kb.engine, kb.embedder, kb.documents, runtime.settings.gap_config, **options)
 
 
 def test_the_unanswerable_cluster_comes_first_and_rated_up_answers_never_appear(
@@ -121,7 +121,7 @@ def test_at_most_max_questions_wordings_are_embedded(assistant: Runtime) -> None
     for n, question in enumerate(KAFKA):
         ask(assistant, f"kafka-{n}", question)
     ask(assistant, "kafka-again", KAFKA[0])
-    capped = assistant.settings.gaps.model_copy(update={"max_questions": 1})
+    capped = assistant.settings.gap_config.model_copy(update={"max_questions": 1})
     kb = assistant.kb
     found = gap_report(kb.engine, kb.embedder, kb.documents, capped)
     assert found["unclustered"] == 2  # the two wordings asked once

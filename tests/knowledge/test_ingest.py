@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from superbiz.config import EmbeddingSettings
+from superbiz.config import EmbeddingConfig
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
@@ -706,7 +706,7 @@ def test_dimension_mismatch_then_rebuild(
 def fake_embedder() -> Iterator[OpenAIEmbedder]:
     with FakeOpenAIServer() as server:
         yield OpenAIEmbedder(
-            EmbeddingSettings(
+            EmbeddingConfig(
                 provider="openai", base_url=server.base_url, model="fake-embed", dimensions=64
             )
         )

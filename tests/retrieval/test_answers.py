@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from fakes.embedders import TableEmbedder
-from superbiz.config import AnswerSettings, EvidenceLevelSettings, RetrievalSettings
+from superbiz.config import AnswerConfig, EvidenceLevelSettings, RetrievalConfig
 from superbiz.exceptions import ConfigError, EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
@@ -150,8 +150,8 @@ def searcher(index: AnswerIndex, answers: FixedAnswers, **settings: float) -> Hy
     store.replace_document("ops/b.md", [chunk("ops/b.md", "signing certificates")])
     store.replace_document("ops/c.md", [chunk("ops/c.md", "keys are replaced by the vault job")])
     query_vector = (0.8, 0.6, 0.0, 0.0)  # cosine 0.8 with A, 0.6 with B, 0 with C
-    retrieval = RetrievalSettings(
-        candidates=2, bm25_candidates=2, answers=AnswerSettings(model="e5", **settings)
+    retrieval = RetrievalConfig(
+        candidates=2, bm25_candidates=2, answers=AnswerConfig(model="e5", **settings)
     )
     embedder = TableEmbedder({QUERY: query_vector}, 4)
     return HybridSearcher(embedder, store, retrieval, answers=AnswerSource(answers, lambda: index))  # type: ignore[arg-type]
@@ -273,8 +273,8 @@ def test_the_primary_evidence_is_read_from_the_ranking() -> None:
 
 def test_evidence_levels_need_the_answer_model() -> None:
     with pytest.raises(ValidationError, match=r"retrieval\.answers\.model"):
-        RetrievalSettings(levels="evidence")
-    assert RetrievalSettings(levels="evidence", answers=AnswerSettings(model="e5")).levels == (
+        RetrievalConfig(levels="evidence")
+    assert RetrievalConfig(levels="evidence", answers=AnswerConfig(model="e5")).levels == (
         "evidence"
     )
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer, error_reply, fake_embedding
-from superbiz.config import EmbeddingSettings
+from superbiz.config import EmbeddingConfig
 from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.embedders import (
     Embedder,
@@ -31,7 +31,7 @@ TEXTS = ["支付失败怎么办", "Redis connection pool exhausted", "API 限流
 
 def _openai(base_url: str, **settings: Any) -> OpenAIEmbedder:
     values: dict[str, Any] = {"provider": "openai", "base_url": base_url, "model": "fake-embed"}
-    return OpenAIEmbedder(EmbeddingSettings(**(values | settings)))
+    return OpenAIEmbedder(EmbeddingConfig(**(values | settings)))
 
 
 def _assert_unit_rows(rows: np.ndarray, n: int, dim: int) -> None:
@@ -107,9 +107,9 @@ def test_use_pins_the_process_blas_threads_for_good(use_embedder: USEEmbedder) -
 
 
 def test_make_embedder_defaults_to_use() -> None:
-    assert EmbeddingSettings().provider == "use"
+    assert EmbeddingConfig().provider == "use"
     with pytest.raises(EmbeddingError, match="base-url is empty"):
-        make_embedder(EmbeddingSettings(provider="openai"))
+        make_embedder(EmbeddingConfig(provider="openai"))
 
 
 # -- OpenAI-compatible endpoint: the strict fake server ----------------------------------------

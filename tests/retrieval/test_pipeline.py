@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fakes.embedders import TableEmbedder
-from superbiz.config import RetrievalSettings
+from superbiz.config import RetrievalConfig
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retriever
@@ -68,7 +68,7 @@ def make_retriever(**settings: float | None) -> Retriever:
             ExactEntry(GHOST, "Ghost runbook", "ops"),  # no chunks: index being repaired
         ]
     )
-    retrieval = RetrievalSettings(**settings)
+    retrieval = RetrievalConfig(**settings)
     searcher = HybridSearcher(TableEmbedder(QUERIES, 4), store, retrieval)
     return Retriever(searcher, lambda: index, THRESHOLDS, retrieval)
 

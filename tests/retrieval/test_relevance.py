@@ -95,9 +95,7 @@ def test_squared_l2_is_clamped() -> None:
     assert similarity_from_score(-1e-7, "L2") == 1.0  # float noise below zero
     assert similarity_from_score(4.0000003, "L2") == -1.0
     assert similarity_from_score(100.0, "L2") == -1.0
-    # a smaller max-l2-distance caps the squared distance at its square
-    assert similarity_from_score(3.0, "L2", max_l2_distance=1.5) == pytest.approx(1 - 2.25 / 2)
-    assert similarity_from_score(1.0, "L2", max_l2_distance=1.5) == pytest.approx(0.5)
+    assert similarity_from_score(1.0, "L2") == pytest.approx(0.5)
 
 
 def test_euclidean_is_clamped() -> None:
@@ -105,7 +103,6 @@ def test_euclidean_is_clamped() -> None:
     assert similarity_from_euclidean(2.0) == -1.0
     assert similarity_from_euclidean(3.0) == -1.0
     assert similarity_from_euclidean(1.0) == pytest.approx(0.5)
-    assert similarity_from_euclidean(3.0, max_l2_distance=1.0) == pytest.approx(0.5)
 
 
 def test_similarity_is_monotone_in_distance() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fakes.embedders import TableEmbedder
-from superbiz.config import RetrievalSettings
+from superbiz.config import RetrievalConfig
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.search import HybridSearcher
@@ -56,7 +56,7 @@ def _searcher(title_weight: float) -> HybridSearcher:
         vec = np.asarray(vector, dtype=np.float32)
         record = ChunkRecord(f"{path}#0", path, "k", title, "", 0, "h", text, text, vec)
         store.replace_document(path, [record])
-    settings = RetrievalSettings(title_weight=title_weight)
+    settings = RetrievalConfig(title_weight=title_weight)
     return HybridSearcher(TableEmbedder({QUERY: (1.0, 0.0)}, 2), store, settings)
 
 

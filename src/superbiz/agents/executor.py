@@ -28,7 +28,7 @@ from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_an
 from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
 from superbiz.agents.planner import Plan, lookup_query
 from superbiz.agents.prompts import load_prompt
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel, quotes_documents
@@ -198,7 +198,7 @@ class Executor:
         self,
         model: ChatModel,
         lookup: GovernedLookup,
-        governance: GovernanceSettings,
+        governance: GovernanceConfig,
         recorder: InvocationRepository | None = None,
         tracer: Tracer | None = None,
     ) -> None:

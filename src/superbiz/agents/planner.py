@@ -29,7 +29,7 @@ from superbiz._text import Language, asker_language, key_terms, normalize
 from superbiz.agents import _domain_margin
 from superbiz.agents.context import PLAN_HEADER, Citation, context_message, read_context
 from superbiz.agents.prompts import load_prompt
-from superbiz.config import PlannerSettings
+from superbiz.config import PlannerConfig
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.knowledge.map import KnowledgeMap, MapDocument
@@ -122,7 +122,7 @@ class MapPlanner:
     to answer from that evidence.
     """
 
-    def __init__(self, embedder: Embedder, settings: PlannerSettings) -> None:
+    def __init__(self, embedder: Embedder, settings: PlannerConfig) -> None:
         self.embedder = embedder
         self.settings = settings
         self._entries: dict[tuple[str, str], np.ndarray] = {}
@@ -317,7 +317,7 @@ def _sub_question(text: str | None) -> str:
 class LLMPlanner:
     """Plans with the chat model; malformed output → one repair → the map planner."""
 
-    def __init__(self, model: ChatModel, fallback: MapPlanner, settings: PlannerSettings) -> None:
+    def __init__(self, model: ChatModel, fallback: MapPlanner, settings: PlannerConfig) -> None:
         self.model = model
         self.fallback = fallback
         self.settings = settings

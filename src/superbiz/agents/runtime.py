@@ -76,7 +76,7 @@ class LookupRuntime:
     ) -> None:
         self.settings = settings
         self.kb = kb or KnowledgeBase(settings)
-        self.tracker = tracker or make_tracker(settings.session.backend, self.kb.engine)
+        self.tracker = tracker or make_tracker(settings.advanced.session.backend, self.kb.engine)
         try:  # an exporter started here is stopped by close()
             self.telemetry = open_telemetry(settings.telemetry, tracer_provider)
         except SuperbizError:  # no SDK for the configured endpoint: nothing left open
@@ -127,7 +127,7 @@ class LookupRuntime:
         with self.sessions.hold(session_id):
             turn = LookupTurn(
                 self.lookup,
-                self.settings.governance,
+                self.settings.governance_config,
                 session_id=session_id,
                 turn=self.next_turn(session_id),
                 language=asker_language(query),
@@ -213,8 +213,8 @@ class Runtime(LookupRuntime):
         return isinstance(self.model, ExtractiveChatModel)
 
     def _planner(self, llm: ChatModel | None) -> Planner:
-        fallback = MapPlanner(self.kb.embedder, self.settings.planner)
-        return LLMPlanner(llm, fallback, self.settings.planner) if llm else fallback
+        fallback = MapPlanner(self.kb.embedder, self.settings.planner_config)
+        return LLMPlanner(llm, fallback, self.settings.planner_config) if llm else fallback
 
     def knowledge_map(self) -> KnowledgeMap:
         """The map, rebuilt when this or another process changed documents since (the
@@ -254,7 +254,7 @@ class Runtime(LookupRuntime):
         tracer = self.telemetry.tracer
         turn_model = self.store_lock.releasing(model or self.model)
         executor = Executor(
-            turn_model, self.lookup, self.settings.governance, self.invocations, tracer
+            turn_model, self.lookup, self.settings.governance_config, self.invocations, tracer
         )
         supervisor = Supervisor(
             self.planner,

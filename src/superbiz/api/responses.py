@@ -149,7 +149,7 @@ class ChatAnswer(BaseModel):
     model: str
     high_mark: int = Field(
         description="Lookup calls per turn at which the water level is high (a planned turn "
-        "is high too once 3 lookups found documents: `governance.high-min-found`)."
+        "is high too once 3 lookups found documents: `advanced.governance.high-min-found`)."
     )
     trace_id: str | None = Field(
         default=None,
@@ -342,7 +342,7 @@ class GapReport(BaseModel):
     questions: int = Field(description="Questions that could be gaps, in the window.")
     gaps: int = Field(description="Questions that are gaps.")
     unclustered: int = Field(
-        description="Rarest wordings left out of clustering (`gaps.max-questions`)."
+        description="Rarest wordings left out of clustering (`advanced.gaps.max-questions`)."
     )
     clusters: list[GapCluster]
     timing_ms: dict[str, float]

@@ -191,7 +191,7 @@ class Service:
         its next model call, lookup or streamed chunk with :class:`TurnCancelledError`;
         it is undone like a failed turn (no messages stored, its recorded lookups
         forgotten) and counted as ``cancelled``."""
-        high_mark = self.settings.governance.high_min_calls
+        high_mark = self.settings.advanced.governance.high_min_calls
         announced: set[str] = set()
         streamer = (
             TokenStreamingModel(
@@ -268,7 +268,7 @@ class Service:
     def turn_view(self, turn: SupervisedTurn) -> ChatAnswer:
         """The turn's body; a citation of a Git source's document links to it when the
         source has a ``web-url`` pattern."""
-        view = ChatAnswer.from_turn(turn, self.settings.governance.high_min_calls)
+        view = ChatAnswer.from_turn(turn, self.settings.advanced.governance.high_min_calls)
         if view.citations and self.settings.sources.model_extra:
             with self.stores.held():
                 links = web_links(self.assistant.kb, [c.path for c in view.citations])
@@ -332,7 +332,7 @@ class Service:
                 kb.engine,
                 kb.embedder,
                 kb.documents,
-                self.settings.gaps,
+                self.settings.gap_config,
                 since=since,
                 domain=normalize_domain(domain) if domain else None,
             )
@@ -504,7 +504,7 @@ class Service:
         with self.stores.held():
             kmap = self.assistant.knowledge_map()
         if fmt == "yaml":
-            return kmap.to_yaml(self.settings.planner.map_token_budget)
+            return kmap.to_yaml(self.settings.advanced.planner.map_token_budget)
         data = kmap.as_dict()
         for entry, domain in zip(data["available_knowledge_domains"], kmap.domains, strict=True):
             for item, doc in zip(entry.get("documents", []), domain.documents, strict=False):
@@ -512,7 +512,7 @@ class Service:
         return KnowledgeMapView.model_validate(data)
 
     def info(self, *, auth_required: bool) -> ServiceInfo:
-        governance = self.settings.governance
+        governance = self.settings.governance_config
         return ServiceInfo(
             model=self.assistant.model.name,
             extractive=self.assistant.extractive,

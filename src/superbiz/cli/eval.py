@@ -57,7 +57,7 @@ def eval_levels(
     output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Fit retrieval.levels: evidence on a labelled dataset (needs the answer model)."""
+    """Fit advanced.retrieval.levels: evidence on a labelled dataset (needs the answer model)."""
     from superbiz.evaluation.levels import calibrate_levels, render_levels
 
     with _errors():
@@ -99,7 +99,7 @@ def eval_agent(
 ) -> None:
     """Lookups, blocked calls, redundancy, steps, evidence recall, grounded answers and
     tokens under a profile or the configured model."""
-    from superbiz.config import GovernanceSettings
+    from superbiz.config import GovernanceConfig
     from superbiz.evaluation.agent import (
         evaluate_agent,
         governance_settings,
@@ -117,7 +117,7 @@ def eval_agent(
     variants = [v.strip() for v in governance.split(",") if v.strip()]
     try:
         for variant in variants or [""]:
-            governance_settings(variant, GovernanceSettings())
+            governance_settings(variant, GovernanceConfig())
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] --governance: {escape(str(exc))}")
         raise typer.Exit(2) from None

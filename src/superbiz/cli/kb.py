@@ -194,7 +194,7 @@ def knowledge_map(
 
     settings = _settings(data_dir)
     with _knowledge_base(settings) as kb:
-        text = build_map(kb).to_yaml(budget or settings.planner.map_token_budget)
+        text = build_map(kb).to_yaml(budget or settings.advanced.planner.map_token_budget)
     sys.stdout.write(text)
 
 

@@ -48,7 +48,7 @@ def gaps(
             kb.engine,
             kb.embedder,
             kb.documents,
-            settings.gaps,
+            settings.gap_config,
             since=start,
             domain=normalize_domain(domain) if domain else None,
         )

@@ -29,7 +29,7 @@ from rich.table import Table
 from superbiz.agents.executor import Executor, TurnResult
 from superbiz.agents.planner import PlanRequest
 from superbiz.agents.runtime import Runtime, open_runtime
-from superbiz.config import GovernanceSettings, Settings
+from superbiz.config import GovernanceConfig, Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import Profile, make_profile
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
@@ -47,7 +47,7 @@ def builtin_dataset() -> Path:
     return Path(str(resources.files("superbiz") / "examples"))
 
 
-def governance_settings(spec: str, base: GovernanceSettings) -> GovernanceSettings:
+def governance_settings(spec: str, base: GovernanceConfig) -> GovernanceConfig:
     """``on``: the governor as configured; ``off``: the plain ReAct loop; ``cap:N``: the
     plain count cap peer frameworks offer (N lookups per turn, then answer)."""
     spec = spec.strip()
@@ -174,7 +174,7 @@ def evaluate_agent(
     over the same plans, for one table.
     """
     labels = [governance] if isinstance(governance, str) else list(governance)
-    variants_settings = [governance_settings(label, settings.governance) for label in labels]
+    variants_settings = [governance_settings(label, settings.governance_config) for label in labels]
     dataset = dataset_dir
     kb = prepare_dataset(dataset, settings)
     if profile == "iss003_replay" and not use_llm and not set(kb.domains()) >= ISS003_DOMAINS:

@@ -153,7 +153,7 @@ def benchmark_gaps(
             written = generate_traffic(engine, lookups, seed)
             insert_s = time.perf_counter() - started
             started = time.perf_counter()
-            embedder = make_embedder(settings.embedding)
+            embedder = make_embedder(settings.embedding_config)
             embedder.embed(["warm up"])
             load_s = time.perf_counter() - started
             documents = DocumentRepository(engine)
@@ -162,7 +162,7 @@ def benchmark_gaps(
             report: dict[str, Any] = {}
             for _ in range(RUNS):
                 started, used = time.perf_counter(), time.process_time()
-                report = gap_report(engine, embedder, documents, settings.gaps)
+                report = gap_report(engine, embedder, documents, settings.gap_config)
                 runs.append(time.perf_counter() - started)
                 cpu.append(time.process_time() - used)
         finally:
@@ -174,7 +174,7 @@ def benchmark_gaps(
         "gaps": report["gaps"],
         "clusters": len(report["clusters"]),
         "unclustered": report["unclustered"],
-        "max_questions": settings.gaps.max_questions,
+        "max_questions": settings.advanced.gaps.max_questions,
         "insert_s": round(insert_s, 2),
         "embedder_load_s": round(load_s, 2),
         "report_s": {

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from superbiz._text import load_segmenter
-from superbiz.config import IngestSettings, Settings, VectorSettings
+from superbiz.config import AdvancedSettings, IngestSettings, Settings, VectorSettings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 
@@ -68,6 +68,7 @@ def benchmark_ingest(
             database_url=None,
             vector=VectorSettings(),
             embedding=settings.embedding,
+            advanced=AdvancedSettings(embedding=settings.advanced.embedding),
             ingest=IngestSettings(**ingest),
         )
         kb = KnowledgeBase(scratch_settings)

@@ -1,4 +1,4 @@
-"""``superbiz eval levels``: fit ``retrieval.levels: evidence`` on a labelled dataset.
+"""``superbiz eval levels``: fit ``advanced.retrieval.levels: evidence`` on a labelled dataset.
 
 Each query runs through retrieval with the answer model and the cosine levels
 (docs/design.md §2.2); a lookup that is not PRECISE is one sample: its primary's
@@ -143,8 +143,11 @@ def collect_samples(dataset_dir: Path, settings: Settings) -> list[tuple[Sample,
         raise SuperbizError(
             "eval levels reads the answer model's evidence: set retrieval.answers.model (e5)"
         )
-    seed_rule = settings.retrieval.model_copy(update={"levels": "cosine"})
-    kb = prepare_dataset(dataset_dir, settings.model_copy(update={"retrieval": seed_rule}))
+    advanced = settings.advanced
+    seed_rule = advanced.model_copy(
+        update={"retrieval": advanced.retrieval.model_copy(update={"levels": "cosine"})}
+    )
+    kb = prepare_dataset(dataset_dir, settings.model_copy(update={"advanced": seed_rule}))
     try:
         samples = []
         for query in load_queries(dataset_dir):
@@ -204,6 +207,6 @@ def render_levels(report: dict[str, Any], console: Console) -> None:
         "(the median is used; 'evidence' above is in-sample)"
     )
     console.print("settings (superbiz.yaml):")
-    lines = ["retrieval:", "  levels: evidence", "  evidence-levels:"]
-    lines += [f"    {key.replace('_', '-')}: {value}" for key, value in report["model"].items()]
+    lines = ["advanced:", "  retrieval:", "    levels: evidence", "    evidence-levels:"]
+    lines += [f"      {key.replace('_', '-')}: {value}" for key, value in report["model"].items()]
     console.print("\n".join(lines), markup=False, highlight=False)

@@ -186,9 +186,9 @@ def evaluate_retrieval(
         "embedder": settings.embedding.model
         if settings.embedding.provider != "use"
         else "use-multilingual-v3",
-        "fusion": settings.retrieval.fusion,
+        "fusion": settings.advanced.retrieval.fusion,
         "answers": settings.retrieval.answers.model,
-        "level_rule": settings.retrieval.levels,
+        "level_rule": settings.advanced.retrieval.levels,
         "overall": _summarise(per_query),
         "by_lang": {lang: _summarise(rows) for lang, rows in sorted(by_group["lang"].items())},
         "by_kind": {kind: _summarise(rows) for kind, rows in sorted(by_group["kind"].items())},

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from superbiz._text import load_segmenter
-from superbiz.config import Settings, VectorSettings
+from superbiz.config import AdvancedSettings, Settings, VectorSettings
 from superbiz.evaluation.ingest import _WORDS
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.lifecycle import DocumentLifecycle
@@ -85,6 +85,7 @@ def benchmark_sync(settings: Settings, *, files: int = 400, changes: int = 3) ->
             database_url=None,
             vector=VectorSettings(),
             embedding=settings.embedding,
+            advanced=AdvancedSettings(embedding=settings.advanced.embedding),
             ingest=settings.ingest,
         )
         kb = KnowledgeBase(scratch_settings)

@@ -55,7 +55,7 @@ from enum import StrEnum
 
 from superbiz._messages import LANGUAGES, localized
 from superbiz._text import Language
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.retrieval.relevance import RelevanceLevel
 
 __all__ = [
@@ -239,7 +239,7 @@ class TurnGovernor:
 
     def __init__(
         self,
-        settings: GovernanceSettings,
+        settings: GovernanceConfig,
         language: Language,
         retrieved_domains: Iterable[str] = (),
     ) -> None:

@@ -88,7 +88,7 @@ class RetrievalDetails:
     #: the answer model's cosines of the same documents (``retrieval.answers``; None where
     #: it did not rank, empty without an answer model)
     answer_similarities: list[float | None] = field(default_factory=list)
-    #: ``retrieval.levels: evidence``: the probability that the primary answers the query
+    #: ``advanced.retrieval.levels: evidence``: the probability that the primary answers the query
     primary_probability: float | None = None
     l1_fused_scores: list[float] = field(default_factory=list)
     already_retrieved: list[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ from opentelemetry.trace import Span
 
 from superbiz._messages import localized
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, clip, key_terms
-from superbiz.config import GovernanceSettings
+from superbiz.config import GovernanceConfig
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
     GOOD_LEVELS,
@@ -150,7 +150,7 @@ class LookupTurn:
     def __init__(
         self,
         lookup: GovernedLookup,
-        governance: GovernanceSettings,
+        governance: GovernanceConfig,
         *,
         session_id: str,
         turn: int,

@@ -119,5 +119,5 @@ class SqlSessionTracker:
 
 
 def make_tracker(backend: str, engine: Engine) -> SessionTracker:
-    """The configured action-memory backend (``session.backend``)."""
+    """The configured action-memory backend (``advanced.session.backend``)."""
     return InMemorySessionTracker() if backend == "memory" else SqlSessionTracker(engine)

@@ -90,7 +90,7 @@ class KnowledgeBase:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.settings.embedding)
+            self._embedder = make_embedder(self.settings.embedding_config)
         return self._embedder
 
     @cached_property
@@ -107,14 +107,14 @@ class KnowledgeBase:
         return HybridSearcher(
             self.embedder,
             self.store,
-            self.settings.retrieval,
+            self.settings.retrieval_config,
             answers=AnswerSource(encoder, lambda: self.answer_index) if encoder else None,
         )
 
     @cached_property
     def retriever(self) -> Retriever:
         return Retriever(
-            self.searcher, lambda: self.exact_index, self.thresholds, self.settings.retrieval
+            self.searcher, lambda: self.exact_index, self.thresholds, self.settings.retrieval_config
         )
 
     def retrieve(
@@ -133,7 +133,7 @@ class KnowledgeBase:
     def excerpt_chars(self) -> int:
         """The excerpt unit: a primary document shows up to twice this (its two best
         chunks), a supplement up to half of it."""
-        return self.settings.retrieval.excerpt_chars
+        return self.settings.advanced.retrieval.excerpt_chars
 
     def check_index(self) -> None:
         """Fail clearly when the index was built by another embedder or dimension."""

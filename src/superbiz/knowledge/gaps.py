@@ -10,7 +10,7 @@ questions (a thumbs-down counts twice), then the most sessions, then the latest.
 
 Cost stays bounded however much traffic is recorded: the record is aggregated in SQL
 (``superbiz.storage.gaps``), only distinct questions are embedded, and only the
-``gaps.max-questions`` most asked of them (the rest are counted as ``unclustered``).
+``advanced.gaps.max-questions`` most asked of them (the rest are counted as ``unclustered``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from superbiz.config import GapSettings
+from superbiz.config import GapConfig
 from superbiz.knowledge._clusters import leader_clusters
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.feedback import Feedback, FeedbackRepository
@@ -149,7 +149,7 @@ def find_gaps(
 
 
 def cluster_gaps(
-    gaps: list[Gap], embedder: Embedder, settings: GapSettings
+    gaps: list[Gap], embedder: Embedder, settings: GapConfig
 ) -> tuple[list[list[_Question]], int]:
     """Gaps grouped by wording, the ``max_questions`` most asked wordings clustered by
     meaning; returns the clusters and how many wordings were left out."""
@@ -195,7 +195,7 @@ def gap_report(
     engine: Any,
     embedder: Embedder,
     documents: DocumentRepository,
-    settings: GapSettings,
+    settings: GapConfig,
     *,
     since: datetime | None = None,
     domain: str | None = None,

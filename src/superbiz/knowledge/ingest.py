@@ -307,7 +307,7 @@ class Ingestor:
         doc = enrichment.document
         chunks = chunk_markdown(doc.body, settings.chunk_size, settings.chunk_overlap)
         if chunks and self.kb.answer_encoder is not None:
-            chars = self.kb.settings.retrieval.answers.head_chars
+            chars = self.kb.settings.advanced.retrieval.answers.head_chars
             self._heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
         return _Pending(doc, file, outcome, chunks)
 
@@ -391,7 +391,7 @@ class Ingestor:
         encoder = self.kb.answer_encoder
         if encoder is None:
             return
-        chars = self.kb.settings.retrieval.answers.head_chars
+        chars = self.kb.settings.advanced.retrieval.answers.head_chars
         missing = self.kb.documents.without_answer_vector(encoder.name)
         if missing and on_total:
             on_total(files + len(missing))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from superbiz.config import EmbeddingSettings
+from superbiz.config import EmbeddingConfig
 from superbiz.exceptions import EmbeddingError
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class USEEmbedder(Embedder):
 class OpenAIEmbedder(Embedder):
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint."""
 
-    def __init__(self, settings: EmbeddingSettings, client: Any | None = None) -> None:
+    def __init__(self, settings: EmbeddingConfig, client: Any | None = None) -> None:
         if not settings.base_url and client is None:
             raise EmbeddingError("embedding.provider is 'openai' but embedding.base-url is empty")
         import openai
@@ -155,7 +155,7 @@ class OpenAIEmbedder(Embedder):
         return np.asarray(rows, dtype=np.float32)
 
 
-def make_embedder(settings: EmbeddingSettings) -> Embedder:
+def make_embedder(settings: EmbeddingConfig) -> Embedder:
     if settings.provider == "openai":
         return OpenAIEmbedder(settings)
     return USEEmbedder(threads=settings.threads, max_tokens=settings.max_tokens)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from superbiz._text import Language, detect_language, key_terms, normalize
-from superbiz.config import RetrievalSettings
+from superbiz.config import RetrievalConfig
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.relevance import (
     EVIDENCE_LEVELS,
@@ -49,7 +49,7 @@ class Retrieval:
     shown: list[DocHit]
     #: excluded documents that would otherwise be evidence (named, or above reference)
     withheld: list[DocHit]
-    #: with ``retrieval.levels: evidence``, the probability that the primary answers
+    #: with ``advanced.retrieval.levels: evidence``, the probability that the primary answers
     primary_probability: float | None = None
 
     @property
@@ -242,7 +242,7 @@ class Retriever:
         searcher: HybridSearcher,
         exact_index: Callable[[], ExactIndex],
         thresholds: Thresholds,
-        settings: RetrievalSettings,
+        settings: RetrievalConfig,
     ) -> None:
         self._searcher = searcher
         self._exact_index = exact_index

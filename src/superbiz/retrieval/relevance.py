@@ -57,11 +57,15 @@ DEFAULT_THRESHOLDS: dict[str, Thresholds] = {
 FALLBACK_THRESHOLDS = Thresholds(highly_relevant=0.75, reference=0.5)
 
 
-def similarity_from_score(score: float, metric: Metric, max_l2_distance: float = 2.0) -> float:
+#: the largest Euclidean distance between two unit vectors (opposite ones)
+MAX_L2_DISTANCE = 2.0
+
+
+def similarity_from_score(score: float, metric: Metric) -> float:
     """Exact cosine similarity of unit vectors from what the vector backend returned.
 
     ``L2`` is Milvus' squared Euclidean distance, ``L2_SQUARED`` an alias of it;
-    distances are clamped to ``max_l2_distance`` (2.0 for unit vectors).
+    distances are clamped to ``MAX_L2_DISTANCE``.
 
     >>> similarity_from_score(0.0, "L2"), similarity_from_score(2.0, "L2")
     (1.0, 0.0)
@@ -70,17 +74,17 @@ def similarity_from_score(score: float, metric: Metric, max_l2_distance: float =
     """
     if metric in ("IP", "COSINE"):
         return max(-1.0, min(1.0, score))
-    squared = min(max(score, 0.0), max_l2_distance**2)
+    squared = min(max(score, 0.0), MAX_L2_DISTANCE**2)
     return max(-1.0, min(1.0, 1.0 - squared / 2.0))
 
 
-def similarity_from_euclidean(distance: float, max_l2_distance: float = 2.0) -> float:
+def similarity_from_euclidean(distance: float) -> float:
     """Cosine from a true (not squared) Euclidean distance ``d``: ``1 − d²/2``.
 
     >>> abs(similarity_from_euclidean(math.sqrt(2))) < 1e-9  # orthogonal vectors
     True
     """
-    return similarity_from_score(min(max(distance, 0.0), max_l2_distance) ** 2, "L2")
+    return similarity_from_score(min(max(distance, 0.0), MAX_L2_DISTANCE) ** 2, "L2")
 
 
 def completeness_hint(level: RelevanceLevel | None, language: Language) -> str:
@@ -134,7 +138,7 @@ def with_answer_evidence(
     level: RelevanceLevel | None, answer_cosine: float | None, reference: float
 ) -> RelevanceLevel | None:
     """``level``, raised from no result to REFERENCE when the answer model matches the top
-    document's opening at ``reference`` or more (``retrieval.answers.reference``).
+    document's opening at ``reference`` or more (``advanced.retrieval.answers.reference``).
 
     The answer model re-ranks by how well a document *answers* the question, so its top
     document may share few words with it and have a USE cosine under the reference
@@ -163,13 +167,13 @@ class PrimaryEvidence:
 
 
 class EvidenceLevels(EvidenceLevelSettings):
-    """``retrieval.levels: evidence``: a logistic model of "the primary answers the query"
+    """``advanced.retrieval.levels: evidence``: a logistic model of "the primary answers the query"
     over ``PrimaryEvidence``; at ``threshold`` or more the result is HIGHLY_RELEVANT.
 
     The cosine rule (docs/design.md §2.2) sees one number; with the answer model a primary
     can be sure (it leads both rankings) at a modest cosine, or doubtful at a high one. Below the
     threshold the cosine rule stands, except that its HIGHLY_RELEVANT becomes REFERENCE.
-    Its coefficients are the settings' (``retrieval.evidence-levels``).
+    Its coefficients are the settings' (``advanced.retrieval.evidence-levels``).
     """
 
     def probability(self, evidence: PrimaryEvidence) -> float:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from superbiz.config import RetrievalSettings
+from superbiz.config import RetrievalConfig
 from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
@@ -68,7 +68,7 @@ class HybridSearcher:
         self,
         embedder: Embedder,
         store: ChunkStore,
-        settings: RetrievalSettings,
+        settings: RetrievalConfig,
         *,
         answers: AnswerSource | None = None,
     ) -> None:
@@ -191,10 +191,9 @@ class HybridSearcher:
         share of the title the query names (``title_coverage``): dev English R@1 0.835 →
         0.865. Chunks inside a document are ordered by cosine.
         """
-        max_l2 = self.settings.normalization.max_l2_distance
         chunks: dict[str, ScoredChunk] = {}
         for hit in dense:
-            sim = similarity_from_score(hit.score, DENSE_METRIC, max_l2)
+            sim = similarity_from_score(hit.score, DENSE_METRIC)
             chunks[hit.id] = ScoredChunk(hit, sim, hit.score, None)
         for hit in sparse:
             known = chunks.get(hit.id)
