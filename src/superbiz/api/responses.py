@@ -9,15 +9,24 @@ its model is the JSON of the event's ``data:`` line.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypeAlias
+import operator
+from dataclasses import fields
+from enum import StrEnum
+from functools import reduce
+from types import NoneType, UnionType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from superbiz.agents.planner import PlanSource
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
+from superbiz.governance.lookup import RetrievalDetails
 from superbiz.governance.tool import Origin
 from superbiz.retrieval.relevance import RelevanceLevel
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -251,30 +260,38 @@ class Passage(BaseModel):
     document_url: str = Field(description="This service's route to the whole document.")
 
 
-class RetrievalRecord(BaseModel):
-    """The scores behind a lookup, as recorded. Records keep the keys they were written
-    with, so an older one may lack later fields."""
+def _recorded_type(hint: Any) -> Any:
+    """A field's type as a record holds it: optional (an older record may lack it), and
+    a string enum as its plain string (an older record may hold a value since gone)."""
+    kinds = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+    plain = [str if isinstance(k, type) and issubclass(k, StrEnum) else k for k in kinds]
+    return reduce(operator.or_, [*plain, NoneType])
 
-    model_config = ConfigDict(extra="allow")
 
-    l0_match_count: int | None = None
-    l0_titles: list[str] | None = None
-    l1_top_score: float | None = None
-    l1_top_similarity: float | None = None
-    l1_match_count: int | None = None
-    l1_scores: list[float | None] | None = None
-    l1_similarities: list[float] | None = None
-    l1_fused_scores: list[float] | None = None
-    answer_similarities: list[float | None] | None = None
-    primary_probability: float | None = None
-    relevance_level: str | None = None
-    completeness_hint: str | None = None
-    retrieved_domains: list[str] | None = None
-    dedup_reason: str | None = None
-    already_retrieved: list[str] | None = None
-    shown: list[str] | None = None
-    #: the lookup named a domain that had no answer and searched the whole KB instead
-    widened: bool | None = None
+def _recorded(details: type[DataclassInstance], doc: str) -> type[BaseModel]:
+    """The model of a stored ``details`` dataclass: its fields, in its order, each
+    optional; keys it no longer has are kept as extras."""
+    hints = get_type_hints(details)
+    optional: dict[str, Any] = {
+        f.name: (_recorded_type(hints[f.name]), None) for f in fields(details)
+    }
+    return create_model(
+        details.__name__.replace("Details", "Record"),
+        __config__=ConfigDict(extra="allow"),
+        __doc__=doc,
+        __module__=__name__,
+        **optional,
+    )
+
+
+if TYPE_CHECKING:  # built from ``RetrievalDetails``: a type checker sees a model only
+    RetrievalRecord = BaseModel
+else:
+    RetrievalRecord = _recorded(
+        RetrievalDetails,
+        "The scores behind a lookup, as recorded. Records keep the keys they were written\n"
+        "with, so an older one may lack later fields.",
+    )
 
 
 class RecordedInvocation(BaseModel):
