@@ -22,7 +22,7 @@ from superbiz.agents.planner import PlanSource
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
 from superbiz.governance.lookup import RetrievalDetails
-from superbiz.governance.tool import Origin
+from superbiz.governance.tool import Origin, ToolOutcome
 from superbiz.retrieval.relevance import RelevanceLevel
 
 if TYPE_CHECKING:
@@ -103,6 +103,24 @@ class LookupSummary(BaseModel):
     error: str | None
     origin: Origin = Field(description=ORIGIN_MEANS)
 
+    @classmethod
+    def from_outcome(cls, outcome: ToolOutcome) -> LookupSummary:
+        """One lookup as the API and the CLI report it (the ``tool_result`` event too)."""
+        return LookupSummary(
+            arguments=outcome.arguments,
+            domain=outcome.domain,
+            executed=outcome.executed,
+            relevance_level=outcome.level,
+            dedup_reason=outcome.dedup_reason,
+            verdict=outcome.verdict,
+            water_level=outcome.water_level,
+            budget_left=outcome.constraint.budget_left,
+            documents=outcome.shown,
+            latency_ms=round(outcome.latency_ms, 2),
+            error=outcome.error,
+            origin=outcome.origin,
+        )
+
 
 class TokenUsage(BaseModel):
     """Tokens the turn's model calls cost, as the endpoint reported them (0 when it does not)."""
@@ -166,12 +184,41 @@ class ChatAnswer(BaseModel):
         "answer's `X-Trace-Id` header); null when no trace was recording.",
     )
 
+    #: what the service adds to a turn; ``superbiz ask --json`` prints the rest
+    SERVICE_FIELDS: ClassVar[frozenset[str]] = frozenset({"model", "high_mark"})
+
     @classmethod
     def from_turn(cls, turn: SupervisedTurn, high_mark: int) -> ChatAnswer:
-        """The one place a turn becomes its HTTP body (JSON answer and ``answer`` event)."""
-        return cls.model_validate(
-            {**turn.as_dict(), "model": turn.result.model, "high_mark": high_mark}
+        """The one place a turn becomes its wire shape: the HTTP body (JSON answer and
+        ``answer`` event) and, less ``SERVICE_FIELDS``, ``superbiz ask --json``."""
+        result = turn.result
+        answer = cls(
+            session_id=result.session_id,
+            turn=result.turn,
+            question=result.question,
+            answer=result.answer,
+            extractive=result.extractive,
+            grounded=result.grounded,
+            invalid_citations=result.invalid_citations,
+            answer_source=result.answer_source,
+            copied=result.copied,
+            truncated=result.truncated,
+            citations=[AnswerCitation.model_validate(c.as_dict()) for c in result.citations],
+            lookups=[LookupSummary.from_outcome(o) for o in result.lookups],
+            steps=result.steps,
+            stopped_by=result.stopped_by,
+            usage=TokenUsage(
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens
+            ),
+            plan=AnswerPlan.model_validate(turn.plan.as_dict()),
+            reused_evidence=result.reused,
+            model=result.model,
+            high_mark=high_mark,
+            trace_id=result.trace_id,
         )
+        if turn.replan is not None:  # set only when there is one: the body has no null
+            answer.replan = AnswerPlan.model_validate(turn.replan.as_dict())
+        return answer
 
 
 class Cleared(BaseModel):
