@@ -103,9 +103,10 @@ class LookupSummary(BaseModel):
     error: str | None
     origin: Origin = Field(description=ORIGIN_MEANS)
 
-    @classmethod
-    def from_outcome(cls, outcome: ToolOutcome) -> LookupSummary:
-        """One lookup as the API and the CLI report it (the ``tool_result`` event too)."""
+    @staticmethod
+    def from_outcome(outcome: ToolOutcome) -> LookupSummary:
+        """One lookup as the API and the CLI report it (the ``tool_result`` event adds
+        to it, so this builds the summary itself, not ``cls``)."""
         return LookupSummary(
             arguments=outcome.arguments,
             domain=outcome.domain,
@@ -315,7 +316,7 @@ def _recorded_type(hint: Any) -> Any:
     return reduce(operator.or_, [*plain, NoneType])
 
 
-def _recorded(details: type[DataclassInstance], doc: str) -> type[BaseModel]:
+def _recorded(name: str, details: type[DataclassInstance], doc: str) -> type[BaseModel]:
     """The model of a stored ``details`` dataclass: its fields, in its order, each
     optional; keys it no longer has are kept as extras."""
     hints = get_type_hints(details)
@@ -323,7 +324,7 @@ def _recorded(details: type[DataclassInstance], doc: str) -> type[BaseModel]:
         f.name: (_recorded_type(hints[f.name]), None) for f in fields(details)
     }
     return create_model(
-        details.__name__.replace("Details", "Record"),
+        name,
         __config__=ConfigDict(extra="allow"),
         __doc__=doc,
         __module__=__name__,
@@ -335,6 +336,7 @@ if TYPE_CHECKING:  # built from ``RetrievalDetails``: a type checker sees a mode
     RetrievalRecord = BaseModel
 else:
     RetrievalRecord = _recorded(
+        "RetrievalRecord",
         RetrievalDetails,
         "The scores behind a lookup, as recorded. Records keep the keys they were written\n"
         "with, so an older one may lack later fields.",
