@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from conftest import SMALL_KB_DOMAINS
 from superbiz import cli
+from superbiz.api.responses import AnswerPlan, ChatAnswer, LookupSummary
 from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "payment/支付失败排查.md"
@@ -109,6 +110,17 @@ def test_ask_json_has_the_plan(data_dir: Path, session: str) -> None:
     assert "replan" not in data and data["reused_evidence"] == []
     assert [lookup["domain"] for lookup in data["lookups"]] == ["payment"]
     assert result.stderr == ""
+
+
+def test_ask_json_is_the_api_answer_less_the_service_fields(data_dir: Path, session: str) -> None:
+    result = invoke("ask", PAY_Q, "--session", session, "--data-dir", data_dir, "--json")
+
+    data = json.loads(result.stdout)
+    documented = set(ChatAnswer.model_fields) - ChatAnswer.SERVICE_FIELDS - {"replan"}
+    assert list(data) == [name for name in ChatAnswer.model_fields if name in documented]
+    assert [list(lookup) for lookup in data["lookups"]] == [list(LookupSummary.model_fields)]
+    # the plan whole: the API's AnswerPlan leaves ``scoped`` out
+    assert set(data["plan"]) == set(AnswerPlan.model_fields) | {"scoped"}
 
 
 def test_a_follow_up_ask_in_the_session_makes_no_lookup(data_dir: Path, session: str) -> None:

@@ -23,7 +23,7 @@ from fakes.openai_server import (
     tool_call_reply,
 )
 from superbiz._messages import localized
-from superbiz.agents.executor import Executor, TurnResult, lookup_summary
+from superbiz.agents.executor import Executor, TurnResult
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceConfig, LLMSettings
 from superbiz.exceptions import LLMUnavailableError
@@ -304,10 +304,8 @@ def test_documents_in_tool_results_are_numbered_and_become_the_citations(run: Ru
         (2, "Redis 连接池耗尽", REDIS, "infrastructure"),
     ]
     assert result.evidence == [PAYMENT, REDIS]
-    data = result.as_dict()
-    assert [c["ref"] for c in data["citations"]] == [1, 2]
-    assert data["extractive"] is False
-    assert [lookup["documents"] for lookup in data["lookups"]] == [[PAYMENT], [REDIS]]
+    assert result.extractive is False
+    assert [lookup.shown for lookup in result.lookups] == [[PAYMENT], [REDIS]]
 
 
 def test_supplementary_documents_are_numbered_after_the_primary(run: Run) -> None:
@@ -347,7 +345,7 @@ def test_with_governance_off_everything_is_admitted(
     assert (result.executed, result.blocked) == (4, 0)
     assert all(o.verdict.value == "continue" for o in result.lookups)
     assert [o.dedup_reason for o in result.lookups][1:] == ["doc_retrieved"] * 3
-    assert all(lookup_summary(o)["executed"] for o in result.lookups)
+    assert all(o.executed for o in result.lookups)
     assert len(recorder.for_session(session)) == 4
 
 
@@ -467,7 +465,6 @@ def test_an_answer_cut_at_the_token_limit_is_kept_and_marked_as_cut(
 
     assert (result.answer_source, result.grounded, result.truncated) == ("model", True, True)
     assert result.answer == CUT + localized("executor.length_cut", "zh")
-    assert result.as_dict()["truncated"] is True
 
 
 def test_a_repaired_answer_cut_at_the_token_limit_is_marked_as_cut(

@@ -233,7 +233,7 @@ def test_a_chinese_question_gets_one_lookup_and_a_chinese_extractive_answer(ask:
     assert "支付渠道回调超时时，先检查网关日志" in result.answer  # quoted from the runbook
     assert "来源：" in result.answer and f"[1] 支付失败排查 ({PAYMENT})" in result.answer
     assert [(c.ref, c.path) for c in result.citations] == [(1, PAYMENT)]
-    assert result.as_dict()["extractive"] is True
+    assert result.extractive is True
 
 
 def test_reference_without_missing_terms_gets_no_supplement(ask: Any) -> None:

@@ -21,7 +21,7 @@ from chromium import CHROMIUM, CHROMIUM_ARGS, missing
 from fakes.git_remote import Remote
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
-from superbiz.evaluation.service import LiveServer
+from superbiz.evaluation._service_server import LiveServer
 from superbiz.exceptions import SourceError
 from superbiz.knowledge.lifecycle import DocumentLifecycle
 

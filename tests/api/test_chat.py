@@ -22,7 +22,7 @@ from fakes.openai_server import (
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
-from superbiz.evaluation.service import LiveServer
+from superbiz.evaluation._service_server import LiveServer
 from superbiz.exceptions import ConfigError, LLMUnavailableError, UnknownDomainError
 from superbiz.llm import OpenAIChatModel
 

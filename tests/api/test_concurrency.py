@@ -24,7 +24,7 @@ from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.config import ServiceSettings
-from superbiz.evaluation.service import LiveServer
+from superbiz.evaluation._service_server import LiveServer
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 
 #: sessions of the many-sessions test

@@ -26,7 +26,7 @@ from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.api.guard import UPLOAD_OVERHEAD
 from superbiz.config import ServiceSettings, Settings
-from superbiz.evaluation.service import LiveServer
+from superbiz.evaluation._service_server import LiveServer
 from superbiz.governance.tool import TOOL_NAME
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from superbiz.agents.runtime import Runtime
-from superbiz.api.responses import TURN_EVENTS, RetrievalRecord
+from superbiz.api.responses import TURN_EVENTS
 from superbiz.governance.lookup import RetrievalDetails
 from superbiz.storage.invocations import Invocation
 
@@ -148,5 +148,19 @@ def test_a_malformed_call_is_served_as_recorded(
     assert call["retrieval_details"] is None and call["relevance_level"] is None
 
 
-def test_the_recorded_scores_document_every_key_a_lookup_records() -> None:
-    assert {f.name for f in fields(RetrievalDetails)} == set(RetrievalRecord.model_fields)
+def test_the_recorded_scores_document_every_key_a_lookup_records(
+    document: dict[str, Any],
+) -> None:
+    """Every field of ``RetrievalDetails``, in its order, each optional (an older record
+    lacks later fields), with a string enum documented as the string it is stored as."""
+    schema = document["components"]["schemas"]["RetrievalRecord"]
+    properties = schema["properties"]
+    assert list(properties) == [f.name for f in fields(RetrievalDetails)]
+    assert "required" not in schema and schema["additionalProperties"] is True
+    assert all({"type": "null"} in p["anyOf"] for p in properties.values())
+    assert properties["dedup_reason"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert properties["widened"]["anyOf"] == [{"type": "boolean"}, {"type": "null"}]
+    assert properties["l1_scores"]["anyOf"][0] == {
+        "items": {"anyOf": [{"type": "number"}, {"type": "null"}]},
+        "type": "array",
+    }

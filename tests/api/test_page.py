@@ -27,7 +27,7 @@ from fakes.openai_server import FakeOpenAIServer, error_reply, slow_stream_reply
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import LLMSettings
-from superbiz.evaluation.service import LiveServer
+from superbiz.evaluation._service_server import LiveServer
 from superbiz.llm import OpenAIChatModel
 
 AXE = Path(__file__).parent.parent / "vendor" / "axe-core" / "axe.min.js"

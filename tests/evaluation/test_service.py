@@ -15,14 +15,10 @@ from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.simulated import SlowExtractiveModel
 from superbiz.api import create_app
 from superbiz.config import Settings
-from superbiz.evaluation.service import (
-    Audit,
-    LiveServer,
-    ServiceBenchmarkError,
-    SessionRun,
-    Turn,
-    benchmark_service,
-)
+from superbiz.evaluation._service_audit import Audit
+from superbiz.evaluation._service_load import SessionRun, Turn
+from superbiz.evaluation._service_server import LiveServer
+from superbiz.evaluation.service import ServiceBenchmarkError, benchmark_service
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm.messages import ToolSpec, UserMessage

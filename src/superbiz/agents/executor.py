@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from opentelemetry.trace import SpanKind, Tracer
 
@@ -147,47 +147,6 @@ class TurnResult:
         self.prompt_tokens += earlier.prompt_tokens
         self.completion_tokens += earlier.completion_tokens
         self.invalid_citations += earlier.invalid_citations
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "turn": self.turn,
-            "question": self.question,
-            "answer": self.answer,
-            "extractive": self.extractive,
-            "grounded": self.grounded,
-            "invalid_citations": self.invalid_citations,
-            "answer_source": self.answer_source,
-            "copied": self.copied,
-            "truncated": self.truncated,
-            "citations": [c.as_dict() for c in self.citations],
-            "lookups": [lookup_summary(o) for o in self.lookups],
-            "steps": self.steps,
-            "stopped_by": self.stopped_by,
-            "usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-            },
-            "trace_id": self.trace_id,
-        }
-
-
-def lookup_summary(outcome: ToolOutcome) -> dict[str, Any]:
-    """One lookup as the CLI and API report it."""
-    return {
-        "arguments": outcome.arguments,
-        "domain": outcome.domain,
-        "executed": outcome.executed,
-        "relevance_level": outcome.level.value if outcome.level else None,
-        "dedup_reason": outcome.dedup_reason,
-        "verdict": outcome.verdict.value,
-        "water_level": outcome.water_level.value,
-        "budget_left": outcome.constraint.budget_left,
-        "documents": outcome.shown,
-        "latency_ms": round(outcome.latency_ms, 2),
-        "error": outcome.error,
-        "origin": outcome.origin,
-    }
 
 
 OnLookup = Callable[[ToolOutcome], None]

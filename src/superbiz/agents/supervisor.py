@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from opentelemetry.trace import Tracer
 
@@ -49,14 +48,6 @@ class SupervisedTurn:
     result: TurnResult
     plan: Plan
     replan: Plan | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        data = self.result.as_dict()
-        data["plan"] = self.plan.as_dict()
-        if self.replan is not None:
-            data["replan"] = self.replan.as_dict()
-        data["reused_evidence"] = self.result.reused
-        return data
 
 
 OnPlan = Callable[[Plan], None]

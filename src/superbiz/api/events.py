@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-from superbiz.agents.executor import lookup_summary
 from superbiz.api.responses import (
+    LookupSummary,
     PrimaryDocument,
     TokenEvent,
     ToolCallEvent,
@@ -86,7 +86,7 @@ def tool_result_event(session_id: str, outcome: ToolOutcome, high_mark: int) -> 
     primary = result.primary if result else None
     return ToolResultEvent.model_validate(
         {
-            **lookup_summary(outcome),
+            **LookupSummary.from_outcome(outcome).model_dump(),
             "session_id": session_id,
             "call_id": outcome.call_id,
             "query": str(outcome.arguments.get("query", "")),

@@ -9,15 +9,24 @@ its model is the JSON of the event's ``data:`` line.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypeAlias
+import operator
+from dataclasses import fields
+from enum import StrEnum
+from functools import reduce
+from types import NoneType, UnionType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from superbiz.agents.planner import PlanSource
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
-from superbiz.governance.tool import Origin
+from superbiz.governance.lookup import RetrievalDetails
+from superbiz.governance.tool import Origin, ToolOutcome
 from superbiz.retrieval.relevance import RelevanceLevel
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -94,6 +103,25 @@ class LookupSummary(BaseModel):
     error: str | None
     origin: Origin = Field(description=ORIGIN_MEANS)
 
+    @staticmethod
+    def from_outcome(outcome: ToolOutcome) -> LookupSummary:
+        """One lookup as the API and the CLI report it (the ``tool_result`` event adds
+        to it, so this builds the summary itself, not ``cls``)."""
+        return LookupSummary(
+            arguments=outcome.arguments,
+            domain=outcome.domain,
+            executed=outcome.executed,
+            relevance_level=outcome.level,
+            dedup_reason=outcome.dedup_reason,
+            verdict=outcome.verdict,
+            water_level=outcome.water_level,
+            budget_left=outcome.constraint.budget_left,
+            documents=outcome.shown,
+            latency_ms=round(outcome.latency_ms, 2),
+            error=outcome.error,
+            origin=outcome.origin,
+        )
+
 
 class TokenUsage(BaseModel):
     """Tokens the turn's model calls cost, as the endpoint reported them (0 when it does not)."""
@@ -157,12 +185,41 @@ class ChatAnswer(BaseModel):
         "answer's `X-Trace-Id` header); null when no trace was recording.",
     )
 
+    #: what the service adds to a turn; ``superbiz ask --json`` prints the rest
+    SERVICE_FIELDS: ClassVar[frozenset[str]] = frozenset({"model", "high_mark"})
+
     @classmethod
     def from_turn(cls, turn: SupervisedTurn, high_mark: int) -> ChatAnswer:
-        """The one place a turn becomes its HTTP body (JSON answer and ``answer`` event)."""
-        return cls.model_validate(
-            {**turn.as_dict(), "model": turn.result.model, "high_mark": high_mark}
+        """The one place a turn becomes its wire shape: the HTTP body (JSON answer and
+        ``answer`` event) and, less ``SERVICE_FIELDS``, ``superbiz ask --json``."""
+        result = turn.result
+        answer = cls(
+            session_id=result.session_id,
+            turn=result.turn,
+            question=result.question,
+            answer=result.answer,
+            extractive=result.extractive,
+            grounded=result.grounded,
+            invalid_citations=result.invalid_citations,
+            answer_source=result.answer_source,
+            copied=result.copied,
+            truncated=result.truncated,
+            citations=[AnswerCitation.model_validate(c.as_dict()) for c in result.citations],
+            lookups=[LookupSummary.from_outcome(o) for o in result.lookups],
+            steps=result.steps,
+            stopped_by=result.stopped_by,
+            usage=TokenUsage(
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens
+            ),
+            plan=AnswerPlan.model_validate(turn.plan.as_dict()),
+            reused_evidence=result.reused,
+            model=result.model,
+            high_mark=high_mark,
+            trace_id=result.trace_id,
         )
+        if turn.replan is not None:  # set only when there is one: the body has no null
+            answer.replan = AnswerPlan.model_validate(turn.replan.as_dict())
+        return answer
 
 
 class Cleared(BaseModel):
@@ -251,30 +308,39 @@ class Passage(BaseModel):
     document_url: str = Field(description="This service's route to the whole document.")
 
 
-class RetrievalRecord(BaseModel):
-    """The scores behind a lookup, as recorded. Records keep the keys they were written
-    with, so an older one may lack later fields."""
+def _recorded_type(hint: Any) -> Any:
+    """A field's type as a record holds it: optional (an older record may lack it), and
+    a string enum as its plain string (an older record may hold a value since gone)."""
+    kinds = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+    plain = [str if isinstance(k, type) and issubclass(k, StrEnum) else k for k in kinds]
+    return reduce(operator.or_, [*plain, NoneType])
 
-    model_config = ConfigDict(extra="allow")
 
-    l0_match_count: int | None = None
-    l0_titles: list[str] | None = None
-    l1_top_score: float | None = None
-    l1_top_similarity: float | None = None
-    l1_match_count: int | None = None
-    l1_scores: list[float | None] | None = None
-    l1_similarities: list[float] | None = None
-    l1_fused_scores: list[float] | None = None
-    answer_similarities: list[float | None] | None = None
-    primary_probability: float | None = None
-    relevance_level: str | None = None
-    completeness_hint: str | None = None
-    retrieved_domains: list[str] | None = None
-    dedup_reason: str | None = None
-    already_retrieved: list[str] | None = None
-    shown: list[str] | None = None
-    #: the lookup named a domain that had no answer and searched the whole KB instead
-    widened: bool | None = None
+def _recorded(name: str, details: type[DataclassInstance], doc: str) -> type[BaseModel]:
+    """The model of a stored ``details`` dataclass: its fields, in its order, each
+    optional; keys it no longer has are kept as extras."""
+    hints = get_type_hints(details)
+    optional: dict[str, Any] = {
+        f.name: (_recorded_type(hints[f.name]), None) for f in fields(details)
+    }
+    return create_model(
+        name,
+        __config__=ConfigDict(extra="allow"),
+        __doc__=doc,
+        __module__=__name__,
+        **optional,
+    )
+
+
+if TYPE_CHECKING:  # built from ``RetrievalDetails``: a type checker sees a model only
+    RetrievalRecord = BaseModel
+else:
+    RetrievalRecord = _recorded(
+        "RetrievalRecord",
+        RetrievalDetails,
+        "The scores behind a lookup, as recorded. Records keep the keys they were written\n"
+        "with, so an older one may lack later fields.",
+    )
 
 
 class RecordedInvocation(BaseModel):

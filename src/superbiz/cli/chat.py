@@ -28,6 +28,7 @@ from superbiz.exceptions import LLMError, QuestionError
 if TYPE_CHECKING:
     from superbiz.agents.executor import TurnResult
     from superbiz.agents.planner import Plan
+    from superbiz.agents.supervisor import SupervisedTurn
     from superbiz.governance.tool import ToolOutcome
 
 
@@ -133,7 +134,7 @@ def ask(
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show)
     if as_json:
-        _print_json(turn.as_dict())
+        _print_json(_turn_json(turn, runtime.settings.governance.high_min_calls))
         return
     console.print(
         Panel(
@@ -201,6 +202,20 @@ def _keep_undecodable_input() -> None:
     reconfigure = getattr(sys.stdin, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="surrogateescape")
+
+
+def _turn_json(turn: SupervisedTurn, high_mark: int) -> dict[str, Any]:
+    """The API's answer body less what the service adds (``model``, ``high_mark``), with
+    the plans whole, as the planner wrote them (``scoped`` too, which the API leaves out)."""
+    from superbiz.api.responses import ChatAnswer
+
+    data = ChatAnswer.from_turn(turn, high_mark).model_dump(
+        mode="json", exclude_unset=True, exclude=set(ChatAnswer.SERVICE_FIELDS)
+    )
+    data["plan"] = turn.plan.as_dict()
+    if turn.replan is not None:
+        data["replan"] = turn.replan.as_dict()
+    return data
 
 
 def _grounding_line(result: TurnResult) -> str:

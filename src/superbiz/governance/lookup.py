@@ -67,10 +67,10 @@ class LookupResult:
         return data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetrievalDetails:
     """Scores behind a result (docs/design.md §3.2), kept for recording, never shown to
-    the model."""
+    the model. The API's ``RetrievalRecord`` is derived from these fields, in this order."""
 
     #: the level's inputs (``relevance_level``), over the documents the session has not
     #: retrieved; the titles and the ``l1_`` lists below are of the whole ranking
@@ -80,17 +80,17 @@ class RetrievalDetails:
     l1_top_similarity: float | None
     l1_match_count: int
     l1_scores: list[float | None]  # raw backend scores (squared L2); None: BM25-only hit
-    relevance_level: str | None
-    completeness_hint: str
-    retrieved_domains: list[str]
-    dedup_reason: DedupReason | None
     l1_similarities: list[float] = field(default_factory=list)
+    l1_fused_scores: list[float] = field(default_factory=list)
     #: the answer model's cosines of the same documents (``retrieval.answers``; None where
     #: it did not rank, empty without an answer model)
     answer_similarities: list[float | None] = field(default_factory=list)
     #: ``advanced.retrieval.levels: evidence``: the probability that the primary answers the query
     primary_probability: float | None = None
-    l1_fused_scores: list[float] = field(default_factory=list)
+    relevance_level: str | None
+    completeness_hint: str
+    retrieved_domains: list[str]
+    dedup_reason: DedupReason | None
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
     #: the lookup named a domain that had no answer and searched the whole KB instead
