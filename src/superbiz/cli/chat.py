@@ -134,7 +134,7 @@ def ask(
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show)
     if as_json:
-        _print_json(_turn_json(turn, runtime.settings.governance.high_min_calls))
+        _print_json(_turn_json(turn, runtime.settings.advanced.governance.high_min_calls))
         return
     console.print(
         Panel(
