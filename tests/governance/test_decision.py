@@ -872,6 +872,50 @@ def test_planned_no_result_takes_the_reference_row_from_mid_water() -> None:
     assert gov.admit(LookupRequest("kubernetes")).dedup_reason is NEEDS_DIM
 
 
+def test_an_unanswered_planned_turn_pages_like_the_cap() -> None:
+    """No lookup answered: the model's whole-KB lookups run up to the cap's three, where
+    the matrix alone would have asked the second for a missing dimension."""
+    gov = make()
+    planned(gov, "kubernetes", REF)
+    assert guessed(gov, "kubernetes", REF).allowed
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
+    assert guessed(gov, "kubernetes", REF).allowed  # the third, as the cap's
+    assert guessed(gov, "kubernetes", REF).dedup_reason is BUDGET  # three found: high water
+    assert gov.found == 3
+
+
+def test_paging_ends_with_the_cap_even_when_lookups_find_nothing() -> None:
+    gov = make()
+    planned(gov, "kubernetes", REF)
+    assert guessed(gov, "kubernetes", DD).allowed
+    assert guessed(gov, "kubernetes", DD).allowed
+    # three calls, one found: the matrix again (DEDUPED closed the domain)
+    assert guessed(gov, "kubernetes", REF).dedup_reason is DOMAIN
+
+
+def test_paging_never_lets_a_named_repeat_run() -> None:
+    """The ISS-003 loop names the searched domain again: still a supplement."""
+    gov = make()
+    planned(gov, "kubernetes", REF)
+    assert guessed(gov, "kubernetes", REF).allowed
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+@pytest.mark.parametrize("level", [P, HR])
+def test_paging_ends_once_a_lookup_answered(level: RelevanceLevel) -> None:
+    gov = make()
+    planned(gov, "kubernetes", REF)
+    assert guessed(gov, "monitoring", level).allowed
+    assert guessed(gov, "monitoring", REF).dedup_reason is DOMAIN
+
+
+def test_a_turn_without_a_plan_does_not_page() -> None:
+    """An MCP session's turn holds many questions: the matrix alone, as before."""
+    gov = make()
+    assert guessed(gov, "kubernetes", REF).allowed
+    assert guessed(gov, "kubernetes", REF).dedup_reason is NEEDS_DIM
+
+
 @pytest.mark.parametrize(
     ("level", "state"),
     [(P, DomainState.CLOSED), (HR, DomainState.CLOSED), (DD, DomainState.CLOSED)],

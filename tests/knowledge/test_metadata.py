@@ -397,7 +397,7 @@ def test_the_exact_index_takes_covers_unless_derived(origin: str, indexed: tuple
     metadata = {
         "covers": ["Canary analysis"],
         "tags": ["deploy"],
-        "aliases": ["rollback"],
+        "aliases": ["undo a release"],
         "origin": {"covers": origin, "when_to_retrieve": origin},
     }
     doc = StoredDocument(ROLLBACK, "Release rollback", "ops", "h", 1, 1, "f", metadata)
@@ -407,9 +407,24 @@ def test_the_exact_index_takes_covers_unless_derived(origin: str, indexed: tuple
     assert entry.covers == indexed
     assert (entry.title, entry.aliases, entry.tags) == (
         "Release rollback",
-        ("rollback",),
+        ("undo a release",),
         ("deploy",),
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "keys"),
+    [
+        ("ops/incompatible.md", ()),  # one word: how the file was filed
+        ("ops/mysql-failover.md", ("mysql-failover",)),
+        ("ops/NodeClockSkewDetected.md", ("NodeClockSkewDetected",)),
+    ],
+)
+def test_the_file_name_is_a_key_only_when_it_is_a_name(path: str, keys: tuple[str, ...]) -> None:
+    stem = path.rsplit("/", 1)[1].removesuffix(".md")
+    doc = StoredDocument(path, "不向前兼容的更新", "ops", "h", 1, 1, "f", {"aliases": [stem]})
+
+    assert exact_entry(doc).aliases == keys
 
 
 def per_title(replies: dict[str, list[str]]) -> Callable[..., str]:

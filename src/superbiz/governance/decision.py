@@ -263,6 +263,7 @@ class TurnGovernor:
         self._calls = 0
         self._found = 0  # executed lookups that found documents
         self._plan_answered = False  # a planned lookup was PRECISE or HIGHLY_RELEVANT
+        self._answered = False  # some lookup of this turn was PRECISE or HIGHLY_RELEVANT
         self._tokens = 0
         self._blocked_in_a_row = 0
         self._withheld = False
@@ -396,6 +397,7 @@ class TurnGovernor:
         self.add_tokens(tokens)
         if level in _FOUND:
             self._found += 1
+        self._answered = self._answered or level in GOOD_LEVELS
         self._has_result = True
         self._last_level = level
         self._last_block = None
@@ -519,7 +521,7 @@ class TurnGovernor:
         the model's one choice among several such planned domains)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
-        if domain is None:
+        if domain is None or self._pages_unanswered(named):
             return None
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
@@ -535,6 +537,20 @@ class TurnGovernor:
         ).strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
+
+    def _pages_unanswered(self, named: bool) -> bool:
+        """In a planned turn where no lookup answered yet, the first ``high_min_found``
+        calls run when they name no domain, whatever their inferred domain's state: each
+        searches the whole knowledge base past the documents already shown, as the plain
+        cap's next lookup would, so the matrix never shows less than the cap of that many
+        lookups (on all four development sets; README). A call naming a searched domain
+        again is the ISS-003 loop and still follows the matrix."""
+        return (
+            bool(self._planned)
+            and not named
+            and not self._answered
+            and self._calls < self._settings.high_min_found
+        )
 
     def _may_choose_planned(self) -> bool:
         """The plan searched several domains and the model has not yet chosen one."""

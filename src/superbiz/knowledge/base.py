@@ -6,6 +6,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import replace
 from functools import cached_property
+from pathlib import PurePosixPath
 
 from sqlalchemy import Engine
 
@@ -15,7 +16,12 @@ from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
-from superbiz.retrieval.exact_index import ExactEntry, ExactIndex, KeyFrequency
+from superbiz.retrieval.exact_index import (
+    ExactEntry,
+    ExactIndex,
+    KeyFrequency,
+    names_by_file_name,
+)
 from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import AnswerSource, HybridSearcher
@@ -293,13 +299,16 @@ class KnowledgeBase:
 
 def exact_entry(doc: StoredDocument, *, derived_covers: bool = False) -> ExactEntry:
     """``doc``'s exact keys. Derived covers are only headings: the map shows them (and the
-    map planner matches them, ``derived_covers``), a lookup's exact matching does not."""
+    map planner matches them, ``derived_covers``), a lookup's exact matching does not. The
+    file's name, stored among the aliases at ingest, is a key only when it is a name
+    (``names_by_file_name``)."""
     derived = doc.origin.get("covers") == "derived"
+    stem = PurePosixPath(doc.path).stem
     return ExactEntry(
         doc_path=doc.path,
         title=doc.title,
         domain=doc.domain,
-        aliases=tuple(doc.aliases),
+        aliases=tuple(a for a in doc.aliases if a != stem or names_by_file_name(stem)),
         covers=tuple(doc.covers) if derived_covers or not derived else (),
         tags=tuple(doc.tags),
     )

@@ -127,6 +127,28 @@ def is_specific(term: str) -> bool:
     return cjk >= 2 or len(_LATIN_LETTER.findall(norm)) >= 3
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def names_by_file_name(stem: str) -> bool:
+    """Whether a file's name (its stem) may name its document: only a name of several
+    words (``mysql-failover``, ``NodeClockSkewDetected``, ``PAY-3002``). One Latin word is
+    how the file was filed, not what the document is called (DolphinScheduler's
+    ``upgrade/incompatible.md`` is titled 不向前兼容的更新 and is not what an alert saying
+    "may be incompatible" is about); the title, aliases, covers and tags name it. A
+    Chinese stem is judged like any Chinese key.
+
+    >>> [names_by_file_name(s) for s in ("incompatible", "q001", "README", "kafka")]
+    [False, False, False, False]
+    >>> [names_by_file_name(s) for s in ("mysql-failover", "NodeClockSkewDetected", "支付回调")]
+    [True, True, True]
+    """
+    if any(is_cjk(ch) for ch in stem):
+        return True
+    return len(_WORD.findall(_CAMEL_HUMP.sub(" ", stem))) >= 2
+
+
 def _first_unit(key: str) -> str:
     """The bucket of a key: its first CJK character or its first Latin word."""
     if is_cjk(key[0]):
