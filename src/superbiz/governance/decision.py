@@ -36,7 +36,10 @@ lookups (one question), however the indicator reads, ``high_min_found`` lookups 
 found documents (3) are high water: the matrix decides which lookups run and when to
 stop, and never puts more evidence in front of the model than the peer frameworks' plain
 cap of 3 lookups could (lookups that found nothing add nothing; the retry row exists for
-them). A turn without a plan (an MCP session: many questions, one long turn) keeps the
+them). Nor less: while no lookup of such a turn has answered, its first ``high_min_found``
+calls that name no domain run whatever the matrix says of their inferred domain (each
+pages the whole knowledge base past what was shown, as the cap's next lookup would); a
+call naming a searched domain again still follows the matrix. A turn without a plan (an MCP session: many questions, one long turn) keeps the
 indicator's water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
