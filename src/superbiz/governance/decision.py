@@ -39,8 +39,8 @@ cap of 3 lookups could (lookups that found nothing add nothing; the retry row ex
 them). Nor less: while no lookup of such a turn has answered, its first ``high_min_found``
 calls that name no domain run whatever the matrix says of their inferred domain (each
 pages the whole knowledge base past what was shown, as the cap's next lookup would); a
-call naming a searched domain again still follows the matrix. A turn without a plan (an MCP session: many questions, one long turn) keeps the
-indicator's water level alone. Plan B
+call naming a searched domain again still follows the matrix. A turn without a plan (an
+MCP session: many questions, one long turn) keeps the indicator's water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
 
