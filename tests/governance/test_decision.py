@@ -884,6 +884,25 @@ def test_an_unanswered_planned_turn_pages_like_the_cap() -> None:
     assert gov.found == 3
 
 
+def test_the_pages_are_marked_on_their_admission() -> None:
+    gov = make()
+    plan = gov.admit(LookupRequest("kubernetes", named=True))
+    assert not plan.paging  # the plan's own lookup is no page
+    gov.record("kubernetes", REF, planned=True)
+    assert gov.admit(LookupRequest("kubernetes")).paging
+    gov.record("kubernetes", REF, named=False)
+    assert not gov.admit(LookupRequest("kubernetes", "exit code", named=True)).paging
+
+
+def test_no_page_once_a_lookup_answered() -> None:
+    gov = make()
+    planned(gov, "kubernetes", REF)
+    assert gov.admit(LookupRequest("monitoring")).paging
+    gov.record("monitoring", HR, named=False)
+    after = gov.admit(LookupRequest("database"))  # an open domain: runs, as no page
+    assert after.allowed and not after.paging
+
+
 def test_paging_ends_with_the_cap_even_when_lookups_find_nothing() -> None:
     gov = make()
     planned(gov, "kubernetes", REF)

@@ -446,6 +446,24 @@ def test_a_planned_lookup_that_misses_its_domain_searches_the_whole_kb(
     assert_blocked(turn.call({"query": "Redis 连接池耗尽的详细说明"}), "domain_retrieved")
 
 
+def test_the_models_page_of_an_unanswered_turn_shows_the_next_documents(
+    make_turn: Callable[..., LookupTurn],
+) -> None:
+    """Nothing in the KB answers: the plan's lookup shows what clears the thresholds (here
+    nothing); the model's own call, a page, shows the ranking's next documents."""
+    turn = make_turn("en")
+    question = "how do I bake sourdough bread at home"
+    planned = turn.call({"query": question}, origin="plan")
+    assert planned.executed and planned.level is None and planned.shown == []
+
+    page = turn.call({"query": f"{question} details"})
+
+    assert page.executed and page.level is RelevanceLevel.REFERENCE
+    assert 1 < len(page.shown) <= 4  # 1 + reference_supplements
+    again = turn.call({"query": f"more about {question}"})
+    assert again.executed and not set(again.shown) & set(page.shown)
+
+
 def test_a_domain_the_model_names_is_not_widened(make_turn: Callable[..., LookupTurn]) -> None:
     named = make_turn("zh").call({"query": "Redis 连接池耗尽", "domain": "payment"})
 

@@ -128,6 +128,30 @@ def test_nothing_above_reference_is_no_result(retriever: Retriever) -> None:
     assert found.top_similarity is not None and found.top_similarity < THRESHOLDS.reference
 
 
+def test_a_page_shows_the_next_documents_whatever_their_cosine(retriever: Retriever) -> None:
+    """A page of a turn nothing answered: no result becomes the ranking's next documents."""
+    found = retriever.retrieve("unrelated words", page=True)
+    assert found.level is RelevanceLevel.REFERENCE
+    assert paths(found.shown) == paths(found.ranked)[:4] and len(found.shown) == 3
+    first = found.ranked[0].doc_path
+    # past what the session holds: the next ones, never DEDUPED while any is left
+    later = retriever.retrieve("unrelated words", exclude={first}, page=True)
+    assert paths(later.shown) == [d for d in paths(found.ranked) if d != first]
+
+
+def test_a_page_with_a_reference_primary_shows_a_full_page() -> None:
+    plain = make_retriever(reference_supplements=1).retrieve("pool or queue trouble")
+    assert paths(plain.shown) == [REDIS]  # KAFKA qualifies by neither cosine nor fused score
+    paged = make_retriever(reference_supplements=1).retrieve("pool or queue trouble", page=True)
+    assert paged.level is RelevanceLevel.REFERENCE
+    assert paths(paged.shown) == paths(paged.ranked)[:2]
+
+
+def test_a_page_that_answers_is_shown_as_any_lookup(retriever: Retriever) -> None:
+    found = retriever.retrieve("pool exhausted", page=True)
+    assert found.level is RelevanceLevel.HIGHLY_RELEVANT and paths(found.shown) == [REDIS]
+
+
 def test_a_keyword_query_under_the_cosine_threshold_is_reference(retriever: Retriever) -> None:
     """Every key term of the query is in the top document, which both lists put first."""
     found = retriever.retrieve("tenant quota")

@@ -37,9 +37,11 @@ found documents (3) are high water: the matrix decides which lookups run and whe
 stop, and never puts more evidence in front of the model than the peer frameworks' plain
 cap of 3 lookups could (lookups that found nothing add nothing; the retry row exists for
 them). Nor less: while no lookup of such a turn has answered, its first ``high_min_found``
-calls that name no domain run whatever the matrix says of their inferred domain (each
-pages the whole knowledge base past what was shown, as the cap's next lookup would); a
-call naming a searched domain again still follows the matrix. A turn without a plan (an
+calls that name no domain run whatever the matrix says of their inferred domain, as pages
+(``Admission.paging``): each shows the next documents of the whole knowledge base's
+ranking past what was shown, whatever their level, where the cap's next lookup would show
+only what clears the thresholds; a call naming a searched domain again still follows the
+matrix. A turn without a plan (an
 MCP session: many questions, one long turn) keeps the indicator's water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
@@ -158,12 +160,15 @@ class LookupRequest:
 
 @dataclass(frozen=True)
 class Admission:
-    """The decision taken before a lookup runs; ``dedup_reason`` is set when blocked."""
+    """The decision taken before a lookup runs; ``dedup_reason`` is set when blocked.
+    ``paging``: it runs as a page of a turn no lookup answered yet (see
+    ``TurnGovernor``), so it shows the next documents of its ranking."""
 
     allowed: bool
     dedup_reason: DedupReason | None
     water_level: WaterLevel
     domain: str | None
+    paging: bool = False
 
 
 @dataclass(frozen=True)
@@ -355,8 +360,10 @@ class TurnGovernor:
         level = self.water_level
         domain = _clean(request.domain)
         reason = None
+        paging = False
         if self._settings.enabled:
             reason = self._block_reason(domain, request.missing_dimension, level, request.named)
+            paging = reason is None and self._pages_unanswered(request.named)
         self._calls += 1
         self._last_block = reason
         if reason is None:
@@ -367,7 +374,7 @@ class TurnGovernor:
             # ``withhold_after_blocked`` explained blocks in a row means it ignores them.
             if self._blocked_in_a_row > self._settings.withhold_after_blocked:
                 self._withheld = True
-        return Admission(reason is None, reason, level, domain)
+        return Admission(reason is None, reason, level, domain, paging)
 
     def record(
         self,

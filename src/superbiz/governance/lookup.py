@@ -133,9 +133,15 @@ class EvidenceSource(Protocol):
         ...
 
     def retrieve(
-        self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
+        self,
+        query: str,
+        domain: str | None = None,
+        *,
+        exclude: Collection[str] = (),
+        page: bool = False,
     ) -> Retrieval:
-        """Ranked, levelled evidence among the documents not in ``exclude``."""
+        """Ranked, levelled evidence among the documents not in ``exclude``; ``page``:
+        when nothing answers, the next documents of the ranking, whatever their level."""
         ...
 
     def infer_domain(self, query: str) -> str | None: ...
@@ -164,18 +170,20 @@ class GovernedLookup:
         missing_dimension: str | None = None,
         *,
         widen: bool = False,
+        page: bool = False,
     ) -> LookupOutcome:
         """One governed retrieval. ``widen``: a ``domain`` that has no answer (nothing
         PRECISE or HIGHLY_RELEVANT) is not the end of it: the same lookup searches the
         whole knowledge base and shows what it finds there unless the domain's result is
         the better level (a planned domain is the planner's guess, and a wrong guess must
-        not hide what one unscoped lookup finds)."""
+        not hide what one unscoped lookup finds). ``page``: the turn's lookups have not
+        answered and the governor admitted this one as a page (``Admission.paging``)."""
         if domain:
             domain = self.source.require_domain(domain)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = asker_language(query)
         retrieved = self.tracker.retrieved_docs(session_id)
-        found = self.source.retrieve(text, domain, exclude=retrieved)
+        found = self.source.retrieve(text, domain, exclude=retrieved, page=page)
         widened = False
         if domain and widen and found.level not in GOOD_LEVELS:
             whole = self.source.retrieve(text, None, exclude=retrieved)

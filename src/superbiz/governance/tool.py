@@ -256,7 +256,11 @@ class LookupTurn:
         planned = origin == "plan"
         # a planned domain is the planner's guess: with no answer there, the same lookup
         # searches the whole knowledge base (``GovernedLookup.lookup``, ``widen``)
-        outcome = self.lookup.lookup(self.session_id, query, domain, missing, widen=planned)
+        # a page of an unanswered turn (the model's own call) shows the next documents
+        page = admission.paging and origin == "model"
+        outcome = self.lookup.lookup(
+            self.session_id, query, domain, missing, widen=planned, page=page
+        )
         level = outcome.result.relevance_level
         primary = outcome.result.primary
         # the matrix works per domain: the domain of the document shown, not the one the

@@ -124,12 +124,18 @@ class KnowledgeBase:
         )
 
     def retrieve(
-        self, query: str, domain: str | None = None, *, exclude: Collection[str] = ()
+        self,
+        query: str,
+        domain: str | None = None,
+        *,
+        exclude: Collection[str] = (),
+        page: bool = False,
     ) -> Retrieval:
         """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``,
-        from the knowledge base as it is now (``sync`` first: an MCP lookup is a turn)."""
+        from the knowledge base as it is now (``sync`` first: an MCP lookup is a turn);
+        ``page``: see ``Retriever.retrieve``."""
         self.sync()
-        return self.retriever.retrieve(query, domain, exclude=exclude)
+        return self.retriever.retrieve(query, domain, exclude=exclude, page=page)
 
     def infer_domain(self, query: str) -> str | None:
         """The domain a query that names none is about (see ``Retriever.infer_domain``)."""
