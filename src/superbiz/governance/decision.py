@@ -360,10 +360,12 @@ class TurnGovernor:
         level = self.water_level
         domain = _clean(request.domain)
         reason = None
-        paging = False
+        paging = self._settings.enabled and self._pages_unanswered(request.named)
         if self._settings.enabled:
-            reason = self._block_reason(domain, request.missing_dimension, level, request.named)
-            paging = reason is None and self._pages_unanswered(request.named)
+            reason = self._block_reason(
+                domain, request.missing_dimension, level, request.named, paging
+            )
+            paging = paging and reason is None
         self._calls += 1
         self._last_block = reason
         if reason is None:
@@ -524,14 +526,20 @@ class TurnGovernor:
         return Situation.CONTINUE
 
     def _block_reason(
-        self, domain: str | None, missing_dimension: str | None, level: WaterLevel, named: bool
+        self,
+        domain: str | None,
+        missing_dimension: str | None,
+        level: WaterLevel,
+        named: bool,
+        paging: bool,
     ) -> DedupReason | None:
-        """Checks in order: budget, closed domain, supplement without a dimension (a
-        retry naming a domain whose planned lookup did not answer is one, unless it is
-        the model's one choice among several such planned domains)."""
+        """Checks in order: budget, a page (never blocked below it), closed domain,
+        supplement without a dimension (a retry naming a domain whose planned lookup did
+        not answer is one, unless it is the model's one choice among several such planned
+        domains)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
-        if domain is None or self._pages_unanswered(named):
+        if domain is None or paging:
             return None
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
@@ -550,11 +558,11 @@ class TurnGovernor:
 
     def _pages_unanswered(self, named: bool) -> bool:
         """In a planned turn where no lookup answered yet, the first ``high_min_found``
-        calls run when they name no domain, whatever their inferred domain's state: each
-        searches the whole knowledge base past the documents already shown, as the plain
-        cap's next lookup would, so the matrix never shows less than the cap of that many
-        lookups (on all four development sets; README). A call naming a searched domain
-        again is the ISS-003 loop and still follows the matrix."""
+        calls run as pages when they name no domain, whatever their inferred domain's
+        state: each shows the next documents of the whole knowledge base's ranking
+        (``Retriever.retrieve``, ``page``), so the matrix never shows less than the plain
+        cap of that many lookups (on all four development sets; README). A call naming a
+        searched domain again is the ISS-003 loop and still follows the matrix."""
         return (
             bool(self._planned)
             and not named

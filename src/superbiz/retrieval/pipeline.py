@@ -299,7 +299,12 @@ class Retriever:
                 level = self._evidence_levels.level(level, evidence)
 
         shown: list[DocHit] = []
-        if level is not None and top is not None:
+        if page and top is not None and level in (None, RelevanceLevel.REFERENCE):
+            level, shown = (
+                RelevanceLevel.REFERENCE,
+                fresh[: 1 + self._settings.reference_supplements],
+            )
+        elif level is not None and top is not None:
             limit = (
                 self._settings.reference_supplements
                 if level is RelevanceLevel.REFERENCE
@@ -321,11 +326,6 @@ class Retriever:
                 answer_reference=self._settings.answers.reference,
             )
             shown = [top, *extra]
-        if page and top is not None and level in (None, RelevanceLevel.REFERENCE):
-            level, shown = (
-                RelevanceLevel.REFERENCE,
-                fresh[: 1 + self._settings.reference_supplements],
-            )
         named = {m.doc_path for m in naming}
         withheld = [
             d
