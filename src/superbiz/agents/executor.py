@@ -72,6 +72,8 @@ class TurnResult:
     language: Language
     answer: str = ""
     citations: list[Citation] = field(default_factory=list)
+    #: documents that bear on the question but are not quoted: listed after the answer
+    related: list[Citation] = field(default_factory=list)
     lookups: list[ToolOutcome] = field(default_factory=list)
     steps: int = 0
     stopped_by: StopReason = "answer"

@@ -309,3 +309,58 @@ def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool = Fals
     if data_dir is None:
         return own
     return data_dir / own.name if several else data_dir
+
+
+def eval_answers(
+    dataset_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders with corpus/ and queries.jsonl; several are also shown side by side."
+        ),
+    ],
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="A behaviour profile of `eval agent` plays the executor (default: the "
+            "configured assistant: extractive without an LLM).",
+        ),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option("--model", help="default: as configured; llm: the configured model."),
+    ] = "default",
+    data_dir: DataDir = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: OutputFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the user reads: gold in the answer, first quoted document gold, share of
+    quoted documents that are gold, documents quoted per answer; by language and turn."""
+    from superbiz.evaluation.answers import evaluate_answers, render_reports
+    from superbiz.evaluation.profiles import PROFILES
+
+    if profile is not None and profile not in PROFILES:
+        err.print(f"[bold red]error:[/] unknown profile {profile!r}; choose {', '.join(PROFILES)}")
+        raise typer.Exit(2)
+    if model not in ("default", "llm") or (model == "llm" and profile is not None):
+        err.print("[bold red]error:[/] --model must be 'default' or 'llm' (not with --profile)")
+        raise typer.Exit(2)
+    reports = []
+    with _errors(), _progress() as progress:
+        for dataset_dir in dataset_dirs:
+            task = progress.add_task(dataset_dir.name, total=None, item="")
+            home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
+            reports.append(
+                evaluate_answers(
+                    dataset_dir,
+                    _settings(home),
+                    profile=profile,
+                    use_llm=model == "llm",
+                    limit=limit,
+                    **_tracking(progress, task),
+                )
+            )
+    report = reports[0] if len(reports) == 1 else {"datasets": reports}
+    _publish(report, output, as_json, render_reports)
