@@ -72,7 +72,7 @@ def score_answer(turn: TurnResult, gold: Sequence[str]) -> dict[str, Any]:
         "gold_in_answer": bool(golden & {*quoted, *related}),
         "gold_quoted": bool(gold_quoted),
         "first_quoted_gold": bool(quoted) and quoted[0] in golden,
-        "quoted_gold_share": len(gold_quoted) / len(quoted) if quoted else None,
+        "quoted_gold_share": len(gold_quoted) / len(quoted) if quoted else 0.0,
         "quoted": len(quoted),
         "related": len(related),
         "quoted_paths": quoted,
@@ -85,11 +85,10 @@ def score_answer(turn: TurnResult, gold: Sequence[str]) -> dict[str, Any]:
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The figures over ``rows``. ``first_gold_when_held``: of the answers holding a gold
     document at all, the share that quote one first (the target is 0.9);
-    ``quoted_gold_share``: the mean share over the answers that quote something."""
+    ``quoted_gold_share``: the mean share over all answers (0 for one quoting nothing)."""
     if not rows:
         return {"answers": 0}
     held = [r for r in rows if r["gold_in_answer"]]
-    shares = [r["quoted_gold_share"] for r in rows if r["quoted_gold_share"] is not None]
     return {
         "answers": len(rows),
         "gold_in_answer": round(mean([float(r["gold_in_answer"]) for r in rows]), _DIGITS),
@@ -98,7 +97,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "first_gold_when_held": round(mean([float(r["first_quoted_gold"]) for r in held]), _DIGITS)
         if held
         else None,
-        "quoted_gold_share": round(mean(shares), _DIGITS) if shares else None,
+        "quoted_gold_share": round(mean([r["quoted_gold_share"] for r in rows]), _DIGITS),
         "quoted_per_answer": round(mean([float(r["quoted"]) for r in rows]), 3),
         "related_per_answer": round(mean([float(r["related"]) for r in rows]), 3),
         "nothing_quoted": sum(1 for r in rows if not r["quoted"]),
