@@ -131,9 +131,9 @@ class TurnResult:
     @property
     def kept(self) -> list[Citation]:
         """What the session keeps of the turn: quoted, related, then the documents only
-        shown (marked so: a later turn may still answer from them)."""
+        shown (marked so, with no number: a later turn may still answer from them)."""
         listed = {c.path for c in (*self.citations, *self.related)}
-        others = [replace(c, use="shown") for c in self.shown if c.path not in listed]
+        others = [replace(c, ref=0, use="shown") for c in self.shown if c.path not in listed]
         return [*self.citations, *self.related, *others]
 
     @property
