@@ -142,3 +142,18 @@ def test_the_world_cup_is_answered_with_no_evidence_and_no_quote(
     assert turn.answer_source == "no_evidence" and not turn.grounded
     assert turn.citations == [] and turn.related == []
     assert "DISPUTE_CREDIT" not in turn.answer and "[1]" not in turn.answer
+
+
+def test_a_sub_question_that_adds_to_the_question_is_a_lookup_of_its_own(
+    replayed: tuple[Runtime, FakeOpenAIServer],
+) -> None:
+    """ "Postgres 从库延迟…" in its own words ranks the Hikari and Redis runbooks; the
+    planner's "PostgreSQL replication lag" finds the replication-lag runbook HIGHLY_RELEVANT:
+    both run, the user's words first, and the answer quotes what the better one found."""
+    runtime, _ = replayed
+    question = OBJECT_LITERAL_PLANS[0]
+    turn = runtime.ask("turn4-postgres", question).result
+
+    planned = [o.arguments["query"] for o in turn.lookups if o.origin == "plan"]
+    assert planned == [question, "PostgreSQL replication lag"]
+    assert turn.citations[0].path == "database/postgres-replication-lag.md"
