@@ -458,7 +458,11 @@ class Executor:
         if self.quotes:
             result.answer = quote_answer(selection, result.question, language)
             result.grounded = selection.answered
-            result.answer_source = "extractive" if selection.answered else "no_evidence"
+            # without an LLM the answer is quoted from the start; a behaviour profile's
+            # quote is its own answer (it was never a model's answer relabelled)
+            extractive = result.model == ExtractiveChatModel.name
+            source: AnswerSource = "extractive" if extractive else "model"
+            result.answer_source = source if selection.answered else "no_evidence"
             return None
         repaired: list[str | None] = []  # the repair turn's finish reason
 
