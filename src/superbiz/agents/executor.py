@@ -387,15 +387,16 @@ class Executor:
         self._run_calls(arguments, tool, messages, refs, on_lookup)
 
     def _adds_to(self, sub_question: str, question: str) -> bool:
-        """Whether a planner's sub-question is worth a lookup beside the question: its
-        terms are not the question's (it narrows or rewords what was asked: the live
-        run's reconciliation question found nothing in its own words and its runbook in
-        the planner's), and it bears on it — shares one of its terms, or (another
-        language) embeds within ``SUB_QUESTION_COSINE`` of it. One that does not bear
-        (the planner's own drift) is dropped."""
+        """Whether a planner's sub-question is worth a lookup beside the question: it names
+        something the question does not ("PostgreSQL replication lag" for "Postgres 从库
+        延迟越来越大…": the question's own words rank other runbooks first), and it bears
+        on it — shares one of its terms, or (another language) embeds within
+        ``SUB_QUESTION_COSINE`` of it. One that only repeats part of the question adds
+        nothing the question's own lookup does not search; one that does not bear (the
+        planner's own drift) is dropped."""
         asked = set(key_terms(question))
         own = set(key_terms(sub_question))
-        if not own or own == asked or normalize(sub_question) == normalize(question):
+        if not own - asked or normalize(sub_question) == normalize(question):
             return False
         if own & asked or any(term in normalize(sub_question) for term in asked):
             return True
