@@ -37,12 +37,14 @@ the example knowledge base that ships in ``superbiz/examples/corpus``)::
         assert turn.answer.startswith("When redis_pool") and turn.grounded  # kept as written
         assert turn.citations[0].path == REDIS  # [1]: the runbook the lookup found first
 
-``turn.citations`` are the documents the turn showed the model, numbered as it could cite
-them (an earlier turn's document only when the answer cites it); ``turn.answer`` keeps the
+``turn.citations`` are the documents the answer cites, in the order it cites them,
+numbered as the model could cite them; ``turn.related`` the others that bear on the
+question; ``turn.shown`` every document the turn showed the model; ``turn.answer`` keeps the
 model's text when it is grounded.
 
-An answer must cite the documents shown and draw on them, as a real one must: one that does
-not gets a repair turn (script a second answer), then the extractive answer replaces it.
+An answer must cite documents that bear on the question and draw on them, as a real one
+must: one that does not gets a repair turn (script a second answer), then the extractive
+answer replaces it.
 
 A reply is a ``ChatResponse``, an ``AssistantMessage``, a plain string (a final answer) or
 a callable ``(messages, tools) -> reply`` for replies that depend on what the model sees.

@@ -76,6 +76,7 @@ def test_evidence_survives_the_message_and_the_store() -> None:
         "domain": "api",
         "content": "429 means slow down",
         "page": None,
+        "use": "quoted",
     }
     assert load_evidence(stored) == EVIDENCE
     # evidence stored before citations had pages still loads

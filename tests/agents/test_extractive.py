@@ -256,10 +256,12 @@ def test_reference_with_missing_terms_gets_one_targeted_supplement(ask: Any) -> 
     assert supplement.arguments["query"] == "redis slow query and API 429"
     assert supplement.executed  # admitted: it names its missing dimension
     assert result.steps == 3
-    refs = [c.ref for c in result.citations]
+    # quoted first, then related, numbered in that order; both topics' documents listed
+    refs = [c.ref for c in (*result.citations, *result.related)]
     assert refs == list(range(1, len(refs) + 1)) and len(refs) >= 2
-    for citation in result.citations:
+    for citation in (*result.citations, *result.related):
         assert f"[{citation.ref}] " in result.answer and citation.path in result.answer
+    assert len(result.citations) <= 2 and len(result.shown) >= len(refs)
 
 
 def test_nothing_found_gives_the_nothing_relevant_text(ask: Any) -> None:

@@ -219,16 +219,34 @@ def test_the_documents_pasted_wholesale_are_a_copy_but_a_quoted_line_is_not() ->
     assert run(cited, Model()).copied is None
 
 
-def test_an_earlier_document_grounds_only_an_answer_to_a_question_it_bears_on() -> None:
-    """Carried from the first turn, the chargeback FAQ does not answer "max-active"."""
-    carried = Source(1, "Redis pool runbook", "infrastructure/redis.md", REDIS, earlier=True)
+def test_only_a_document_that_bears_on_the_question_grounds_an_answer() -> None:
+    """The answer selection decides what bears on the question (a Redis runbook carried
+    from an earlier turn does not, for a question about pods): citing it grounds
+    nothing; the repair prompt lists only what bears, with the passage that answers."""
+    carried = Source(1, "Redis pool runbook", "infrastructure/redis.md", REDIS, bearing=False)
     fresh = Source(2, "Kubernetes pod CrashLoopBackOff runbook", "infrastructure/k8s.md", K8S)
     pool_answer = "maxTotal 太小时先看 SLOWLOG，再确认没有连接泄漏 [1]。"
-    # about pods: the Redis runbook of the earlier turn names none of its terms, k8s does
-    repaired = run(pool_answer, Model(GOOD.replace("[1]", "[2]")), [carried, fresh])
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return GOOD.replace("[1]", "[2]")
+
+    repaired = ground(pool_answer, POD, "en", [carried, fresh], repair=model, extractive=lambda: "")
     assert repaired.source == "repaired" and repaired.cited == (2,)
-    # a vague follow-up names nothing any document holds: the conversation's documents count
-    vague = ground(
-        pool_answer, "那怎么办？", "zh", [carried, fresh], repair=Model(), extractive=lambda: ""
+    assert "[2] Kubernetes pod" in prompts[0] and "Redis pool runbook" not in prompts[0]
+
+
+def test_with_nothing_bearing_on_the_question_an_answer_has_no_evidence() -> None:
+    """ "Who won the 2018 World Cup?" showed the chargeback FAQ (live run): an answer
+    citing it is not grounded, whatever it says; its markers go, nothing is repaired."""
+    faq = Source(1, "Chargeback FAQ", "payment/chargeback-faq.md", "A won dispute …", False)
+    grounding = ground(
+        "France won [1].",
+        "Who won the 2018 World Cup?",
+        "en",
+        [faq],
+        repair=Model(),
+        extractive=lambda: "quoted",
     )
-    assert vague.source == "model" and vague.grounded
+    assert grounding == Grounding("France won.", False, 0, "no_evidence")

@@ -25,6 +25,8 @@ TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"
 #: the live run at bc5e2c6: seven questions, one a follow-up in the first one's session
 QWEN_LIVE_TURN3 = "qwen2.5-coder-1.5b-live-turn3.jsonl"
+#: the live run at 48746d0: nine questions, one a follow-up in the first one's session
+QWEN_LIVE_TURN4 = "qwen2.5-coder-1.5b-live-turn4.jsonl"
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,17 @@ def load_transcript(name: str = QWEN_EXAMPLE_KB) -> list[Exchange]:
     """Every recorded call of the transcript, in the order it was made."""
     lines = (TRANSCRIPTS / name).read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
-    return [Exchange(r["request"], r["response"], int(r["status"])) for r in records]
+    return [Exchange(r["request"], _body(r["response"]), int(r["status"])) for r in records]
+
+
+def _body(response: Any) -> Any:
+    """The response body: the newer recorder keeps it as the text received."""
+    if isinstance(response, str):
+        try:
+            return json.loads(response)
+        except json.JSONDecodeError:
+            return response
+    return response
 
 
 #: The live run's questions with the example KB's documents that answer them (none for

@@ -130,3 +130,48 @@ def test_action_messages_render_history_as_text() -> None:
     }
     assert out[5].content.startswith("Result of lookup_knowledge (c1):")
     assert not any(isinstance(m, ToolMessage) for m in out)
+
+
+# -- the chatml-function-calling shape: ``functions.NAME:`` then the JSON ------------------
+
+
+def test_the_recorded_functions_shape_is_a_call_escaped_once_or_twice() -> None:
+    """Qwen2.5-Coder-1.5B under llama.cpp's chatml-function-calling template wrote its
+    second lookup as text (tests/data/llm-transcripts, live-turn4): ``&#34;`` in the
+    executor step, ``&amp;#34;`` after the repair prompt."""
+    from fakes.real_transcripts import QWEN_LIVE_TURN4, load_transcript
+
+    replies = [e.reply for e in load_transcript(QWEN_LIVE_TURN4)]
+    shaped = [r for r in replies if r.startswith("functions.lookup_knowledge:")]
+    assert any("&amp;#34;" in r for r in shaped) and any("&#34;query" in r for r in shaped)
+    assert len(shaped) == 5
+    for reply in shaped:
+        found = parse_text_calls(reply, NAMES)
+        assert found is not None and found.content == ""
+        (call,) = found.calls
+        assert call.name == "lookup_knowledge" and call.error is None
+        assert call.arguments is not None
+        query = call.arguments["query"]
+        assert "&" not in query and "\n" in query  # the JSON's \n, entities written out
+
+
+def test_functions_shape_after_prose_and_several_calls() -> None:
+    text = (
+        "I will look it up.\nfunctions.lookup_knowledge:\n"
+        '{"query": "a"}\nfunctions.lookup_knowledge:\n{"query": "b", "domain": "api"}'
+    )
+    found = parse_text_calls(text, NAMES)
+    assert found is not None and found.content == "I will look it up."
+    assert [c.arguments for c in found.calls] == [{"query": "a"}, {"query": "b", "domain": "api"}]
+
+
+def test_functions_shape_with_broken_json_is_an_erroneous_call() -> None:
+    found = parse_text_calls('functions.lookup_knowledge:\n{"query": "a', NAMES)
+    assert found is not None
+    (call,) = found.calls
+    assert call.arguments is None and call.error and "not JSON" in call.error
+
+
+def test_prose_mentioning_functions_is_no_call() -> None:
+    text = "Use functions.lookup_knowledge: it searches the runbooks."
+    assert parse_text_calls(text, NAMES) is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -20,6 +20,9 @@ from superbiz.llm.messages import Message, SystemMessage
 
 PLAN_HEADER = "PLAN (from the planner; consult these domains):"
 EVIDENCE_HEADER = "SESSION EVIDENCE (retrieved earlier in this session; cite by ref):"
+
+
+CitationUse = Literal["quoted", "related", "shown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,10 @@ class Citation:
     content: str = ""  # what the model was shown; kept as session evidence
     #: the page the passage shown starts on, for a PDF
     page: int | None = None
+    #: what the answer did with it: ``quoted`` (a citation), ``related`` (listed after the
+    #: answer, not quoted) or only ``shown`` to the model (it did not bear on the
+    #: question); the session keeps all three as evidence for its later turns
+    use: CitationUse = "quoted"
 
     @property
     def location(self) -> str:

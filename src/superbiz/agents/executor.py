@@ -7,8 +7,13 @@ first lookup costs no model step. Between every two LLM steps the governor's con
 is injected as a system message and decides whether ``lookup_knowledge`` is offered at
 all; calls the model makes anyway are answered without a retrieval. A hard step cap ends
 the turn with one last call, tools stripped. The answer's citations are then checked
-(:mod:`superbiz.agents.grounding`). The executor never sees the knowledge map: only its
-own action memory, through tool results.
+(:mod:`superbiz.agents.grounding`) against what the answer selection
+(:mod:`superbiz.agents.answer_selection`) found to bear on the question: the passages
+that answer it, best first, from this turn's documents and the session's. A player that
+quotes (the extractive policy, the behaviour profiles) gets its answer quoted from that
+selection; a model's answer is grounded only by a document that bears on the question,
+repaired with the selection's passages, or replaced by the quoted answer. The executor
+never sees the knowledge map: only its own action memory, through tool results.
 """
 
 from __future__ import annotations
@@ -19,17 +24,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import numpy as np
 from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
+from superbiz.agents.answer_selection import AnswerSelection, PassageSource, select_answer
 from superbiz.agents.context import Citation, evidence_message
-from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
+from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
 from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
-from superbiz.agents.planner import Plan, lookup_query
+from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceConfig
-from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.lookup import GovernedLookup, level_rank
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel, quotes_documents
 from superbiz.llm.messages import (
@@ -62,6 +69,10 @@ StopReason = Literal["answer", "step_cap", "malformed_calls"]
 #: kept sending calls that cannot run, so more steps would only spend the turn's budget
 #: (it took all ``governance.max-steps`` before, then the extractive answer anyway).
 MALFORMED_STEPS = 3
+#: A sub-question in another language than the question bears on it from this cosine
+#: (the embedder's; USE puts a question and its translation at 0.6-0.8). Not tuned on
+#: the benchmarks: their plans come from the map, whose sub-question is the question.
+SUB_QUESTION_COSINE = 0.5
 
 
 @dataclass(slots=True)
@@ -71,7 +82,13 @@ class TurnResult:
     question: str
     language: Language
     answer: str = ""
+    #: what the answer quotes (a model's answer: cites), in the order it quotes them
     citations: list[Citation] = field(default_factory=list)
+    #: documents that bear on the question but are not quoted: listed after the answer
+    related: list[Citation] = field(default_factory=list)
+    #: every document put in front of the model this turn (and those of earlier turns
+    #: the answer used), in the order shown: what evidence recall counts
+    shown: list[Citation] = field(default_factory=list)
     lookups: list[ToolOutcome] = field(default_factory=list)
     steps: int = 0
     stopped_by: StopReason = "answer"
@@ -108,8 +125,16 @@ class TurnResult:
 
     @property
     def evidence(self) -> list[str]:
-        """Documents put in front of the model this turn, in citation order."""
-        return [c.path for c in self.citations]
+        """Documents put in front of the model this turn, in the order shown."""
+        return [c.path for c in self.shown]
+
+    @property
+    def kept(self) -> list[Citation]:
+        """What the session keeps of the turn: quoted, related, then the documents only
+        shown (marked so, with no number: a later turn may still answer from them)."""
+        listed = {c.path for c in (*self.citations, *self.related)}
+        others = [replace(c, ref=0, use="shown") for c in self.shown if c.path not in listed]
+        return [*self.citations, *self.related, *others]
 
     @property
     def executed(self) -> int:
@@ -160,9 +185,16 @@ class Executor:
         governance: GovernanceConfig,
         recorder: InvocationRepository | None = None,
         tracer: Tracer | None = None,
+        passages: PassageSource | None = None,
     ) -> None:
         self.model = model
         self.lookup = lookup
+        #: where the answer selection reads the shown documents' passages (the knowledge
+        #: base the lookup searches, unless given); without one it scores what was shown
+        source = lookup.source
+        if passages is None and isinstance(source, PassageSource):
+            passages = source
+        self.passages = passages
         self.governance = governance
         self.recorder = recorder
         #: each model call is a span (``gen_ai.*`` attributes) under the turn's
@@ -239,9 +271,46 @@ class Executor:
         if stop != "answer":
             finish = self._force_answer(result, tool, messages, on_lookup, stop)
         answers = _answers_to_other_questions(history, question)
-        cited = self._ground(result, tool, messages, refs, finish, earlier, answers)
-        self._settle(result, tool, refs, earlier, cited)
+        asked = [m.content for m in history if isinstance(m, UserMessage)]
+        previous = asked[-1] if asked else None
+        selection = self._select(question, refs, earlier, previous, tool.outcomes)
+        cited = self._ground(result, tool, messages, refs, finish, answers, selection)
+        self._settle(result, tool, refs, earlier, cited, selection)
         return result
+
+    def _select(
+        self,
+        question: str,
+        refs: dict[str, Citation],
+        earlier: set[str],
+        previous: str | None,
+        outcomes: Sequence[ToolOutcome] = (),
+    ) -> AnswerSelection:
+        """What the answer quotes and lists, among every document in front of it; in a
+        follow-up, read with the question before it when its own words find nothing."""
+        documents = _ranked(list(refs.values()), outcomes)
+        if not documents:
+            return AnswerSelection()
+        held = frozenset(earlier)
+        context = f"{previous}\n{question}" if previous else None
+        passages = self.passages
+        if passages is None:
+            return select_answer(question, documents, {}, earlier=held, context=context)
+        stored = passages.passages([d.path for d in documents])
+        vector = passages.embed_question(question)
+        selection = select_answer(question, documents, stored, vector, earlier=held)
+        if selection.answered or context is None:
+            return selection
+        wider = passages.embed_question(context)
+        return select_answer(
+            question,
+            documents,
+            stored,
+            vector,
+            earlier=held,
+            context=context,
+            context_vector=wider,
+        )
 
     def _complete(
         self,
@@ -290,37 +359,55 @@ class Executor:
         on_lookup: OnLookup | None,
         asked: Sequence[str] = (),
     ) -> None:
-        """Each planned domain's sub-question, looked up by code (step 0, ``origin: plan``)
-        and handed to the model as its own calls and their results. A lookup searches the
-        sub-question with the user's question beside it when the rewrite lost part of it
-        (``lookup_query``); an unscoped plan (the map could not tell its domains apart)
-        searches the whole knowledge base, once per distinct query.
+        """The plan's lookups, run by code (step 0, ``origin: plan``) and handed to the
+        model as its own calls and their results: the user's question in its own words,
+        in each planned domain (an unscoped plan: once, across the knowledge base), as
+        the no-model path asks it; then each sub-question that adds to the question,
+        as a lookup of its own (``adds_to``). A plan adds to what was asked, never
+        replaces or dilutes it: the live run's planner wrote the same sub-question,
+        copied from the map, for two unrelated questions, and appending it to the
+        question put the disk-full runbook above the MySQL failover one.
 
-        In a conversation (``asked``: the session's earlier questions), when every planned
-        query dropped some of the question's own words, those words are looked up too,
-        across the knowledge base, after them: a planner that misread the follow-up (the
-        live transcript's "那 max-active 应该调到多少？" became a MySQL question planned
-        into ``database``) must not decide alone what the turn sees; so are they when the
-        planned lookups found nothing (the map planned the follow-up into ``api``). A
-        follow-up with no words of its own ("那怎么办？") is asked together with the
-        question before it."""
+        A follow-up with no words of its own ("那怎么办？", ``asked``: the session's
+        earlier questions) is asked together with the question before it."""
         if not plan.need_retrieval or not plan.domains:
             return
+        words = question if key_terms(question) or not asked else f"{asked[-1]}\n{question}"
         arguments: list[dict[str, str]] = []
         for entry in plan.domains:
-            planned = {"query": lookup_query(question, entry.sub_question)}
-            if plan.scoped:
-                planned["domain"] = entry.domain
-            if planned not in arguments:
-                arguments.append(planned)
-        own = set(key_terms(question))
-        rewritten = not own or all(not own <= set(key_terms(a["query"])) for a in arguments)
-        follow_up = {"query": question if own else f"{asked[-1]}\n{question}"} if asked else None
-        if follow_up and rewritten and follow_up not in arguments:
-            arguments.append(follow_up)
-        found = self._run_calls(arguments, tool, messages, refs, on_lookup)
-        if follow_up and not rewritten and not found:
-            self._run_calls([follow_up], tool, messages, refs, on_lookup)
+            own = {"query": words} | ({"domain": entry.domain} if plan.scoped else {})
+            if own not in arguments:
+                arguments.append(own)
+        for entry in plan.domains:
+            if not self._adds_to(entry.sub_question, question):
+                continue
+            sub = {"query": entry.sub_question} | ({"domain": entry.domain} if plan.scoped else {})
+            if sub not in arguments:
+                arguments.append(sub)
+        self._run_calls(arguments, tool, messages, refs, on_lookup)
+
+    def _adds_to(self, sub_question: str, question: str) -> bool:
+        """Whether a planner's sub-question is worth a lookup beside the question: it names
+        something the question does not ("PostgreSQL replication lag" for "Postgres 从库
+        延迟越来越大…": the question's own words rank other runbooks first), and it bears
+        on it — shares one of its terms, or (another language) embeds within
+        ``SUB_QUESTION_COSINE`` of it. One that only repeats part of the question adds
+        nothing the question's own lookup does not search; one that does not bear (the
+        planner's own drift) is dropped."""
+        asked = set(key_terms(question))
+        own = set(key_terms(sub_question))
+        if not own - asked or normalize(sub_question) == normalize(question):
+            return False
+        if own & asked or any(term in normalize(sub_question) for term in asked):
+            return True
+        if self.passages is None:
+            return False
+        first = self.passages.embed_question(question)
+        second = self.passages.embed_question(sub_question)
+        cosine = float(first @ second) / max(
+            float(np.linalg.norm(first) * np.linalg.norm(second)), 1e-9
+        )
+        return cosine >= SUB_QUESTION_COSINE
 
     def _run_calls(
         self,
@@ -355,17 +442,29 @@ class Executor:
         messages: list[Message],
         refs: dict[str, Citation],
         finish: str | None,
-        carried: set[str],
         earlier_answers: Sequence[str],
-    ) -> tuple[int, ...]:
-        """Check the answer's citations; repair once or quote the documents instead
-        (see :func:`superbiz.agents.grounding.ground`). Returns the refs it cites.
+        selection: AnswerSelection,
+    ) -> tuple[int, ...] | None:
+        """Check the answer's citations; repair once or quote the selection instead
+        (see :func:`superbiz.agents.grounding.ground`). Returns the refs the model's
+        answer cites, or ``None`` when the answer is quoted from the selection.
 
-        ``finish`` is the answering step's finish reason: a model answer (first or
-        repaired) cut at the token limit keeps its text, marked as cut, so no one takes
-        half a runbook step for the whole of it. ``carried``: paths of the documents
-        carried from earlier turns; ``earlier_answers``: the session's answers the model
-        saw (an answer copying one is no answer)."""
+        A player that quotes gets its answer quoted from the selection (grounded when a
+        passage answers; ``no_evidence`` when none does). ``finish`` is the answering
+        step's finish reason: a model answer (first or repaired) cut at the token limit
+        keeps its text, marked as cut, so no one takes half a runbook step for the whole
+        of it. ``earlier_answers``: the session's answers the model saw (an answer
+        copying one is no answer)."""
+        language = result.language
+        if self.quotes:
+            result.answer = quote_answer(selection, result.question, language)
+            result.grounded = selection.answered
+            # without an LLM the answer is quoted from the start; a behaviour profile's
+            # quote is its own answer (it was never a model's answer relabelled)
+            extractive = result.model == ExtractiveChatModel.name
+            source: AnswerSource = "extractive" if extractive else "model"
+            result.answer_source = source if selection.answered else "no_evidence"
+            return None
         repaired: list[str | None] = []  # the repair turn's finish reason
 
         def repair(prompt: str) -> str:
@@ -374,35 +473,38 @@ class Executor:
             return unescape_entities(response.message.content)
 
         def quote() -> str:
-            label = localized("extractive.fallback_label", result.language)
-            return compose_answer(TurnView.of(messages, []), label=label)
+            label = localized("extractive.fallback_label", language)
+            return quote_answer(selection, result.question, language, label=label)
 
+        passage = {q.citation.path: q.passage for q in selection.quoted}
+        bearing = {c.path for c in selection.bearing}
         sources = [
-            Source(c.ref, c.title, c.path, c.content, c.path in carried) for c in refs.values()
+            Source(c.ref, c.title, c.path, c.content, c.path in bearing, passage.get(c.path, ""))
+            for c in sorted(refs.values(), key=lambda c: _selection_order(c, selection))
         ]
         grounding = ground(
             result.answer,
             result.question,
-            result.language,
+            language,
             sources,
-            repair=None if self.quotes else repair,
+            repair=repair,
             extractive=quote,
             earlier=earlier_answers,
         )
         result.copied = grounding.copied
-        result.answer = grounding.answer or localized("executor.no_answer", result.language)
+        result.answer = grounding.answer or localized("executor.no_answer", language)
         result.grounded = grounding.grounded
         result.invalid_citations = grounding.invalid_citations
-        # without an LLM the answer is quoted from the documents from the start
-        no_llm = grounding.source == "model" and result.model == ExtractiveChatModel.name
-        result.answer_source = "extractive" if no_llm else grounding.source
+        result.answer_source = grounding.source
+        if grounding.source == "extractive":
+            if not selection.answered:  # nothing answers: what it says is no evidence
+                result.answer_source = "no_evidence"
+            return None
         if grounding.source == "repaired":
             finish = repaired[-1] if repaired else None
-        elif grounding.source == "extractive":
-            finish = None  # quoted by code, whole
         if grounding.answer and finish == "length":
             result.truncated = True
-            result.answer += localized("executor.length_cut", result.language)
+            result.answer += localized("executor.length_cut", language)
         return grounding.cited
 
     @staticmethod
@@ -455,14 +557,26 @@ class Executor:
         tool: LookupTurn,
         refs: dict[str, Citation],
         earlier: set[str],
-        cited_refs: tuple[int, ...],
+        cited_refs: tuple[int, ...] | None,
+        selection: AnswerSelection,
     ) -> None:
-        """Fill in what the turn did: lookups, citations (earlier evidence only when the
-        answer cites it), reused evidence and the dimensions left unfilled."""
+        """Fill in what the turn did: lookups, citations (what the answer quotes, in
+        quote order: the selection's, numbered anew, or what the model cites), related
+        documents, the documents shown, reused evidence and the dimensions left unfilled."""
         result.lookups = list(tool.outcomes)
         result.governed = tool
-        cited = {path for path, c in refs.items() if c.ref in cited_refs}
-        result.citations = [c for c in refs.values() if c.path not in earlier or c.path in cited]
+        if cited_refs is None:
+            result.citations, result.related = numbered(selection)
+        else:
+            by_ref = {c.ref: c for c in refs.values()}
+            result.citations = [by_ref[ref] for ref in cited_refs if ref in by_ref]
+            cited = {c.path for c in result.citations}
+            result.related = [
+                replace(c, use="related") for c in selection.bearing if c.path not in cited
+            ]
+        result.related = [replace(c, use="related") for c in result.related]
+        used = {c.path for c in (*result.citations, *result.related)}
+        result.shown = [c for c in refs.values() if c.path not in earlier or c.path in used]
         result.reused = [c.path for c in result.citations if c.path in earlier]
         result.governance_ms = tool.governance_ms
         # a dimension the lookup found only in documents already retrieved (DEDUPED,
@@ -517,6 +631,33 @@ def _answers_to_other_questions(history: Sequence[Message], question: str) -> li
         elif isinstance(message, AssistantMessage) and normalize(asked) != normalize(question):
             answers.append(message.content)
     return answers
+
+
+def _ranked(documents: list[Citation], outcomes: Sequence[ToolOutcome]) -> list[Citation]:
+    """The documents in the order the answer selection reads them: the plan's lookups
+    first, the one with the better level first (the user's words and a planner's
+    sub-question are two tries at the same question: the live run's "Postgres 从库延迟…"
+    found the replication-lag runbook HIGHLY_RELEVANT only in the planner's words), then
+    the model's lookups as they came, then documents of earlier turns.
+
+    On the benchmarks (one planned lookup a question) this is the lookups' order; ranking
+    every lookup by its level instead put a supplement's PRECISE primary first and lost
+    4 + 3 gold first documents on dev + dev-answer-only."""
+    planned = sorted(
+        (o for o in outcomes if o.origin == "plan"),
+        key=lambda o: -level_rank(o.level),
+    )
+    order: dict[str, int] = {}
+    for outcome in [*planned, *(o for o in outcomes if o.origin != "plan")]:
+        for path in outcome.shown:
+            order.setdefault(path, len(order))
+    return sorted(documents, key=lambda d: order.get(d.path, len(order)))
+
+
+def _selection_order(citation: Citation, selection: AnswerSelection) -> int:
+    """Quoted documents first, in quote order, then related, then the others."""
+    order = {c.path: i for i, c in enumerate(selection.bearing)}
+    return order.get(citation.path, len(order))
 
 
 def _unique(evidence: Sequence[Citation]) -> list[Citation]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any, NotRequired, TypedDict
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize
+from superbiz.agents.answer_selection import AnswerSelection, question_terms, select_answer
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.planner import Plan, PlannedDomain
 from superbiz.governance.tool import TOOL_NAME
@@ -148,24 +149,6 @@ class TurnView:
         return [term for term in key_terms(self.question) if term not in seen]
 
 
-def question_terms(question: str) -> list[str]:
-    """What a passage is matched on: the question's key terms, its numbers of three or
-    more digits (a status or exit code, ``429``, ``137``, names a runbook on its own) and
-    its compound names as written (``max-active``, which segmentation splits in two).
-
-    >>> question_terms("API gateway returns 429 for one partner")
-    ['api', 'gateway', 'returns', 'one', 'partner', '429']
-    >>> question_terms("那 max-active 应该调到多少？")
-    ['max', 'active', '多少', 'max-active']
-    """
-    numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
-    compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
-    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
-
-
-_COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
-
-
 @dataclass(frozen=True, slots=True)
 class _Section:
     """A heading and the paragraphs under it, up to the next heading (any level)."""
@@ -241,27 +224,59 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
 
 
 def compose_answer(view: TurnView, *, label: str | None = None) -> str:
-    """An answer quoted from this turn's documents, with ``[ref]`` citations, under
-    ``label`` (default: the extractive mode's, which says no LLM is configured).
+    """The extractive answer from the messages alone (no stored passages, no vectors):
+    this turn's documents chosen by the question's terms in what they showed. The
+    executor quotes from the knowledge base's passages instead (``quote_answer``)."""
+    documents = view.documents()
+    selection = select_answer(view.question, documents, {})
+    return quote_answer(selection, view.question, view.language, label=label)
 
-    Documents come in the order retrieval ranked them (planned lookups search with the
-    user's own words, ``planner.lookup_query``), each quoted by its section that names
-    the most of the question's terms, not by its opening."""
-    language = view.language
+
+def quote_answer(
+    selection: AnswerSelection,
+    question: str,
+    language: Language,
+    *,
+    label: str | None = None,
+) -> str:
+    """The answer quoted from ``selection``, under ``label`` (default: the extractive
+    mode's, which says no LLM is configured): each quoted document by its passage that
+    answers, best first, numbered ``[1]``, ``[2]`` in that order; then the sources, then
+    the related documents (title and location, not quoted). A document shown in an
+    earlier turn says so. When nothing answers well it says that, listing the related
+    documents if any (see ``numbered``)."""
     label = label or localized("extractive.label", language)
-    docs = view.documents()
-    if not docs:
-        return label + "\n\n" + localized("extractive.nothing", language)
-    terms = question_terms(view.question)
+    quoted, related = numbered(selection)
+    if not quoted:
+        if not related:
+            return label + "\n\n" + localized("extractive.nothing", language)
+        listed = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in related)
+        return f"{label}\n\n{localized('extractive.no_answer', language)}\n{listed}"
+    terms = question_terms(question)
     parts = [label]
-    sources = []
-    for number, doc in enumerate(docs, start=1):
-        ref = doc.ref or number
-        title = localized("common.title", language).format(title=doc.title)
-        parts.append(f"[{ref}] {title}\n{best_passage(doc.content, terms)}")
-        sources.append(f"[{ref}] {doc.title} ({doc.location})")
-    parts.append(localized("extractive.sources", language) + "\n" + "\n".join(sources))
+    for quote, citation in zip(selection.quoted, quoted, strict=True):
+        title = localized("common.title", language).format(title=citation.title)
+        section = quote.heading.split(" > ")[-1] if quote.heading else ""
+        if section and section != citation.title:
+            title += f" › {section}"
+        if quote.earlier:
+            title += " " + localized("extractive.earlier", language)
+        parts.append(f"[{citation.ref}] {title}\n{best_passage(quote.passage, terms)}")
+    sources = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in quoted)
+    parts.append(localized("extractive.sources", language) + "\n" + sources)
+    if related:
+        listed = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in related)
+        parts.append(localized("extractive.related", language) + "\n" + listed)
     return "\n\n".join(parts)
+
+
+def numbered(selection: AnswerSelection) -> tuple[list[Citation], list[Citation]]:
+    """The quoted documents numbered 1, 2 … in the order they are quoted, then the
+    related ones after them: the numbers the extractive answer shows."""
+    quoted = [replace(q.citation, ref=i) for i, q in enumerate(selection.quoted, 1)]
+    start = len(quoted)
+    related = [replace(c, ref=start + i) for i, c in enumerate(selection.related, 1)]
+    return quoted, related
 
 
 class ExtractiveChatModel:

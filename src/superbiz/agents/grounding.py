@@ -4,16 +4,19 @@ A real small model (tests/data/llm-transcripts) answered with no lookup at all, 
 ``[1]`` that named nothing, or with a sentence copied from the prompt. So every ``[n]`` is
 checked against the documents the model was shown (this turn's tool results and the
 session's carried evidence): markers naming none are removed and counted. An answer is
-*grounded* when it cites at least one of those documents and draws on them: enough of
-its own key terms (those not already in the question) occur in the cited documents. A
-document carried from an earlier turn counts only when it bears on this question (names
-one of its terms), and an answer that copies an earlier answer of the session or pastes
-the documents wholesale is no answer at all (:func:`copied`): the live transcript's
+*grounded* when it cites at least one document that bears on the question (the answer
+selection's, :mod:`superbiz.agents.answer_selection`: grounded means relevant, so the
+chargeback FAQ cited for "Who won the 2018 World Cup?" grounds nothing) and draws on
+them: enough of its own key terms (those not already in the question) occur in the
+cited documents. An answer that copies an earlier answer of the session or pastes the
+documents wholesale is no answer at all (:func:`copied`): the live transcript's
 follow-up wrote back the previous turn's extractive answer, label and ``[1]`` included.
 
-:func:`ground` is the policy: an ungrounded answer while documents exist (an empty one
-too) gets one repair turn that names the documents; if that is not grounded either, the
-extractive answer from the same documents replaces it, labelled as such.
+:func:`ground` is the policy: an ungrounded answer while documents bear on the question
+(an empty one too) gets one repair turn that names them, with the passages that answer;
+if that is not grounded either, the extractive answer from the same selection replaces
+it, labelled as such. When no document bears on the question nothing can ground an
+answer: it is ``no_evidence``, its markers removed.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "Source",
     "check_citations",
     "copied",
+    "copied_from",
     "draws_on",
     "ground",
     "repair_prompt",
@@ -130,6 +134,21 @@ def _pieces(text: str) -> set[str]:
     return {text[i : i + _PIECE] for i in range(0, max(len(text) - _PIECE, 0) + 1, _PIECE // 2)}
 
 
+def copied_from(text: str, sources: Iterable[str], *, besides: str = "") -> int:
+    """How many characters of ``text`` (about; spaces, case and markers aside) are copied
+    verbatim from the one of ``sources`` it shares most with, leaving out what it shares
+    with ``besides`` (the user's question a planner's sub-question may repeat).
+
+    >>> copied_from("When a node reports DiskPressure, why?", ["When a node reports DiskPressure"])
+    18
+    """
+    pieces = _pieces(_compared(text)) - _pieces(_compared(besides))
+    if not pieces:
+        return 0
+    found = max((sum(p in _compared(s) for p in pieces) for s in sources), default=0)
+    return found * (_PIECE // 2)
+
+
 def _share(pieces: set[str], source: str) -> float:
     return sum(piece in source for piece in pieces) / len(pieces) if pieces else 0.0
 
@@ -182,8 +201,10 @@ class Source:
     title: str
     path: str
     content: str
-    #: carried from an earlier turn of the session (not retrieved for this question)
-    earlier: bool = False
+    #: the document bears on the question (the answer selection quoted or listed it)
+    bearing: bool = True
+    #: its passage that answers the question, when the selection quotes it
+    passage: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,29 +228,22 @@ class Grounding:
 
 
 def repair_prompt(language: Language, sources: Sequence[Source]) -> str:
-    """The repair turn's instruction: which documents the model has, by number."""
-    listed = "\n".join(f"[{s.ref}] {s.title} ({s.path})" for s in sources)
+    """The repair turn's instruction: the documents that bear on the question, by
+    number, each quoted document with its passage that answers."""
+    listed = "\n".join(
+        f"[{s.ref}] {s.title} ({s.path})" + (f"\n{s.passage}" if s.passage else "")
+        for s in sources
+        if s.bearing
+    )
     return localized("grounding.repair", language).format(documents=listed)
 
 
-def _names(source: Source, terms: Sequence[str]) -> bool:
-    text = normalize(f"{source.title}\n{source.content}")
-    return any(term in text for term in terms)
-
-
-def _bearing(sources: Sequence[Source], question: str) -> list[Source]:
-    """The documents that bear on the question: all retrieved this turn (they were
-    retrieved for it); one carried from an earlier turn when it names a term of the
-    question, or when no document does (a vague follow-up, "can you explain more?", is
-    about what the conversation already holds)."""
-    terms = key_terms(question)
-    if not terms or not any(_names(s, terms) for s in sources):
-        return list(sources)
-    return [s for s in sources if not s.earlier or _names(s, terms)]
+def _evidence(source: Source) -> str:
+    return f"{source.content}\n{source.passage}" if source.passage else source.content
 
 
 def _grounded(check: CitationCheck, question: str, sources: Sequence[Source]) -> bool:
-    cited = [s.content for s in _bearing(sources, question) if s.ref in check.cited]
+    cited = [_evidence(s) for s in sources if s.bearing and s.ref in check.cited]
     return bool(cited) and draws_on(check.answer, question, cited)
 
 
@@ -252,14 +266,18 @@ def ground(
     are not, so the evidence test would misjudge a short one).
 
     ``earlier``: the session's earlier answers; a model answer copying one, or pasting the
-    documents wholesale, is not grounded, whatever it cites.
+    documents wholesale, is not grounded, whatever it cites. Only a ``bearing`` source
+    grounds an answer; with none, the answer is ``no_evidence``.
     """
     valid = {s.ref for s in sources}
     first = check_citations(answer, valid)
-    if not sources:
-        return Grounding(first.answer, False, first.invalid, "no_evidence")
+    if not any(s.bearing for s in sources):
+        uncited = check_citations(first.answer, ()).answer  # none of them is evidence
+        return Grounding(uncited, False, first.invalid, "no_evidence")
     if repair is None:
-        return Grounding(first.answer, bool(first.cited), first.invalid, "model", first.cited)
+        bearing = {s.ref for s in sources if s.bearing}
+        cites = tuple(ref for ref in first.cited if ref in bearing)
+        return Grounding(first.answer, bool(cites), first.invalid, "model", cites)
     documents = [s.content for s in sources]
     copy = copied(first.answer, earlier, documents)
     if not copy and _grounded(first, question, sources):

@@ -8,7 +8,6 @@ session already holds.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -25,9 +24,10 @@ from pydantic import (
 )
 
 from superbiz._messages import localized
-from superbiz._text import Language, asker_language, key_terms, normalize
+from superbiz._text import Language, asker_language
 from superbiz.agents import _domain_margin
 from superbiz.agents.context import PLAN_HEADER, Citation, context_message, read_context
+from superbiz.agents.grounding import copied_from
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerConfig
 from superbiz.exceptions import LLMError
@@ -285,30 +285,6 @@ class PlanReply(BaseModel):
         return Plan(True, tuple(unique[:max_domains]), source=source)
 
 
-#: numbers and codes the user wrote ("429", "137", "3000ms"): ``key_terms`` keeps words only
-_CODES = re.compile(r"\d[\w.-]*\w|\d")
-
-
-def lookup_query(question: str, sub_question: str) -> str:
-    r"""What a planned lookup searches: the planner's sub-question, with the user's own
-    question beside it whenever the rewrite dropped a term or a number of it, so a rewrite
-    can add to what was asked but never lose it ("429" dropped from "API gateway returns
-    429 …" put the 401/403 runbook first). A sub-question without a term is no query.
-
-    >>> lookup_query("API returns 429 for one partner", "How to raise a partner's limit?")
-    "API returns 429 for one partner\nHow to raise a partner's limit?"
-    >>> lookup_query("Redis pool", "Redis connection pool exhausted")
-    'Redis connection pool exhausted'
-    """
-    if not key_terms(sub_question):
-        return question
-    kept = normalize(sub_question)
-    asked = [*key_terms(question), *_CODES.findall(normalize(question))]
-    if all(term in kept for term in asked):
-        return sub_question
-    return f"{question}\n{sub_question}"
-
-
 def _sub_question(text: str | None) -> str:
     text = (text or "").strip()
     return text if any(ch.isalnum() for ch in text) else ""
@@ -351,11 +327,32 @@ class LLMPlanner:
             )
         source: PlanSource = "llm-repaired" if reply.repaired else "llm"
         plan = reply.value.to_plan(request.question, self.settings.max_domains, source)
+        plan = _without_copies(plan, request.question, [system, *request.conversation])
         if plan.need_retrieval and not self.fallback.scope(request):
             # the model chose among domains the map cannot tell apart: its lookups search
             # the whole knowledge base (its words and domains still lead them)
             return replace(plan, scoped=False)
         return plan
+
+
+#: A sub-question that copies this many characters of the planner's prompt (the map's
+#: when-to-retrieve sentences, an earlier question), beyond what it repeats of the
+#: user's question, was copied, not written for the question: the live run's planner
+#: gave "When a node reports DiskPressure, pods are evicted, …" (133 characters of the
+#: map) to a load-balancer question and to a MySQL ERROR 1290 one. A title or a cover
+#: ("PostgreSQL replication lag") is shorter: naming a document is no copy.
+COPIED_CHARS = 40
+
+
+def _without_copies(plan: Plan, question: str, prompt: Sequence[str]) -> Plan:
+    """``plan`` with each copied sub-question (``COPIED_CHARS``) replaced by the question."""
+    entries = tuple(
+        replace(entry, sub_question=question)
+        if copied_from(entry.sub_question, prompt, besides=question) >= COPIED_CHARS
+        else entry
+        for entry in plan.domains
+    )
+    return replace(plan, domains=entries)
 
 
 def _evidence_list(evidence: Sequence[Citation], language: Language) -> str:

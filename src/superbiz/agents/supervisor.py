@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
 
@@ -149,7 +149,7 @@ class Supervisor:
                 turn,
                 "assistant",
                 supervised.result.answer,
-                dump_evidence(supervised.result.citations),
+                dump_evidence(supervised.result.kept),
                 supervised.plan.as_dict(),
                 supervised.result.recorded_source,
                 supervised.result.trace_id,
@@ -202,17 +202,17 @@ class Supervisor:
             result.question,
             turn=result.turn,
             plan=replan,
-            evidence=[*evidence, *result.citations],
+            evidence=[*evidence, *result.shown],
             on_lookup=on_lookup,
             resume=result.governed,  # same turn, same water level and budget
         )
         second.add_cost(result)
-        this_turn = {c.path for c in result.citations}
+        this_turn = {c.path for c in result.shown}
         second.reused = [p for p in second.reused if p not in this_turn]
-        cited = {c.path for c in second.citations}
-        extra = [c for c in result.citations if c.path not in cited]
-        start = max((c.ref for c in second.citations), default=0)
-        second.citations += [replace(c, ref=start + i) for i, c in enumerate(extra, start=1)]
+        # the first run's documents were chosen among by the second run's selection
+        # (they were its evidence): what it did not quote or list was only shown
+        kept = {c.path for c in second.shown}
+        second.shown += [c for c in result.shown if c.path not in kept]
         return SupervisedTurn(second, first.plan, replan)
 
 

@@ -141,14 +141,16 @@ class ChatAnswer(BaseModel):
     answer: str
     extractive: bool = Field(description="The answer is quoted from the documents.")
     grounded: bool = Field(
-        description="The answer cites documents shown to the model and draws on them."
+        description="The answer cites documents that bear on the question and draws on them "
+        "(a quote of a document about something else grounds nothing)."
     )
     invalid_citations: int = Field(
         description="[n] markers removed from the model's text: they named no document."
     )
     answer_source: Literal["model", "repaired", "extractive", "no_evidence"] = Field(
         description="model; repaired (after one repair turn); extractive (quoted instead of "
-        "an ungrounded answer, or no LLM); no_evidence (no document was shown)."
+        "an ungrounded answer, or no LLM); no_evidence (no document shown answers the "
+        "question: only related documents were found, listed in `related`, or none)."
     )
     copied: Literal["turn", "documents"] | None = Field(
         default=None,
@@ -161,7 +163,14 @@ class ChatAnswer(BaseModel):
         description="The model's answer stopped at its output token limit (finish_reason "
         "length); the answer ends with a note saying so.",
     )
-    citations: list[AnswerCitation]
+    citations: list[AnswerCitation] = Field(
+        description="What the answer quotes (a model's answer: cites), in the order it quotes "
+        "them: the passages that answer, best first."
+    )
+    related: list[AnswerCitation] = Field(
+        description="Documents that bear on the question but are not quoted: listed after "
+        "the answer (title and link). Shown documents that bear on neither are dropped."
+    )
     lookups: list[LookupSummary]
     steps: int = Field(description="Model calls of the turn.")
     stopped_by: Literal["answer", "step_cap", "malformed_calls"] = Field(
@@ -205,6 +214,7 @@ class ChatAnswer(BaseModel):
             copied=result.copied,
             truncated=result.truncated,
             citations=[AnswerCitation.model_validate(c.as_dict()) for c in result.citations],
+            related=[AnswerCitation.model_validate(c.as_dict()) for c in result.related],
             lookups=[LookupSummary.from_outcome(o) for o in result.lookups],
             steps=result.steps,
             stopped_by=result.stopped_by,
@@ -251,7 +261,10 @@ class SessionMessage(BaseModel):
     turn: int
     role: Literal["user", "assistant"]
     content: str
-    citations: list[AnswerCitation]
+    citations: list[AnswerCitation] = Field(description="What the answer quotes, in order.")
+    related: list[AnswerCitation] = Field(
+        default=[], description="Documents listed after the answer, not quoted."
+    )
     plan: AnswerPlan | None = Field(description="The plan of an answer; null for a question.")
     feedback: FeedbackView | None = Field(
         default=None, description="An answer's rating, when it has one."

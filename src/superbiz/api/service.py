@@ -296,7 +296,8 @@ class Service:
                         "turn": m.turn,
                         "role": m.role,
                         "content": m.content,
-                        "citations": m.evidence,
+                        "citations": _used(m.evidence, "quoted"),
+                        "related": _used(m.evidence, "related"),
                         "plan": m.plan,
                         **(
                             {
@@ -384,7 +385,15 @@ class Service:
                 for m in assistant.chats.messages(session_id)
                 if m.turn == turn and m.role == "assistant"
             ]
-            item = next((e for m in answers for e in m.evidence if e.get("ref") == ref), None)
+            item = next(
+                (
+                    e
+                    for m in answers
+                    for e in m.evidence
+                    if e.get("ref") == ref and e.get("use", "quoted") != "shown"
+                ),
+                None,
+            )
             if item is None:
                 raise NotFoundError(f"no citation [{ref}] in turn {turn} of session {session_id!r}")
             calls = [
@@ -548,3 +557,9 @@ class Service:
         if self.owns_assistant:
             with self.stores.held():
                 self.assistant.close()
+
+
+def _used(evidence: list[dict[str, Any]], use: str) -> list[dict[str, Any]]:
+    """The stored evidence the answer put to ``use`` (quoted or related); evidence stored
+    before answers told them apart is all quoted."""
+    return [item for item in evidence if item.get("use", "quoted") == use]

@@ -226,8 +226,12 @@ def _grounding_line(result: TurnResult) -> str:
         if result.grounded
         else "[yellow]not grounded[/]"
     )
-    if result.answer_source != "model":
+    if result.answer_source == "no_evidence" and result.related:
+        line += f" · only related documents found ({len(result.related)})"
+    elif result.answer_source != "model":
         line += f" · {result.answer_source.replace('_', ' ')}"
+    if result.related and result.answer_source != "no_evidence":
+        line += f" · {len(result.related)} related"
     if result.invalid_citations:
         line += f" · {result.invalid_citations} invalid citation(s) removed"
     return line

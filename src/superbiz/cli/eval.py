@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -16,9 +17,13 @@ from superbiz.cli._common import (
     _progress,
     _publish,
     _settings,
+    _Tracking,
     _tracking,
     err,
 )
+
+if TYPE_CHECKING:
+    from superbiz.config import Settings
 
 
 def eval_retrieval(
@@ -37,17 +42,13 @@ def eval_retrieval(
     """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
     from superbiz.evaluation.retrieval import evaluate_retrieval, render_reports
 
-    reports = []
-    with _errors(), _progress() as progress:
-        for dataset_dir in dataset_dirs:
-            task = progress.add_task(dataset_dir.name, total=None, item="")
-            home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
-            reports.append(
-                evaluate_retrieval(
-                    dataset_dir, _settings(home), k=k, limit=limit, **_tracking(progress, task)
-                )
-            )
-    report = reports[0] if len(reports) == 1 else {"datasets": reports}
+    report = _each_dataset(
+        dataset_dirs,
+        data_dir,
+        lambda path, settings, tracking: evaluate_retrieval(
+            path, settings, k=k, limit=limit, **tracking
+        ),
+    )
     _publish(report, output, as_json, render_reports)
 
 
@@ -293,6 +294,22 @@ def eval_formats(
     _publish(report, output, as_json, render_formats_report)
 
 
+def _each_dataset(
+    dataset_dirs: list[Path],
+    data_dir: Path | None,
+    evaluate: Callable[[Path, Settings, _Tracking], dict[str, Any]],
+) -> dict[str, Any]:
+    """``evaluate`` on each dataset in its own knowledge base, with a progress bar; one
+    report, or several as ``{"datasets": [...]}`` (rendered side by side)."""
+    reports = []
+    with _errors(), _progress() as progress:
+        for dataset_dir in dataset_dirs:
+            task = progress.add_task(dataset_dir.name, total=None, item="")
+            home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
+            reports.append(evaluate(dataset_dir, _settings(home), _tracking(progress, task)))
+    return reports[0] if len(reports) == 1 else {"datasets": reports}
+
+
 def _eval_dir(dataset_dir: Path) -> Path:
     """Each dataset gets its own knowledge base under ``./.superbiz/eval/``."""
     import hashlib
@@ -309,3 +326,49 @@ def _eval_home(dataset_dir: Path, data_dir: Path | None, *, several: bool = Fals
     if data_dir is None:
         return own
     return data_dir / own.name if several else data_dir
+
+
+def eval_answers(
+    dataset_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders with corpus/ and queries.jsonl; several are also shown side by side."
+        ),
+    ],
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="A behaviour profile of `eval agent` plays the executor (default: the "
+            "configured assistant: extractive without an LLM).",
+        ),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option("--model", help="default: as configured; llm: the configured model."),
+    ] = "default",
+    data_dir: DataDir = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    output: OutputFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the user reads: gold in the answer, first quoted document gold, share of
+    quoted documents that are gold, documents quoted per answer; by language and turn."""
+    from superbiz.evaluation.answers import evaluate_answers, render_reports
+    from superbiz.evaluation.profiles import PROFILES
+
+    if profile is not None and profile not in PROFILES:
+        err.print(f"[bold red]error:[/] unknown profile {profile!r}; choose {', '.join(PROFILES)}")
+        raise typer.Exit(2)
+    if model not in ("default", "llm") or (model == "llm" and profile is not None):
+        err.print("[bold red]error:[/] --model must be 'default' or 'llm' (not with --profile)")
+        raise typer.Exit(2)
+    report = _each_dataset(
+        dataset_dirs,
+        data_dir,
+        lambda path, settings, tracking: evaluate_answers(
+            path, settings, profile=profile, use_llm=model == "llm", limit=limit, **tracking
+        ),
+    )
+    _publish(report, output, as_json, render_reports)

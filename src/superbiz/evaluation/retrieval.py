@@ -41,6 +41,8 @@ class EvalQuery:
     gold: list[str]
     kind: str | None = None
     category: str | None = None
+    #: questions with the same ``session`` are turns of one conversation (``eval answers``)
+    session: str | None = None
 
 
 def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]:
@@ -61,6 +63,7 @@ def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]
                     gold=list(row["gold"]),
                     kind=row.get("kind"),
                     category=row.get("category"),
+                    session=str(row["session"]) if row.get("session") is not None else None,
                 )
             )
         except (json.JSONDecodeError, KeyError, TypeError) as exc:

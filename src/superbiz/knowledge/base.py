@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import PurePosixPath
 
+import numpy as np
 from sqlalchemy import Engine
 
 from superbiz.config import Settings
@@ -23,6 +24,7 @@ from superbiz.retrieval.exact_index import (
     names_by_file_name,
 )
 from superbiz.retrieval.pipeline import Retrieval, Retriever
+from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.store import ChunkStore
@@ -140,6 +142,15 @@ class KnowledgeBase:
     def infer_domain(self, query: str) -> str | None:
         """The domain a query that names none is about (see ``Retriever.infer_domain``)."""
         return self.retriever.infer_domain(query)
+
+    def passages(self, paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
+        """Every stored chunk of each document (heading path, text, dense vector), in
+        document order: what an answer chooses its passages from."""
+        return self.store.chunks_of_documents(list(paths)) if paths else {}
+
+    def embed_question(self, text: str) -> np.ndarray:
+        """``text`` embedded as a query, comparable with the passages' vectors."""
+        return self.embedder.embed_query(text)
 
     @property
     def excerpt_chars(self) -> int:

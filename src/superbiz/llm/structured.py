@@ -1,8 +1,10 @@
 """Structured output: ask a chat model for one JSON object that a pydantic schema accepts.
 
 Small local models wrap JSON in code fences, add prose around it, HTML-escape its quotes
-(``&#34;``, seen in 2 of 3 planner calls of Qwen2.5-Coder-1.5B) or return it as a JSON
-string. :func:`extract_json` tolerates all of these; :func:`ask_structured` validates the
+(``&#34;``, seen in 2 of 3 planner calls of Qwen2.5-Coder-1.5B), return it as a JSON
+string or write a JavaScript object literal (``{need_retrieval: true, domains: [{domain:
+'api'}]}``: bare keys, single quotes; most first plans of the same model's live run).
+:func:`extract_json` tolerates all of these; :func:`ask_structured` validates the
 object, makes exactly one repair turn that names the problem and repeats the schema, and
 otherwise raises :class:`~superbiz.exceptions.StructuredOutputError`.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -46,6 +49,8 @@ def extract_json(reply: str) -> dict[str, Any]:
     {'a': 'x & y'}
     >>> extract_json('"{\\\\"a\\\\": 1}"')
     {'a': 1}
+    >>> extract_json("{need: true, domains: [{domain: 'api', q: 'it\\\\'s'}], x: null}")
+    {'need': True, 'domains': [{'domain': 'api', 'q': "it's"}], 'x': None}
     >>> extract_json("payment, please")
     Traceback (most recent call last):
     ValueError: no JSON object
@@ -54,12 +59,90 @@ def extract_json(reply: str) -> dict[str, Any]:
     ValueError: invalid JSON (Expecting property name enclosed in double quotes)
     """
     first_problem: str | None = None
-    for text in dict.fromkeys((reply, html.unescape(reply))):
+    texts = dict.fromkeys((reply, html.unescape(reply)))
+    for text in texts:
         found, problem = _first_object(text)
         if found is not None:
             return found
         first_problem = first_problem or problem
+    for text in texts:  # then as a JavaScript object literal: it is no less unambiguous
+        literal = _from_object_literal(text)
+        if literal is not None:
+            found, _ = _first_object(literal)
+            if found is not None:
+                return found
     raise ValueError(first_problem or "no JSON object")
+
+
+_BARE_KEY = re.compile(r"[A-Za-z_$][\w$]*")
+_PYTHON_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _from_object_literal(text: str) -> str | None:
+    """``text`` with a JavaScript (or Python) object literal's bare keys quoted and its
+    single-quoted strings written as JSON strings; ``None`` when there was nothing to
+    rewrite. Double-quoted strings are copied as they are; nothing else changes, so a
+    reply that is neither JSON nor such a literal still fails to decode.
+
+    >>> _from_object_literal("{a: 'x', b: [True, None]}")
+    '{"a": "x", "b": [true, null]}'
+    """
+    out: list[str] = []
+    changed = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            end = _string_end(text, i, '"')
+            out.append(text[i:end])
+            i = end
+        elif char == "'":
+            end = _string_end(text, i, "'")
+            body = text[i + 1 : end - 1]
+            value = re.sub(r"\\(.)", lambda m: _UNESCAPED.get(m[1], m[1]), body, flags=re.S)
+            out.append(json.dumps(value, ensure_ascii=False))
+            changed = True
+            i = end
+        elif (word := _BARE_KEY.match(text, i)) and not (i and (text[i - 1].isalnum())):
+            name = word.group(0)
+            after = text[word.end() :].lstrip()
+            if after.startswith(":") and _after_open(out):
+                out.append(json.dumps(name))
+                changed = True
+            elif name in _PYTHON_WORDS:
+                out.append(_PYTHON_WORDS[name])
+                changed = True
+            else:
+                out.append(name)
+            i = word.end()
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out) if changed else None
+
+
+_UNESCAPED = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _string_end(text: str, start: int, quote: str) -> int:
+    """The index after the string opened by ``quote`` at ``start`` (its end if unclosed)."""
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == quote:
+            return i + 1
+        i += 1
+    return len(text)
+
+
+def _after_open(out: list[str]) -> bool:
+    """Whether what was written so far ends where an object key may start (``{`` or ``,``)."""
+    for piece in reversed(out):
+        if piece.strip():
+            return piece.rstrip().endswith(("{", ","))
+    return False
 
 
 def _first_object(text: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -4,10 +4,13 @@ Two uses of one grammar:
 
 * **Tolerance.** A model offered native tools may still write its call as text: Qwen and
   Hermes chat templates served without a tool parser give ``<tool_call>{"name": …,
-  "arguments": {…}}</tool_call>``; other small models give a bare JSON object naming the
-  tool. When the endpoint returned no native call, :func:`parse_text_calls` turns that
-  text into :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and
-  executed instead of being shown to the user as an answer.
+  "arguments": {…}}</tool_call>``; llama.cpp's ``chatml-function-calling`` template gives
+  its own shape, ``functions.NAME:`` and the arguments' JSON on the next line, quotes
+  HTML-escaped once (``&#34;``) or twice (``&amp;#34;``, after a repair prompt); other small
+  models give a bare JSON object naming the tool. When the endpoint returned no native
+  call, :func:`parse_text_calls` turns that text into
+  :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and executed
+  instead of being shown to the user as an answer.
 * **``llm.action_mode: json``**, for endpoints without function calling (or small models
   that call tools unreliably): the tools are described in a system message, the model
   answers one JSON action ``{"action": "<tool>", "arguments": {…}}`` or ``{"action":
@@ -24,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from superbiz._text import unescape_entities
 from superbiz.llm.messages import (
     AssistantMessage,
     Message,
@@ -49,6 +53,8 @@ __all__ = [
 ANSWER_ACTION = "answer"
 TOOL_CALL_TAG = "<tool_call>"
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+#: ``functions.lookup_knowledge:`` then the arguments (the chatml-function-calling shape)
+_FUNCTIONS = re.compile(r"^[ \t]*functions\.([A-Za-z_][\w.-]*)[ \t]*:?[ \t]*$", re.MULTILINE)
 #: keys that name the tool, in the shapes models write (Hermes, OpenAI-like, action)
 _NAME_KEYS = ("name", "action", "tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
@@ -111,17 +117,41 @@ def _tagged_calls(content: str) -> TextCalls | None:
     return TextCalls(rest, tuple(calls))
 
 
+def _function_calls(content: str) -> TextCalls | None:
+    """Calls in the ``functions.NAME:`` shape: each header line and the JSON after it
+    (entities written out, twice-escaped ones too); text before the first is kept."""
+    headers = list(_FUNCTIONS.finditer(content))
+    if not headers:
+        return None
+    calls = []
+    for header, following in zip(headers, [*headers[1:], None], strict=True):
+        end = following.start() if following else len(content)
+        body = unescape_entities(content[header.end() : end]).strip()
+        try:
+            value = _loads(body)
+        except ValueError as exc:
+            error = f"the tool call's arguments are not JSON: {exc}"
+            calls.append(ToolCall(_new_id(), header[1], None, body, error))
+            continue
+        calls.append(ToolCall.parse(_new_id(), header[1], value))
+    return TextCalls(content[: headers[0].start()].strip(), tuple(calls))
+
+
 def parse_text_calls(content: str, tool_names: Collection[str]) -> TextCalls | None:
     """Tool calls written as text in ``content``; ``None`` when it holds none.
 
-    ``<tool_call>`` blocks are calls whatever tool they name (an unknown one is then
-    reported to the model by the tool layer); a bare JSON object, or a list of them, is
-    a call only when it names one of ``tool_names``, so a JSON answer stays an answer.
+    ``<tool_call>`` blocks and ``functions.NAME:`` lines are calls whatever tool they
+    name (an unknown one is then reported to the model by the tool layer); a bare JSON
+    object, or a list of them, is a call only when it names one of ``tool_names``, so a
+    JSON answer stays an answer.
     """
     if not content.strip():
         return None
     if TOOL_CALL_TAG in content:
         return _tagged_calls(content)
+    functions = _function_calls(content)
+    if functions is not None:
+        return functions
     stripped = content.strip()
     if not stripped.startswith(("{", "[", "```")):
         return None

@@ -189,7 +189,12 @@ async function loadHistory() {
     }
     const bubble = addAssistantMessage();
     state.plans[message.turn] = message.plan;
-    renderAnswer(bubble, { turn: message.turn, answer: message.content, citations: message.citations || [] });
+    renderAnswer(bubble, {
+      turn: message.turn,
+      answer: message.content,
+      citations: message.citations || [],
+      related: message.related || [],
+    });
     const trace = el("button", { type: "button", class: "show-trace link", text: t("showTrace") });
     trace.addEventListener("click", () => showRecordedTrace(message.turn));
     bubble.append(trace);
@@ -260,16 +265,22 @@ function addAssistantMessage() {
 
 function renderAnswer(bubble, turn) {
   if (turn.turn) bubble.dataset.turn = turn.turn;
-  bubble.citations = turn.citations || [];
+  // what the answer quotes, in quote order, then what it only lists as related
+  const citations = turn.citations || [];
+  const related = turn.related || [];
+  bubble.citations = [...citations, ...related];
   bubble.querySelector(".answer-text").replaceChildren(Markdown.render(turn.answer || ""));
   for (const old of bubble.querySelectorAll(".citations, .meta, .thumbs")) old.remove();
-  const citations = turn.citations || [];
-  if (citations.length) {
+  for (const [list, label, kind] of [
+    [citations, t("sources_"), "citations"],
+    [related, t("related_"), "citations related"],
+  ]) {
+    if (!list.length) continue;
     bubble.append(
       el(
         "ol",
-        { class: "citations", "aria-label": t("sources_") },
-        ...citations.map((c) =>
+        { class: kind, "aria-label": label, title: label },
+        ...list.map((c) =>
           el(
             "li",
             { value: c.ref || undefined },
@@ -305,7 +316,9 @@ function renderAnswer(bubble, turn) {
 // Whether the answer stands on the documents shown (checked citations), and who wrote it.
 function groundingText(turn) {
   let text = turn.grounded ? t("grounded") : t("notGrounded");
-  if (turn.answer_source && turn.answer_source !== "model") {
+  if (turn.answer_source === "no_evidence" && (turn.related || []).length) {
+    text += ` · ${t("onlyRelated")}`;
+  } else if (turn.answer_source && turn.answer_source !== "model") {
     text += ` · ${turn.answer_source.replace("_", " ")}`;
   }
   if (turn.invalid_citations) text += ` · ${turn.invalid_citations} invalid citation(s) removed`;

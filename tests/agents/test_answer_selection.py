@@ -1,0 +1,120 @@
+"""What an answer quotes: the passage that answers, best first; related documents listed;
+the rest dropped; nothing answering said so (pure: passages and vectors given)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from superbiz.agents.answer_selection import (
+    ANSWER_SCORE,
+    RELATED_SCORE,
+    Passage,
+    select_answer,
+)
+from superbiz.agents.context import Citation
+
+#: orthonormal directions: a passage's vector is a mix of them, the question one of them
+AXES = np.eye(8, dtype=np.float32)
+
+
+def vector(*weights: float) -> np.ndarray:
+    mixed = sum(w * AXES[i] for i, w in enumerate(weights))
+    assert isinstance(mixed, np.ndarray)
+    return mixed / np.linalg.norm(mixed)
+
+
+def doc(ref: int, path: str, title: str = "") -> Citation:
+    return Citation(ref, title or path, path, "ops", f"opening of {path}")
+
+
+QUESTION = "How many retries before the webhook gives up?"
+QV = AXES[0]
+WEBHOOK = doc(1, "api/webhook.md", "Webhook delivery")
+REFUND = doc(2, "payment/refund.md", "Refund guide")
+DISK = doc(3, "infra/disk.md", "Disk full")
+PASSAGES = {
+    WEBHOOK.path: [
+        Passage("Webhook delivery", "We send outbound webhooks.", vector(0.3, 1)),
+        Passage("Webhook delivery > Retry schedule", "Retries at 1 min … 24 h.", vector(1, 0.3)),
+    ],
+    REFUND.path: [Passage("Refund guide", "Refunds go back the way they came.", vector(0.4, 0, 1))],
+    DISK.path: [Passage("Disk full", "Clean the image cache.", vector(0, 0, 0, 1))],
+}
+
+
+def test_the_passage_that_answers_is_quoted_not_the_opening() -> None:
+    selection = select_answer(QUESTION, [WEBHOOK, REFUND, DISK], PASSAGES, QV)
+
+    [quote] = selection.quoted
+    assert quote.citation == WEBHOOK and quote.heading.endswith("Retry schedule")
+    assert quote.passage == "Retries at 1 min … 24 h."
+    # the refund guide bears on it (listed, not quoted); the disk runbook does not (dropped)
+    assert selection.related == (REFUND,)
+    assert selection.scores[DISK.path] < RELATED_SCORE <= selection.scores[REFUND.path]
+    assert selection.bearing == [WEBHOOK, REFUND]
+
+
+def test_the_lookups_order_decides_among_documents_that_answer() -> None:
+    """Two documents answer: the one the lookups ranked first is quoted first, whatever
+    their passage scores (the ranking beats them on the benchmarks); a later one is
+    quoted too only when it scores clearly higher."""
+    both = {**PASSAGES, REFUND.path: [Passage("Refund", "…", vector(1, 0, 0.5))]}
+    selection = select_answer(QUESTION, [REFUND, WEBHOOK], both, QV)
+
+    # the refund passage scores 0.89, the webhook's 0.96: quoted second, being clearly higher
+    assert [q.citation for q in selection.quoted] == [REFUND, WEBHOOK]
+    assert selection.quoted[1].score > selection.quoted[0].score
+
+    close = {**both, WEBHOOK.path: [Passage("Webhook", "…", vector(1, 0, 0.75))]}
+    [only] = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV).quoted
+    assert only.citation == REFUND  # within SECOND_LEAD of the first: listed instead
+
+
+def test_nothing_answering_quotes_nothing() -> None:
+    """The live run's World Cup question showed the chargeback FAQ: no passage answers."""
+    faq = doc(1, "payment/chargeback-faq.md", "Chargeback FAQ")
+    passages = {faq.path: [Passage("FAQ", "A won dispute creates DISPUTE_CREDIT.", AXES[5])]}
+    selection = select_answer("Who won the 2018 World Cup?", [faq], passages, AXES[6])
+
+    assert not selection.answered and selection.quoted == () and selection.related == ()
+    assert selection.scores[faq.path] < ANSWER_SCORE
+
+
+def test_a_document_of_an_earlier_turn_is_quoted_first_when_it_answers_better() -> None:
+    selection = select_answer(
+        QUESTION, [REFUND, WEBHOOK], PASSAGES, QV, earlier=frozenset({WEBHOOK.path})
+    )
+
+    assert selection.quoted[0].citation == WEBHOOK and selection.quoted[0].earlier
+
+
+def test_a_follow_up_without_a_subject_is_read_with_the_question_before_it() -> None:
+    """Its own words answer nothing; with the question before it the webhook runbook
+    answers, and its passage is still the one for the follow-up's own words."""
+    follow_up = AXES[7] * 0.6 + AXES[0] * 0.2  # weakly about retries, mostly elsewhere
+    context = vector(1, 1)  # the conversation: webhooks and their retries
+    plain = select_answer("重试几次之后会放弃？", [WEBHOOK], PASSAGES, follow_up)
+    assert not plain.answered
+
+    read = select_answer(
+        "重试几次之后会放弃？",
+        [WEBHOOK],
+        PASSAGES,
+        follow_up,
+        context="webhook 一直没收到？\n重试几次之后会放弃？",
+        context_vector=context,
+    )
+    [quote] = read.quoted
+    assert quote.heading.endswith("Retry schedule")
+
+
+def test_without_vectors_the_terms_decide() -> None:
+    docs = [doc(1, "a.md", "Quota"), doc(2, "b.md", "Redis pool")]
+    passages = {
+        "a.md": [Passage("Quota", "HTTP 429 when the quota is exceeded.")],
+        "b.md": [Passage("Redis", "The redis pool is exhausted: raise max-active.")],
+    }
+    selection = select_answer("redis pool max-active", docs, passages)
+
+    assert [q.citation.path for q in selection.quoted] == ["b.md"]
+    assert selection.related == ()
