@@ -35,7 +35,7 @@ def test_serve_builds_the_app_and_runs_uvicorn(
     assert result.exit_code == 0, result.output
     assert isinstance(seen["app"], FastAPI)
     assert seen["host"] == "0.0.0.0" and seen["port"] == 8123
-    assert "no service.api-key is set" in result.output
+    assert "nobody is asked to sign in" in result.output
     assert seen["app"].state.service.settings.data_dir == tmp_path
     seen["app"].state.service.close()
 

@@ -404,9 +404,9 @@ def test_mcp_over_http_warns_when_it_listens_beyond_loopback_without_a_key(
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert seen["host"] == "0.0.0.0"
-    assert "no service.api-key is set" in result.output
+    assert "nobody is asked to sign in" in result.output
     quiet = CliRunner().invoke(cli.app, ["mcp", "--transport", "http", "--data-dir", str(tmp_path)])
-    assert "no service.api-key" not in quiet.output
+    assert "nobody is asked to sign in" not in quiet.output
 
 
 def test_calls_are_recorded_once_the_server_is_gone(
