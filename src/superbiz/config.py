@@ -374,9 +374,11 @@ class ChatSettings(_Section):
 class ServiceSettings(_Section):
     """The HTTP service (see the README's HTTP section).
 
-    With ``api_key`` set, every ``/api`` route but ``/api/info`` needs it (as
-    ``X-API-Key`` or ``Authorization: Bearer``), checked before the body is read. Without
-    it, writes must come from the page's own origin. ``allowed_hosts`` (empty: any)
+    ``api_key`` is the admin key of a one-person deployment: once set (or once
+    ``auth.oidc`` or anyone added with ``superbiz users add``), every ``/api`` route but
+    ``/api/info`` needs a key (``X-API-Key`` or ``Authorization: Bearer``) or the page's
+    sign-in, checked before the body is read. A write without a key in a header must come
+    from the page's own origin. ``allowed_hosts`` (empty: any)
     refuses other ``Host`` headers; ``max_json_bytes`` bounds a JSON body (uploads are
     bounded by ``ingest.max_file_bytes``). A second request in a busy session waits
     ``session_wait_s`` for the turn ahead, then gets 409; a streamed turn sends a

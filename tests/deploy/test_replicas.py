@@ -390,11 +390,16 @@ def test_zz_two_replicas_share_people_keys_sign_ins_and_sessions(replicas: Repli
         _, root = directory.add("root", "admin", [], "cli:test")
 
         def call(
-            index: int, method: str, path: str, key: str | None, **kwargs: Any
+            index: int,
+            method: str,
+            path: str,
+            key: str | None,
+            headers: dict[str, str] | None = None,
+            **kwargs: Any,
         ) -> httpx.Response:
-            headers = {"X-API-Key": key} if key else {}
+            sent = {**(headers or {}), **({"X-API-Key": key} if key else {})}
             with replicas.client(index) as client:
-                return client.request(method, path, headers=headers, **kwargs)
+                return client.request(method, path, headers=sent, **kwargs)
 
         deadline = time.monotonic() + 30
         while call(1, "GET", "/api/documents", None).status_code != 401:  # its 5 s cache
