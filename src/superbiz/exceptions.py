@@ -34,7 +34,13 @@ class ConflictError(Exception):
 
 class SignInError(SuperbizError):
     """Credentials that prove nobody: a wrong or revoked key, a token that does not verify,
-    a sign-in the identity provider or the checks refused (→ 401)."""
+    a sign-in the identity provider or the checks refused (→ 401). ``reason`` is a word the
+    page turns into a sentence (``refused``, ``other_browser``, ``expired``, ``removed``,
+    ``taken``, ``invalid``), never text from the request."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ForbiddenError(SuperbizError):

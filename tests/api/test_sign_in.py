@@ -88,6 +88,16 @@ def sign_in(client: TestClient, provider: Provider, subject: str) -> httpx.Respo
     return back
 
 
+def refused(response: httpx.Response) -> str:
+    """Why a sign-in was refused: the word the callback sends the page back with (the
+    page words it; the full reason is in the audit trail). No sign-in cookie is set."""
+    assert response.status_code == 302, response.text
+    location = response.headers["location"]
+    assert location.startswith("/?sign_in_error="), location
+    assert not any(COOKIE + "=" in h for h in response.headers.get_list("set-cookie"))
+    return query(location)["sign_in_error"]
+
+
 def set_cookie(response: httpx.Response, name: str) -> SimpleCookie:
     for header in response.headers.get_list("set-cookie"):
         cookie = SimpleCookie()
@@ -144,7 +154,10 @@ def test_a_person_without_a_groups_claim_keeps_the_groups_an_admin_gave(
 ) -> None:
     directory = UserDirectory(assistant.kb.engine, assistant.settings.auth)
     directory.add("carol", "editor", ["finance"], "test")
+    asked = len(people.seen("/userinfo"))
     sign_in(client, people, "sub-carol")
+    # the ID token had no groups claim: the provider's userinfo was asked too
+    assert len(people.seen("/userinfo")) == asked + 1
     me = client.get("/api/me").json()
     assert me["name"] == "carol" and me["groups"] == ["finance"] and me["role"] == "editor"
 
@@ -185,17 +198,13 @@ def test_a_sign_in_finished_in_another_browser_is_refused(
     with app_for(assistant, people.issuer) as victim, app_for(assistant, people.issuer) as other:
         callback = people.authorize(start(other), "sub-eve")
         # the attacker's code and state, sent to the victim's browser (login CSRF)
-        refused = come_back(victim, callback)
-        assert refused.status_code == 401
-        assert "another browser" in refused.json()["message"]
+        assert refused(come_back(victim, callback)) == "other_browser"
         assert victim.get("/api/me").status_code == 401
         # the browser that started it finishes it, once: the same code and state again
         # (another tab that still holds the state's cookie) sign nobody in
         assert come_back(other, callback).status_code == 302
         other.cookies.set(LOGIN_COOKIE, query(callback)["state"], path="/auth")
-        again = come_back(other, callback)
-        assert again.status_code == 401
-        assert "already used" in again.json()["message"]
+        assert refused(come_back(other, callback)) == "expired"
 
 
 def test_removed_people_cannot_sign_in_again_and_their_sign_ins_end(
@@ -206,8 +215,7 @@ def test_removed_people_cannot_sign_in_again_and_their_sign_ins_end(
     assert client.get("/api/me").json()["name"] == "leaver"
     UserDirectory(assistant.kb.engine, assistant.settings.auth).remove("leaver", "test")
     assert client.get("/api/me").status_code == 401
-    refused = come_back(client, people.authorize(start(client), "sub-gone"))
-    assert refused.status_code == 401 and "removed" in refused.json()["message"]
+    assert refused(come_back(client, people.authorize(start(client), "sub-gone"))) == "removed"
     sign_in(client, people, "sub-bob")  # an admin reads the trail
     trail = client.get("/api/audit?action=sign_in_refused&actor=leaver").json()["events"]
     assert trail and "removed by an administrator" in trail[0]["detail"]["reason"]
@@ -215,9 +223,9 @@ def test_removed_people_cannot_sign_in_again_and_their_sign_ins_end(
 
 def test_another_account_with_a_taken_name_is_refused(client: TestClient, people: Provider) -> None:
     people.add_user("sub-impostor", preferred_username="alice")
-    refused = come_back(client, people.authorize(start(client), "sub-impostor"))
-    assert refused.status_code == 401
-    assert "another account" in refused.json()["message"]
+    back = come_back(client, people.authorize(start(client), "sub-impostor"))
+    assert refused(back) == "taken"
+    assert client.get("/api/me").status_code == 401
 
 
 def test_a_sign_in_ends_when_idle(assistant: Runtime, people: Provider) -> None:
@@ -268,7 +276,10 @@ def test_an_expired_token_is_refused(assistant: Runtime) -> None:
             oidc.redeem(code, "http://127.0.0.1/cb", request.code_verifier, request.nonce)
         with app_for(assistant, stale.issuer) as test_client:
             back = come_back(test_client, stale.authorize(start(test_client), "sub-alice"))
-            assert back.status_code == 401 and "exp" in back.json()["message"]
+            assert refused(back) == "invalid"
+            directory = UserDirectory(assistant.kb.engine, assistant.settings.auth)
+            reasons = [e.detail for e in directory.audit.read(action="sign_in_refused")]
+            assert any("exp" in str(r) for r in reasons)
 
 
 def test_info_tells_the_page_to_sign_in(client: TestClient) -> None:
@@ -286,3 +297,13 @@ def test_without_a_provider_there_is_no_sign_in_route(
     )
     assert client.get("/auth/login", follow_redirects=False).status_code == 404
     assert client.get("/api/info").json()["sign_in"] == "key"
+
+
+def test_a_refusal_by_the_provider_returns_to_the_sign_in_screen(
+    client: TestClient, people: Provider
+) -> None:
+    authorize = start(client)
+    denied = httpx.post(authorize, data={"action": "deny"}, follow_redirects=False)
+    back = come_back(client, denied.headers["location"])
+    assert refused(back) == "refused"
+    assert query(denied.headers["location"])["error"] == "access_denied"

@@ -159,3 +159,29 @@ def test_an_admin_sees_the_audit_trail_and_everyones_sessions(
             expect(page.locator("#session-list li[data-session]").first).to_be_visible()
         finally:
             browser.close()
+
+
+def test_a_refused_sign_in_is_said_in_words_of_the_page(
+    signed_in_service: tuple[str, Provider],
+) -> None:
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        missing("playwright is not installed: pip install -e '.[test]'")
+    url, provider = signed_in_service
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        try:
+            page = browser.new_page(locale="en-US")
+            page.set_default_timeout(TIMEOUT_MS)
+            _local_only(page, url, provider.issuer)
+            page.goto(f"{url}/?sign_in_error=removed")
+            expect(page.locator("#sign-in-error")).to_have_text(
+                "Your account was removed from this service. Ask an administrator."
+            )
+            assert page.evaluate("location.search") == ""
+            # only the page's own sentences: a word it does not know is not shown as given
+            page.goto(f"{url}/?sign_in_error=Call%20evil.example%20now")
+            expect(page.locator("#sign-in-error")).to_have_text("Sign-in failed")
+        finally:
+            browser.close()

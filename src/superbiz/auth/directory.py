@@ -20,7 +20,7 @@ from superbiz.auth.audit import AuditLog
 from superbiz.auth.keys import key_hash, new_key, shown
 from superbiz.auth.oidc import Identity
 from superbiz.auth.principal import ADMIN_KEY_USER, LOCAL_USER, User, Via
-from superbiz.auth.roles import Role, effective_role
+from superbiz.auth.roles import Role, RoleName, effective_role
 from superbiz.config import AuthSettings
 from superbiz.exceptions import ConflictError, SignInError
 from superbiz.storage.models import USER_NAME_MAX
@@ -65,9 +65,9 @@ class Person:
     """A person as ``superbiz users list`` and ``GET /api/users`` show them."""
 
     name: str
-    role: str
+    role: RoleName
     #: the role an admin set (``role`` may be higher through a provider group)
-    assigned_role: str
+    assigned_role: RoleName
     groups: tuple[str, ...]
     keys: tuple[str, ...]
     signed_in_with_provider: bool
@@ -110,7 +110,14 @@ class UserDirectory:
                 {"reason": str(exc), "via": via},
                 address,
             )
-            raise SignInError(str(exc)) from exc
+            code = (
+                "removed"
+                if isinstance(exc, PermissionError)
+                else "taken"
+                if isinstance(exc, ConflictError)
+                else "invalid"
+            )
+            raise SignInError(str(exc), code) from exc
         user = self.user(after, via)
         detail: dict[str, object] = {"via": via, "role": user.role.label, "groups": after.groups}
         if before is None:
@@ -199,7 +206,7 @@ class UserDirectory:
         return Person(
             name=record.name,
             role=self.role_of(record).label,
-            assigned_role=record.role,
+            assigned_role=Role.named(record.role).label,
             groups=record.groups,
             keys=tuple(keys),
             signed_in_with_provider=record.subject is not None,

@@ -225,7 +225,9 @@ class OidcClient:
         except httpx.HTTPError as exc:
             raise IdentityProviderError(f"the provider's token endpoint failed: {exc}") from exc
         except Exception as exc:  # Authlib's OAuthError: the provider refused the code
-            raise SignInError(f"the identity provider refused the sign-in: {exc}") from exc
+            raise SignInError(
+                f"the identity provider refused the sign-in: {exc}", "refused"
+            ) from exc
         id_token = token.get("id_token")
         if not isinstance(id_token, str):
             raise SignInError("the identity provider sent no ID token (is `openid` in the scopes?)")

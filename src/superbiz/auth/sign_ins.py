@@ -77,15 +77,19 @@ class SignIns:
         redeemed and the person signed in."""
         if not browser_state or not secrets.compare_digest(state, browser_state):
             self._refused(
-                "the sign-in was started in another browser, or its cookie expired", address
+                "the sign-in was started in another browser, or its cookie expired",
+                address,
+                "other_browser",
             )
         pending = self.directory.users.take_pending(key_hash(state))
         if pending is None or utcnow() - pending.created_at > PENDING_FOR:
-            self._refused("the sign-in expired or was already used; sign in again", address)
+            self._refused(
+                "the sign-in expired or was already used; sign in again", address, "expired"
+            )
         try:
             identity = oidc.redeem(code, pending.redirect_uri, pending.code_verifier, pending.nonce)
         except SignInError as exc:
-            self._refused(str(exc), address)
+            self._refused(str(exc), address, exc.reason)
         user = self.directory.signed_in(identity, "sign_in", address)
         token = secrets.token_urlsafe(32)
         assert user.user_id is not None
@@ -94,9 +98,9 @@ class SignIns:
         )
         return Finished(user, token, pending.return_to)
 
-    def _refused(self, reason: str, address: str | None) -> NoReturn:
+    def _refused(self, reason: str, address: str | None, code: str) -> NoReturn:
         self.directory.audit.record("-", audit.SIGN_IN_REFUSED, None, {"reason": reason}, address)
-        raise SignInError(reason)
+        raise SignInError(reason, code)
 
     def resolve(self, token: str) -> User | None:
         """The person a cookie's token signs in, while the sign-in lasts."""

@@ -30,7 +30,7 @@ from superbiz.exceptions import ConflictError, NotFoundError
 if TYPE_CHECKING:
     from superbiz.auth.directory import UserDirectory
 
-Role = Annotated[
+RoleOption = Annotated[
     str | None,
     typer.Option("--role", help="reader (asks), editor (+ documents), admin (+ people, gaps)."),
 ]
@@ -72,7 +72,7 @@ def _key_message(name: str, key: str) -> None:
 
 def add(
     name: Name,
-    role: Role = None,
+    role: RoleOption = None,
     group: Groups = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
@@ -119,7 +119,7 @@ def list_users(data_dir: DataDir = None, as_json: JsonFlag = False) -> None:
 
 def set_user(
     name: Name,
-    role: Role = None,
+    role: RoleOption = None,
     group: Groups = None,
     data_dir: DataDir = None,
 ) -> None:

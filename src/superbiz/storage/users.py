@@ -219,6 +219,8 @@ class UserRepository:
         self, token_hash: str, user_id: int, expires_at: datetime, id_token: str | None
     ) -> None:
         with Session(self.engine) as session, session.begin():
+            # sign-ins past their lifetime that nobody came back with go now
+            session.execute(delete(SignInRow).where(SignInRow.expires_at < utcnow()))
             session.add(
                 SignInRow(
                     token_hash=token_hash,

@@ -3,14 +3,17 @@
 ``GET /auth/login`` sends the browser to the provider (authorization code flow with PKCE;
 state, nonce and verifier kept in the store, so any replica may receive it back);
 ``GET /auth/callback`` redeems the code, checks the ID token, sets the sign-in cookie
-(HttpOnly, SameSite=Lax, Secure over https) and returns to the page; ``POST /auth/logout``
-ends the sign-in everywhere and names the provider's own sign-out page when it has one.
+(HttpOnly, SameSite=Lax, Secure over https) and returns to the page — or, refused, to the
+page's sign-in screen with a word saying why (``/?sign_in_error=removed``; the reason in
+full is in the audit trail); ``POST /auth/logout`` ends the sign-in everywhere and names the
+provider's own sign-out page when it has one.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
@@ -19,10 +22,14 @@ from starlette.exceptions import HTTPException
 from superbiz.api.auth_responses import Me, SignedOut
 from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
+from superbiz.auth import audit
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.oidc import OidcClient
 from superbiz.auth.roles import capabilities
 from superbiz.auth.sign_ins import COOKIE, LOGIN_COOKIE, PENDING_FOR
+from superbiz.exceptions import IdentityProviderError, SignInError
+
+log = logging.getLogger(__name__)
 
 #: the sign-in routes are the browser's (redirects and a cookie), as the page is: not in /docs
 router = APIRouter(tags=["sign-in"], responses=INTERNAL, include_in_schema=False)
@@ -88,7 +95,7 @@ async def login(
     return response
 
 
-@router.get(CALLBACK, status_code=302, response_class=RedirectResponse, responses=UNAUTHORIZED)
+@router.get(CALLBACK, status_code=302, response_class=RedirectResponse)
 async def callback(
     request: Request,
     service: ServiceDep,
@@ -102,19 +109,23 @@ async def callback(
     """Where the identity provider sends the browser back: the code is redeemed, the ID
     token checked, the sign-in cookie set, and the browser returned to the page."""
     oidc = _oidc(auth)
-    if error:
-        reason = f"the identity provider refused the sign-in: {error}"
+    if error or not code or not state:
+        reason = f"the identity provider refused the sign-in: {error or 'no code and state'}"
         if error_description:
             reason += f" ({error_description})"
         await service.run(
-            auth.audit.record, "-", "sign_in_refused", None, {"reason": reason}, address
+            auth.audit.record, "-", audit.SIGN_IN_REFUSED, None, {"reason": reason}, address
         )
-        raise HTTPException(401, reason)
-    if not code or not state:
-        raise HTTPException(400, "the identity provider sent no code and state")
-    finished = await service.run(
-        auth.sign_ins.finish, oidc, state, request.cookies.get(LOGIN_COOKIE), code, address
-    )
+        return _refused("refused")
+    try:
+        finished = await service.run(
+            auth.sign_ins.finish, oidc, state, request.cookies.get(LOGIN_COOKIE), code, address
+        )
+    except SignInError as exc:
+        return _refused(exc.reason)
+    except IdentityProviderError:
+        log.warning("sign-in: the identity provider failed", exc_info=True)
+        return _refused("provider")
     response = RedirectResponse(finished.return_to, status_code=302)
     response.delete_cookie(LOGIN_COOKIE, path="/auth")
     response.set_cookie(
@@ -126,6 +137,13 @@ async def callback(
         samesite="lax",
         secure=_secure(request, auth, _redirect_uri(request, auth)),
     )
+    return response
+
+
+def _refused(reason: str) -> RedirectResponse:
+    """Back to the page's sign-in screen, saying why in one word (the page words it)."""
+    response = RedirectResponse(f"/?{urlencode({'sign_in_error': reason})}", status_code=302)
+    response.delete_cookie(LOGIN_COOKIE, path="/auth")
     return response
 
 

@@ -24,7 +24,6 @@ from superbiz.api.auth_responses import (
 from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
 from superbiz.auth.directory import Person
-from superbiz.auth.roles import RoleName
 from superbiz.knowledge.gaps import parse_since
 from superbiz.storage.audit import AuditEvent
 
@@ -37,12 +36,10 @@ router = APIRouter(
 
 
 def person_view(person: Person) -> PersonView:
-    role: RoleName = person.role  # type: ignore[assignment]
-    assigned: RoleName = person.assigned_role  # type: ignore[assignment]
     return PersonView(
         name=person.name,
-        role=role,
-        assigned_role=assigned,
+        role=person.role,
+        assigned_role=person.assigned_role,
         groups=list(person.groups),
         keys=list(person.keys),
         signed_in_with_provider=person.signed_in_with_provider,

@@ -819,8 +819,12 @@ async function init() {
     $("#model-badge").textContent = t("offline");
   }
   const status = await Auth.load().catch(() => 0);
+  // a refused sign-in comes back as one word (/auth/callback); the page words it
+  const refused = new URLSearchParams(location.search).get("sign_in_error");
+  if (refused) history.replaceState(null, "", location.pathname);
   if (state.info.sign_in === "oidc" && status === 401) {
-    Auth.showGate();  // the provider's sign-in first; nothing else is offered
+    const known = refused && /^[a-z_]+$/.test(refused) && I18N.en[`signInErr_${refused}`];
+    Auth.showGate(refused ? (known ? t(`signInErr_${refused}`) : t("signInFailed")) : "");
     document.body.dataset.ready = "true";
     return;
   }
