@@ -40,6 +40,19 @@ def test_serve_builds_the_app_and_runs_uvicorn(
     seen["app"].state.service.close()
 
 
+def test_serve_does_not_warn_once_people_must_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: seen.update(app=app))
+    added = runner.invoke(cli.app, ["users", "add", "ops", "--data-dir", str(tmp_path)])
+    assert added.exit_code == 0, added.output
+    result = runner.invoke(cli.app, ["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "nobody is asked to sign in" not in result.output
+    seen["app"].state.service.close()
+
+
 def test_eval_service_reports_latency_and_first_event(tmp_path: Path) -> None:
     data_dir = tmp_path / "bench"
     result = runner.invoke(
