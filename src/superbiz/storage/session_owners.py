@@ -4,8 +4,6 @@ id is never handed to someone else."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
@@ -40,13 +38,6 @@ class SessionOwners:
             return session.scalar(
                 select(SessionOwnerRow.owner).where(SessionOwnerRow.session_id == session_id)
             )
-
-    def owned_by(self, owner: str, session_ids: Sequence[str] | None = None) -> set[str]:
-        query = select(SessionOwnerRow.session_id).where(SessionOwnerRow.owner == owner)
-        if session_ids is not None:
-            query = query.where(SessionOwnerRow.session_id.in_(list(session_ids)))
-        with Session(self.engine) as session:
-            return set(session.scalars(query))
 
     def recorded(self, session_id: str) -> bool:
         """Whether anything of the session is stored: messages, recorded calls or action

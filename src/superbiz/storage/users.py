@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from superbiz.exceptions import ConflictError, NotFoundError
@@ -313,8 +313,3 @@ class UserRepository:
                 delete(PendingSignInRow).where(PendingSignInRow.state_hash == state_hash)
             )
             return pending if taken.rowcount else None  # type: ignore[attr-defined]
-
-    def sign_in_count(self, user_id: int) -> int:
-        query = select(func.count()).select_from(SignInRow).where(SignInRow.user_id == user_id)
-        with Session(self.engine) as session:
-            return int(session.scalar(query) or 0)
