@@ -374,9 +374,11 @@ class ChatSettings(_Section):
 class ServiceSettings(_Section):
     """The HTTP service (see the README's HTTP section).
 
-    With ``api_key`` set, every ``/api`` route but ``/api/info`` needs it (as
-    ``X-API-Key`` or ``Authorization: Bearer``), checked before the body is read. Without
-    it, writes must come from the page's own origin. ``allowed_hosts`` (empty: any)
+    ``api_key`` is the admin key of a one-person deployment: once set (or once
+    ``auth.oidc`` or anyone added with ``superbiz users add``), every ``/api`` route but
+    ``/api/info`` needs a key (``X-API-Key`` or ``Authorization: Bearer``) or the page's
+    sign-in, checked before the body is read. A write without a key in a header must come
+    from the page's own origin. ``allowed_hosts`` (empty: any)
     refuses other ``Host`` headers; ``max_json_bytes`` bounds a JSON body (uploads are
     bounded by ``ingest.max_file_bytes``). A second request in a busy session waits
     ``session_wait_s`` for the turn ahead, then gets 409; a streamed turn sends a
@@ -394,6 +396,70 @@ class ServiceSettings(_Section):
     sse_keepalive_s: float = Field(15.0, gt=0)
     #: turns one process runs at once (a thread each, mostly waiting on the model)
     max_concurrent_turns: int = Field(64, ge=1)
+
+
+class OidcSettings(_Section):
+    """Sign-in with the team's OpenID Connect provider (``auth.oidc``; README "Sign-in,
+    roles and the audit trail"). Set ``issuer`` and ``client_id`` to turn it on: the
+    page signs people in with the authorization code flow and PKCE, and the API accepts
+    the provider's JWTs (ID tokens, or access tokens whose ``aud`` names ``audience``)
+    as ``Authorization: Bearer``, checked against the issuer's JWKS."""
+
+    #: the provider's issuer URL; its ``/.well-known/openid-configuration`` is read
+    issuer: str | None = None
+    client_id: str | None = None
+    #: a confidential client's secret (sent to the token endpoint); empty: a public client
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ("openid", "profile", "email")
+    #: the claim that names a person (then ``email``, then ``sub`` when it is missing)
+    username_claim: str = "preferred_username"
+    #: the claim listing a person's groups; dots walk into objects (``realm_access.roles``)
+    groups_claim: str = "groups"
+    #: the ``aud`` a bearer token must name (default: ``client_id``)
+    audience: tuple[str, ...] = ()
+    #: where the provider sends the browser back; default: ``/auth/callback`` on the
+    #: address the browser used (set it behind a proxy that terminates TLS)
+    redirect_url: str | None = None
+    #: members of these provider groups are admins, editors (at least) when they sign in
+    admin_groups: tuple[str, ...] = ()
+    editor_groups: tuple[str, ...] = ()
+    #: one request to the provider (discovery, JWKS, token, userinfo)
+    timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("issuer", "redirect_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http:// or https:// URL, not {value!r}")
+        return value.rstrip("/") if value is not None else None
+
+    @model_validator(mode="after")
+    def _client_with_issuer(self) -> OidcSettings:
+        if self.issuer and not self.client_id:
+            raise ValueError("auth.oidc.issuer is set: set auth.oidc.client-id too")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.issuer and self.client_id)
+
+
+class AuthSettings(_Section):
+    """Who may use the service (``auth``): sign-in with OpenID Connect, the role a new
+    person gets, and how long a sign-in lasts. Per-user API keys come from
+    ``superbiz users add``; ``service.api-key`` stays as an admin key."""
+
+    oidc: OidcSettings = OidcSettings()
+    #: the role of a person who signs in for the first time and is in no role group
+    default_role: Literal["reader", "editor", "admin"] = "reader"
+    #: a sign-in ends this long after it began, however active (then sign in again)
+    session_hours: float = Field(12.0, gt=0)
+    #: … or after this long without a request
+    session_idle_minutes: float = Field(120.0, gt=0)
+    #: the sign-in cookie's ``Secure`` flag; null: when the page was reached over https
+    cookie_secure: bool | None = None
 
 
 class SourceLinkSettings(_Section):
@@ -512,6 +578,7 @@ class Settings(BaseSettings):
     planner: PlannerSettings = PlannerSettings()
     chat: ChatSettings = ChatSettings()
     service: ServiceSettings = ServiceSettings()
+    auth: AuthSettings = AuthSettings()
     sources: SourcesSettings = SourcesSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     gaps: GapSettings = GapSettings()

@@ -32,6 +32,25 @@ class ConflictError(Exception):
     """A change would replace a document it must not, or not without asking (→ 409)."""
 
 
+class SignInError(SuperbizError):
+    """Credentials that prove nobody: a wrong or revoked key, a token that does not verify,
+    a sign-in the identity provider or the checks refused (→ 401). ``reason`` is a word the
+    page turns into a sentence (``refused``, ``other_browser``, ``expired``, ``removed``,
+    ``taken``, ``invalid``), never text from the request."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ForbiddenError(SuperbizError):
+    """Someone known asked for what their role may not do (→ 403)."""
+
+
+class IdentityProviderError(SuperbizError):
+    """The OpenID Connect provider could not be reached or answered nonsense (→ 502)."""
+
+
 class SourceError(SuperbizError):
     """A source cannot be synced: a Git URL or branch that does not exist, a remote that
     cannot be reached, a folder that is not in the repository. Nothing was changed."""

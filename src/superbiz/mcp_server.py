@@ -45,8 +45,10 @@ from starlette.types import ASGIApp
 from superbiz._text import asker_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.api.guard import McpGuard
+from superbiz.auth.authenticate import Authenticator
+from superbiz.auth.principal import User
 from superbiz.config import Settings
-from superbiz.exceptions import SessionBusyError
+from superbiz.exceptions import ForbiddenError, NotFoundError, SessionBusyError
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
@@ -258,8 +260,24 @@ def _session_problem(session_id: str) -> str | None:
     return None
 
 
-def build_server(service: GovernedRetrieval) -> MCPServer:
-    """The MCP surface over ``service``: two tools and the knowledge-map resource."""
+def _not_theirs(auth: Authenticator, ctx: Context, session_id: str) -> str | None:
+    """Why the caller may not use ``session_id`` (someone else's), else None; a new
+    session becomes theirs."""
+    request = ctx.request_context.request
+    user = getattr(getattr(request, "state", None), "user", None)
+    if not isinstance(user, User):
+        return None  # stdio: the person who started the process
+    try:
+        auth.sessions.check(user, session_id, write=True, claim=True)
+    except (NotFoundError, ForbiddenError) as exc:
+        return str(exc.args[0] if exc.args else exc)
+    return None
+
+
+def build_server(service: GovernedRetrieval, auth: Authenticator | None = None) -> MCPServer:
+    """The MCP surface over ``service``: two tools and the knowledge-map resource. With
+    ``auth`` (over HTTP), a session belongs to the person whose key opened it: another
+    person's ``session_id`` is answered as a session that does not exist."""
     process_session = f"mcp-{uuid.uuid4().hex}"
     server: MCPServer = MCPServer(
         SERVER_NAME,
@@ -294,6 +312,8 @@ def build_server(service: GovernedRetrieval) -> MCPServer:
     ) -> CallToolResult:
         session = session_for(ctx, session_id)
         problem = _session_problem(session)
+        if problem is None and auth is not None:
+            problem = await anyio.to_thread.run_sync(_not_theirs, auth, ctx, session)
         if problem is not None:
             return ToolAnswer({"error": problem}, is_error=True).as_call_result()
         arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
@@ -348,13 +368,14 @@ def serve(
     try:
         with _stdout_to_stderr():
             service.warm_up()
-        server = build_server(service)
+        auth = Authenticator(settings, service.runtime.kb.engine) if transport == "http" else None
+        server = build_server(service, auth)
         if on_ready is not None:
             on_ready()
         if transport == "stdio":
             server.run("stdio")
         else:
-            _serve_http(server, settings, host, port)
+            _serve_http(server, settings, host, port, auth)
     except KeyboardInterrupt:
         pass  # asked to stop: a normal end for a server
     finally:
@@ -363,20 +384,24 @@ def serve(
             signal.signal(signal.SIGTERM, previous)
 
 
-def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
+def http_app(server: MCPServer, settings: Settings, auth: Authenticator | None = None) -> ASGIApp:
     """The streamable-HTTP app behind the service's guard (``McpGuard``): its Host and
-    Origin rules and its API key, in place of the SDK's loopback-only checks."""
+    Origin rules and who is calling (``auth``: keys, the provider's tokens), in place of
+    the SDK's loopback-only checks."""
     app = server.streamable_http_app(
         streamable_http_path=HTTP_PATH,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return McpGuard(app, settings)
+    return McpGuard(app, settings, auth)
 
 
-def _serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+def _serve_http(
+    server: MCPServer, settings: Settings, host: str, port: int, auth: Authenticator | None
+) -> None:
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, settings), host=host, port=port, log_level="warning")
+    app = http_app(server, settings, auth)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
 
 

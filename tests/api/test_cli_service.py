@@ -35,8 +35,21 @@ def test_serve_builds_the_app_and_runs_uvicorn(
     assert result.exit_code == 0, result.output
     assert isinstance(seen["app"], FastAPI)
     assert seen["host"] == "0.0.0.0" and seen["port"] == 8123
-    assert "no service.api-key is set" in result.output
+    assert "nobody is asked to sign in" in result.output
     assert seen["app"].state.service.settings.data_dir == tmp_path
+    seen["app"].state.service.close()
+
+
+def test_serve_does_not_warn_once_people_must_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: seen.update(app=app))
+    added = runner.invoke(cli.app, ["users", "add", "ops", "--data-dir", str(tmp_path)])
+    assert added.exit_code == 0, added.output
+    result = runner.invoke(cli.app, ["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "nobody is asked to sign in" not in result.output
     seen["app"].state.service.close()
 
 

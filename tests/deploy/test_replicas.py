@@ -10,6 +10,7 @@ Both replicas share one data directory (uploaded files live there; see the READM
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -365,3 +366,94 @@ def test_milvus_going_away_is_a_503_naming_it_and_the_next_turn_works(
     assert answer["turn"] == 1 and REDIS_DOC in _cited(answer)
     rows = replicas.get(1, f"/api/sessions/{session}/invocations")["invocations"]
     assert len(rows) == len(answer["lookups"])
+
+
+def test_zz_two_replicas_share_people_keys_sign_ins_and_sessions(replicas: Replicas) -> None:
+    """People added once are known to both replicas; a sign-in made through one is a
+    sign-in on the other and ends on both; a session is its person's on both; removing
+    a person refuses their key everywhere at once; both write one audit trail. Last in
+    the module (its name): while people exist the replicas ask everyone who they are, so
+    it removes them again and waits until both replicas serve without sign-in."""
+    from datetime import timedelta
+
+    from superbiz.auth.directory import UserDirectory
+    from superbiz.auth.keys import key_hash
+    from superbiz.config import AuthSettings
+    from superbiz.storage.db import open_database
+    from superbiz.storage.models import utcnow
+
+    engine = open_database(replicas.env["SUPERBIZ_DATABASE_URL"])
+    directory = UserDirectory(engine, AuthSettings())
+    try:
+        _, alice = directory.add("alice", "editor", ["payments"], "cli:test")
+        _, bob = directory.add("bob", "reader", [], "cli:test")
+        _, root = directory.add("root", "admin", [], "cli:test")
+
+        def call(
+            index: int,
+            method: str,
+            path: str,
+            key: str | None,
+            headers: dict[str, str] | None = None,
+            **kwargs: Any,
+        ) -> httpx.Response:
+            sent = {**(headers or {}), **({"X-API-Key": key} if key else {})}
+            with replicas.client(index) as client:
+                return client.request(method, path, headers=sent, **kwargs)
+
+        deadline = time.monotonic() + 30
+        while call(1, "GET", "/api/documents", None).status_code != 401:  # its 5 s cache
+            assert time.monotonic() < deadline, "replica 1 never asked who is calling"
+            time.sleep(0.5)
+        for index in (0, 1):
+            me = call(index, "GET", "/api/me", alice)
+            assert me.status_code == 200 and me.json()["name"] == "alice", (index, me.text)
+
+        session = f"web-shared-{uuid.uuid4().hex[:8]}"
+        asked = call(
+            0,
+            "POST",
+            "/api/chat",
+            alice,
+            json={"session_id": session, "question": "Redis 连接池耗尽怎么办？"},
+        )
+        assert asked.status_code == 200, asked.text
+        assert call(1, "GET", f"/api/sessions/{session}", alice).status_code == 200
+        assert call(1, "GET", f"/api/sessions/{session}", bob).status_code == 404
+        taken = call(1, "POST", "/api/chat", bob, json={"session_id": session, "question": "x"})
+        assert taken.status_code == 404
+        listed = call(1, "GET", "/api/sessions", alice).json()["sessions"]
+        assert [s["session_id"] for s in listed] == [session]
+
+        # a browser's sign-in (the cookie the page holds after the provider) is known to
+        # both replicas and ends on both when it signs out through one
+        token = "browser-token-" + uuid.uuid4().hex
+        person = directory.users.get("bob")
+        assert person is not None
+        directory.users.start_sign_in(
+            key_hash(token), person.id, utcnow() + timedelta(hours=1), None
+        )
+        cookie = {"Cookie": f"superbiz_session={token}"}
+        for index in (0, 1):
+            me = call(index, "GET", "/api/me", None, headers=cookie)
+            assert me.json()["name"] == "bob" and me.json()["via"] == "sign_in", index
+        assert call(0, "POST", "/auth/logout", None, headers=cookie).json()["signed_out"]
+        assert call(1, "GET", "/api/me", None, headers=cookie).status_code == 401
+
+        removed = call(1, "DELETE", "/api/users/alice", root)
+        assert removed.status_code == 200, removed.text
+        assert call(0, "GET", "/api/me", alice).status_code == 401
+        trail = call(0, "GET", "/api/audit", root).json()["events"]
+        actions = {(e["actor"], e["action"], e["target"]) for e in trail}
+        assert ("root", "user_removed", "alice") in actions
+        assert ("bob", "sign_out", None) in actions
+    finally:
+        for name in ("alice", "bob", "root"):
+            with contextlib.suppress(Exception):
+                directory.remove(name, "cli:test")
+        engine.dispose()
+        deadline = time.monotonic() + 30
+        for index in (0, 1):
+            while replicas.get(index, "/api/info")["auth_required"]:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)

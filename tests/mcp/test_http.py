@@ -404,9 +404,9 @@ def test_mcp_over_http_warns_when_it_listens_beyond_loopback_without_a_key(
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert seen["host"] == "0.0.0.0"
-    assert "no service.api-key is set" in result.output
+    assert "nobody is asked to sign in" in result.output
     quiet = CliRunner().invoke(cli.app, ["mcp", "--transport", "http", "--data-dir", str(tmp_path)])
-    assert "no service.api-key" not in quiet.output
+    assert "nobody is asked to sign in" not in quiet.output
 
 
 def test_calls_are_recorded_once_the_server_is_gone(
@@ -425,3 +425,63 @@ def test_calls_are_recorded_once_the_server_is_gone(
     assert [r.step for r in named] == [1, 2] and {r.turn for r in named} == {1}
     bad = read_invocations(http_server.data_dir, "mcp-bad")
     assert len(bad) == 2 and all(r.error and not r.executed for r in bad)
+
+
+@pytest.fixture(scope="module")
+def people_server(
+    mcp_kb: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[HttpServer, dict[str, str]]]:
+    """Served with no admin key but two people added (``superbiz users add``): their own
+    keys are what MCP clients send."""
+    from superbiz.auth.directory import UserDirectory
+    from superbiz.config import AuthSettings
+
+    data = tmp_path_factory.mktemp("mcp-people") / "data"
+    shutil.copytree(mcp_kb, data)
+    engine = open_database(f"sqlite:///{data / 'superbiz.db'}")
+    try:
+        directory = UserDirectory(engine, AuthSettings())
+        keys = {name: directory.add(name, "reader", [], "test")[1] for name in ("alice", "bob")}
+    finally:
+        engine.dispose()
+    with _server(data) as server:
+        yield server, keys
+
+
+def _lookup_as(url: str, key: str, session_id: str) -> CallToolResult:
+    async def scenario() -> CallToolResult:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            arguments = {"query": "429 Too Many Requests", "session_id": session_id}
+            return await session.call_tool("lookup_knowledge", arguments)
+
+    return _run(scenario)
+
+
+def test_people_use_mcp_with_their_own_keys_and_own_their_sessions(
+    people_server: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, keys = people_server
+    anonymous = httpx.post(server.url, json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
+    assert anonymous.status_code == 401
+    revoked = httpx.post(
+        server.url,
+        json=INITIALIZE,
+        headers={**MCP_HEADERS, "Authorization": "Bearer sbz_" + "x" * 43},
+        timeout=30,
+    )
+    assert revoked.status_code == 401 and revoked.json()["message"] == "unknown or revoked API key"
+
+    alices = _data(_lookup_as(server.url, keys["alice"], "team-notes"))
+    assert alices["session_id"] == "mcp-team-notes" and alices["found"] is True
+    again = _data(_lookup_as(server.url, keys["alice"], "team-notes"))
+    assert again["relevance_level"] == "DEDUPED"  # her session's action memory
+    # the same name from another person is a session that does not exist for them
+    bobs = _lookup_as(server.url, keys["bob"], "team-notes")
+    assert bobs.is_error
+    assert (bobs.structured_content or {})["error"] == "no session 'mcp-team-notes'"
+    assert _data(_lookup_as(server.url, keys["bob"], "bobs-notes"))["found"] is True

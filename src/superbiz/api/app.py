@@ -27,12 +27,13 @@ from starlette.exceptions import HTTPException
 
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api.errors import error_response, error_status
-from superbiz.api.guard import RequestGuard
+from superbiz.api.guard import RequestGuard, RouteTemplates
 from superbiz.api.metrics import RequestTimer
 from superbiz.api.responses import TURN_EVENTS, ErrorBody, FieldError
 from superbiz.api.routes import ROUTERS
 from superbiz.api.routes.page import STATIC
 from superbiz.api.service import Service
+from superbiz.auth.authenticate import Authenticator
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import ConflictError, NotFoundError, SuperbizError
 
@@ -87,7 +88,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.service = service
-    app.state.api_key = settings.service.api_key
+    app.state.auth = auth = Authenticator(settings, service.assistant.kb.engine)
     app.state.background = background
     _handlers(app)
     for router in ROUTERS:
@@ -95,7 +96,8 @@ def create_app(
     referenced = (ErrorBody, *TURN_EVENTS)
     app.openapi = _with_schemas(app.openapi, referenced)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(RequestGuard, settings=settings)
+    routes = RouteTemplates(lambda: app.routes)
+    app.add_middleware(RequestGuard, settings=settings, auth=auth, routes=routes)
     app.add_middleware(RequestTimer, metrics=service.metrics)
     return app
 

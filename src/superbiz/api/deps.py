@@ -1,5 +1,6 @@
 """What routes receive through FastAPI's dependencies: the app's ``Service``, its set of
-background turns, and the API-key schemes of the routes that need a key.
+background turns, the person asking (``superbiz.api.guard`` found them), the
+``Authenticator``, and the API-key schemes of the routes that need a key.
 
 The factory puts them on ``app.state``; routes never read the state themselves, so a
 test can swap any of them with ``app.dependency_overrides``.
@@ -10,10 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from superbiz.api.service import Service
+from superbiz.auth.authenticate import Authenticator
+from superbiz.auth.principal import User, local_user
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, scheme_name="X-API-Key")
 bearer = HTTPBearer(auto_error=False, scheme_name="Bearer")
@@ -30,8 +34,26 @@ def get_background(request: Request) -> set[asyncio.Task[None]]:
     return background
 
 
-def auth_required(request: Request) -> bool:
-    return bool(request.app.state.api_key)
+def get_auth(request: Request) -> Authenticator:
+    auth: Authenticator = request.app.state.auth
+    return auth
+
+
+def current_user(request: Request) -> User:
+    """The person the guard found; the local user where nobody is asked (and on the
+    routes open to anyone)."""
+    user = getattr(request.state, "user", None)
+    return user if isinstance(user, User) else local_user()
+
+
+def client_address(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+async def auth_required(request: Request) -> bool:
+    """Whether requests must say who they are (cached; the store is asked every few s)."""
+    auth: Authenticator = request.app.state.auth
+    return await anyio.to_thread.run_sync(auth.required)
 
 
 def require_api_key(
@@ -46,4 +68,7 @@ def require_api_key(
 ServiceDep = Annotated[Service, Depends(get_service)]
 Background = Annotated[set[asyncio.Task[None]], Depends(get_background)]
 AuthRequired = Annotated[bool, Depends(auth_required)]
+AuthDep = Annotated[Authenticator, Depends(get_auth)]
+CurrentUser = Annotated[User, Depends(current_user)]
+ClientAddress = Annotated[str | None, Depends(client_address)]
 Authorized = [Depends(require_api_key)]

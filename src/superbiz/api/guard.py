@@ -7,12 +7,18 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
    default). The probes ``/livez`` and ``/healthz`` are answered whatever the Host: a
    Kubernetes probe sends the pod's IP. A ``Host`` or ``Origin`` that is no URL
    authority at all (``http://[``) is a 400 on every other request.
-2. With ``service.api-key`` set, writes under ``/api``, every ``/api/sessions`` read and
-   ``/api/gaps`` need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
-3. Without a key, a write must come from the server's own page: a browser's
-   ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``), else its ``Origin`` must be
-   this host (403). Clients that send neither (curl, scripts) are not browsers, so a
-   page elsewhere cannot use them. No CORS headers are ever sent.
+2. Who is asking (``superbiz.auth``): the admin key (``service.api-key``), a person's API
+   key or the identity provider's JWT (``X-API-Key`` or ``Authorization: Bearer``), or the
+   page's sign-in cookie. Once the service has any of these (README "Sign-in, roles and
+   the audit trail"), every route but the open ones (``superbiz.auth.roles.OPEN``: the
+   page, sign-in, ``/api/info``, the probes) needs someone (401) whose role reaches the
+   route's (``ROUTE_ROLES``; 403, audited) — before the body is read. The person and
+   what they may read go to ``request.state.user`` and ``request.state.reader``.
+3. A write without a key in a header (the page's cookie, or nothing) must come from the
+   server's own page: a browser's ``Sec-Fetch-Site`` must be ``same-origin`` (or
+   ``none``), else its ``Origin`` must be this host (403) — the page's CSRF defence,
+   beside the cookie's ``SameSite``. Clients that send neither (curl, scripts) are not
+   browsers, so a page elsewhere cannot use them. No CORS headers are ever sent.
 4. A body over its limit is refused: at once when ``Content-Length`` says so, else
    when the bytes streamed so far pass it (413); nothing beyond the limit is read.
 5. A path with NUL in it (``%00``) names nothing any store can hold: 404, before any
@@ -23,17 +29,32 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
+import anyio.to_thread
 from fastapi import HTTPException
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import cookie_parser
+from starlette.routing import BaseRoute, Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from superbiz.api.errors import error_response
+from superbiz.auth._reader import reader_of
+from superbiz.auth.authenticate import Authenticator
+from superbiz.auth.principal import User, local_user
+from superbiz.auth.roles import Role, route_role
+from superbiz.auth.sign_ins import COOKIE
 from superbiz.config import Settings
+from superbiz.exceptions import SignInError
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI before included routers were nested: routes are flat
+    iter_route_contexts = None  # type: ignore[assignment]
 
 #: multipart framing allowed on top of the file itself before an upload is refused
 UPLOAD_OVERHEAD = 64 * 1024
@@ -64,11 +85,6 @@ SECURITY_HEADERS = {
 }
 
 
-def key_matches(given: str | None, expected: str) -> bool:
-    """Constant-time comparison of a sent key with the configured one."""
-    return bool(given) and hmac.compare_digest(str(given).encode(), expected.encode())
-
-
 def sent_key(headers: Headers) -> str | None:
     """The key a request carries: ``X-API-Key``, else a ``Bearer`` token."""
     key = headers.get("x-api-key")
@@ -78,15 +94,54 @@ def sent_key(headers: Headers) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-#: reads that quote what people asked: a session's messages, the knowledge-gaps report
-PRIVATE_READS = ("/api/sessions/", "/api/gaps")
+class RouteTemplates:
+    """Which route template a request reaches (``/api/sessions/{session_id}``), found
+    before the router runs so that roles are checked before the body is read. Built from
+    the app's routes on first use (they are all added by then)."""
+
+    def __init__(self, routes: Callable[[], Sequence[BaseRoute]]) -> None:
+        self._routes = routes
+        self._table: list[tuple[frozenset[str] | None, re.Pattern[str], str]] | None = None
+
+    def _build(self) -> list[tuple[frozenset[str] | None, re.Pattern[str], str]]:
+        routes: Iterable[Any] = self._routes()
+        if iter_route_contexts is not None:  # FastAPI ≥ 0.120 nests included routers
+            routes = iter_route_contexts(list(routes))
+        table: list[tuple[frozenset[str] | None, re.Pattern[str], str]] = []
+        for route in routes:
+            path = getattr(route, "path", None)
+            if not isinstance(path, str):
+                continue
+            methods = getattr(route, "methods", None)
+            if isinstance(route, Mount):  # the static files: everything under it
+                regex, _, _ = compile_path(path.rstrip("/") + "/{rest:path}")
+                table.append((None, regex, path))
+                continue
+            regex, _, _ = compile_path(path)
+            table.append((frozenset(methods) if methods else None, regex, path))
+        return table
+
+    def template(self, method: str, path: str) -> str | None:
+        if self._table is None:
+            self._table = self._build()
+        method = "GET" if method == "HEAD" else method
+        for methods, regex, template in self._table:
+            if regex.match(path) and (methods is None or method in methods):
+                return template
+        return None
 
 
-def needs_key(method: str, path: str) -> bool:
-    """Writes under ``/api`` and the reads that quote people's questions."""
-    if not path.startswith("/api/"):
-        return False
-    return method not in SAFE_METHODS or path == "/api/sessions" or path.startswith(PRIVATE_READS)
+def client_address(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+Refusal = tuple[int, str, str, dict[str, str] | None]
+
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
+SIGN_IN_FIRST = (
+    "sign in first: send an API key as X-API-Key or Authorization: Bearer, or sign in on the page"
+)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -191,11 +246,19 @@ def same_origin(headers: Headers) -> bool:
 
 
 class RequestGuard:
-    """ASGI middleware: host, key, origin and body-size checks, then security headers."""
+    """ASGI middleware: host, identity and role, origin and body-size checks, then
+    security headers."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: Settings,
+        auth: Authenticator | None = None,
+        routes: RouteTemplates | None = None,
+    ) -> None:
         self.app = app
-        self.api_key = settings.service.api_key
+        self.auth = auth
+        self.routes = routes
         self.allowed_hosts = settings.service.allowed_hosts
         self.json_limit = settings.service.max_json_bytes
         self.upload_limit = settings.ingest.max_file_bytes + UPLOAD_OVERHEAD
@@ -206,6 +269,10 @@ class RequestGuard:
             return
         send = _with_security_headers(scope, send)
         refusal = self._refusal(scope)
+        if refusal is None:
+            refusal = await self._identity(scope)
+        if refusal is None:
+            refusal = self._body_refusal(scope)
         if refusal is not None:
             status, kind, message, extra = refusal
             await error_response(status, kind, message, headers=extra)(scope, receive, send)
@@ -216,9 +283,9 @@ class RequestGuard:
         upload = scope["method"] == "POST" and scope["path"].rstrip("/") == UPLOAD_PATH
         return self.upload_limit if upload else self.json_limit
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
+    def _refusal(self, scope: Scope) -> Refusal | None:
         headers = Headers(scope=scope)
-        method, path = scope["method"], scope["path"]
+        path = scope["path"]
         if path not in PROBE_PATHS:
             if (header := malformed_header(headers)) is not None:
                 return 400, "bad_request", f"malformed {header} header: not a host or URL", None
@@ -226,22 +293,63 @@ class RequestGuard:
             refused = host_refusal(host, self.allowed_hosts, bound_address(scope))
             if refused is not None:
                 return 400, "invalid_host", refused, None
-        keyed = False
-        if self.api_key:
-            keyed = key_matches(sent_key(headers), self.api_key)
-            if needs_key(method, path) and not keyed:
-                return (
-                    401,
-                    "unauthorized",
-                    "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
-                    {"WWW-Authenticate": "Bearer"},
-                )
+        return None
+
+    async def _identity(self, scope: Scope) -> Refusal | None:
+        """Who is asking, and whether their role reaches the route's (see the module)."""
+        state = scope.setdefault("state", {})
+        template = self.routes.template(scope["method"], scope["path"]) if self.routes else None
+        least = route_role(scope["method"], template) if template is not None else None
+        if self.auth is None or least is None:
+            state["keyed"] = False
+            return None
+        headers = Headers(scope=scope)
+        credential = sent_key(headers)
+        cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE)
+        address = client_address(scope)
+        target = f"{scope['method']} {scope['path']}"
+        try:
+            user = await anyio.to_thread.run_sync(self._who, credential, cookie, address, target)
+        except SignInError as exc:
+            return 401, "unauthorized", str(exc), UNAUTHORIZED_HEADERS
+        if user is None:
+            return 401, "unauthorized", SIGN_IN_FIRST, UNAUTHORIZED_HEADERS
+        if user.role < least:
+            await anyio.to_thread.run_sync(
+                self.auth.audit.denied, user.name, target, f"needs {least.label}", address
+            )
+            return (
+                403,
+                "forbidden",
+                f"this needs the role {least.label}; {user.name} is {user.role.label}",
+                None,
+            )
+        state["user"], state["reader"] = user, reader_of(user)
+        state["keyed"] = credential is not None and user.via != "local"
+        return None
+
+    def _who(
+        self, credential: str | None, cookie: str | None, address: str | None, target: str
+    ) -> User | None:
+        assert self.auth is not None
+        if not self.auth.required():
+            return local_user()
+        try:
+            return self.auth.authenticate(credential, cookie, address)
+        except SignInError as exc:
+            self.auth.audit.denied("-", target, str(exc), address)
+            raise
+
+    def _body_refusal(self, scope: Scope) -> Refusal | None:
+        headers = Headers(scope=scope)
+        method, path = scope["method"], scope["path"]
+        keyed = bool(scope.get("state", {}).get("keyed"))
         if method not in SAFE_METHODS and not keyed and not same_origin(headers):
             return (
                 403,
                 "cross_origin",
                 "cross-origin write refused: writes come from this server's own page, "
-                "or carry the API key (service.api-key)",
+                "or carry an API key (X-API-Key or Authorization: Bearer)",
                 None,
             )
         if "\x00" in path:
@@ -255,40 +363,64 @@ class RequestGuard:
 
 class McpGuard:
     """ASGI middleware of ``superbiz mcp --transport http``: the service's ``Host`` and
-    ``Origin`` rules, and with ``service.api-key`` set every request needs the key (MCP
-    clients send it as ``Authorization: Bearer``): the MCP endpoint runs lookups and
-    writes sessions, as the service's chat does."""
+    ``Origin`` rules, and once the service asks who is calling (``service.api-key``, a
+    person's key, ``auth.oidc``) every request needs someone, sent as
+    ``Authorization: Bearer`` (any role may look things up, as a reader asks on the
+    page): the MCP endpoint runs lookups and writes sessions, as the service's chat does.
+    The person goes to ``request.state.user`` / ``reader`` like the service's."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, auth: Authenticator | None = None):
         self.app = app
-        self.api_key = settings.service.api_key
+        self.auth = auth
         self.allowed_hosts = settings.service.allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refusal = self._refusal(scope)
+            refusal = await self._refusal(scope)
             if refusal is not None:
                 status, kind, message, extra = refusal
                 await error_response(status, kind, message, headers=extra)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str] | None] | None:
+    async def _refusal(self, scope: Scope) -> Refusal | None:
         headers = Headers(scope=scope)
         refused = host_refusal(headers.get("host", ""), self.allowed_hosts, bound_address(scope))
         if refused is not None:
             return 400, "invalid_host", refused, None
-        keyed = bool(self.api_key) and key_matches(sent_key(headers), self.api_key or "")
-        if self.api_key and not keyed:
-            return (
-                401,
-                "unauthorized",
-                "missing or wrong API key: send service.api-key as Authorization: Bearer",
-                {"WWW-Authenticate": "Bearer"},
-            )
+        keyed = False
+        if self.auth is not None:
+            credential = sent_key(headers)
+            try:
+                user = await anyio.to_thread.run_sync(self._who, credential, client_address(scope))
+            except SignInError as exc:
+                return 401, "unauthorized", str(exc), UNAUTHORIZED_HEADERS
+            if user is None:
+                return (
+                    401,
+                    "unauthorized",
+                    "missing API key: send yours (or service.api-key) as Authorization: Bearer",
+                    UNAUTHORIZED_HEADERS,
+                )
+            state = scope.setdefault("state", {})
+            state["user"], state["reader"] = user, reader_of(user)
+            keyed = credential is not None and user.via != "local"
         if scope["method"] not in SAFE_METHODS and not keyed and not same_origin(headers):
             return 403, "cross_origin", "cross-origin request refused", None
         return None
+
+    def _who(self, credential: str | None, address: str | None) -> User | None:
+        assert self.auth is not None
+        if not self.auth.required():
+            return local_user()
+        try:
+            user = self.auth.authenticate(credential, None, address)
+        except SignInError as exc:
+            self.auth.audit.denied("-", "MCP", str(exc), address)
+            raise
+        if user is not None and user.role < Role.READER:  # every role reads; kept explicit
+            return None
+        return user
 
 
 def _too_large(size: int | None, limit: int) -> str:

@@ -288,6 +288,9 @@ class SessionSummaryView(BaseModel):
     turns: int
     created_at: str = Field(json_schema_extra={"format": "date-time"})
     updated_at: str = Field(json_schema_extra={"format": "date-time"})
+    owner: str | None = Field(
+        None, description="Whose it is; null: started before sign-in was configured."
+    )
 
 
 class SessionList(BaseModel):
@@ -555,7 +558,12 @@ class ServiceInfo(BaseModel):
     governance: bool
     max_upload_bytes: int
     extensions: list[str]
-    auth_required: bool = Field(description="True when write endpoints need the API key.")
+    auth_required: bool = Field(description="True when requests must say who they are.")
+    sign_in: str = Field(
+        "none",
+        description="`oidc`: the page signs in at `/auth/login`; `key`: API keys only; "
+        "`none`: nobody is asked.",
+    )
 
 
 class HealthChecks(BaseModel):

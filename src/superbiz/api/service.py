@@ -90,6 +90,7 @@ def _summary_view(summary: SessionSummary) -> SessionSummaryView:
         turns=summary.turns,
         created_at=summary.created_at.isoformat(),
         updated_at=summary.updated_at.isoformat(),
+        owner=summary.owner,
     )
 
 
@@ -355,10 +356,13 @@ class Service:
         )
 
     # -- the page's session list ------------------------------------------------------------
-    def sessions(self, session_ids: list[str] | None) -> SessionList:
-        """The sessions named, or every session (a keyed client: the route decides)."""
+    def sessions(
+        self, session_ids: list[str] | None, *, owner: str | None = None, unowned: bool = False
+    ) -> SessionList:
+        """The sessions named, or every session; with ``owner`` only that person's (and
+        with ``unowned`` those nobody claimed): the route decides."""
         with self.stores.held():
-            found = self.assistant.chats.summaries(session_ids)
+            found = self.assistant.chats.summaries(session_ids, owner=owner, unowned=unowned)
         return SessionList(sessions=[_summary_view(s) for s in found])
 
     def rename_session(self, session_id: str, title: str | None) -> SessionSummaryView:
@@ -520,7 +524,7 @@ class Service:
                 item["path"] = doc.path
         return KnowledgeMapView.model_validate(data)
 
-    def info(self, *, auth_required: bool) -> ServiceInfo:
+    def info(self, *, auth_required: bool, sign_in: str = "none") -> ServiceInfo:
         governance = self.settings.governance_config
         return ServiceInfo(
             model=self.assistant.model.name,
@@ -532,6 +536,7 @@ class Service:
             max_upload_bytes=self.settings.ingest.max_file_bytes,
             extensions=list(self.settings.ingest.extensions),
             auth_required=auth_required,
+            sign_in=sign_in,
         )
 
     def health(self) -> Health:

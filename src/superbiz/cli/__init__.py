@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from superbiz._process import tune_memory
-from superbiz.cli import chat, kb, ops
+from superbiz.cli import chat, kb, ops, users
 from superbiz.cli import eval as benchmarks
 from superbiz.cli._common import console, err
 
@@ -21,6 +21,11 @@ eval_app = typer.Typer(help="Benchmarks that print numbers (and write JSON).", n
 app.add_typer(eval_app, name="eval")
 feedback_app = typer.Typer(help="Answer ratings (thumbs up/down).", no_args_is_help=True)
 app.add_typer(feedback_app, name="feedback")
+users_app = typer.Typer(
+    help="People, their roles, groups and API keys (README: Sign-in, roles and the audit trail).",
+    no_args_is_help=True,
+)
+app.add_typer(users_app, name="users")
 
 
 @app.callback()
@@ -56,7 +61,13 @@ eval_app.command("gaps")(benchmarks.eval_gaps)
 eval_app.command("ingest")(benchmarks.eval_ingest)
 eval_app.command("formats")(benchmarks.eval_formats)
 app.command()(kb.calibrate)
+users_app.command("add")(users.add)
+users_app.command("list")(users.list_users)
+users_app.command("set")(users.set_user)
+users_app.command("remove")(users.remove)
+users_app.command("rotate")(users.rotate)
+app.command()(users.audit)
 app.command()(ops.mcp)
 app.command()(ops.serve)
 
-__all__ = ["app", "console", "err", "eval_app", "feedback_app"]
+__all__ = ["app", "console", "err", "eval_app", "feedback_app", "users_app"]

@@ -142,7 +142,9 @@ def mcp(
     with _errors():
         settings = _settings(data_dir)
     if transport == "http":
-        _warn_if_open(settings, host, port, "call lookup_knowledge and write its sessions")
+        _warn_if_open(
+            settings, host, port, "call lookup_knowledge and write its sessions", _anyone(settings)
+        )
     with _errors():
         serve(
             settings,
@@ -159,7 +161,8 @@ def serve(
     data_dir: DataDir = None,
 ) -> None:
     """Serve the HTTP API (JSON and SSE chat, documents, map, health, metrics) and the web
-    page; OpenAPI docs at /docs. Set service.api-key to protect the write endpoints."""
+    page; OpenAPI docs at /docs. Sign-in: auth.oidc, users (superbiz users add), or the
+    single admin key service.api-key."""
     import uvicorn
 
     from superbiz.api.app import create_app
@@ -167,16 +170,37 @@ def serve(
     with _errors():
         settings = _settings(data_dir)
         application = create_app(settings)
-    _warn_if_open(settings, host, port, "ask questions and change documents")
+        signs_in = application.state.auth.required()
+    _warn_if_open(settings, host, port, "ask questions and change documents", signs_in)
     err.print(f"[dim]superbiz on http://{host}:{port} · API docs at /docs[/]")
     uvicorn.run(application, host=host, port=port, log_level="info")
 
 
-def _warn_if_open(settings: Settings, host: str, port: int, what: str) -> None:
-    """A server listening beyond loopback without ``service.api-key`` is open to anyone
-    who can reach it: say so before it starts."""
-    if not settings.service.api_key and host not in ("127.0.0.1", "localhost", "::1"):
+def _anyone(settings: Settings) -> bool:
+    """Whether the service asks who is calling: a key, a provider, or anyone added."""
+    if settings.service.api_key or settings.auth.oidc.enabled:
+        return True
+    from superbiz.storage.db import open_database
+    from superbiz.storage.users import UserRepository
+
+    with _errors():
+        engine = open_database(settings.resolved_database_url)
+    try:
+        return UserRepository(engine).any_active()
+    finally:
+        engine.dispose()
+
+
+def _warn_if_open(
+    settings: Settings, host: str, port: int, what: str, signs_in: bool | None = None
+) -> None:
+    """A server listening beyond loopback that asks nobody who they are (no
+    ``service.api-key``, no ``auth.oidc``, no user) is open to anyone who can reach it:
+    say so before it starts."""
+    if signs_in is None:
+        signs_in = bool(settings.service.api_key or settings.auth.oidc.enabled)
+    if not signs_in and host not in ("127.0.0.1", "localhost", "::1"):
         err.print(
-            "[yellow]warning:[/] no service.api-key is set: anyone who can reach "
-            f"{escape(host)}:{port} may {what}"
+            "[yellow]warning:[/] nobody is asked to sign in (no service.api-key, auth.oidc or "
+            f"`superbiz users add`): anyone who can reach {escape(host)}:{port} may {what}"
         )

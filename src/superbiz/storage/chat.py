@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import Engine, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from superbiz.storage._storable import without_nul
-from superbiz.storage.models import ChatMessageRow, ChatSessionRow, utcnow
+from superbiz.storage.models import ChatMessageRow, ChatSessionRow, SessionOwnerRow, utcnow
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class SessionSummary:
     turns: int
     created_at: datetime
     updated_at: datetime
+    #: whose it is (``session_owners``); None: started before sign-in was configured
+    owner: str | None = None
 
 
 class ChatRepository:
@@ -124,14 +126,30 @@ class ChatRepository:
             session.execute(delete(ChatSessionRow).where(ChatSessionRow.session_id == session_id))
 
     def summaries(
-        self, session_ids: Sequence[str] | None = None, limit: int = 200
+        self,
+        session_ids: Sequence[str] | None = None,
+        limit: int = 200,
+        *,
+        owner: str | None = None,
+        unowned: bool = False,
     ) -> list[SessionSummary]:
-        """Sessions, latest first: those named (``session_ids``), or all of them."""
-        query = select(ChatSessionRow).order_by(ChatSessionRow.updated_at.desc()).limit(limit)
+        """Sessions, latest first: those named (``session_ids``), or all of them; with
+        ``owner``, only that person's (and with ``unowned`` those nobody claimed too)."""
+        query = (
+            select(ChatSessionRow, SessionOwnerRow.owner)
+            .outerjoin(SessionOwnerRow, SessionOwnerRow.session_id == ChatSessionRow.session_id)
+            .order_by(ChatSessionRow.updated_at.desc())
+            .limit(limit)
+        )
         if session_ids is not None:
             query = query.where(ChatSessionRow.session_id.in_(list(session_ids)))
+        if owner is not None:
+            mine = SessionOwnerRow.owner == owner
+            query = query.where(or_(mine, SessionOwnerRow.owner.is_(None)) if unowned else mine)
         with Session(self.engine) as session:
-            rows = list(session.scalars(query))
+            found = session.execute(query).all()
+            rows = [row for row, _ in found]
+            owners = {row.session_id: who for row, who in found}
             ids = [r.session_id for r in rows]
             firsts: dict[str, str] = {}
             turns: dict[str, int] = {}
@@ -152,6 +170,7 @@ class ChatRepository:
                     turns.get(r.session_id, 0),
                     r.created_at,
                     r.updated_at,
+                    owners.get(r.session_id),
                 )
                 for r in rows
             ]

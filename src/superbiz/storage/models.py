@@ -238,3 +238,95 @@ class SourceRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+#: a person's name as sign-in and the CLI give it (an email address fits)
+USER_NAME_MAX = 128
+
+
+class UserRow(Base):
+    """A person who may use the service: added by an admin (``superbiz users add``) or on
+    first sign-in with the identity provider. A removed person keeps the row, marked, so
+    that signing in again is refused until an admin adds them back."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(USER_NAME_MAX), unique=True)
+    role: Mapped[str] = mapped_column(String(8))
+    groups: Mapped[list[str]] = mapped_column(JsonType, default=list)
+    #: the identity provider's ``sub`` of the person first signed in under this name
+    subject: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    removed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class ApiKeyRow(Base):
+    """A person's API key, stored as the SHA-256 of the key (the key itself is printed
+    once); ``prefix`` is the part shown in lists."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class SignInRow(Base):
+    """One browser's sign-in: the page's cookie holds a random token, this row its
+    SHA-256, so every replica knows it and signing out (or removing the person) ends it
+    everywhere at once."""
+
+    __tablename__ = "sign_ins"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(Integer, index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    #: the provider's ID token, sent back as ``id_token_hint`` when signing out there
+    id_token: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class PendingSignInRow(Base):
+    """A sign-in on its way through the identity provider: the PKCE verifier and nonce
+    of one authorization request, found again by its ``state`` on any replica."""
+
+    __tablename__ = "pending_sign_ins"
+
+    state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    code_verifier: Mapped[str] = mapped_column(String(128))
+    nonce: Mapped[str] = mapped_column(String(64))
+    redirect_uri: Mapped[str] = mapped_column(String(1024))
+    return_to: Mapped[str] = mapped_column(String(1024))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+
+
+class SessionOwnerRow(Base):
+    """Whose a chat (or MCP) session is: claimed by its first turn, never changed, kept
+    when the session is cleared so that its id never passes to someone else."""
+
+    __tablename__ = "session_owners"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(USER_NAME_MAX), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class AuditEventRow(Base):
+    """Who did what, when: sign-ins, uploads, deletes, role changes, refused requests."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(USER_NAME_MAX))
+    action: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str | None] = mapped_column(String(PATH_MAX), nullable=True)
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    #: the client's address as the server saw it
+    address: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -2,6 +2,7 @@
 
 from superbiz.api.routes import (
     api_docs,
+    auth,
     chat,
     documents,
     gaps,
@@ -10,17 +11,21 @@ from superbiz.api.routes import (
     page,
     sessions,
     sources,
+    users,
 )
 
 ROUTERS = (
     page.router,
     api_docs.router,
+    auth.router,
+    auth.me_router,
     chat.router,
     sessions.router,
     gaps.router,
     documents.router,
     knowledge.router,
     sources.router,
+    users.router,
     health.router,
 )
 

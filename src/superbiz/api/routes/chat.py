@@ -13,11 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
 from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
-from superbiz.api.deps import Authorized, Background, ServiceDep
+from superbiz.api.deps import AuthDep, Authorized, Background, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
 from superbiz.api.events import sse_events, thread_emitter
 from superbiz.api.responses import (
@@ -31,6 +32,8 @@ from superbiz.api.responses import (
 )
 from superbiz.api.schemas import ChatRequest, ClearRequest
 from superbiz.api.service import Service
+from superbiz.auth.authenticate import Authenticator
+from superbiz.auth.principal import User
 from superbiz.exceptions import SuperbizError
 
 log = logging.getLogger(__name__)
@@ -79,7 +82,10 @@ def _event_items() -> dict[str, object]:
     response_model_exclude_unset=True,
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
-async def chat(body: ChatRequest, service: ServiceDep, response: Response) -> ChatAnswer:
+async def chat(
+    body: ChatRequest, service: ServiceDep, response: Response, user: CurrentUser, auth: AuthDep
+) -> ChatAnswer:
+    await service.run(_own, auth, user, body.session_id)
     turn = await service.run_turn(body.session_id, body.question)
     if turn.result.trace_id:
         response.headers[TRACE_HEADER] = turn.result.trace_id
@@ -100,8 +106,9 @@ async def chat(body: ChatRequest, service: ServiceDep, response: Response) -> Ch
     summary="Answer a question as server-sent events",
 )
 async def chat_stream(
-    body: ChatRequest, service: ServiceDep, background: Background
+    body: ChatRequest, service: ServiceDep, background: Background, user: CurrentUser, auth: AuthDep
 ) -> StreamingResponse:
+    await service.run(_own, auth, user, body.session_id)
     return EventStream(
         _stream_turn(service, background, body.session_id, body.question),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -109,19 +116,35 @@ async def chat_stream(
 
 
 @router.post("/chat/clear", responses={**UNAUTHORIZED, **INVALID})
-async def clear(body: ClearRequest, service: ServiceDep) -> Cleared:
+async def clear(
+    body: ClearRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> Cleared:
     """Forget a session: its messages, action memory and recorded calls."""
+    await service.run(
+        partial(auth.sessions.check, write=True, missing_ok=True), user, body.session_id
+    )
     await service.run(service.clear, body.session_id)
     return Cleared(session_id=body.session_id, cleared=True)
 
 
 @router.post("/chat/cancel", responses={**UNAUTHORIZED, **INVALID})
-async def cancel(body: ClearRequest, service: ServiceDep) -> Cancelled:
+async def cancel(
+    body: ClearRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> Cancelled:
     """Stop the session's running turn, for a client that keeps its stream open: the
     turn ends at its next model call, lookup or streamed chunk, stores no answer, and
     its stream sends `error` (`turn_cancelled`) then `done` (`/api/chat`: a 409)."""
+    await service.run(
+        partial(auth.sessions.check, write=True, missing_ok=True), user, body.session_id
+    )
     running = service.cancel_turn(body.session_id)
     return Cancelled(session_id=body.session_id, cancelled=running > 0)
+
+
+def _own(auth: Authenticator, user: User, session_id: str) -> None:
+    """A turn writes its session: the asker's own (a new one becomes theirs); someone
+    else's is a 404, an admin's look at someone else's a 403."""
+    auth.sessions.check(user, session_id, write=True, claim=True)
 
 
 async def _stream_turn(

@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 from starlette.datastructures import UploadFile as FormFile
 from starlette.exceptions import HTTPException
 
-from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.deps import AuthDep, Authorized, ClientAddress, CurrentUser, ServiceDep
 from superbiz.api.errors import (
     INTERNAL,
     INVALID,
@@ -19,6 +19,7 @@ from superbiz.api.errors import (
     superbiz_errors,
 )
 from superbiz.api.responses import Deleted, DocumentList, Uploaded
+from superbiz.auth import audit
 
 router = APIRouter(prefix="/api/documents", tags=["documents"], responses=INTERNAL)
 
@@ -53,6 +54,9 @@ async def documents(service: ServiceDep) -> DocumentList:
 async def upload(
     request: Request,
     service: ServiceDep,
+    user: CurrentUser,
+    auth: AuthDep,
+    address: ClientAddress,
     file: Annotated[UploadFile, File(description="A Markdown or text file.")],
     domain: Annotated[
         str | None, Form(description="Domain folder; default: general.", max_length=64)
@@ -71,7 +75,16 @@ async def upload(
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
-    return await service.run(service.upload, file.filename or "", data, domain, overwrite)
+    uploaded = await service.run(service.upload, file.filename or "", data, domain, overwrite)
+    await service.run(
+        auth.audit.record,
+        user.name,
+        audit.UPLOAD,
+        uploaded.document.path,
+        {"status": uploaded.status, "bytes": len(data)},
+        address,
+    )
+    return uploaded
 
 
 @router.get(
@@ -96,9 +109,15 @@ async def document_text(document_id: str, service: ServiceDep) -> PlainTextRespo
     responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID, **superbiz_errors(503)},
     response_model_exclude_none=True,
 )
-async def delete_document(document_id: str, service: ServiceDep) -> Deleted:
+async def delete_document(
+    document_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep, address: ClientAddress
+) -> Deleted:
     """Remove a document (its id is its path, e.g. `payment/refund.md`) from both
     stores and recompute its domain. An uploaded file is deleted too; a knowledge-base
     file stays, and so does its path: the next `superbiz ingest` brings it back, and no
     upload takes its path meanwhile (`note` says so)."""
-    return await service.run(service.delete_document, document_id)
+    deleted = await service.run(service.delete_document, document_id)
+    await service.run(
+        auth.audit.record, user.name, audit.DELETE_DOCUMENT, deleted.deleted, None, address
+    )
+    return deleted

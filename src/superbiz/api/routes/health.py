@@ -12,7 +12,7 @@ import asyncio
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
-from superbiz.api.deps import AuthRequired, ServiceDep
+from superbiz.api.deps import AuthDep, AuthRequired, ServiceDep
 from superbiz.api.errors import INTERNAL
 from superbiz.api.responses import Health, Liveness, ServiceInfo
 
@@ -22,8 +22,9 @@ PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @router.get("/api/info", summary="Model, governance marks, upload limits")
-async def info(service: ServiceDep, auth_required: AuthRequired) -> ServiceInfo:
-    return service.info(auth_required=auth_required)
+async def info(service: ServiceDep, auth_required: AuthRequired, auth: AuthDep) -> ServiceInfo:
+    sign_in = "oidc" if auth.oidc is not None else "key" if auth_required else "none"
+    return service.info(auth_required=auth_required, sign_in=sign_in)
 
 
 @router.get("/livez")

@@ -1,20 +1,22 @@
 """Sessions: the page's list, a session's messages and recorded tool calls, a cited
 passage, rename and delete.
 
-With ``service.api-key`` set they need the key, like the writes (the guard checks it):
-a session holds its user's questions and the evidence shown to them. Without a key a
-session id is all that keeps it private, so the list shows only the sessions a browser
-names (``id=``); listing every session needs the key.
+Once the service asks who is calling (README "Sign-in, roles and the audit trail") a
+session is its person's: the list shows their own, another person's session is a 404 (an
+admin reads it, never changes it: 403), and an admin lists everyone's with ``all=true``.
+Without sign-in a session id is all that keeps it private, so the list shows only the
+sessions a browser names (``id=``).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from starlette.exceptions import HTTPException
 
-from superbiz.api.deps import Authorized, AuthRequired, ServiceDep
+from superbiz.api.deps import AuthDep, Authorized, AuthRequired, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
 from superbiz.api.responses import (
     FeedbackView,
@@ -26,6 +28,9 @@ from superbiz.api.responses import (
     SessionSummaryView,
 )
 from superbiz.api.schemas import MAX_SESSION_ID, FeedbackRequest, RenameRequest
+from superbiz.auth.authenticate import Authenticator
+from superbiz.auth.principal import ADMIN_KEY_USER, User
+from superbiz.auth.roles import Role
 
 router = APIRouter(
     prefix="/api/sessions",
@@ -41,50 +46,80 @@ MAX_LISTED = 200
 @router.get(
     "",
     responses=documented_error(
-        403, "`forbidden`: listing every session without `id=` needs service.api-key."
+        403,
+        "`forbidden`: listing every session without `id=` and without sign-in configured; "
+        "or `all=true` by someone who is not an admin.",
     ),
 )
 async def sessions(
     service: ServiceDep,
-    keyed: AuthRequired,
+    signed_in: AuthRequired,
+    user: CurrentUser,
     id: Annotated[
         list[str] | None,
         Query(max_length=MAX_LISTED, description="The sessions to list (a browser's own)."),
     ] = None,
+    all: Annotated[
+        bool, Query(description="An admin: every person's sessions, each with its owner.")
+    ] = False,
 ) -> SessionList:
-    """Sessions latest first, with their name or first question and time: those named
-    by `id=`, or, with the API key, all of them (the key's)."""
-    if id is None and not keyed:
-        raise HTTPException(
-            403,
-            "listing every session needs service.api-key; name your own with id=…",
-        )
+    """Sessions latest first, with their name or first question and time: the signed-in
+    person's own (those named by `id=` among them), or an admin's `all=true` view of
+    everyone's; without sign-in, those named by `id=`."""
     ids = [i for i in id or [] if 0 < len(i) <= MAX_SESSION_ID] if id is not None else None
-    return await service.run(service.sessions, ids)
+    if not signed_in:
+        if id is None:
+            raise HTTPException(
+                403, "listing every session needs sign-in (service.api-key, a user, or auth.oidc)"
+            )
+        return await service.run(service.sessions, ids)
+    if all:
+        if not user.at_least(Role.ADMIN):
+            raise HTTPException(403, "only an admin lists every person's sessions")
+        return await service.run(service.sessions, ids)
+    return await service.run(
+        partial(service.sessions, owner=user.name, unowned=user.name == ADMIN_KEY_USER), ids
+    )
+
+
+def _gate(auth: Authenticator, user: User, session_id: str, write: bool) -> None:
+    auth.sessions.check(user, session_id, write=write)
 
 
 @router.get("/{session_id}", response_model_exclude_unset=True)
-async def session(session_id: str, service: ServiceDep) -> SessionHistory:
+async def session(
+    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> SessionHistory:
     """The session's messages, answers with their citations, plans, trace ids and
     ratings (`feedback`, absent on questions)."""
+    await service.run(_gate, auth, user, session_id, False)
     return await service.run(service.session, session_id)
 
 
 @router.patch("/{session_id}")
-async def rename(session_id: str, body: RenameRequest, service: ServiceDep) -> SessionSummaryView:
+async def rename(
+    session_id: str, body: RenameRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> SessionSummaryView:
     """Give the session a name (null or empty: its first question is shown again)."""
+    await service.run(_gate, auth, user, session_id, True)
     return await service.run(service.rename_session, session_id, body.title or None)
 
 
 @router.delete("/{session_id}")
-async def delete(session_id: str, service: ServiceDep) -> SessionDeleted:
+async def delete(
+    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> SessionDeleted:
     """Forget the session: its messages, recorded lookups and retrieval memory."""
+    await service.run(_gate, auth, user, session_id, True)
     return await service.run(service.delete_session, session_id)
 
 
 @router.get("/{session_id}/invocations", response_model_exclude_unset=True)
-async def invocations(session_id: str, service: ServiceDep) -> SessionInvocations:
+async def invocations(
+    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+) -> SessionInvocations:
     """Every recorded tool call of the session, executed and blocked, with scores."""
+    await service.run(_gate, auth, user, session_id, False)
     return await service.run(service.invocations, session_id)
 
 
@@ -94,9 +129,12 @@ async def feedback(
     turn: Annotated[int, Path(ge=1, description="The turn number (`turn` of the answer).")],
     body: FeedbackRequest,
     service: ServiceDep,
+    user: CurrentUser,
+    auth: AuthDep,
 ) -> FeedbackView:
     """Rate one turn's answer up or down, with an optional comment; rating it again
     replaces the rating. Fed into the knowledge-gaps report and `/metrics`."""
+    await service.run(_gate, auth, user, session_id, True)
     return await service.run(service.rate, session_id, turn, body.rating, body.comment)
 
 
@@ -106,7 +144,10 @@ async def passage(
     service: ServiceDep,
     turn: Annotated[int, Path(ge=1)],
     ref: Annotated[int, Path(ge=1)],
+    user: CurrentUser,
+    auth: AuthDep,
 ) -> Passage:
     """The passage behind `[ref]` in the answer of `turn`: what the model was shown,
     its heading path, the lookup's level, and links to the whole document."""
+    await service.run(_gate, auth, user, session_id, False)
     return await service.run(service.passage, session_id, turn, ref)

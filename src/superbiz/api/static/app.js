@@ -85,11 +85,13 @@ function setSession(id) {
 }
 
 async function loadSessions() {
-  const keyed = state.info.auth_required && state.apiKey;
+  // signed in (a key, or the provider): the server lists the person's own sessions
+  const mine = state.info.auth_required && Auth.me;
   const ids = knownSessions();
   let sessions = [];
-  if (keyed || ids.length) {
-    const query = keyed ? "" : "?" + ids.map((id) => `id=${encodeURIComponent(id)}`).join("&");
+  if (mine || ids.length) {
+    const everyone = mine && Auth.can("all_sessions") && $("#all-sessions").checked;
+    const query = everyone ? "?all=true" : mine ? "" : "?" + ids.map((id) => `id=${encodeURIComponent(id)}`).join("&");
     const response = await fetch(`/api/sessions${query}`, { headers: headers(false) });
     if (response.ok) sessions = (await response.json()).sessions;
   }
@@ -589,11 +591,11 @@ async function loadMap() {
   $("#map").hidden = yaml;
   $("#map-yaml-text").hidden = !yaml;
   if (yaml) {
-    const response = await fetch("/api/knowledge/map?format=yaml");
+    const response = await fetch("/api/knowledge/map?format=yaml", { headers: headers(false) });
     $("#map-yaml-text").textContent = response.ok ? await response.text() : await errorMessage(response);
     return;
   }
-  const response = await fetch("/api/knowledge/map");
+  const response = await fetch("/api/knowledge/map", { headers: headers(false) });
   if (!response.ok) {
     $("#map").replaceChildren(el("div", { class: "error", text: await errorMessage(response) }));
     return;
@@ -637,14 +639,14 @@ function formatSize(bytes) {
 }
 
 async function loadDocuments() {
-  const response = await fetch("/api/documents");
+  const response = await fetch("/api/documents", { headers: headers(false) });
   if (!response.ok) return;
   const data = await response.json();
   $("#doc-rows").replaceChildren(
     ...data.documents.map((doc) => {
-      const remove = el("button", { type: "button", text: t("delete") });
-      remove.setAttribute("aria-label", `${t("delete")}: ${doc.path}`);
-      remove.addEventListener("click", () => deleteDocument(doc.id));
+      const remove = Auth.can("delete_documents") ? el("button", { type: "button", text: t("delete") }) : null;
+      remove?.setAttribute("aria-label", `${t("delete")}: ${doc.path}`);
+      remove?.addEventListener("click", () => deleteDocument(doc.id));
       return el(
         "tr",
         { "data-path": doc.path },
@@ -753,6 +755,7 @@ function showTab(name) {
   if (name === "docs") loadDocuments();
   if (name === "sources") loadSources();
   if (name === "gaps") Feedback.loadGaps();
+  if (name === "audit") Auth.loadAudit();
 }
 
 function showModelBadge() {
@@ -802,11 +805,16 @@ async function init() {
     loadSessions();
   });
   $("#api-key").value = state.apiKey;
-  $("#api-key").addEventListener("change", (event) => {
+  $("#api-key").addEventListener("change", async (event) => {
     state.apiKey = event.target.value.trim();
     localStorage.setItem("superbiz.apiKey", state.apiKey);
+    await Auth.load();
+    Auth.apply();
     loadSessions();
   });
+  $("#sign-out").addEventListener("click", Auth.signOut);
+  $("#all-sessions").addEventListener("change", loadSessions);
+  $("#refresh-audit").addEventListener("click", Auth.loadAudit);
   $("#refresh-map").addEventListener("click", loadMap);
   $("#map-yaml").addEventListener("change", loadMap);
   $("#upload-form").addEventListener("submit", upload);
@@ -817,12 +825,23 @@ async function init() {
     const response = await fetch("/api/info");
     state.info = await response.json();
     showModelBadge();
-    $("#api-key").hidden = !state.info.auth_required;
+    $("#api-key").hidden = !state.info.auth_required || state.info.sign_in === "oidc";
     // the file picker offers what the service ingests (ingest.extensions)
     $("#upload-file").accept = state.info.extensions.join(",");
   } catch {
     $("#model-badge").textContent = t("offline");
   }
+  const status = await Auth.load().catch(() => 0);
+  // a refused sign-in comes back as one word (/auth/callback); the page words it
+  const refused = new URLSearchParams(location.search).get("sign_in_error");
+  if (refused) history.replaceState(null, "", location.pathname);
+  if (state.info.sign_in === "oidc" && status === 401) {
+    const known = refused && /^[a-z_]+$/.test(refused) && I18N.en[`signInErr_${refused}`];
+    Auth.showGate(refused ? (known ? t(`signInErr_${refused}`) : t("signInFailed")) : "");
+    document.body.dataset.ready = "true";
+    return;
+  }
+  Auth.apply();
   resetTrace();
   await Promise.all([loadHistory(), loadSessions()]);
   document.body.dataset.ready = "true";
