@@ -23,6 +23,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
+from superbiz.access import Reader
 from superbiz.agents.context import Citation, evidence_message
 from superbiz.agents.extractive import ExtractiveChatModel, TurnView, compose_answer
 from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
@@ -160,9 +161,12 @@ class Executor:
         governance: GovernanceConfig,
         recorder: InvocationRepository | None = None,
         tracer: Tracer | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self.model = model
         self.lookup = lookup
+        #: whose turns these are (None: an unrestricted reader; see ``LookupTurn``)
+        self.reader = reader
         self.governance = governance
         self.recorder = recorder
         #: each model call is a span (``gen_ai.*`` attributes) under the turn's
@@ -195,6 +199,7 @@ class Executor:
             turn=turn,
             language=language,
             recorder=self.recorder,
+            reader=self.reader,
         )
         result = TurnResult(session_id, turn, question, language, model=self.model.name)
         refs = {doc.path: replace(doc, ref=i) for i, doc in enumerate(_unique(evidence), 1)}
