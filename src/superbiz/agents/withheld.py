@@ -12,33 +12,12 @@ may read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 
-from superbiz.access import Reader
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.access_rules import ReaderLimits
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.storage.chat import ChatMessage
 from superbiz.storage.invocations import Invocation
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderLimits:
-    """What a restricted reader may not meet: documents (``may_read``), existing
-    domains it may not know of (``hidden_domains``) and the titles of documents it may
-    not read that no document it may read shares (``hidden_titles``)."""
-
-    may_read: Callable[[str], bool]
-    hidden_domains: frozenset[str] = frozenset()
-    hidden_titles: frozenset[str] = frozenset()
-
-    def names_hidden_domain(self, text: str | None) -> bool:
-        """Whether ``text`` names a hidden domain as a word (an error listing domains)."""
-        return bool(text) and any(
-            re.search(rf"(?<![\w-]){re.escape(domain)}(?![\w-])", text or "")
-            for domain in self.hidden_domains
-        )
 
 
 def withheld_turns(messages: Iterable[ChatMessage], may_read: Callable[[str], bool]) -> set[int]:
@@ -85,20 +64,3 @@ def visible_turns(
     """The turns of a session (messages and recorded calls) a reader may see."""
     hidden = withheld_turns(messages, limits.may_read) | withheld_call_turns(calls, limits)
     return ({m.turn for m in messages} | {c.turn for c in calls}) - hidden
-
-
-def reader_limits(kb: KnowledgeBase, reader: Reader | None) -> ReaderLimits | None:
-    """What ``reader`` may not meet in ``kb``; None when it may read everything."""
-    view = kb.view(reader)
-    if not view.restricted:
-        return None
-    rules = view.rules
-    hidden = [path for path in rules.documents if not view.may_read(path)]
-    shown = [path for path in rules.documents if view.may_read(path)]
-    existing = {domain for domain, _ in rules.documents.values()} | set(rules.domains)
-    return ReaderLimits(
-        may_read=view.may_read,
-        hidden_domains=frozenset(existing - view.domains),
-        hidden_titles=frozenset(kb.documents.titles(hidden).values())
-        - frozenset(kb.documents.titles(shown).values()),
-    )

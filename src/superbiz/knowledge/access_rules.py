@@ -8,13 +8,18 @@ relational store's ``documents.access``) and the domains' (settings ``access.dom
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from superbiz.access import Reader, encode_access, may_read
 from superbiz.exceptions import ConfigError
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.visibility import Visibility
+
+if TYPE_CHECKING:  # the knowledge base uses these rules: no import cycle at run time
+    from superbiz.knowledge.base import KnowledgeBase
 
 
 def domain_lists(configured: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -116,3 +121,38 @@ class ReaderView:
 
     def may_read(self, path: str) -> bool:
         return self.rules.may_read(self.reader, path)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderLimits:
+    """What a restricted reader may not meet: documents (``may_read``), existing
+    domains it may not know of (``hidden_domains``) and the titles of documents it may
+    not read that no document it may read shares (``hidden_titles``)."""
+
+    may_read: Callable[[str], bool]
+    hidden_domains: frozenset[str] = frozenset()
+    hidden_titles: frozenset[str] = frozenset()
+
+    def names_hidden_domain(self, text: str | None) -> bool:
+        """Whether ``text`` names a hidden domain as a word (an error listing domains)."""
+        return bool(text) and any(
+            re.search(rf"(?<![\w-]){re.escape(domain)}(?![\w-])", text or "")
+            for domain in self.hidden_domains
+        )
+
+
+def reader_limits(kb: KnowledgeBase, reader: Reader | None) -> ReaderLimits | None:
+    """What ``reader`` may not meet in ``kb``; None when it may read everything."""
+    view = kb.view(reader)
+    if not view.restricted:
+        return None
+    rules = view.rules
+    hidden = [path for path in rules.documents if not view.may_read(path)]
+    shown = [path for path in rules.documents if view.may_read(path)]
+    existing = {domain for domain, _ in rules.documents.values()} | set(rules.domains)
+    return ReaderLimits(
+        may_read=view.may_read,
+        hidden_domains=frozenset(existing - view.domains),
+        hidden_titles=frozenset(kb.documents.titles(hidden).values())
+        - frozenset(kb.documents.titles(shown).values()),
+    )

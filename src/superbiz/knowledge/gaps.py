@@ -25,7 +25,9 @@ from typing import Any
 
 from superbiz.config import GapConfig
 from superbiz.knowledge._clusters import leader_clusters
+from superbiz.knowledge.access_rules import ReaderLimits
 from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.chat import ChatRepository
 from superbiz.storage.feedback import Feedback, FeedbackRepository
 from superbiz.storage.gaps import AskedQuestion, asked_questions, chat_question
 from superbiz.storage.repository import DocumentRepository
@@ -199,15 +201,21 @@ def gap_report(
     *,
     since: datetime | None = None,
     domain: str | None = None,
+    limits: ReaderLimits | None = None,
 ) -> dict[str, Any]:
-    """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns."""
+    """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns; with ``limits``
+    (a restricted reader's), of the questions about what that reader may read: a
+    question whose domain it may not know, or whose closest document it may not read,
+    is left out before anything is counted or clustered."""
     started = time.perf_counter()
     asked = asked_questions(engine, since, weak_only=True)
+    if limits is not None:
+        asked = [a for a in asked if _about_readable(a, limits)]
     queried = time.perf_counter()
     feedback = FeedbackRepository(engine)
     ratings = {(f.session_id, f.turn): f for f in feedback.since(None)}
     gaps = find_gaps(asked, ratings)
-    gaps += _rated_down_without_lookups(engine, asked, ratings, since)
+    gaps += _rated_down_without_lookups(engine, asked, ratings, since, limits)
     if domain is not None:
         gaps = [g for g in gaps if g.domain == domain]
     clusters, unclustered = cluster_gaps(gaps, embedder, settings)
@@ -228,14 +236,25 @@ def gap_report(
     }
 
 
+def _about_readable(asked: AskedQuestion, limits: ReaderLimits) -> bool:
+    if asked.domain is not None and asked.domain in limits.hidden_domains:
+        return False
+    return asked.closest is None or limits.may_read(asked.closest)
+
+
 def _rated_down_without_lookups(
     engine: Any,
     asked: list[AskedQuestion],
     ratings: dict[tuple[str, int], Feedback],
     since: datetime | None,
+    limits: ReaderLimits | None = None,
 ) -> list[Gap]:
     """Chat turns rated down that made no lookup (a direct answer, or one from earlier
-    evidence): not in the lookup record, yet a person said the answer was wrong."""
+    evidence): not in the lookup record, yet a person said the answer was wrong. With
+    ``limits``, not one whose answer cited a document the reader may not read. (A
+    question rated down whose lookups were all another reader's is left out by ``asked``
+    only when it was recorded; these have no lookup, so their evidence decides.)"""
+    chats = ChatRepository(engine) if limits is not None else None
     seen = {(a.session_id, a.turn) for a in asked}
     gaps = []
     for key, rating in ratings.items():
@@ -246,8 +265,21 @@ def _rated_down_without_lookups(
         found = chat_question(engine, *key)
         if found is None:
             continue
+        if chats is not None and limits is not None and not _cites_readable(chats, key, limits):
+            continue
         text, asked_at = found
         gaps.append(
             Gap(text, None, key[0], key[1], asked_at, ("thumbs_down",), comment=rating.comment)
         )
     return gaps
+
+
+def _cites_readable(chats: ChatRepository, key: tuple[str, int], limits: ReaderLimits) -> bool:
+    """Whether the answer of turn ``key`` cites only documents ``limits`` lets be read."""
+    session_id, turn = key
+    return all(
+        limits.may_read(str(item.get("path", "")))
+        for message in chats.messages(session_id)
+        if message.turn == turn
+        for item in message.evidence
+    )

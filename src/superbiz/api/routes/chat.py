@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
+from superbiz.access import Reader
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import Authorized, Background, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
 from superbiz.api.events import sse_events, thread_emitter
@@ -79,8 +81,10 @@ def _event_items() -> dict[str, object]:
     response_model_exclude_unset=True,
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
-async def chat(body: ChatRequest, service: ServiceDep, response: Response) -> ChatAnswer:
-    turn = await service.run_turn(body.session_id, body.question)
+async def chat(
+    body: ChatRequest, service: ServiceDep, reader: ReaderDep, response: Response
+) -> ChatAnswer:
+    turn = await service.run_turn(body.session_id, body.question, reader)
     if turn.result.trace_id:
         response.headers[TRACE_HEADER] = turn.result.trace_id
     return service.turn_view(turn)
@@ -100,10 +104,10 @@ async def chat(body: ChatRequest, service: ServiceDep, response: Response) -> Ch
     summary="Answer a question as server-sent events",
 )
 async def chat_stream(
-    body: ChatRequest, service: ServiceDep, background: Background
+    body: ChatRequest, service: ServiceDep, reader: ReaderDep, background: Background
 ) -> StreamingResponse:
     return EventStream(
-        _stream_turn(service, background, body.session_id, body.question),
+        _stream_turn(service, background, body.session_id, body.question, reader),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
@@ -125,7 +129,11 @@ async def cancel(body: ClearRequest, service: ServiceDep) -> Cancelled:
 
 
 async def _stream_turn(
-    service: Service, background: set[asyncio.Task[None]], session_id: str, question: str
+    service: Service,
+    background: set[asyncio.Task[None]],
+    session_id: str,
+    question: str,
+    reader: Reader,
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
@@ -135,7 +143,7 @@ async def _stream_turn(
 
     async def produce() -> None:
         try:
-            await service.run_turn(session_id, question, emit, cancel)
+            await service.run_turn(session_id, question, reader, emit, cancel)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from starlette.exceptions import HTTPException
 
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import Authorized, AuthRequired, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
 from superbiz.api.responses import (
@@ -64,10 +65,10 @@ async def sessions(
 
 
 @router.get("/{session_id}", response_model_exclude_unset=True)
-async def session(session_id: str, service: ServiceDep) -> SessionHistory:
+async def session(session_id: str, service: ServiceDep, reader: ReaderDep) -> SessionHistory:
     """The session's messages, answers with their citations, plans, trace ids and
     ratings (`feedback`, absent on questions)."""
-    return await service.run(service.session, session_id)
+    return await service.run(service.session, session_id, reader)
 
 
 @router.patch("/{session_id}")
@@ -83,9 +84,11 @@ async def delete(session_id: str, service: ServiceDep) -> SessionDeleted:
 
 
 @router.get("/{session_id}/invocations", response_model_exclude_unset=True)
-async def invocations(session_id: str, service: ServiceDep) -> SessionInvocations:
+async def invocations(
+    session_id: str, service: ServiceDep, reader: ReaderDep
+) -> SessionInvocations:
     """Every recorded tool call of the session, executed and blocked, with scores."""
-    return await service.run(service.invocations, session_id)
+    return await service.run(service.invocations, session_id, reader)
 
 
 @router.post("/{session_id}/turns/{turn}/feedback")
@@ -106,7 +109,8 @@ async def passage(
     service: ServiceDep,
     turn: Annotated[int, Path(ge=1)],
     ref: Annotated[int, Path(ge=1)],
+    reader: ReaderDep,
 ) -> Passage:
     """The passage behind `[ref]` in the answer of `turn`: what the model was shown,
     its heading path, the lookup's level, and links to the whole document."""
-    return await service.run(service.passage, session_id, turn, ref)
+    return await service.run(service.passage, session_id, turn, ref, reader)
