@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +84,19 @@ def access_settings(data_dir: Path, **overrides: Any) -> Settings:
     )
 
 
-def leaks(value: Any) -> list[str]:
-    """What of the restricted documents ``value`` (any JSON-able value or text) shows."""
+def leaks(value: Any, said: Sequence[str] = ()) -> list[str]:
+    """What of the restricted documents ``value`` (any JSON-able value or text) shows,
+    apart from the reader's own words (``said``: its question, echoed as the query)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     lower = text.lower()
+    for words in sorted(said, key=len, reverse=True):
+        lower = lower.replace(words.lower(), " ")
     found = [marker for marker in (*_MARKERS, *HIDDEN_DOCS) if marker.lower() in lower]
     if _HR_WORD.search(lower):
         found.append("the domain hr")
     return found
 
 
-def assert_nothing_hidden(value: Any) -> None:
-    found = leaks(value)
+def assert_nothing_hidden(value: Any, said: Sequence[str] = ()) -> None:
+    found = leaks(value, said)
     assert not found, f"restricted material reached the reader: {found}"
