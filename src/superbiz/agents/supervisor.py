@@ -26,10 +26,10 @@ from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, asker_languag
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
 from superbiz.agents.executor import Executor, OnLookup, TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
-from superbiz.agents.withheld import readable_messages
 from superbiz.config import ChatSettings
 from superbiz.exceptions import QuestionError
 from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
+from superbiz.knowledge.withheld import readable_messages
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
 from superbiz.storage.chat import ChatMessage, ChatRepository, evidence_of

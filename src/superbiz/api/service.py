@@ -27,7 +27,6 @@ from superbiz.access import Reader
 from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
-from superbiz.agents.withheld import visible_turns
 from superbiz.api._passage import heading_path, level_of
 from superbiz.api._running_turns import RunningTurns
 from superbiz.api.events import Emit, TokenStreamingModel, answer_chunks, tool_result_event
@@ -74,6 +73,7 @@ from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
+from superbiz.knowledge.withheld import visible_turns
 from superbiz.llm import deadline
 from superbiz.storage.chat import ChatMessage, SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
@@ -294,7 +294,7 @@ class Service:
     def session(self, session_id: str, reader: Reader) -> SessionHistory:
         """The stored messages; citations without the content the model was shown; an
         answer with its rating and trace id. The turns that used anything ``reader`` may
-        not read are left out whole (``superbiz.agents.withheld``)."""
+        not read are left out whole (``superbiz.knowledge.withheld``)."""
         chats = self.assistant.chats
         with self.stores.held():
             messages = chats.messages(session_id)
