@@ -33,6 +33,14 @@ def eval_retrieval(
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
     output: OutputFile = None,
     as_json: JsonFlag = False,
+    access_probe: Annotated[
+        bool,
+        typer.Option(
+            "--access-probe",
+            help="Also time lookups through a permission filter (every other domain "
+            "restricted): p50 unrestricted, filtered reading all, filtered reading half.",
+        ),
+    ] = False,
 ) -> None:
     """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
     from superbiz.evaluation.retrieval import evaluate_retrieval, render_reports
@@ -44,7 +52,12 @@ def eval_retrieval(
             home = _eval_home(dataset_dir, data_dir, several=len(dataset_dirs) > 1)
             reports.append(
                 evaluate_retrieval(
-                    dataset_dir, _settings(home), k=k, limit=limit, **_tracking(progress, task)
+                    dataset_dir,
+                    _settings(home),
+                    k=k,
+                    limit=limit,
+                    access_probe=access_probe,
+                    **_tracking(progress, task),
                 )
             )
     report = reports[0] if len(reports) == 1 else {"datasets": reports}
