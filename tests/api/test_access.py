@@ -94,6 +94,7 @@ def _reads(client: TestClient, headers: dict[str, str], session: str) -> dict[st
         "map_yaml": client.get("/api/knowledge/map", params={"format": "yaml"}, headers=headers),
         "gaps": client.get("/api/gaps", params={"since": "1h"}, headers=headers),
         "session": client.get(f"/api/sessions/{session}", headers=headers),
+        "sessions": client.get("/api/sessions", params={"id": session}, headers=headers),
         "trace": client.get(f"/api/sessions/{session}/invocations", headers=headers),
         "metrics": client.get("/metrics", headers=headers),
         "info": client.get("/api/info", headers=headers),
@@ -144,12 +145,13 @@ def test_alice_reads_them_and_everyone_reads_as_she_does(
     assert RECON_DOC in hers["documents"] and HR_DOC in hers["map"]
     assert "not the steps I needed" in hers["gaps"]
     assert RECON_DOC in hers["session"] and RECON_DOC in hers["trace"]
+    assert RECON_TITLE in hers["sessions"]
     passage = client.get(f"/api/sessions/{alices_session}/turns/1/citations/1", headers=AS_ALICE)
     assert passage.status_code == 200
     document = client.get(f"/api/documents/{quote(RECON_DOC)}", headers=AS_ALICE)
     assert document.status_code == 200 and "kingfisher" in document.text
     everyone = _reads(client, {}, alices_session)  # no reader set: the single admin key
-    for name in ("documents", "map", "map_yaml", "session", "trace"):
+    for name in ("documents", "map", "map_yaml", "session", "sessions", "trace"):
         assert everyone[name] == hers[name], name
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -387,11 +387,25 @@ class Service:
         )
 
     # -- the page's session list ------------------------------------------------------------
-    def sessions(self, session_ids: list[str] | None) -> SessionList:
-        """The sessions named, or every session (a keyed client: the route decides)."""
+    def sessions(self, session_ids: list[str] | None, reader: Reader) -> SessionList:
+        """The sessions named, or every session (a keyed client: the route decides); for
+        a restricted ``reader``, as it may see them: a session all of whose turns it may
+        not see is not listed, and one whose first question it may not see is named by
+        the first it may."""
         with self.stores.held():
             found = self.assistant.chats.summaries(session_ids)
+            if reader_limits(self.assistant.kb, reader) is not None:
+                found = [s for s in map(partial(self._as_seen, reader=reader), found) if s]
         return SessionList(sessions=[_summary_view(s) for s in found])
+
+    def _as_seen(self, summary: SessionSummary, *, reader: Reader) -> SessionSummary | None:
+        messages = self.assistant.chats.messages(summary.session_id)
+        shown = self._visible_turns(summary.session_id, messages, reader)
+        questions = [m for m in messages if m.role == "user" and (shown is None or m.turn in shown)]
+        if not questions:
+            return None
+        turns = max(m.turn for m in questions)
+        return replace(summary, first_question=questions[0].content, turns=turns)
 
     def rename_session(self, session_id: str, title: str | None) -> SessionSummaryView:
         chats = self.assistant.chats

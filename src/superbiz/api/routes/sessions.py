@@ -48,6 +48,7 @@ MAX_LISTED = 200
 async def sessions(
     service: ServiceDep,
     keyed: AuthRequired,
+    reader: ReaderDep,
     id: Annotated[
         list[str] | None,
         Query(max_length=MAX_LISTED, description="The sessions to list (a browser's own)."),
@@ -61,7 +62,7 @@ async def sessions(
             "listing every session needs service.api-key; name your own with id=…",
         )
     ids = [i for i in id or [] if 0 < len(i) <= MAX_SESSION_ID] if id is not None else None
-    return await service.run(service.sessions, ids)
+    return await service.run(service.sessions, ids, reader)
 
 
 @router.get("/{session_id}", response_model_exclude_unset=True)
