@@ -71,10 +71,6 @@ class AccessRules:
         domain, access = known
         return may_read(reader, access, self.domains.get(domain))
 
-    def may_know_domain(self, reader: Reader, domain: str) -> bool:
-        """Whether ``reader`` may read a document of ``domain``: the domain exists for it."""
-        return domain in self.readable_domains(reader)
-
     def readable_domains(self, reader: Reader) -> set[str]:
         """The domains in which ``reader`` may read at least one document."""
         return {
