@@ -287,6 +287,9 @@ class MilvusChunkStore:
         index = self._client.prepare_index_params()
         index.add_index("dense", index_type="AUTOINDEX", metric_type=DENSE_METRIC)
         index.add_index("domain", index_type="INVERTED")
+        # a reader's filter then reads two scalar indexes, not every row's text: on Lite,
+        # dense p50 through the filter 9.7 ms without it (7.6 ms unfiltered; README)
+        index.add_index("access", index_type="INVERTED")
         if bm25:
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
             schema.add_function(
