@@ -194,14 +194,18 @@ class GovernedLookup:
             domain = self.source.require_domain(domain, reader)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = asker_language(query)
-        retrieved = self.retrieved_docs(session_id, reader)
-        found = self.source.retrieve(text, domain, exclude=retrieved, page=page, reader=reader)
+        # all the session retrieved is excluded (what the reader may not read is not
+        # searched anyway); what it is told it retrieved is what it may read, decided
+        # after the search brought the knowledge base up to date
+        seen = self.tracker.retrieved_docs(session_id)
+        found = self.source.retrieve(text, domain, exclude=seen, page=page, reader=reader)
         widened = False
         if domain and widen and found.level not in GOOD_LEVELS:
-            whole = self.source.retrieve(text, None, exclude=retrieved, reader=reader)
+            whole = self.source.retrieve(text, None, exclude=seen, reader=reader)
             if level_rank(whole.level) >= level_rank(found.level):
                 found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
+        retrieved = self._readable(seen, reader)
 
         dedup_reason: DedupReason | None = None
         if not shown and found.withheld:
@@ -276,7 +280,9 @@ class GovernedLookup:
         """What the session retrieved (doc_path → domain) that ``reader`` may read: a
         document another reader of the session retrieved, or one the reader may no longer
         read, is neither withheld as seen nor named among the session's domains."""
-        retrieved = self.tracker.retrieved_docs(session_id)
+        return self._readable(self.tracker.retrieved_docs(session_id), reader)
+
+    def _readable(self, retrieved: dict[str, str], reader: Reader | None) -> dict[str, str]:
         view = self.source.view(reader)
         if not view.restricted:
             return retrieved
