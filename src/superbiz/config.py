@@ -29,6 +29,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from superbiz.access import AccessListError, parse_access
 from superbiz.exceptions import ConfigError
 
 CONFIG_ENV = "SUPERBIZ_CONFIG"
@@ -522,6 +523,30 @@ class TelemetrySettings(_Section):
         return value
 
 
+class AccessSettings(_Section):
+    """Who may read each domain (``access.domains``: domain → the groups that may; a
+    document's own ``access:`` list wins over its domain's, and a domain not listed is
+    read by everyone). Each list is checked as a document's is (``superbiz.access``)."""
+
+    domains: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    @field_validator("domains", mode="before")
+    @classmethod
+    def _access_lists(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # pydantic names the type it wanted
+        checked: dict[str, tuple[str, ...]] = {}
+        for domain, groups in value.items():
+            name = str(domain).strip()
+            if not name:
+                raise ValueError("access.domains: a domain name is empty")
+            try:
+                checked[name] = parse_access(groups)
+            except AccessListError as exc:
+                raise ValueError(f"access.domains.{name}: {exc}") from None
+        return checked
+
+
 class GapSettings(_Section):
     """The knowledge-gaps report (``superbiz gaps``): example questions per cluster."""
 
@@ -582,6 +607,7 @@ class Settings(BaseSettings):
     sources: SourcesSettings = SourcesSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     gaps: GapSettings = GapSettings()
+    access: AccessSettings = AccessSettings()
     advanced: AdvancedSettings = AdvancedSettings()
 
     @model_validator(mode="before")
@@ -748,16 +774,23 @@ class _YamlSource(PydanticBaseSettingsSource):
         return underscored
 
 
-def _underscored(data: Any, where: str = "") -> Any:
+#: mappings whose keys are names a user chose (domains), kept as written
+_NAMED_KEYS = (("access", "domains"),)
+
+
+def _underscored(data: Any, where: str = "", path: tuple[str, ...] = ()) -> Any:
     """Mapping keys spelled as field names (``head-chars`` → ``head_chars``), so that the
     environment's ``…__HEAD_CHARS`` merges over the file's key instead of sitting beside
     it (both spellings of one field were refused as an unknown key). Every settings
-    mapping is a section: no key is user data. One key written both ways is an error:
-    which value was meant cannot be told.
+    mapping is a section, but for ``_NAMED_KEYS`` (a domain named ``payment-ops`` is not
+    ``payment_ops``). One key written both ways is an error: which value was meant
+    cannot be told.
 
     >>> _underscored({"retrieval": {"reference-supplements": 3, "fusion": "minmax"}})
     {'retrieval': {'reference_supplements': 3, 'fusion': 'minmax'}}
     """
+    if isinstance(data, dict) and path in _NAMED_KEYS:
+        return dict(data)
     if isinstance(data, dict):
         spelled: dict[str, str] = {}  # field name → the key as written
         fields: dict[str, Any] = {}
@@ -765,7 +798,7 @@ def _underscored(data: Any, where: str = "") -> Any:
             field = str(key).replace("-", "_")
             if field in fields:
                 raise ConfigError(f"{where}: {spelled[field]!r} and {key!r} set the same setting")
-            spelled[field], fields[field] = str(key), _underscored(value, where)
+            spelled[field], fields[field] = str(key), _underscored(value, where, (*path, field))
         return fields
     return data
 

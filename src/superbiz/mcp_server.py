@@ -18,6 +18,11 @@ The superbiz session id comes, first match wins, from
 4. otherwise (stateless HTTP, protocol 2026-07-28 has no sessions): a new
    ``mcp-<uuid>`` for this call. Every result names its ``session_id`` so the client
    can pass it back and stay governed.
+
+Readers: a call over HTTP is its authenticated caller's (``request.state.reader``, set
+by the service's authentication); otherwise (stdio, or no users) the server's
+``reader`` (``superbiz mcp --as-group``; by default one who may read everything). A
+reader's lookups, ``list_domains`` and ``knowledge://map`` hold only what it may read.
 """
 
 from __future__ import annotations
@@ -29,20 +34,23 @@ import sys
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal, TypedDict
 
 import anyio
 import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import AnyUrl, Field
 from starlette.types import ASGIApp
 
 from superbiz._text import asker_language
+from superbiz.access import Reader
 from superbiz.agents.runtime import open_lookup
 from superbiz.api.guard import McpGuard
 from superbiz.auth.authenticate import Authenticator
@@ -52,7 +60,7 @@ from superbiz.exceptions import ForbiddenError, NotFoundError, SessionBusyError
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.map import build_map
+from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
 from superbiz.storage.chat import ChatRepository
 
 __all__ = [
@@ -152,8 +160,11 @@ class GovernedRetrieval:
         *,
         kb: KnowledgeBase | None = None,
         tracker: SessionTracker | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self.settings = settings
+        #: whose calls these are when the transport names no reader (stdio)
+        self.reader = reader or Reader.everyone()
         self.runtime = open_lookup(settings, kb=kb, tracker=tracker)
         #: chat sessions (web, CLI), which an MCP client may never continue
         self._chats = ChatRepository(self.runtime.kb.engine)
@@ -168,9 +179,16 @@ class GovernedRetrieval:
             _ = self.runtime.kb.exact_index
 
     def call(
-        self, session_id: str, arguments: Mapping[str, Any], *, call_id: str = ""
+        self,
+        session_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        call_id: str = "",
+        reader: Reader | None = None,
     ) -> ToolAnswer:
-        """One governed ``lookup_knowledge`` call in ``session_id``; always recorded."""
+        """One governed ``lookup_knowledge`` call in ``session_id`` by ``reader`` (None:
+        the server's); always recorded."""
+        reader = reader or self.reader
         args = {k: v for k, v in arguments.items() if v is not None}
         if self._chats.exists(session_id):  # a chat chose an id that looks like MCP's
             return ToolAnswer(
@@ -183,17 +201,18 @@ class GovernedRetrieval:
         try:
             # after a chat turn of the session still running (another replica's, say)
             with self.runtime.sessions.hold(session_id), self._lock:
-                turn = self._turn(session_id, args.get("query"))
+                turn = self._turn(session_id, args.get("query"), reader)
                 step = len(turn.outcomes) + 1
                 outcome = self.runtime.recorded_call(turn, args, call_id=call_id, step=step)
         except SessionBusyError as exc:
             return ToolAnswer({"error": str(exc)}, is_error=True)
         return ToolAnswer(answer_view(outcome, session_id), is_error=outcome.error is not None)
 
-    def domains(self) -> list[DomainSummary]:
-        """Domain ids with their document counts and the map's descriptions."""
+    def domains(self, reader: Reader | None = None) -> list[DomainSummary]:
+        """Domain ids with their document counts and the map's descriptions, of what
+        ``reader`` (None: the server's) may read."""
         with self._lock:
-            knowledge_map = build_map(self.runtime.kb)
+            knowledge_map = self._map(reader)
         return [
             {
                 "domain_id": d.domain_id,
@@ -204,23 +223,28 @@ class GovernedRetrieval:
             for d in knowledge_map.domains
         ]
 
-    def map_yaml(self) -> str:
-        """The knowledge map the Planner sees, within the planner's token budget."""
+    def map_yaml(self, reader: Reader | None = None) -> str:
+        """The knowledge map the Planner sees, within the planner's token budget, of what
+        ``reader`` (None: the server's) may read."""
         with self._lock:
-            return build_map(self.runtime.kb).to_yaml(
-                self.settings.advanced.planner.map_token_budget
-            )
+            return self._map(reader).to_yaml(self.settings.advanced.planner.map_token_budget)
+
+    def _map(self, reader: Reader | None) -> KnowledgeMap:
+        kb = self.runtime.kb
+        kb.sync()
+        return map_for(build_map(kb), kb.view(reader or self.reader))
 
     def close(self) -> None:
         with self._lock:
             self._turns.clear()
             self.runtime.close()
 
-    def _turn(self, session_id: str, query: Any) -> LookupTurn:
+    def _turn(self, session_id: str, query: Any, reader: Reader) -> LookupTurn:
         """The session's turn, made on its first call; a session resumed by a new server
-        process starts a new turn (its action memory is still in the tracker)."""
+        process, or by another reader, starts a new turn (its action memory is still in
+        the tracker, and a reader meets only the part of it it may read)."""
         turn = self._turns.get(session_id)
-        if turn is not None:
+        if turn is not None and (turn.reader or Reader.everyone()).key == reader.key:
             self._turns.move_to_end(session_id)
             return turn
         turn = LookupTurn(
@@ -230,6 +254,7 @@ class GovernedRetrieval:
             turn=self.runtime.next_turn(session_id),
             language=asker_language(query if isinstance(query, str) else ""),
             recorder=self.runtime.invocations,
+            reader=reader,
         )
         self._turns[session_id] = turn
         while len(self._turns) > MAX_SESSIONS:
@@ -274,17 +299,41 @@ def _not_theirs(auth: Authenticator, ctx: Context, session_id: str) -> str | Non
     return None
 
 
+#: the context of the resource read in progress (see ``_ReadingServer``)
+_reading: ContextVar[Context | None] = ContextVar("superbiz_mcp_reading", default=None)
+
+
+class _ReadingServer(MCPServer):
+    """Hands a static resource's function the context of its read (the SDK gives
+    context only to templated resources): ``knowledge://map`` is its reader's map."""
+
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        token = _reading.set(context)
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            _reading.reset(token)
+
+
 def build_server(service: GovernedRetrieval, auth: Authenticator | None = None) -> MCPServer:
     """The MCP surface over ``service``: two tools and the knowledge-map resource. With
     ``auth`` (over HTTP), a session belongs to the person whose key opened it: another
     person's ``session_id`` is answered as a session that does not exist."""
     process_session = f"mcp-{uuid.uuid4().hex}"
-    server: MCPServer = MCPServer(
+    server: MCPServer = _ReadingServer(
         SERVER_NAME,
         title="superbiz governed retrieval",
         instructions=INSTRUCTIONS,
         log_level="WARNING",
     )
+
+    def reader_of(ctx: Context) -> Reader | None:
+        """The HTTP caller authentication named, else None (the server's reader)."""
+        request = ctx.request_context.request
+        found = getattr(getattr(request, "state", None), "reader", None)
+        return found if isinstance(found, Reader) else None
 
     def session_for(ctx: Context, explicit: str | None) -> str:
         if explicit is not None:
@@ -318,7 +367,9 @@ def build_server(service: GovernedRetrieval, auth: Authenticator | None = None) 
             return ToolAnswer({"error": problem}, is_error=True).as_call_result()
         arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
         answer = await anyio.to_thread.run_sync(
-            partial(service.call, session, arguments, call_id=str(ctx.request_id))
+            partial(
+                service.call, session, arguments, call_id=str(ctx.request_id), reader=reader_of(ctx)
+            )
         )
         return answer.as_call_result()
 
@@ -330,8 +381,8 @@ def build_server(service: GovernedRetrieval, auth: Authenticator | None = None) 
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
-    async def list_domains() -> dict[str, Any]:
-        return {"domains": await anyio.to_thread.run_sync(service.domains)}
+    async def list_domains(ctx: Context) -> dict[str, Any]:
+        return {"domains": await anyio.to_thread.run_sync(service.domains, reader_of(ctx))}
 
     @server.resource(
         MAP_URI,
@@ -340,7 +391,9 @@ def build_server(service: GovernedRetrieval, auth: Authenticator | None = None) 
         mime_type="application/yaml",
     )
     async def knowledge_map() -> str:
-        return await anyio.to_thread.run_sync(service.map_yaml)
+        context = _reading.get()  # a static resource is given no context of its own
+        reader = reader_of(context) if context is not None else None
+        return await anyio.to_thread.run_sync(service.map_yaml, reader)
 
     return server
 
@@ -355,6 +408,7 @@ def _stdout_to_stderr() -> Iterator[None]:
 def serve(
     settings: Settings,
     *,
+    reader: Reader | None = None,
     transport: Transport = "stdio",
     host: str = "127.0.0.1",
     port: int = 8765,
@@ -363,7 +417,7 @@ def serve(
     """Open the knowledge base, warm it up and serve until the client goes (stdio) or
     the process is interrupted (Ctrl-C or SIGTERM: the stores are closed either way)."""
     with _stdout_to_stderr():
-        service = GovernedRetrieval(settings)
+        service = GovernedRetrieval(settings, reader=reader)
     previous = _interrupt_on_sigterm()
     try:
         with _stdout_to_stderr():

@@ -212,3 +212,30 @@ def test_milvus_down_at_start_up_is_a_store_error_until_it_comes_up(
         assert _ranking(kb, "HTTP 429 Too Many Requests", None)[1][0] == "api/rate-limit.md"
     finally:
         server.stop()
+
+
+def test_a_milvus_server_filters_by_access_inside_its_searches(
+    tmp_path: Path, server_settings: Settings, open_kb: Any
+) -> None:
+    """The permission probe's searches on the server profile (PostgreSQL, a Milvus server
+    over gRPC, filters sent as the server parses them): bob meets nothing restricted,
+    alice ranks as an unrestricted reader, as on the embedded Lite."""
+    from access_probe import ALICE, BOB, HIDDEN_DOCS, PROBES, assert_nothing_hidden, write_access_kb
+    from superbiz.config import AccessSettings
+
+    access = AccessSettings(domains={"hr": ("hr-team",)})
+    served = open_kb(server_settings.model_copy(update={"access": access}))
+    embedded = open_kb(Settings(data_dir=tmp_path / "lite", access=access))
+    folder = write_access_kb(tmp_path / "kb")
+    for kb in (served, embedded):
+        assert not Ingestor(kb).ingest([folder]).skipped
+    assert isinstance(served.store, MilvusChunkStore) and served.store.has_access
+    for query in PROBES:
+        his = served.retrieve(query, reader=BOB)
+        assert_nothing_hidden([(d.doc_path, d.title, d.domain) for d in his.ranked])
+        assert [d.doc_path for d in his.ranked] == [
+            d.doc_path for d in embedded.retrieve(query, reader=BOB).ranked
+        ]
+        hers, everyone = served.retrieve(query, reader=ALICE), served.retrieve(query)
+        assert [d.doc_path for d in hers.ranked] == [d.doc_path for d in everyone.ranked]
+    assert {d.doc_path for d in served.retrieve(PROBES[0], reader=ALICE).shown} & set(HIDDEN_DOCS)

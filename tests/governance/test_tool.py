@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
+from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
 from superbiz.governance.decision import DomainState, Situation, Verdict, breaker_message
 from superbiz.governance.lookup import GovernedLookup, LookupResult
@@ -410,9 +411,9 @@ def test_a_paraphrase_is_inferred_to_the_domain_of_the_earlier_query(
     inferred: list[str] = []
     original = lookup.infer_domain
 
-    def infer(query: str) -> str | None:
+    def infer(query: str, reader: Reader | None = None) -> str | None:
         inferred.append(query)
-        return original(query)
+        return original(query, reader)
 
     monkeypatch.setattr(lookup, "infer_domain", infer)
     turn = make_turn("zh")
@@ -490,9 +491,9 @@ def test_a_blocked_calls_inferred_domain_serves_its_paraphrases(
     inferred: list[str] = []
     original = lookup.infer_domain
 
-    def infer(query: str) -> str | None:
+    def infer(query: str, reader: Reader | None = None) -> str | None:
         inferred.append(query)
-        return original(query)
+        return original(query, reader)
 
     monkeypatch.setattr(lookup, "infer_domain", infer)
     turn = make_turn("zh")

@@ -70,7 +70,7 @@ def test_other_keys_are_kept_in_extra_and_named_in_a_warning() -> None:
     assert doc.extra == {"owner": "pay-team", "priority": 3}
     assert doc.warnings == (
         "unknown frontmatter keys 'owner', 'priority': not used, kept in extra "
-        "(known keys: title, category, when_to_retrieve, covers, tags, aliases)",
+        "(known keys: title, category, when_to_retrieve, covers, tags, aliases, access)",
     )
     metadata = doc.metadata()
     assert metadata["extra"] == {"owner": "pay-team", "priority": 3}

@@ -29,6 +29,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
+from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource, select_answer
 from superbiz.agents.context import Citation, evidence_message
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
@@ -186,6 +187,7 @@ class Executor:
         recorder: InvocationRepository | None = None,
         tracer: Tracer | None = None,
         passages: PassageSource | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self.model = model
         self.lookup = lookup
@@ -195,6 +197,8 @@ class Executor:
         if passages is None and isinstance(source, PassageSource):
             passages = source
         self.passages = passages
+        #: whose turns these are (None: an unrestricted reader; see ``LookupTurn``)
+        self.reader = reader
         self.governance = governance
         self.recorder = recorder
         #: each model call is a span (``gen_ai.*`` attributes) under the turn's
@@ -227,6 +231,7 @@ class Executor:
             turn=turn,
             language=language,
             recorder=self.recorder,
+            reader=self.reader,
         )
         result = TurnResult(session_id, turn, question, language, model=self.model.name)
         refs = {doc.path: replace(doc, ref=i) for i, doc in enumerate(_unique(evidence), 1)}

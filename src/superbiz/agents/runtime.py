@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
@@ -24,6 +25,7 @@ from opentelemetry.trace import TracerProvider
 from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz._text import asker_language
+from superbiz.access import Reader
 from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
@@ -37,7 +39,7 @@ from superbiz.governance.tool import LookupTurn, Origin, ToolOutcome
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.map import KnowledgeMap, build_map
+from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.db import relational_store_error
@@ -118,11 +120,14 @@ class LookupRuntime:
         query: str,
         domain: str | None = None,
         missing_dimension: str | None = None,
+        *,
+        reader: Reader | None = None,
     ) -> ToolOutcome:
         """A person's lookup outside any chat turn (``superbiz lookup``): a turn of its own,
         governed and recorded like the model's calls (``origin: user``), so ``superbiz
         trace`` shows it with its scores. It waits for a chat turn of the session still
-        running, which would otherwise take the same number (and undo it if it failed)."""
+        running, which would otherwise take the same number (and undo it if it failed).
+        ``reader``: who looks up (None: an unrestricted reader, the CLI's local user)."""
         arguments = {"query": query, "domain": domain, "missing_dimension": missing_dimension}
         with self.sessions.hold(session_id):
             turn = LookupTurn(
@@ -132,6 +137,7 @@ class LookupRuntime:
                 turn=self.next_turn(session_id),
                 language=asker_language(query),
                 recorder=self.invocations,
+                reader=reader,
             )
             given = {k: v for k, v in arguments.items() if v is not None}
             return self.recorded_call(turn, given, origin="user")
@@ -206,6 +212,8 @@ class Runtime(LookupRuntime):
         self.planner = self._planner(llm)
         self._map: KnowledgeMap | None = None
         self._map_version = -1
+        #: each reader's view of ``_map`` (by its groups), for the version it was built at
+        self._reader_maps: dict[tuple[bool, frozenset[str]], KnowledgeMap] = {}
 
     @property
     def extractive(self) -> bool:
@@ -216,8 +224,9 @@ class Runtime(LookupRuntime):
         fallback = MapPlanner(self.kb.embedder, self.settings.planner_config)
         return LLMPlanner(llm, fallback, self.settings.planner_config) if llm else fallback
 
-    def knowledge_map(self) -> KnowledgeMap:
-        """The map, rebuilt when this or another process changed documents since (the
+    def knowledge_map(self, reader: Reader | None = None) -> KnowledgeMap:
+        """The map ``reader`` sees (None: the whole map; ``map_for``), rebuilt when this
+        or another process changed documents since (the
         supervisor asks at the start of every turn, so that is where changes are seen).
         A build that fails leaves the map stale, not marked fresh. (Two turns may build it
         at once while one waits for the LLM to summarise a domain: no lock here, as the
@@ -225,12 +234,21 @@ class Runtime(LookupRuntime):
         self.kb.sync()
         version = self.kb.version
         if self._map is None or self._map_version != version:
+            self._reader_maps = {}
             self._map = build_map(self.kb, self.domains)
             self._map_version = version
-        return self._map
+        view = self.kb.view(reader)
+        if not view.restricted:
+            return self._map
+        key = view.reader.key
+        seen = self._reader_maps.get(key)
+        if seen is None:
+            seen = self._reader_maps[key] = map_for(self._map, view)
+        return seen
 
     def invalidate_map(self) -> None:
         self._map = None
+        self._reader_maps = {}
         self.kb.invalidate()
 
     def ask(
@@ -241,8 +259,12 @@ class Runtime(LookupRuntime):
         on_plan: OnPlan | None = None,
         on_lookup: OnLookup | None = None,
         model: ChatModel | None = None,
+        reader: Reader | None = None,
     ) -> SupervisedTurn:
-        """One turn of ``session_id``, after any turn of it still running.
+        """One turn of ``session_id``, after any turn of it still running, asked by
+        ``reader`` (None: an unrestricted reader, the CLI's local user): its plan sees the
+        map of what it may read, its lookups search that, and the session's earlier turns
+        that used anything else are not its history.
 
         ``model`` answers this turn instead of the runtime's (e.g. one that streams its
         text to the caller). A turn that fails, or that its caller cancels
@@ -254,16 +276,23 @@ class Runtime(LookupRuntime):
         tracer = self.telemetry.tracer
         turn_model = self.store_lock.releasing(model or self.model)
         executor = Executor(
-            turn_model, self.lookup, self.settings.governance_config, self.invocations, tracer
+            turn_model,
+            self.lookup,
+            self.settings.governance_config,
+            self.invocations,
+            tracer,
+            reader=reader,
         )
+        restricted = reader is not None and not reader.unrestricted
         supervisor = Supervisor(
             self.planner,
             executor,
             self.chats,
-            self.knowledge_map,
+            partial(self.knowledge_map, reader),
             settings=self.settings.chat,
             turn_timeout_s=None if self.extractive else self.settings.llm.turn_timeout_s,
             tracer=tracer,
+            may_read=partial(self.may_read, reader) if restricted else None,
         )
         with (
             tracer.start_as_current_span("invoke_agent superbiz") as span,
@@ -303,6 +332,10 @@ class Runtime(LookupRuntime):
                 },
             )
             return supervised
+
+    def may_read(self, reader: Reader | None, path: str) -> bool:
+        """Whether ``reader`` may read the document at ``path``, as the knowledge base is now."""
+        return self.kb.view(reader).may_read(path)
 
     def _undo_turn(self, session_id: str, turn: int, retrieved_before: set[str]) -> None:
         """Forget what a failed turn recorded (best effort: the store may be what failed)."""

@@ -29,9 +29,10 @@ from superbiz.agents.planner import Plan, Planner, PlanRequest
 from superbiz.config import ChatSettings
 from superbiz.exceptions import QuestionError
 from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
+from superbiz.knowledge.withheld import readable_messages
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
-from superbiz.storage.chat import ChatMessage, ChatRepository
+from superbiz.storage.chat import ChatMessage, ChatRepository, evidence_of
 from superbiz.telemetry import default_tracer, set_attributes, trace_id
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class Supervisor:
         settings: ChatSettings | None = None,
         turn_timeout_s: float | None = None,
         tracer: Tracer | None = None,
+        may_read: Callable[[str], bool] | None = None,
     ) -> None:
         self.tracer = tracer or default_tracer()
         self.planner = planner
@@ -72,6 +74,9 @@ class Supervisor:
         self.knowledge_map = knowledge_map
         self.settings = settings or ChatSettings()
         self.turn_timeout_s = turn_timeout_s
+        #: a restricted reader's rule (None: it reads everything): the session's earlier
+        #: turns that used anything else are left out of its history and evidence
+        self.may_read = may_read
 
     def handle(
         self,
@@ -105,7 +110,9 @@ class Supervisor:
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
         messages = self.chats.messages(session_id)
-        evidence = load_evidence(self.chats.evidence(session_id))
+        if self.may_read is not None:
+            messages = readable_messages(messages, self.may_read)
+        evidence = load_evidence(evidence_of(messages))
         kmap = self.knowledge_map()
         asked = [m.content for m in messages if m.role == "user"][-HISTORY_TURNS:]
         plan = self._plan(PlanRequest(question, kmap, evidence, conversation=asked))

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import anyio.to_thread
 
+from superbiz.access import Reader
 from superbiz.agents.planner import Plan
 from superbiz.agents.runtime import Runtime
 from superbiz.agents.supervisor import SupervisedTurn
@@ -65,14 +66,16 @@ from superbiz.exceptions import (
     TurnCancelledError,
 )
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
+from superbiz.knowledge.access_rules import reader_limits
 from superbiz.knowledge.documents import normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
 from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
+from superbiz.knowledge.withheld import visible_turns
 from superbiz.llm import deadline
-from superbiz.storage.chat import SessionSummary
+from superbiz.storage.chat import ChatMessage, SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT
@@ -169,13 +172,15 @@ class Service:
         self,
         session_id: str,
         question: str,
+        reader: Reader,
         emit: Emit | None = None,
         cancel: threading.Event | None = None,
     ) -> SupervisedTurn:
         """``ask`` in a worker thread of the turns' own pool: turns waiting for a model
         never take the threads that reads and health checks need."""
         return await anyio.to_thread.run_sync(
-            partial(self.ask, session_id, question, emit, cancel), limiter=self._turn_threads
+            partial(self.ask, session_id, question, reader, emit, cancel),
+            limiter=self._turn_threads,
         )
 
     # -- chat ----------------------------------------------------------------------------
@@ -183,10 +188,12 @@ class Service:
         self,
         session_id: str,
         question: str,
+        reader: Reader,
         emit: Emit | None = None,
         cancel: threading.Event | None = None,
     ) -> SupervisedTurn:
-        """One turn; with ``emit`` it reports plan, tool calls, results, tokens, answer.
+        """One turn of ``reader``'s (it plans, searches and is answered from what it may
+        read); with ``emit`` it reports plan, tool calls, results, tokens, answer.
 
         Setting ``cancel`` (from any thread), or :meth:`cancel_turn`, stops the turn at
         its next model call, lookup or streamed chunk with :class:`TurnCancelledError`;
@@ -229,7 +236,12 @@ class Service:
         try:
             with self._running.running(session_id, cancel), deadline.cancellable(cancel):
                 turn = self.assistant.ask(
-                    session_id, question, on_plan=on_plan, on_lookup=on_lookup, model=streamer
+                    session_id,
+                    question,
+                    on_plan=on_plan,
+                    on_lookup=on_lookup,
+                    model=streamer,
+                    reader=reader,
                 )
         except TurnCancelledError:
             self.metrics.turns.labels("cancelled").inc()
@@ -280,15 +292,18 @@ class Service:
     def clear(self, session_id: str) -> None:
         self.assistant.clear_session(session_id)
 
-    def session(self, session_id: str) -> SessionHistory:
+    def session(self, session_id: str, reader: Reader) -> SessionHistory:
         """The stored messages; citations without the content the model was shown; an
-        answer with its rating and trace id."""
+        answer with its rating and trace id. The turns that used anything ``reader`` may
+        not read are left out whole (``superbiz.knowledge.withheld``)."""
         chats = self.assistant.chats
         with self.stores.held():
             messages = chats.messages(session_id)
             if not messages and not chats.exists(session_id):
                 raise NotFoundError(f"no session {session_id!r}")
             ratings = self.assistant.feedback.for_session(session_id)
+            shown = self._visible_turns(session_id, messages, reader)
+        messages = [m for m in messages if shown is None or m.turn in shown]
         return SessionHistory(
             session_id=session_id,
             messages=[
@@ -326,8 +341,9 @@ class Service:
         assert view is not None
         return view
 
-    def gaps(self, since: datetime | None, domain: str | None) -> GapReport:
-        """The knowledge-gaps report (``superbiz gaps``)."""
+    def gaps(self, since: datetime | None, domain: str | None, reader: Reader) -> GapReport:
+        """The knowledge-gaps report (``superbiz gaps``), of the questions about what
+        ``reader`` may read."""
         kb = self.assistant.kb
         with self.stores.held():
             report = gap_report(
@@ -337,14 +353,31 @@ class Service:
                 self.settings.gap_config,
                 since=since,
                 domain=normalize_domain(domain) if domain else None,
+                limits=reader_limits(kb, reader),
             )
         return GapReport.model_validate(report)
 
-    def invocations(self, session_id: str) -> SessionInvocations:
+    def _visible_turns(
+        self, session_id: str, messages: list[ChatMessage], reader: Reader
+    ) -> Collection[int] | None:
+        """The session's turns ``reader`` may see; None: all of them."""
+        limits = reader_limits(self.assistant.kb, reader)
+        if limits is None:
+            return None
+        calls = self.assistant.invocations.for_session(session_id)
+        return visible_turns(messages, calls, limits)
+
+    def invocations(self, session_id: str, reader: Reader) -> SessionInvocations:
+        """The session's recorded calls, but those of turns ``reader`` may not see."""
         with self.stores.held():
             rows = self.assistant.invocations.for_session(session_id)
-            if not rows and not self.assistant.chats.exists(session_id):
+            messages = self.assistant.chats.messages(session_id)
+            if not rows and not messages and not self.assistant.chats.exists(session_id):
                 raise NotFoundError(f"no session {session_id!r}")
+            limits = reader_limits(self.assistant.kb, reader)
+        if limits is not None:
+            shown = visible_turns(messages, rows, limits)
+            rows = [row for row in rows if row.turn in shown]
         return SessionInvocations(
             session_id=session_id,
             invocations=[
@@ -357,13 +390,31 @@ class Service:
 
     # -- the page's session list ------------------------------------------------------------
     def sessions(
-        self, session_ids: list[str] | None, *, owner: str | None = None, unowned: bool = False
+        self,
+        session_ids: list[str] | None,
+        reader: Reader,
+        *,
+        owner: str | None = None,
+        unowned: bool = False,
     ) -> SessionList:
         """The sessions named, or every session; with ``owner`` only that person's (and
-        with ``unowned`` those nobody claimed): the route decides."""
+        with ``unowned`` those nobody claimed): the route decides. For a restricted
+        ``reader``, as it may see them: a session all of whose turns it may not see is not
+        listed, and one whose first question it may not see is named by the first it may."""
         with self.stores.held():
             found = self.assistant.chats.summaries(session_ids, owner=owner, unowned=unowned)
+            if reader_limits(self.assistant.kb, reader) is not None:
+                found = [s for s in map(partial(self._as_seen, reader=reader), found) if s]
         return SessionList(sessions=[_summary_view(s) for s in found])
+
+    def _as_seen(self, summary: SessionSummary, *, reader: Reader) -> SessionSummary | None:
+        messages = self.assistant.chats.messages(summary.session_id)
+        shown = self._visible_turns(summary.session_id, messages, reader)
+        questions = [m for m in messages if m.role == "user" and (shown is None or m.turn in shown)]
+        if not questions:
+            return None
+        turns = max(m.turn for m in questions)
+        return replace(summary, first_question=questions[0].content, turns=turns)
 
     def rename_session(self, session_id: str, title: str | None) -> SessionSummaryView:
         chats = self.assistant.chats
@@ -380,14 +431,17 @@ class Service:
         self.assistant.clear_session(session_id)
         return SessionDeleted(session_id=session_id, deleted=True)
 
-    def passage(self, session_id: str, turn: int, ref: int) -> Passage:
-        """The passage behind ``[ref]`` of an answer, as the model was shown it."""
+    def passage(self, session_id: str, turn: int, ref: int, reader: Reader) -> Passage:
+        """The passage behind ``[ref]`` of an answer, as the model was shown it; not
+        found in a turn ``reader`` may not see."""
         assistant = self.assistant
         with self.stores.held():
+            messages = assistant.chats.messages(session_id)
+            shown = self._visible_turns(session_id, messages, reader)
             answers = [
                 m
-                for m in assistant.chats.messages(session_id)
-                if m.turn == turn and m.role == "assistant"
+                for m in messages
+                if m.turn == turn and m.role == "assistant" and (shown is None or m.turn in shown)
             ]
             item = next(
                 (
@@ -427,10 +481,11 @@ class Service:
             document_url="/api/documents/" + quote(item["path"]),
         )
 
-    def document_text(self, path: str) -> str:
-        """A stored document's file, as it was ingested."""
+    def document_text(self, path: str, reader: Reader) -> str:
+        """A stored document's file, as it was ingested; not found for a reader who may
+        not read it (404, not 403: whether it exists is not said either)."""
         with self.stores.held():
-            stored = self.assistant.kb.documents.get(path)
+            stored = self._readable(path, reader)
         encodings = self.settings.ingest.encodings
         text = _read_text(Path(stored.source_file), path, encodings) if stored else None
         if text is None:
@@ -438,10 +493,18 @@ class Service:
         return text
 
     # -- documents -----------------------------------------------------------------------
-    def documents(self) -> list[DocumentView]:
+    def documents(self, reader: Reader) -> list[DocumentView]:
+        """The documents ``reader`` may read."""
         with self.stores.held():
             stored = self.assistant.kb.documents.all()
-        return [document_view(d, self.uploads) for d in stored]
+            view = self.assistant.kb.view(reader)
+        return [document_view(d, self.uploads) for d in stored if view.may_read(d.path)]
+
+    def _readable(self, path: str, reader: Reader) -> StoredDocument | None:
+        """The stored document at ``path`` when ``reader`` may read it (stores held)."""
+        kb = self.assistant.kb
+        stored = kb.documents.get(path)
+        return stored if stored is not None and kb.view(reader).may_read(path) else None
 
     def upload(
         self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
@@ -457,9 +520,12 @@ class Service:
             report=IngestSummary.model_validate(added.report.as_dict()),
         )
 
-    def delete_document(self, path: str) -> Deleted:
-        """Remove a document from both stores: ``DocumentLifecycle.remove``."""
+    def delete_document(self, path: str, reader: Reader) -> Deleted:
+        """Remove a document from both stores: ``DocumentLifecycle.remove``; one ``reader``
+        may not read is not found (404)."""
         with self._writes.held(), self.stores.held():
+            if self.assistant.kb.documents.get(path) and not self._readable(path, reader):
+                raise NotFoundError(f"no document {path!r}")
             removed = self._lifecycle().remove(path)
             self.assistant.invalidate_map()
         return Deleted(
@@ -512,10 +578,11 @@ class Service:
         return results
 
     # -- knowledge map and health ---------------------------------------------------------
-    def knowledge_map(self, fmt: str) -> KnowledgeMapView | str:
-        """The map as JSON with each document's path, or as the YAML the Planner reads."""
+    def knowledge_map(self, fmt: str, reader: Reader) -> KnowledgeMapView | str:
+        """The map ``reader`` sees, as JSON with each document's path, or as the YAML the
+        Planner reads."""
         with self.stores.held():
-            kmap = self.assistant.knowledge_map()
+            kmap = self.assistant.knowledge_map(reader)
         if fmt == "yaml":
             return kmap.to_yaml(self.settings.advanced.planner.map_token_budget)
         data = kmap.as_dict()

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from superbiz._text import CONTROL_CHARACTERS
+from superbiz.access import AccessListError, Reader
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import QuestionError, SuperbizError
 
@@ -44,6 +45,25 @@ DataDir = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 OutputFile = Annotated[Path | None, typer.Option("--output", "-o", help="Also write JSON here.")]
+AsGroup = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--as-group",
+        help="Act as a reader in this group (repeat for several): only what it may read "
+        "(access lists) \\[default: the local user, who reads everything].",
+    ),
+]
+
+
+def _reader(groups: list[str] | None) -> Reader | None:
+    """The reader ``--as-group`` names; None (everything) without it."""
+    if not groups:
+        return None
+    try:
+        return Reader.of_groups("cli", groups)
+    except AccessListError as exc:
+        err.print(f"[bold red]error:[/] --as-group: {escape(str(exc))}")
+        raise typer.Exit(2) from None
 
 
 @contextmanager

@@ -12,10 +12,12 @@ from rich.panel import Panel
 from rich.text import Text
 
 from superbiz.cli._common import (
+    AsGroup,
     DataDir,
     JsonFlag,
     _errors,
     _print_json,
+    _reader,
     _settings,
     _table,
     _typed,
@@ -45,6 +47,7 @@ def lookup(
         bool,
         typer.Option("--details", help="Add retrieval_details (scores, never shown to the model)."),
     ] = False,
+    as_group: AsGroup = None,
 ) -> None:
     """One governed lookup, recorded in the session (`superbiz trace`): prints what the
     model would see."""
@@ -55,8 +58,9 @@ def lookup(
         domain = _typed(domain, "--domain") if domain else domain
         if missing_dimension:
             missing_dimension = _typed(missing_dimension, "--missing-dimension")
+    reader = _reader(as_group)
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
-        outcome = runtime.user_lookup(session, query, domain, missing_dimension)
+        outcome = runtime.user_lookup(session, query, domain, missing_dimension, reader=reader)
     if outcome.result is None:  # a malformed call or an unknown domain (recorded as such)
         err.print(f"[bold red]error:[/] {escape(outcome.error or 'lookup failed')}")
         raise typer.Exit(2)
@@ -117,6 +121,7 @@ def ask(
     session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "cli",
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
+    as_group: AsGroup = None,
 ) -> None:
     """Answer a question through the governed executor (extractive without an LLM)."""
     from superbiz.agents.runtime import open_runtime
@@ -131,8 +136,9 @@ def ask(
 
     with _errors():
         question, session = _typed(question), _typed(session, "--session")
+    reader = _reader(as_group)
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
-        turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show)
+        turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show, reader=reader)
     if as_json:
         _print_json(_turn_json(turn, runtime.settings.advanced.governance.high_min_calls))
         return
@@ -149,6 +155,7 @@ def ask(
 def chat(
     session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "chat",
     data_dir: DataDir = None,
+    as_group: AsGroup = None,
 ) -> None:
     """Interactive multi-turn chat; shows the plan and every lookup as it happens.
     Type /clear to forget the session, /quit (or Ctrl-D) to leave."""
@@ -156,6 +163,7 @@ def chat(
 
     with _errors():
         session = _typed(session, "--session")
+    reader = _reader(as_group)
     _keep_undecodable_input()
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         console.print(
@@ -182,6 +190,7 @@ def chat(
                     _typed(question),
                     on_plan=lambda plan: console.print(_plan_line(plan)),
                     on_lookup=lambda o: console.print(_lookup_line(o)),
+                    reader=reader,
                 )
             except (LLMError, QuestionError) as exc:  # the session is as it was: ask again
                 err.print(f"[bold red]error:[/] {escape(str(exc))}")
@@ -262,15 +271,27 @@ def trace(
     session: Annotated[str, typer.Argument(help="Session id.")],
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
+    as_group: AsGroup = None,
 ) -> None:
-    """A session's tool calls, executed and blocked, like the ISS-003 log."""
+    """A session's tool calls, executed and blocked, like the ISS-003 log; with
+    --as-group, without the turns that used anything that group may not read."""
     from superbiz.agents.runtime import open_lookup
     from superbiz.governance.tool import RAW_ARGUMENTS
+    from superbiz.knowledge.access_rules import reader_limits
+    from superbiz.knowledge.withheld import visible_turns
 
+    reader = _reader(as_group)
     with _errors(), open_lookup(_settings(data_dir)) as runtime:
         rows = runtime.invocations.for_session(session)
         ratings = runtime.feedback.for_session(session)
-        answers = [m for m in runtime.chats.messages(session) if m.role == "assistant"]
+        messages = runtime.chats.messages(session)
+        limits = reader_limits(runtime.kb, reader)
+    if limits is not None:
+        shown = visible_turns(messages, rows, limits)
+        rows = [r for r in rows if r.turn in shown]
+        messages = [m for m in messages if m.turn in shown]
+        ratings = {turn: rating for turn, rating in ratings.items() if turn in shown}
+    answers = [m for m in messages if m.role == "assistant"]
     if as_json:  # each call with its turn's rating (None when the turn has none)
         records = {t["turn"]: t for t in _turn_records(answers, ratings, rows)}
         _print_json(

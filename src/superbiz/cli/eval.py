@@ -38,6 +38,14 @@ def eval_retrieval(
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
     output: OutputFile = None,
     as_json: JsonFlag = False,
+    access_probe: Annotated[
+        bool,
+        typer.Option(
+            "--access-probe",
+            help="Also time lookups through a permission filter (every other domain "
+            "restricted): p50 unrestricted, filtered reading all, filtered reading half.",
+        ),
+    ] = False,
 ) -> None:
     """Recall@1/5/10, MRR@10, level precision and lookup latency on a dataset."""
     from superbiz.evaluation.retrieval import evaluate_retrieval, render_reports
@@ -46,7 +54,7 @@ def eval_retrieval(
         dataset_dirs,
         data_dir,
         lambda path, settings, tracking: evaluate_retrieval(
-            path, settings, k=k, limit=limit, **tracking
+            path, settings, k=k, limit=limit, access_probe=access_probe, **tracking
         ),
     )
     _publish(report, output, as_json, render_reports)

@@ -13,12 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from superbiz.cli._common import (
+    AsGroup,
     DataDir,
     JsonFlag,
     _knowledge_base,
     _print_json,
     _progress,
     _publish,
+    _reader,
     _settings,
     _tracking,
     console,
@@ -188,13 +190,16 @@ def knowledge_map(
     budget: Annotated[
         int | None, typer.Option("--budget", help="Token budget \\[default: planner setting].")
     ] = None,
+    as_group: AsGroup = None,
 ) -> None:
-    """Print the knowledge map the Planner sees (YAML)."""
-    from superbiz.knowledge.map import build_map
+    """Print the knowledge map the Planner sees (YAML); with --as-group, that group's."""
+    from superbiz.knowledge.map import build_map, map_for
 
     settings = _settings(data_dir)
+    reader = _reader(as_group)
     with _knowledge_base(settings) as kb:
-        text = build_map(kb).to_yaml(budget or settings.advanced.planner.map_token_budget)
+        kmap = map_for(build_map(kb), kb.view(reader))
+        text = kmap.to_yaml(budget or settings.advanced.planner.map_token_budget)
     sys.stdout.write(text)
 
 

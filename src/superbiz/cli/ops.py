@@ -9,11 +9,13 @@ import typer
 from rich.markup import escape
 
 from superbiz.cli._common import (
+    AsGroup,
     DataDir,
     JsonFlag,
     _errors,
     _knowledge_base,
     _print_json,
+    _reader,
     _settings,
     _table,
     console,
@@ -29,11 +31,13 @@ def gaps(
     ] = "30d",
     domain: Annotated[str | None, typer.Option("--domain", help="Only this domain.")] = None,
     as_json: JsonFlag = False,
+    as_group: AsGroup = None,
 ) -> None:
     """What the knowledge base lacks: questions that found no good evidence, clustered by
     meaning, the runbook most worth writing first."""
     from datetime import UTC, datetime
 
+    from superbiz.knowledge.access_rules import reader_limits
     from superbiz.knowledge.documents import normalize_domain
     from superbiz.knowledge.gaps import gap_report, parse_since
 
@@ -43,6 +47,7 @@ def gaps(
         err.print(f"[bold red]error:[/] --since: {escape(str(exc))}")
         raise typer.Exit(2) from None
     settings = _settings(data_dir)
+    reader = _reader(as_group)
     with _knowledge_base(settings) as kb, _errors():
         report = gap_report(
             kb.engine,
@@ -51,6 +56,7 @@ def gaps(
             settings.gap_config,
             since=start,
             domain=normalize_domain(domain) if domain else None,
+            limits=reader_limits(kb, reader),
         )
     if as_json:
         _print_json(report)
@@ -96,13 +102,19 @@ def feedback_export(
     out: Annotated[Path, typer.Option("--out", help="An empty or new folder for the dataset.")],
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
+    as_group: AsGroup = None,
 ) -> None:
     """Write the rated questions as a dataset eval retrieval and eval agent read:
-    corpus/, queries.jsonl (gold: what a thumbs-up answer cited), rated-down.jsonl."""
+    corpus/, queries.jsonl (gold: what a thumbs-up answer cited), rated-down.jsonl; with
+    --as-group, only what that group may read."""
     from superbiz.evaluation.feedback_export import export_feedback
 
+    reader = _reader(as_group)
     with _knowledge_base(_settings(data_dir)) as kb, _errors():
-        summary = export_feedback(kb.engine, out)
+        view = kb.view(reader)
+        summary = export_feedback(
+            kb.engine, out, may_read=view.may_read if view.restricted else None
+        )
     if as_json:
         _print_json(summary)
         return
@@ -127,8 +139,10 @@ def mcp(
     host: Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="HTTP: port to listen on.")] = 8765,
     data_dir: DataDir = None,
+    as_group: AsGroup = None,
 ) -> None:
-    """Serve the governed lookup_knowledge, list_domains and knowledge://map over MCP."""
+    """Serve the governed lookup_knowledge, list_domains and knowledge://map over MCP
+    (with --as-group, of what that group may read)."""
     from superbiz.mcp_server import HTTP_PATH, serve
 
     if transport not in ("stdio", "http"):
@@ -148,6 +162,7 @@ def mcp(
     with _errors():
         serve(
             settings,
+            reader=_reader(as_group),
             transport="stdio" if transport == "stdio" else "http",
             host=host,
             port=port,

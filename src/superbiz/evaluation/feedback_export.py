@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sqlalchemy import Engine
 
 from superbiz._text import detect_language
 from superbiz.exceptions import SuperbizError
+from superbiz.knowledge.withheld import withheld_turns
 from superbiz.storage.chat import ChatMessage, ChatRepository
 from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository
@@ -38,11 +40,17 @@ def cited_paths(answer: ChatMessage) -> list[str]:
     return cited or [item["path"] for item in answer.evidence]
 
 
-def export_feedback(engine: Engine, out: Path) -> dict[str, Any]:
-    """Write the dataset under ``out`` (which must be empty or absent); returns counts."""
+def export_feedback(
+    engine: Engine, out: Path, *, may_read: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
+    """Write the dataset under ``out`` (which must be empty or absent); returns counts.
+    ``may_read`` (a restricted reader's rule): only the documents it allows, and only the
+    rated turns whose answer cited nothing else."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise SuperbizError(f"{out} is not an empty folder: choose a new one for the dataset")
-    documents = DocumentRepository(engine).all()
+    documents = [
+        doc for doc in DocumentRepository(engine).all() if may_read is None or may_read(doc.path)
+    ]
     if not documents:
         raise SuperbizError("the knowledge base has no documents to export")
     chats = ChatRepository(engine)
@@ -71,8 +79,12 @@ def export_feedback(engine: Engine, out: Path) -> dict[str, Any]:
         question = next((m for m in turn if m.role == "user"), None)
         answer = next((m for m in turn if m.role == "assistant"), None)
         if question is None or answer is None:
-            skipped += 1  # an MCP session's lookups: no answer cited anything
+            # an MCP session's lookups: no answer cited anything (for a restricted reader
+            # not counted either: what they found is not its to know)
+            skipped += may_read is None
             continue
+        if may_read is not None and withheld_turns([answer], may_read):
+            continue  # a turn the reader may not see: not even counted
         entry_id = f"{rating.session_id}#{rating.turn}"
         cited = [path for path in cited_paths(answer) if path in known]
         if rating.rating == "down":

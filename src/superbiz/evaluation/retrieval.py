@@ -16,6 +16,7 @@ from rich.table import Table
 from superbiz._text import detect_language
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import Settings
+from superbiz.evaluation.access_latency import access_line, measure_access
 from superbiz.evaluation.metrics import (
     gold_rank,
     mean,
@@ -119,7 +120,10 @@ def evaluate_retrieval(
     limit: int | None = None,
     on_total: Callable[[int], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
+    access_probe: bool = False,
 ) -> dict[str, Any]:
+    """``access_probe``: also time the lookups through a permission filter
+    (``superbiz.evaluation.access_latency``)."""
     queries = load_queries(dataset_dir, limit)
     started = time.perf_counter()
     kb = prepare_dataset(dataset_dir, settings)
@@ -221,6 +225,11 @@ def evaluate_retrieval(
             "mean": round(mean(latencies), 2),
         },
         "ingest_s": round(ingest_s, 2),
+        **(
+            {"access_probe": measure_access([q.query for q in queries], settings)}
+            if access_probe
+            else {}
+        ),
         # each query's outcome, to see which questions two settings rank differently
         "per_query": outcomes,
     }
@@ -276,6 +285,8 @@ def render_report(report: dict[str, Any], console: Console) -> None:
         f"lookup latency: p50 {latency['p50']} ms, p95 {latency['p95']} ms "
         f"(mean {latency['mean']} ms); ingest/check {report['ingest_s']} s"
     )
+    if "access_probe" in report:
+        console.print(access_line(report["access_probe"]))
 
 
 def render_reports(report: dict[str, Any], console: Console) -> None:

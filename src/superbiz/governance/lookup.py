@@ -16,8 +16,10 @@ from opentelemetry.trace import Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language
+from superbiz.access import Reader
 from superbiz.governance.decision import GOOD_LEVELS, DedupReason
 from superbiz.governance.tracker import SessionTracker
+from superbiz.knowledge.access_rules import ReaderView
 from superbiz.knowledge.formats import cited_page
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
@@ -139,15 +141,22 @@ class EvidenceSource(Protocol):
         *,
         exclude: Collection[str] = (),
         page: bool = False,
+        reader: Reader | None = None,
     ) -> Retrieval:
-        """Ranked, levelled evidence among the documents not in ``exclude``; ``page``:
-        when nothing answers, the next documents of the ranking, whatever their level."""
+        """Ranked, levelled evidence among the documents not in ``exclude`` that
+        ``reader`` may read (None: an unrestricted reader); ``page``: when nothing
+        answers, the next documents of the ranking, whatever their level."""
         ...
 
-    def infer_domain(self, query: str) -> str | None: ...
+    def infer_domain(self, query: str, reader: Reader | None = None) -> str | None: ...
 
-    def require_domain(self, domain: str) -> str:
-        """The normalised domain; raises ``UnknownDomainError`` when no document has it."""
+    def require_domain(self, domain: str, reader: Reader | None = None) -> str:
+        """The normalised domain; raises ``UnknownDomainError`` when no document of it
+        is one ``reader`` may read."""
+        ...
+
+    def view(self, reader: Reader | None) -> ReaderView:
+        """What ``reader`` may see (its documents and domains)."""
         ...
 
 
@@ -171,25 +180,32 @@ class GovernedLookup:
         *,
         widen: bool = False,
         page: bool = False,
+        reader: Reader | None = None,
     ) -> LookupOutcome:
         """One governed retrieval. ``widen``: a ``domain`` that has no answer (nothing
         PRECISE or HIGHLY_RELEVANT) is not the end of it: the same lookup searches the
         whole knowledge base and shows what it finds there unless the domain's result is
         the better level (a planned domain is the planner's guess, and a wrong guess must
         not hide what one unscoped lookup finds). ``page``: the turn's lookups have not
-        answered and the governor admitted this one as a page (``Admission.paging``)."""
+        answered and the governor admitted this one as a page (``Admission.paging``).
+        ``reader``: whose lookup it is (None: an unrestricted reader); it searches what
+        the reader may read, and the session's memory of anything else stays out of it."""
         if domain:
-            domain = self.source.require_domain(domain)
+            domain = self.source.require_domain(domain, reader)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = asker_language(query)
-        retrieved = self.tracker.retrieved_docs(session_id)
-        found = self.source.retrieve(text, domain, exclude=retrieved, page=page)
+        # all the session retrieved is excluded (what the reader may not read is not
+        # searched anyway); what it is told it retrieved is what it may read, decided
+        # after the search brought the knowledge base up to date
+        seen = self.tracker.retrieved_docs(session_id)
+        found = self.source.retrieve(text, domain, exclude=seen, page=page, reader=reader)
         widened = False
         if domain and widen and found.level not in GOOD_LEVELS:
-            whole = self.source.retrieve(text, None, exclude=retrieved)
+            whole = self.source.retrieve(text, None, exclude=seen, reader=reader)
             if level_rank(whole.level) >= level_rank(found.level):
                 found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
+        retrieved = self._readable(seen, reader)
 
         dedup_reason: DedupReason | None = None
         if not shown and found.withheld:
@@ -251,13 +267,30 @@ class GovernedLookup:
         )
         return LookupOutcome(result, details, ranked, language)
 
-    def infer_domain(self, query: str) -> str | None:
+    def infer_domain(self, query: str, reader: Reader | None = None) -> str | None:
         """The domain a lookup without one is about, decided before any result is shown."""
-        return self.source.infer_domain(query)
+        return self.source.infer_domain(query, reader)
 
-    def require_domain(self, domain: str) -> str:
-        """``domain`` normalised, or ``UnknownDomainError`` listing the known ones."""
-        return self.source.require_domain(domain)
+    def require_domain(self, domain: str, reader: Reader | None = None) -> str:
+        """``domain`` normalised, or ``UnknownDomainError`` listing the ones ``reader``
+        may read."""
+        return self.source.require_domain(domain, reader)
+
+    def retrieved_docs(self, session_id: str, reader: Reader | None = None) -> dict[str, str]:
+        """What the session retrieved (doc_path → domain) that ``reader`` may read: a
+        document another reader of the session retrieved, or one the reader may no longer
+        read, is neither withheld as seen nor named among the session's domains."""
+        return self._readable(self.tracker.retrieved_docs(session_id), reader)
+
+    def _readable(self, retrieved: dict[str, str], reader: Reader | None) -> dict[str, str]:
+        view = self.source.view(reader)
+        if not view.restricted:
+            return retrieved
+        return {path: domain for path, domain in retrieved.items() if view.may_read(path)}
+
+    def retrieved_domains(self, session_id: str, reader: Reader | None = None) -> list[str]:
+        """The domains of ``retrieved_docs``, in the order the session first retrieved them."""
+        return list(dict.fromkeys(self.retrieved_docs(session_id, reader).values()))
 
     def _primary(self, doc: DocHit) -> PrimaryResult:
         """The document's two best chunks in document order, within twice the excerpt

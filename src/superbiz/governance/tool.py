@@ -20,6 +20,7 @@ from opentelemetry.trace import Span
 
 from superbiz._messages import localized
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, clip, key_terms
+from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.decision import (
@@ -156,13 +157,17 @@ class LookupTurn:
         turn: int,
         language: Language,
         recorder: InvocationRepository | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self.lookup = lookup
         self.session_id = session_id
         self.turn = turn
         self.language: Language = language
         self.recorder = recorder
-        earlier = lookup.tracker.retrieved_domains(session_id)  # in the order retrieved
+        #: whose turn it is (None: an unrestricted reader): every lookup searches, and
+        #: every answer names, only what this reader may read
+        self.reader = reader
+        earlier = lookup.retrieved_domains(session_id, reader)  # in the order retrieved
         self.governor = TurnGovernor(governance, language, earlier)
         self.outcomes: list[ToolOutcome] = []
         self._asked: list[tuple[frozenset[str], str]] = []  # key terms → domain, this turn
@@ -231,7 +236,7 @@ class LookupTurn:
         domain: str | None = None
         if problem is None and (args.get("domain") or "").strip():
             try:
-                domain = self.lookup.require_domain(args["domain"])
+                domain = self.lookup.require_domain(args["domain"], self.reader)
             except UnknownDomainError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -259,7 +264,7 @@ class LookupTurn:
         # a page of an unanswered turn (the model's own call) shows the next documents
         page = admission.paging and origin == "model"
         outcome = self.lookup.lookup(
-            self.session_id, query, domain, missing, widen=planned, page=page
+            self.session_id, query, domain, missing, widen=planned, page=page, reader=self.reader
         )
         level = outcome.result.relevance_level
         primary = outcome.result.primary
@@ -294,7 +299,7 @@ class LookupTurn:
         for earlier, domain in reversed(self._asked):
             if terms and earlier and len(terms & earlier) / len(earlier) >= PARAPHRASE_OVERLAP:
                 return domain
-        return self.lookup.infer_domain(query)
+        return self.lookup.infer_domain(query, self.reader)
 
     def _blocked(self, reason: DedupReason, domain: str | None) -> LookupResult:
         language = self.language
@@ -302,7 +307,9 @@ class LookupTurn:
             found=False,
             relevance_level=RelevanceLevel.DEDUPED,
             completeness_hint=completeness_hint(RelevanceLevel.DEDUPED, language),
-            retrieved_domains_this_session=self.lookup.tracker.retrieved_domains(self.session_id),
+            retrieved_domains_this_session=self.lookup.retrieved_domains(
+                self.session_id, self.reader
+            ),
             message=localized(f"tool.blocked.{reason}", language).format(domain=domain or "-"),
             dedup_reason=reason,
         )

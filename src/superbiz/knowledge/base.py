@@ -11,8 +11,10 @@ from pathlib import PurePosixPath
 import numpy as np
 from sqlalchemy import Engine
 
+from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
+from superbiz.knowledge.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
@@ -45,6 +47,8 @@ DIMENSION_KEY = "dimension"
 #: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.statistics``)
 KEY_FREQUENCY_KEY = "key_frequency"
 LEVEL_CALIBRATION_KEY = "level_calibration"
+#: readers' views kept at once (one per distinct set of groups; emptied when full)
+_VIEWS_KEPT = 256
 
 
 class KnowledgeBase:
@@ -84,6 +88,10 @@ class KnowledgeBase:
         self._frequency: KeyFrequency | bool | None = False
         self._calibration: LevelCalibration | bool | None = False
         self._answers: AnswerIndex | None = None
+        #: who may read what (``access_rules``) and each reader's view, per version
+        self._access: AccessRules | None = None
+        self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
+        self._domain_lists = domain_lists(settings.access.domains)
         self._version = knowledge_version(self.engine)
 
     @property
@@ -132,16 +140,40 @@ class KnowledgeBase:
         *,
         exclude: Collection[str] = (),
         page: bool = False,
+        reader: Reader | None = None,
     ) -> Retrieval:
-        """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``,
-        from the knowledge base as it is now (``sync`` first: an MCP lookup is a turn);
-        ``page``: see ``Retriever.retrieve``."""
+        """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``
+        that ``reader`` may read (None: an unrestricted reader), from the knowledge base as
+        it is now (``sync`` first: an MCP lookup is a turn); ``page``: see
+        ``Retriever.retrieve``."""
         self.sync()
-        return self.retriever.retrieve(query, domain, exclude=exclude, page=page)
+        visibility = self.view(reader).visibility
+        return self.retriever.retrieve(
+            query, domain, exclude=exclude, page=page, visibility=visibility
+        )
 
-    def infer_domain(self, query: str) -> str | None:
-        """The domain a query that names none is about (see ``Retriever.infer_domain``)."""
-        return self.retriever.infer_domain(query)
+    def infer_domain(self, query: str, reader: Reader | None = None) -> str | None:
+        """The domain a query that names none is about (see ``Retriever.infer_domain``),
+        among those ``reader`` may read."""
+        return self.retriever.infer_domain(query, self.view(reader).visibility)
+
+    @property
+    def access_rules(self) -> AccessRules:
+        """Who may read each document, as stored now (read once per knowledge version)."""
+        if self._access is None:
+            self._access = AccessRules.of(self.documents.access_lists(), self._domain_lists)
+        return self._access
+
+    def view(self, reader: Reader | None) -> ReaderView:
+        """What ``reader`` (None: an unrestricted reader) may see, computed once per
+        knowledge version and group set."""
+        who = reader or Reader.everyone()
+        view = self._views.get(who.key)
+        if view is None or view.rules is not self.access_rules:
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            view = self._views[who.key] = self.access_rules.view(who)
+        return view
 
     def passages(self, paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
         """Every stored chunk of each document (heading path, text, dense vector), in
@@ -260,6 +292,7 @@ class KnowledgeBase:
         and the stored measurements (key frequency, thresholds) read again."""
         self._exact = None
         self._answers = None
+        self._access = None
         self._forget_measurements()
 
     def _forget_measurements(self) -> None:
@@ -285,6 +318,7 @@ class KnowledgeBase:
         self._version = current
         self._exact = None
         self._answers = None
+        self._access = None
         self._forget_measurements()
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()
@@ -293,13 +327,28 @@ class KnowledgeBase:
             self.__dict__.pop("retriever", None)
         return True
 
-    def domains(self) -> dict[str, int]:
-        return self.documents.domains()
+    def domains(self, reader: Reader | None = None) -> dict[str, int]:
+        """Domain → document count; with a restricted ``reader``, of what it may read."""
+        view = self.view(reader)
+        if not view.restricted:
+            return self.documents.domains()
+        counts: dict[str, int] = {}
+        for path, (domain, _) in view.rules.documents.items():
+            if view.may_read(path):
+                counts[domain] = counts.get(domain, 0) + 1
+        return dict(sorted(counts.items()))
 
-    def require_domain(self, domain: str) -> str:
+    def require_domain(self, domain: str, reader: Reader | None = None) -> str:
+        """``domain`` normalised; ``UnknownDomainError`` (listing the domains ``reader``
+        may read) when it has no document ``reader`` may read: a restricted domain is
+        unknown to those who may not read it, not forbidden."""
         normalized = normalize_domain(domain)
-        if not self.documents.has_domain(normalized):
-            raise UnknownDomainError(domain, sorted(self.domains()))
+        view = self.view(reader)
+        known = (
+            normalized in view.domains if view.restricted else self.documents.has_domain(normalized)
+        )
+        if not known:
+            raise UnknownDomainError(domain, sorted(self.domains(reader)))
         return normalized
 
     def close(self) -> None:

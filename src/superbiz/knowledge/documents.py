@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from superbiz._text import CONTROL_CHARACTERS, clip
+from superbiz.access import AccessListError, parse_access
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import convert
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
@@ -44,8 +45,10 @@ UTF16_MIN_BYTES = 8
 #: frontmatter fields that are text, and that are lists of texts
 _TEXT_KEYS = ("title", "category", "when_to_retrieve")
 _LIST_KEYS = ("covers", "tags", "aliases")
+#: who may read the document (``superbiz.access``): a list of groups, checked on its own
+_ACCESS_KEY = "access"
 #: the frontmatter keys a document may set; any other is kept in ``extra`` with a warning
-FRONTMATTER_KEYS = (*_TEXT_KEYS, *_LIST_KEYS)
+FRONTMATTER_KEYS = (*_TEXT_KEYS, *_LIST_KEYS, _ACCESS_KEY)
 #: YAML 1.1 reads these plain scalars as non-text (``yes`` → True, ``no`` → False, dates…);
 #: a text field keeps what was written instead
 _TYPED_TAGS = frozenset(
@@ -75,6 +78,8 @@ class SourceDocument:
     origin: dict[str, str] = field(default_factory=dict)
     #: what the frontmatter says that is not used (unknown keys), for the ingest report
     warnings: tuple[str, ...] = ()
+    #: the groups that may read it (frontmatter ``access``); None: its domain's rule
+    access: tuple[str, ...] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """What the relational store keeps besides the columns."""
@@ -175,6 +180,7 @@ def parse_document(
         aliases=(*aliases, relative.stem) if relative.stem not in aliases else aliases,
         extra=_json_safe({k: v for k, v in front.items() if k not in FRONTMATTER_KEYS}),
         warnings=warnings,
+        access=_access_field(front, label),
     )
 
 
@@ -510,6 +516,18 @@ def _str_field(front: dict[str, Any], key: str, label: str) -> str | None:
     raise DocumentError(
         label, f"frontmatter field {key!r} must be text, got {type(value).__name__}"
     )
+
+
+def _access_field(front: dict[str, Any], label: str) -> tuple[str, ...] | None:
+    """The groups ``access`` names; a value that names none, or not as a list of group
+    names, refuses the document (its earlier version, if any, stays as it was): read as
+    "no list", a typo would open it to everyone."""
+    if _ACCESS_KEY not in front:
+        return None
+    try:
+        return parse_access(front[_ACCESS_KEY])
+    except AccessListError as exc:
+        raise DocumentError(label, f"frontmatter field 'access' {exc}") from None
 
 
 def _list_field(front: dict[str, Any], key: str, label: str) -> tuple[str, ...]:

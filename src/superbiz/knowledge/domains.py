@@ -7,7 +7,7 @@ so a restart costs no LLM call (docs/design.md §6.4, decision 1).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, StringConstraints
@@ -43,17 +43,26 @@ class DomainReply(BaseModel):
     when_to_retrieve: _Text
 
 
+def derived_summary(
+    domain: str, titles: Sequence[str], whens: Iterable[str | None]
+) -> tuple[str, str | None]:
+    """``(description, when_to_retrieve)`` of a domain from its documents' titles and
+    their own when_to_retrieve sentences, without a model."""
+    description = f"{domain}: " + "; ".join(titles)
+    when = " / ".join(dict.fromkeys(w for w in whens if w))
+    return clip(description, DESCRIPTION_CHARS), clip(when, WHEN_CHARS) or None
+
+
 def derive_domain(domain: str, docs: list[StoredDocument]) -> DomainRecord:
     """Deterministic summary: titles make the description, the documents' own
     when_to_retrieve sentences make the domain's."""
-    titles = [d.title for d in docs]
-    description = f"{domain}: " + "; ".join(titles)
-    whens = list(dict.fromkeys(d.when_to_retrieve for d in docs if d.when_to_retrieve))
-    when = " / ".join(whens)
+    description, when = derived_summary(
+        domain, [d.title for d in docs], (d.when_to_retrieve for d in docs)
+    )
     return DomainRecord(
         domain_id=domain,
-        description=clip(description, DESCRIPTION_CHARS),
-        when_to_retrieve=clip(when, WHEN_CHARS) or None,
+        description=description,
+        when_to_retrieve=when,
         document_count=len(docs),
         source="derived",
     )

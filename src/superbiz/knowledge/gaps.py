@@ -18,16 +18,20 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from superbiz.config import GapConfig
 from superbiz.knowledge._clusters import leader_clusters
+from superbiz.knowledge.access_rules import ReaderLimits
+from superbiz.knowledge.withheld import visible_turns
 from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.chat import ChatRepository
 from superbiz.storage.feedback import Feedback, FeedbackRepository
 from superbiz.storage.gaps import AskedQuestion, asked_questions, chat_question
+from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.repository import DocumentRepository
 
 #: how many documents a cluster lists as the closest
@@ -199,15 +203,21 @@ def gap_report(
     *,
     since: datetime | None = None,
     domain: str | None = None,
+    limits: ReaderLimits | None = None,
 ) -> dict[str, Any]:
-    """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns."""
+    """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns; with ``limits``
+    (a restricted reader's), of the questions about what that reader may read: a
+    question whose turn used anything it may not (``superbiz.knowledge.withheld``) is
+    left out before anything is counted or clustered."""
     started = time.perf_counter()
-    asked = asked_questions(engine, since, weak_only=True)
+    asked = recorded = asked_questions(engine, since, weak_only=True)
+    if limits is not None:
+        asked = _about_readable(engine, recorded, limits)
     queried = time.perf_counter()
     feedback = FeedbackRepository(engine)
     ratings = {(f.session_id, f.turn): f for f in feedback.since(None)}
     gaps = find_gaps(asked, ratings)
-    gaps += _rated_down_without_lookups(engine, asked, ratings, since)
+    gaps += _rated_down_without_lookups(engine, recorded, ratings, since, limits)
     if domain is not None:
         gaps = [g for g in gaps if g.domain == domain]
     clusters, unclustered = cluster_gaps(gaps, embedder, settings)
@@ -228,14 +238,35 @@ def gap_report(
     }
 
 
+def _about_readable(
+    engine: Any, asked: list[AskedQuestion], limits: ReaderLimits
+) -> list[AskedQuestion]:
+    """The questions of turns the reader may see, read session by session."""
+    chats, calls = ChatRepository(engine), InvocationRepository(engine)
+    shown: dict[str, Collection[int]] = {}
+    for session in {a.session_id for a in asked}:
+        shown[session] = visible_turns(chats.messages(session), calls.for_session(session), limits)
+    return [
+        a
+        for a in asked
+        if a.turn in shown[a.session_id]
+        and (a.domain is None or a.domain not in limits.hidden_domains)
+        and (a.closest is None or limits.may_read(a.closest))
+    ]
+
+
 def _rated_down_without_lookups(
     engine: Any,
     asked: list[AskedQuestion],
     ratings: dict[tuple[str, int], Feedback],
     since: datetime | None,
+    limits: ReaderLimits | None = None,
 ) -> list[Gap]:
     """Chat turns rated down that made no lookup (a direct answer, or one from earlier
-    evidence): not in the lookup record, yet a person said the answer was wrong."""
+    evidence): not in the lookup record, yet a person said the answer was wrong. With
+    ``limits``, not one whose answer cited a document the reader may not read (these
+    made no lookup: their answer's evidence is all there is to go by)."""
+    chats = ChatRepository(engine) if limits is not None else None
     seen = {(a.session_id, a.turn) for a in asked}
     gaps = []
     for key, rating in ratings.items():
@@ -246,8 +277,21 @@ def _rated_down_without_lookups(
         found = chat_question(engine, *key)
         if found is None:
             continue
+        if chats is not None and limits is not None and not _cites_readable(chats, key, limits):
+            continue
         text, asked_at = found
         gaps.append(
             Gap(text, None, key[0], key[1], asked_at, ("thumbs_down",), comment=rating.comment)
         )
     return gaps
+
+
+def _cites_readable(chats: ChatRepository, key: tuple[str, int], limits: ReaderLimits) -> bool:
+    """Whether the answer of turn ``key`` cites only documents ``limits`` lets be read."""
+    session_id, turn = key
+    return all(
+        limits.may_read(str(item.get("path", "")))
+        for message in chats.messages(session_id)
+        if message.turn == turn
+        for item in message.evidence
+    )

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from sqlalchemy.exc import DataError
 
+from superbiz.access import encode_access
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, search_text
@@ -215,7 +216,12 @@ class Ingestor:
                 continue
             seen[doc.path] = item.file
             report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
-            if previous and previous.content_hash == doc.content_hash and doc.path not in broken:
+            if (
+                previous
+                and previous.content_hash == doc.content_hash
+                and previous.access == doc.access  # stored before superbiz read ``access``
+                and doc.path not in broken
+            ):
                 if moved:  # the file's folder moved (or was renamed): follow it
                     followed.append(dataclasses.replace(previous, source_file=str(item.file)))
                 report.unchanged.append(doc.path)
@@ -355,6 +361,7 @@ class Ingestor:
                 chunk_count=len(chunks),
                 source_file=str(file),
                 metadata=doc.metadata(),
+                access=doc.access,
             )
             for doc, file, _, chunks in pending
         ]
@@ -500,6 +507,7 @@ def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecor
         text=chunk.text,
         search_text=search_text(doc.title, chunk.heading, chunk.text),
         vector=vector,
+        access=encode_access(doc.access),
     )
 
 

@@ -16,14 +16,15 @@ it left out; the map then carries a ``note`` saying it was summarised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from superbiz._text import clip, is_cjk
+from superbiz.knowledge.access_rules import ReaderView
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
+from superbiz.knowledge.domains import DomainService, derived_summary
 from superbiz.storage.repository import StoredDocument
 
 DEFAULT_TOKEN_BUDGET = 6000
@@ -136,6 +137,28 @@ def _note(per_domain: int, budget: int) -> str:
 
 def _dump(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+
+
+def map_for(kmap: KnowledgeMap, view: ReaderView) -> KnowledgeMap:
+    """What of ``kmap`` a reader sees: only the documents it may read, and only the
+    domains with one. A domain's stored summary was written from all its documents (by
+    a model, or from their titles), so where the reader may not read them all it gets
+    one derived from those it may read; its count is theirs."""
+    if not view.restricted:
+        return kmap
+    domains = []
+    for domain in kmap.domains:
+        docs = [doc for doc in domain.documents if view.may_read(doc.path)]
+        if not docs:
+            continue
+        if len(docs) == len(domain.documents):
+            domains.append(replace(domain, document_count=len(docs)))
+            continue
+        description, when = derived_summary(
+            domain.domain_id, [d.title for d in docs], (d.when_to_retrieve for d in docs)
+        )
+        domains.append(MapDomain(domain.domain_id, description, when or "", len(docs), docs))
+    return KnowledgeMap(domains, kmap.note)
 
 
 def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> KnowledgeMap:

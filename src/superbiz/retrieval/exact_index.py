@@ -19,7 +19,7 @@ import json
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
@@ -261,12 +261,15 @@ class ExactIndex:
                 self._buckets[_first_unit(norm)].append((norm, field_, entry))
                 self.size += 1
 
-    def match(self, query: str, domain: str | None = None) -> list[ExactMatch]:
+    def match(
+        self, query: str, domain: str | None = None, hidden: Collection[str] = ()
+    ) -> list[ExactMatch]:
         """Documents whose keys occur in ``query``, one match per document (its strongest
-        field), strongest field first, then longest key."""
+        field), strongest field first, then longest key; none of ``hidden`` (documents
+        the reader may not read: they neither match nor count)."""
         best: dict[str, ExactMatch] = {}
         for key, field_, entry in self._occurrences(query, _cjk_boundaries):
-            if domain and entry.domain != domain:
+            if (domain and entry.domain != domain) or entry.doc_path in hidden:
                 continue
             current = best.get(entry.doc_path)
             if current is None or (field_, -len(key)) < (current.field, -len(current.key)):
@@ -277,7 +280,7 @@ class ExactIndex:
                     entry.domain,
                     field_,
                     key,
-                    tuple(p for p in users if p != entry.doc_path),
+                    tuple(p for p in users if p != entry.doc_path and p not in hidden),
                 )
         return sorted(best.values(), key=lambda m: (m.field, -len(m.key), m.doc_path))
 

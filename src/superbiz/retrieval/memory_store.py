@@ -3,7 +3,8 @@
 For tests and for library users who want retrieval without Milvus. Dense search is
 exhaustive with Milvus' score convention (squared L2 of unit vectors); BM25 is Okapi
 BM25 over the same tokens as Milvus' analyzer (jieba, lowercase, ``BM25_STOP_WORDS``),
-with statistics over the whole store and the domain filter applied afterwards.
+with statistics over the whole store (as Milvus keeps them) and the domain and
+visibility filters applied before scoring.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from superbiz._text import normalize, segmenter
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.records import BM25_STOP_WORDS, ChunkHit, ChunkRecord
+from superbiz.retrieval.visibility import Visibility
 
 #: Okapi BM25 parameters (Milvus' defaults)
 BM25_K1 = 1.2
@@ -112,9 +114,13 @@ class InMemoryChunkStore:
         return {path: hits for path in doc_paths if (hits := self.chunks_of(path))}
 
     def search_dense(
-        self, vector: np.ndarray, limit: int, domain: str | None = None
+        self,
+        vector: np.ndarray,
+        limit: int,
+        domain: str | None = None,
+        visibility: Visibility | None = None,
     ) -> list[ChunkHit]:
-        chunks = self._in_domain(domain)
+        chunks = self._searched(domain, visibility)
         if not chunks:
             return []
         matrix = np.stack([np.asarray(c.vector, dtype=np.float32) for c in chunks])
@@ -123,7 +129,13 @@ class InMemoryChunkStore:
         order = np.argsort(distances, kind="stable")[:limit]
         return [_hit(chunks[i], float(distances[i])) for i in order]
 
-    def search_bm25(self, text: str, limit: int, domain: str | None = None) -> list[ChunkHit]:
+    def search_bm25(
+        self,
+        text: str,
+        limit: int,
+        domain: str | None = None,
+        visibility: Visibility | None = None,
+    ) -> list[ChunkHit]:
         terms = set(bm25_tokens(text))
         if not terms or not self._chunks:
             return []
@@ -135,7 +147,7 @@ class InMemoryChunkStore:
             for df in [sum(1 for tf in self._terms.values() if term in tf)]
         }
         scored: list[tuple[float, ChunkRecord]] = []
-        for chunk in self._in_domain(domain):
+        for chunk in self._searched(domain, visibility):
             tf = self._terms[chunk.id]
             norm = BM25_K1 * (1 - BM25_B + BM25_B * sum(tf.values()) / average)
             score = sum(
@@ -151,8 +163,14 @@ class InMemoryChunkStore:
     def close(self) -> None:
         """Nothing to release."""
 
-    def _in_domain(self, domain: str | None) -> list[ChunkRecord]:
-        return [c for c in self._chunks.values() if domain is None or c.domain == domain]
+    def _searched(self, domain: str | None, visibility: Visibility | None) -> list[ChunkRecord]:
+        """The chunks a search ranks: of ``domain``, and that ``visibility`` admits."""
+        return [
+            c
+            for c in self._chunks.values()
+            if (domain is None or c.domain == domain)
+            and (visibility is None or visibility.admits_chunk(c.domain, c.access))
+        ]
 
     def _remove(self, doomed: Callable[[str], bool]) -> None:
         for chunk_id in [i for i, c in self._chunks.items() if doomed(c.doc_path)]:

@@ -26,6 +26,7 @@ from superbiz.retrieval.relevance import (
     with_answer_evidence,
 )
 from superbiz.retrieval.search import DocHit, HybridSearcher
+from superbiz.retrieval.visibility import Visibility
 
 #: a supplement below the reference cosine still qualifies with this share of the
 #: primary document's fused score
@@ -258,6 +259,7 @@ class Retriever:
         *,
         exclude: Collection[str] = (),
         page: bool = False,
+        visibility: Visibility | None = None,
     ) -> Retrieval:
         """Exact matches, the hybrid ranking, the level and what to show for ``query``.
 
@@ -267,13 +269,19 @@ class Retriever:
         the session has not seen, whatever their cosine, as REFERENCE. Without it a
         paraphrase shows only what clears the thresholds, often nothing new (DEDUPED),
         and the turn runs out of lookups before reaching the answer ranked 5th to 10th
-        (answer-only sets: evidence recall 0.922 → 0.952 and 0.897 → 0.920, README)."""
+        (answer-only sets: evidence recall 0.922 → 0.952 and 0.897 → 0.920, README).
+
+        ``visibility``: what the reader may see; every search (exact, vector, BM25, answer
+        model) leaves the rest out before anything is ranked, counted or levelled."""
         excluded = frozenset(exclude)
-        exact = self._exact_index().match(query, domain)
+        hidden = visibility.hidden if visibility else frozenset()
+        exact = self._exact_index().match(query, domain, hidden)
         naming = ExactIndex.naming(exact)
         fresh_exact = [m for m in naming if m.doc_path not in excluded]
         # a query that names one document has its answer: the answer model is not asked
-        vector, ranked = self._searcher.search(query, domain, answers=len(fresh_exact) != 1)
+        vector, ranked = self._searcher.search(
+            query, domain, answers=len(fresh_exact) != 1, visibility=visibility
+        )
         if len(fresh_exact) == 1 and not ranked_first_of_its_key(fresh_exact[0], ranked):
             fresh_exact = []  # another document using the key answers better: no name
         if len(fresh_exact) == 1:
@@ -344,15 +352,16 @@ class Retriever:
             primary_probability=probability,
         )
 
-    def infer_domain(self, query: str) -> str | None:
+    def infer_domain(self, query: str, visibility: Visibility | None = None) -> str | None:
         """The domain a query without one is about, decided cheaply: the exact matches'
         domain when they agree, else the domain of the nearest chunks (majority of the
-        top 3, the nearer chunk breaking a tie)."""
-        matches = self._exact_index().match(query)
+        top 3, the nearer chunk breaking a tie); among what ``visibility`` shows."""
+        hidden = visibility.hidden if visibility else frozenset()
+        matches = self._exact_index().match(query, None, hidden)
         domains = {m.domain for m in ExactIndex.naming(matches) or matches}
         if len(domains) == 1:
             return domains.pop()
-        hits = self._searcher.nearest_chunks(query, 3)
+        hits = self._searcher.nearest_chunks(query, 3, visibility)
         if not hits:
             return None
         votes = Counter(hit.domain for hit in hits)

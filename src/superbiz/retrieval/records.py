@@ -65,6 +65,9 @@ class ChunkRecord:
     text: str  # what the model is shown
     search_text: str  # what BM25 indexes
     vector: np.ndarray
+    #: its document's own access list (``superbiz.access.encode_access``; "": none), so
+    #: that a chunk is filtered from the moment it is written, before its row lands
+    access: str = ""
 
 
 @dataclass(frozen=True, slots=True)

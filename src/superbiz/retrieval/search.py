@@ -21,6 +21,7 @@ from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
 from superbiz.retrieval.title_match import title_coverage, title_words
+from superbiz.retrieval.visibility import Visibility
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,16 @@ class HybridSearcher:
         self._cache_lock = threading.Lock()  # turns run in threads (server stores: no lock)
 
     def search(
-        self, query: str, domain: str | None = None, *, answers: bool = True
+        self,
+        query: str,
+        domain: str | None = None,
+        *,
+        answers: bool = True,
+        visibility: Visibility | None = None,
     ) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores, and by the
-        answer model when there is one and ``answers`` is left on."""
+        answer model when there is one and ``answers`` is left on; among what
+        ``visibility`` lets the reader see (None: everything), filtered in each search."""
         source = self._answers if answers else None
         pending = (
             self._answer_pool.submit(
@@ -95,8 +102,8 @@ class HybridSearcher:
             else None
         )
         vector = self.embed(query)
-        dense = self.store.search_dense(vector, self.settings.candidates, domain)
-        sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain)
+        dense = self.store.search_dense(vector, self.settings.candidates, domain, visibility)
+        sparse = self.store.search_bm25(query, self.settings.bm25_candidates, domain, visibility)
         ranked = self.rank(query, vector, dense, sparse)
         if source is None or pending is None:
             return vector, ranked
@@ -106,6 +113,8 @@ class HybridSearcher:
             log.warning("%s; this lookup is ranked without it", exc)
             return vector, ranked
         cosines = source.openings().scores(query_vector, domain)
+        if visibility is not None:
+            cosines = {path: cos for path, cos in cosines.items() if visibility.shows(path)}
         return vector, self.rerank(vector, ranked, cosines)
 
     def close(self) -> None:
@@ -132,9 +141,11 @@ class HybridSearcher:
             for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True)
         ]
 
-    def nearest_chunks(self, query: str, limit: int) -> list[ChunkHit]:
+    def nearest_chunks(
+        self, query: str, limit: int, visibility: Visibility | None = None
+    ) -> list[ChunkHit]:
         """The chunks nearest to ``query`` by dense search alone (no BM25, no fusion)."""
-        return self.store.search_dense(self.embed(query), limit)
+        return self.store.search_dense(self.embed(query), limit, None, visibility)
 
     def embed(self, query: str) -> np.ndarray:
         """The query's vector; the last few are cached because a governed call embeds its

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from superbiz.retrieval.records import ChunkHit, ChunkRecord
+from superbiz.retrieval.visibility import Visibility
 
 
 class ChunkStore(Protocol):
@@ -73,12 +74,23 @@ class ChunkStore(Protocol):
         ...
 
     def search_dense(
-        self, vector: np.ndarray, limit: int, domain: str | None = None
+        self,
+        vector: np.ndarray,
+        limit: int,
+        domain: str | None = None,
+        visibility: Visibility | None = None,
     ) -> list[ChunkHit]:
-        """Nearest chunks first; ``score`` is the squared L2 distance."""
+        """Nearest chunks first; ``score`` is the squared L2 distance. ``visibility``
+        filters inside the search (``Visibility.admits_chunk``)."""
         ...
 
-    def search_bm25(self, text: str, limit: int, domain: str | None = None) -> list[ChunkHit]:
+    def search_bm25(
+        self,
+        text: str,
+        limit: int,
+        domain: str | None = None,
+        visibility: Visibility | None = None,
+    ) -> list[ChunkHit]:
         """Best BM25 hits first; ``abs(score)`` is the BM25 score, ``vector`` is set."""
         ...
 

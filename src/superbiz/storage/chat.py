@@ -29,6 +29,16 @@ class ChatMessage:
     trace_id: str | None = None
 
 
+def evidence_of(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Every document ``messages`` showed, once each, latest content kept."""
+    docs: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        for item in message.evidence:
+            docs.pop(item["path"], None)
+            docs[item["path"]] = item
+    return list(docs.values())
+
+
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
     """A session as a list shows it: its name (or first question) and when."""
@@ -113,12 +123,7 @@ class ChatRepository:
 
     def evidence(self, session_id: str) -> list[dict[str, Any]]:
         """Every document shown in the session, once each, latest content kept."""
-        docs: dict[str, dict[str, Any]] = {}
-        for message in self.messages(session_id):
-            for item in message.evidence:
-                docs.pop(item["path"], None)
-                docs[item["path"]] = item
-        return list(docs.values())
+        return evidence_of(self.messages(session_id))
 
     def clear(self, session_id: str) -> None:
         with Session(self.engine) as session, session.begin():

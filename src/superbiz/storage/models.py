@@ -68,6 +68,8 @@ class DocumentRow(Base):
     chunk_count: Mapped[int] = mapped_column(Integer)
     source_file: Mapped[str] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JsonType, default=dict)
+    #: the groups that may read it (``superbiz.access``); null: its domain's rule
+    access: Mapped[list[str] | None] = mapped_column(JsonType, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

@@ -43,6 +43,8 @@ class StoredDocument:
     chunk_count: int
     source_file: str
     metadata: dict[str, Any]
+    #: the groups that may read it (``superbiz.access``); None: its domain's rule
+    access: tuple[str, ...] | None = None
 
     @property
     def covers(self) -> list[str]:
@@ -76,6 +78,7 @@ def _stored(row: DocumentRow) -> StoredDocument:
         chunk_count=row.chunk_count,
         source_file=row.source_file,
         metadata=dict(row.metadata_ or {}),
+        access=tuple(row.access) if row.access is not None else None,
     )
 
 
@@ -148,6 +151,16 @@ class DocumentRepository:
             )
             return dict(sorted((domain, count) for domain, count in rows))
 
+    def access_lists(self) -> list[tuple[str, str, tuple[str, ...] | None]]:
+        """``(path, domain, access)`` of every document: what deciding who reads what
+        needs, without the metadata."""
+        query = select(DocumentRow.path, DocumentRow.domain, DocumentRow.access)
+        with self.engine.connect() as connection:
+            return [
+                (path, domain, tuple(access) if access is not None else None)
+                for path, domain, access in connection.execute(query.order_by(DocumentRow.path))
+            ]
+
     def has_domain(self, domain: str) -> bool:
         """One indexed point query: the check a governed call makes on every named domain."""
         with self.engine.connect() as connection:
@@ -181,6 +194,7 @@ class DocumentRepository:
                 row.chunk_count = doc.chunk_count
                 row.source_file = doc.source_file
                 row.metadata_ = doc.metadata
+                row.access = list(doc.access) if doc.access is not None else None
             _bump_version(session)
 
     def delete(self, paths: Iterable[str]) -> int:

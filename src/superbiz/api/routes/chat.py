@@ -18,6 +18,8 @@ from functools import partial
 from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
+from superbiz.access import Reader
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import AuthDep, Authorized, Background, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
 from superbiz.api.events import sse_events, thread_emitter
@@ -83,10 +85,15 @@ def _event_items() -> dict[str, object]:
     summary="Answer a question: answer, citations, plan and the turn's lookups",
 )
 async def chat(
-    body: ChatRequest, service: ServiceDep, response: Response, user: CurrentUser, auth: AuthDep
+    body: ChatRequest,
+    service: ServiceDep,
+    reader: ReaderDep,
+    response: Response,
+    user: CurrentUser,
+    auth: AuthDep,
 ) -> ChatAnswer:
     await service.run(_own, auth, user, body.session_id)
-    turn = await service.run_turn(body.session_id, body.question)
+    turn = await service.run_turn(body.session_id, body.question, reader)
     if turn.result.trace_id:
         response.headers[TRACE_HEADER] = turn.result.trace_id
     return service.turn_view(turn)
@@ -106,11 +113,16 @@ async def chat(
     summary="Answer a question as server-sent events",
 )
 async def chat_stream(
-    body: ChatRequest, service: ServiceDep, background: Background, user: CurrentUser, auth: AuthDep
+    body: ChatRequest,
+    service: ServiceDep,
+    reader: ReaderDep,
+    background: Background,
+    user: CurrentUser,
+    auth: AuthDep,
 ) -> StreamingResponse:
     await service.run(_own, auth, user, body.session_id)
     return EventStream(
-        _stream_turn(service, background, body.session_id, body.question),
+        _stream_turn(service, background, body.session_id, body.question, reader),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
@@ -148,7 +160,11 @@ def _own(auth: Authenticator, user: User, session_id: str) -> None:
 
 
 async def _stream_turn(
-    service: Service, background: set[asyncio.Task[None]], session_id: str, question: str
+    service: Service,
+    background: set[asyncio.Task[None]],
+    session_id: str,
+    question: str,
+    reader: Reader,
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
@@ -158,7 +174,7 @@ async def _stream_turn(
 
     async def produce() -> None:
         try:
-            await service.run_turn(session_id, question, emit, cancel)
+            await service.run_turn(session_id, question, reader, emit, cancel)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(

@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 from starlette.datastructures import UploadFile as FormFile
 from starlette.exceptions import HTTPException
 
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import AuthDep, Authorized, ClientAddress, CurrentUser, ServiceDep
 from superbiz.api.errors import (
     INTERNAL,
@@ -25,8 +26,9 @@ router = APIRouter(prefix="/api/documents", tags=["documents"], responses=INTERN
 
 
 @router.get("")
-async def documents(service: ServiceDep) -> DocumentList:
-    items = await service.run(service.documents)
+async def documents(service: ServiceDep, reader: ReaderDep) -> DocumentList:
+    """The documents the caller may read."""
+    items = await service.run(service.documents, reader)
     return DocumentList(documents=items, count=len(items))
 
 
@@ -96,10 +98,12 @@ async def upload(
         **INVALID,
     },
 )
-async def document_text(document_id: str, service: ServiceDep) -> PlainTextResponse:
+async def document_text(
+    document_id: str, service: ServiceDep, reader: ReaderDep
+) -> PlainTextResponse:
     """The whole document (its id is its path), as the file it was ingested from: plain
     text, so a browser shows its Markdown and any HTML in it as text."""
-    text = await service.run(service.document_text, document_id)
+    text = await service.run(service.document_text, document_id, reader)
     return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
 
 
@@ -110,13 +114,18 @@ async def document_text(document_id: str, service: ServiceDep) -> PlainTextRespo
     response_model_exclude_none=True,
 )
 async def delete_document(
-    document_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep, address: ClientAddress
+    document_id: str,
+    service: ServiceDep,
+    reader: ReaderDep,
+    user: CurrentUser,
+    auth: AuthDep,
+    address: ClientAddress,
 ) -> Deleted:
     """Remove a document (its id is its path, e.g. `payment/refund.md`) from both
     stores and recompute its domain. An uploaded file is deleted too; a knowledge-base
     file stays, and so does its path: the next `superbiz ingest` brings it back, and no
     upload takes its path meanwhile (`note` says so)."""
-    deleted = await service.run(service.delete_document, document_id)
+    deleted = await service.run(service.delete_document, document_id, reader)
     await service.run(
         auth.audit.record, user.name, audit.DELETE_DOCUMENT, deleted.deleted, None, address
     )

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import Authorized, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
 from superbiz.api.responses import GapReport
@@ -30,6 +31,7 @@ DEFAULT_SINCE = "30d"
 @router.get("/gaps")
 async def gaps(
     service: ServiceDep,
+    reader: ReaderDep,
     since: Annotated[
         str,
         Query(description="A duration back from now (30m, 24h, 7d, 2w) or an ISO date."),
@@ -42,4 +44,4 @@ async def gaps(
         start = parse_since(since, datetime.now(UTC))
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    return await service.run(service.gaps, start, domain)
+    return await service.run(service.gaps, start, domain, reader)

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, Response
 
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID
 from superbiz.api.responses import KnowledgeMapView
@@ -27,11 +28,12 @@ YAML = "application/yaml; charset=utf-8"
 )
 async def knowledge_map(
     service: ServiceDep,
+    reader: ReaderDep,
     fmt: Annotated[Literal["json", "yaml"], Query(alias="format")] = "json",
 ) -> KnowledgeMapView | Response:
     """The knowledge map the Planner sees; `format=yaml` gives it as the Planner
     reads it, within the map token budget."""
-    data = await service.run(service.knowledge_map, fmt)
+    data = await service.run(service.knowledge_map, fmt, reader)
     if isinstance(data, str):
         return PlainTextResponse(data, media_type=YAML)
     return data

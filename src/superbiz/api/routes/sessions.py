@@ -16,6 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from starlette.exceptions import HTTPException
 
+from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import AuthDep, Authorized, AuthRequired, CurrentUser, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
 from superbiz.api.responses import (
@@ -55,6 +56,7 @@ async def sessions(
     service: ServiceDep,
     signed_in: AuthRequired,
     user: CurrentUser,
+    reader: ReaderDep,
     id: Annotated[
         list[str] | None,
         Query(max_length=MAX_LISTED, description="The sessions to list (a browser's own)."),
@@ -72,13 +74,15 @@ async def sessions(
             raise HTTPException(
                 403, "listing every session needs sign-in (service.api-key, a user, or auth.oidc)"
             )
-        return await service.run(service.sessions, ids)
+        return await service.run(service.sessions, ids, reader)
     if all:
         if not user.at_least(Role.ADMIN):
             raise HTTPException(403, "only an admin lists every person's sessions")
-        return await service.run(service.sessions, ids)
+        return await service.run(service.sessions, ids, reader)
     return await service.run(
-        partial(service.sessions, owner=user.name, unowned=user.name == ADMIN_KEY_USER), ids
+        partial(service.sessions, owner=user.name, unowned=user.name == ADMIN_KEY_USER),
+        ids,
+        reader,
     )
 
 
@@ -88,12 +92,12 @@ def _gate(auth: Authenticator, user: User, session_id: str, write: bool) -> None
 
 @router.get("/{session_id}", response_model_exclude_unset=True)
 async def session(
-    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+    session_id: str, service: ServiceDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
 ) -> SessionHistory:
     """The session's messages, answers with their citations, plans, trace ids and
     ratings (`feedback`, absent on questions)."""
     await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.session, session_id)
+    return await service.run(service.session, session_id, reader)
 
 
 @router.patch("/{session_id}")
@@ -116,11 +120,11 @@ async def delete(
 
 @router.get("/{session_id}/invocations", response_model_exclude_unset=True)
 async def invocations(
-    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+    session_id: str, service: ServiceDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
 ) -> SessionInvocations:
     """Every recorded tool call of the session, executed and blocked, with scores."""
     await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.invocations, session_id)
+    return await service.run(service.invocations, session_id, reader)
 
 
 @router.post("/{session_id}/turns/{turn}/feedback")
@@ -144,10 +148,11 @@ async def passage(
     service: ServiceDep,
     turn: Annotated[int, Path(ge=1)],
     ref: Annotated[int, Path(ge=1)],
+    reader: ReaderDep,
     user: CurrentUser,
     auth: AuthDep,
 ) -> Passage:
     """The passage behind `[ref]` in the answer of `turn`: what the model was shown,
     its heading path, the lookup's level, and links to the whole document."""
     await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.passage, session_id, turn, ref)
+    return await service.run(service.passage, session_id, turn, ref, reader)
