@@ -35,8 +35,12 @@ def render(data_dir: Path, out_dir: Path) -> None:
     sets = [name for name in SETS if name in found]
     if not sets:
         raise SystemExit(f"no agent-*.json in {data_dir}")
-    figure, axes = plt.subplots(1, len(sets), figsize=(3.4 * len(sets), 3.6), sharey=True)
-    axes = [axes] if len(sets) == 1 else list(axes)
+    columns = 2 if len(sets) == 4 else len(sets)  # four sets: two rows of two
+    rows = (len(sets) + columns - 1) // columns
+    figure, grid = plt.subplots(
+        rows, columns, figsize=(4.2 * columns, 3.4 * rows), sharey=True, squeeze=False
+    )
+    axes = [ax for row in grid for ax in row]
     colours = dict(zip(PROFILES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
     for ax, name in zip(axes, sets, strict=True):
         for profile in PROFILES:
@@ -66,7 +70,9 @@ def render(data_dir: Path, out_dir: Path) -> None:
         ax.set_xticks([1, 2, 3, 5, 10], labels=["1", "2", "3", "5", "10"])
         ax.set_title(name)
         ax.set_xlabel("executed lookups per question")
-    axes[0].set_ylabel("evidence recall")
+    for row in grid:
+        row[0].set_ylabel("evidence recall")
+    figure.tight_layout()
     handles = [
         plt.Line2D([], [], color=colours[p], marker="o", linestyle="", label=p)
         for p in PROFILES

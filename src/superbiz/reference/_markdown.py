@@ -16,7 +16,7 @@ def code(text: str) -> str:
 def first_sentence(text: str) -> str:
     """The text up to its first full stop that ends a sentence, on one line."""
     flat = " ".join(text.split())
-    found = re.search(r"(?<!e\.g)(?<!i\.e)(?<=[a-z0-9)`])[.;](\s|$)", flat)
+    found = re.search(r"(?<!e\.g)(?<!i\.e)(?<=[A-Za-z0-9)`])[.;](\s|$)", flat)
     return flat[: found.start()] if found else flat
 
 

@@ -229,5 +229,13 @@ def settings_yaml() -> str:
                 lines.append("  " * depth + section[-1].replace("_", "-") + ":")
         indent = "  " * len(key.section)
         entry = f"{indent}{key.path[-1].replace('_', '-')}: {key.default}"
-        lines.append(f"{entry:<44} # {first_sentence(key.text)}")
+        lines.append(f"{entry:<36} # {_short(first_sentence(key.text))}")
     return "\n".join([*lines, "```"])
+
+
+def _short(text: str, most: int = 60) -> str:
+    """``text`` cut at a word to at most ``most`` characters (the full text is below)."""
+    if len(text) <= most:
+        return text
+    cut = text[: text.rfind(" ", 0, most - 1)].removesuffix(",").removesuffix(" e.g.")
+    return cut + " …"
