@@ -32,9 +32,10 @@ def fill_references(app: Sphinx, docname: str, source: list[str]) -> None:
     """Put the generated Markdown where the page asks for it."""
     if not MARKER.search(source[0]):
         return
+    # as the CLI does: the stores' libraries log at INFO (migrations, faiss) once the root
+    # logger is configured by one of them; the build prints warnings only
+    logging.basicConfig(level=logging.WARNING)
     from superbiz.reference import GENERATORS
-
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # the temporary stores' migrations
 
     def generated(found: re.Match[str]) -> str:
         name = found.group(1)

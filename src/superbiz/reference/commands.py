@@ -74,7 +74,7 @@ def commands_markdown() -> str:
     lines: list[str] = []
     for command in commands():
         label = "cli-" + command.path.replace(" ", "-")
-        depth = "##" if command.path.count(" ") <= 1 else "###"
+        depth = "###" if command.path.count(" ") <= 1 else "####"
         lines += [f"({label})=", f"{depth} {code(command.path)}", "", command.help, ""]
         lines += [f"Usage: {code(command.usage)}", ""]
         if command.group:

@@ -27,7 +27,7 @@ def openapi() -> dict[str, Any]:
 
 
 def http_markdown() -> str:
-    """The HTTP reference: routes grouped by their first tag, then the schemas."""
+    """The HTTP reference: every route (a ``###`` section each), then ``## Schemas``."""
     document = openapi()
     lines = [document["info"].get("description", ""), ""]
     for path, item in document["paths"].items():
@@ -41,7 +41,7 @@ def http_markdown() -> str:
 
 
 def _operation(method: str, path: str, operation: dict[str, Any]) -> list[str]:
-    lines = [f"## {code(f'{method.upper()} {path}')}", ""]
+    lines = [f"### {code(f'{method.upper()} {path}')}", ""]
     summary = operation.get("summary", "")
     description = operation.get("description", "")
     if summary and not description:  # FastAPI names a route without one after its function
