@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 
 def code(text: str) -> str:
@@ -23,3 +25,20 @@ def first_sentence(text: str) -> str:
 def cell(text: str) -> str:
     """``text`` fit for one cell of a Markdown table."""
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def properties_table(
+    heading: str, schema: dict[str, Any], kind: Callable[[dict[str, Any]], str]
+) -> list[str]:
+    """A JSON schema's properties as a table: name (and whether it is required), type as
+    ``kind`` writes it, description. Empty when the schema has none."""
+    properties = schema.get("properties", {})
+    if not properties:
+        return []
+    required = set(schema.get("required", []))
+    lines = [f"| {heading} | type | what it is |", "| --- | --- | --- |"]
+    for name, definition in properties.items():
+        mark = " (required)" if name in required else ""
+        text = cell(definition.get("description", ""))
+        lines.append(f"| {code(name)}{mark} | {kind(definition)} | {text} |")
+    return [*lines, ""]

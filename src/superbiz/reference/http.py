@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from superbiz.reference._markdown import cell, code
+from superbiz.reference._markdown import cell, code, properties_table
 
 _METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -81,15 +81,9 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:
     lines = [f"({_anchor(name)})=", f"### {code(name)}", ""]
     if schema.get("description"):
         lines += [" ".join(schema["description"].split()), ""]
-    properties = schema.get("properties", {})
-    if properties:
-        required = set(schema.get("required", []))
-        lines += ["| field | type | what it is |", "| --- | --- | --- |"]
-        for field, definition in properties.items():
-            mark = " (required)" if field in required else ""
-            text = definition.get("description", "")
-            lines.append(f"| {code(field)}{mark} | {_type(definition)} | {cell(text)} |")
-        lines.append("")
+    table = properties_table("field", schema, _type)
+    if table:
+        lines += table
     elif "enum" in schema:
         lines += ["One of " + ", ".join(code(str(value)) for value in schema["enum"]) + ".", ""]
     return lines

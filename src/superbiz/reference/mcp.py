@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from superbiz.reference._markdown import cell, code
+from superbiz.reference._markdown import code, properties_table
 
 
 def mcp_surface() -> tuple[list[Any], list[Any]]:
@@ -42,19 +42,7 @@ def mcp_markdown() -> str:
         if hints:
             lines += ["Annotations: " + ", ".join(f"{code(k)} {v}" for k, v in hints.items()), ""]
         schema = tool.input_schema
-        properties = schema.get("properties", {})
-        if properties:
-            required = set(schema.get("required", []))
-            lines += ["| argument | type | what it is |", "| --- | --- | --- |"]
-            for name, definition in properties.items():
-                mark = " (required)" if name in required else ""
-                lines.append(
-                    f"| {code(name)}{mark} | {_type(definition)} | "
-                    f"{cell(definition.get('description', ''))} |"
-                )
-            lines.append("")
-        else:
-            lines += ["It takes no arguments.", ""]
+        lines += properties_table("argument", schema, _type) or ["It takes no arguments.", ""]
         lines += [
             "Input schema:",
             "",
