@@ -32,9 +32,6 @@ def fill_references(app: Sphinx, docname: str, source: list[str]) -> None:
     """Put the generated Markdown where the page asks for it."""
     if not MARKER.search(source[0]):
         return
-    # as the CLI does: the stores' libraries log at INFO (migrations, faiss) once the root
-    # logger is configured by one of them; the build prints warnings only
-    logging.basicConfig(level=logging.WARNING)
     from superbiz.reference import GENERATORS
 
     def generated(found: re.Match[str]) -> str:
@@ -88,6 +85,10 @@ def check_offline(app: Sphinx, error: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    # The theme's accessible-pygments sets the root logger to INFO when it is imported, and
+    # the stores' libraries log there while the references are generated: warnings only.
+    for noisy in ("alembic", "faiss", "pymilvus", "milvus_lite"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     app.connect("builder-inited", draw_plots)
     app.connect("source-read", fill_references)
     app.connect("build-finished", check_offline)
