@@ -195,8 +195,9 @@ def advanced_settings_markdown() -> str:
 def _settings_markdown(*, advanced: bool) -> str:
     keys = [key for key in setting_keys() if key.advanced == advanced]
     sections = {section.path: section for section in setting_sections()}
+    order = {path: index for index, path in enumerate([(), *sections])}  # parents first
     lines: list[str] = []
-    for path in dict.fromkeys(key.section for key in keys):
+    for path in sorted({key.section for key in keys}, key=order.__getitem__):
         section = sections.get(path)
         title = code(section.key) if section else "Top level"
         label = "settings-" + ("-".join(path).replace("_", "-").strip("<>") or "top")
