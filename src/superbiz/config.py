@@ -355,7 +355,7 @@ class LLMSettings(_Section):
     turn_timeout_s: float = Field(180.0, gt=0)
     """Seconds every model call of one chat turn may take together, retries included."""
     max_retries: int = Field(3, ge=0)
-    """Retries of a request that failed with a 5xx, a 429 or a broken connection."""
+    """Retries of a request that failed with a 5xx, a 408 or 429, or a broken connection."""
     temperature: float = Field(0.2, ge=0, le=2)
     """The sampling temperature sent with every request."""
     action_mode: Literal["tools", "json"] = "tools"
