@@ -28,7 +28,8 @@ myst_heading_anchors = 3
 # no web fonts (Furo uses the system's), the search index built in.
 html_theme = "furo"
 html_title = "superbiz"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["superbiz.css"]
 html_show_sourcelink = False
 html_theme_options = {"navigation_with_keys": True}
 
