@@ -4,9 +4,11 @@ described, every route and tool listed, every link inside a page resolving."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from superbiz.reference import GENERATORS
 from superbiz.reference.commands import commands, commands_markdown
 from superbiz.reference.http import http_markdown, openapi
 from superbiz.reference.mcp import mcp_markdown
@@ -64,3 +66,18 @@ def test_the_mcp_page_lists_each_tool_with_its_arguments() -> None:
         assert f"| `{argument}`" in text
     assert "| `query` (required) |" in text
     assert "## Resource `knowledge://map`" in text
+
+
+def test_every_generated_reference_is_placed_on_a_page_of_the_site() -> None:
+    """A page holds ``<!-- reference: NAME -->`` for each generator (the site's build fills
+    it), so what these tests check is what the site shows; no marker names nothing."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    placed = {
+        name: page.relative_to(docs).as_posix()
+        for page in docs.rglob("*.md")
+        if "_build" not in page.parts
+        for name in re.findall(r"^<!-- reference: ([a-z-]+) -->$", page.read_text("utf-8"), re.M)
+    }
+    assert set(placed) == set(GENERATORS), placed
+    assert placed["settings"] == "reference/settings.md"
+    assert placed["settings-advanced"] == "settings-advanced.md"

@@ -4,7 +4,7 @@ API from the app's OpenAPI document and the MCP tools from their schemas.
 
 Each generator returns Markdown (MyST, as the site reads it); the site's Sphinx extension
 (``docs/_ext/superbiz_docs.py``) puts it where a page says
-``<!-- reference: NAME -->``. ``superbiz.reference.pages()`` gives them all by name.
+``<!-- reference: NAME -->``; ``GENERATORS`` names them.
 """
 
 from __future__ import annotations
@@ -31,9 +31,4 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def pages() -> dict[str, str]:
-    """Every generated reference, by marker name."""
-    return {name: generate() for name, generate in GENERATORS.items()}
-
-
-__all__ = ["GENERATORS", "pages"]
+__all__ = ["GENERATORS"]
