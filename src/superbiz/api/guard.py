@@ -7,8 +7,12 @@ One ASGI middleware, so that nothing is parsed or spooled for a request that is 
    default). The probes ``/livez`` and ``/healthz`` are answered whatever the Host: a
    Kubernetes probe sends the pod's IP. A ``Host`` or ``Origin`` that is no URL
    authority at all (``http://[``) is a 400 on every other request.
-2. With ``service.api-key`` set, writes under ``/api``, every ``/api/sessions`` read and
-   ``/api/gaps`` need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body.
+2. With ``service.api-key`` set, every ``/api`` route but ``/api/info`` and ``/metrics``
+   need the key (``X-API-Key`` or ``Authorization: Bearer``) — 401 before the body: they
+   show the knowledge base's contents (documents, map, sources with their URLs and skip
+   reasons), people's questions (sessions, gaps) or its operations (metrics). The page
+   and its files, ``/api/info`` (the page reads whether to ask for a key), the probes and
+   the API's description stay open (``OPEN_WITH_KEY``).
 3. Without a key, a write must come from the server's own page: a browser's
    ``Sec-Fetch-Site`` must be ``same-origin`` (or ``none``), else its ``Origin`` must be
    this host (403). Clients that send neither (curl, scripts) are not browsers, so a
@@ -78,15 +82,24 @@ def sent_key(headers: Headers) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-#: reads that quote what people asked: a session's messages, the knowledge-gaps report
-PRIVATE_READS = ("/api/sessions/", "/api/gaps")
+#: what a key does not guard: whether the page must ask for one, and the probes
+OPEN_WITH_KEY = frozenset({"/api/info", "/livez", "/healthz"})
+#: Prometheus text: counts and latencies of the service's operations
+METRICS_PATH = "/metrics"
 
 
 def needs_key(method: str, path: str) -> bool:
-    """Writes under ``/api`` and the reads that quote people's questions."""
-    if not path.startswith("/api/"):
+    """Everything under ``/api`` (writes, sessions, gaps, and the reads that show the
+    knowledge base: documents, map, sources) and ``/metrics``, but ``OPEN_WITH_KEY``.
+
+    >>> needs_key("GET", "/api/sources"), needs_key("GET", "/metrics")
+    (True, True)
+    >>> needs_key("GET", "/api/info"), needs_key("GET", "/"), needs_key("GET", "/docs")
+    (False, False, False)
+    """
+    if path in OPEN_WITH_KEY:
         return False
-    return method not in SAFE_METHODS or path == "/api/sessions" or path.startswith(PRIVATE_READS)
+    return path.startswith("/api/") or path == METRICS_PATH
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:

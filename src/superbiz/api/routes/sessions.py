@@ -59,7 +59,9 @@ async def sessions(
             403,
             "listing every session needs service.api-key; name your own with id=…",
         )
-    ids = [i for i in id or [] if 0 < len(i) <= MAX_SESSION_ID] if id is not None else None
+    # an id no store can hold (too long, or with NUL, which PostgreSQL refuses) names no
+    # session: it is left out, as an unknown id is
+    ids = [i for i in id if 0 < len(i) <= MAX_SESSION_ID and "\x00" not in i] if id else id
     return await service.run(service.sessions, ids)
 
 

@@ -342,8 +342,25 @@ async function openPassage(bubble, ref) {
   const web = [passage.url, citation.web_url, citation.url].find((u) => /^https?:\/\//i.test(u || ""));
   const link = $("#passage-link");
   link.href = web || passage.document_url;
+  link.dataset.keyed = web || !state.apiKey ? "" : "1";
   link.hidden = false;
   dialog.showModal();
+}
+
+// With an API key the document's text is fetched with it (a plain link cannot send the
+// key) and shown as text in a new tab.
+async function openKeyedDocument(event) {
+  const link = event.currentTarget;
+  if (!link.dataset.keyed) return;
+  event.preventDefault();
+  const opened = window.open("", "_blank");
+  const response = await fetch(link.href, { headers: headers(false) });
+  const text = response.ok ? await response.text() : await errorMessage(response);
+  const url = URL.createObjectURL(new Blob([text], { type: "text/plain;charset=utf-8" }));
+  if (opened) {
+    opened.opener = null;
+    opened.location = url;
+  }
 }
 
 // Reads "event:" / "data:" blocks off a fetch body; calls onEvent(name, json) for each.
@@ -576,11 +593,11 @@ async function loadMap() {
   $("#map").hidden = yaml;
   $("#map-yaml-text").hidden = !yaml;
   if (yaml) {
-    const response = await fetch("/api/knowledge/map?format=yaml");
+    const response = await fetch("/api/knowledge/map?format=yaml", { headers: headers(false) });
     $("#map-yaml-text").textContent = response.ok ? await response.text() : await errorMessage(response);
     return;
   }
-  const response = await fetch("/api/knowledge/map");
+  const response = await fetch("/api/knowledge/map", { headers: headers(false) });
   if (!response.ok) {
     $("#map").replaceChildren(el("div", { class: "error", text: await errorMessage(response) }));
     return;
@@ -624,7 +641,7 @@ function formatSize(bytes) {
 }
 
 async function loadDocuments() {
-  const response = await fetch("/api/documents");
+  const response = await fetch("/api/documents", { headers: headers(false) });
   if (!response.ok) return;
   const data = await response.json();
   $("#doc-rows").replaceChildren(
@@ -774,6 +791,7 @@ async function init() {
     if (bubble) openPassage(bubble, target.dataset.ref);
   });
   $("#passage-close").addEventListener("click", () => $("#passage").close());
+  $("#passage-link").addEventListener("click", openKeyedDocument);
   $("#new-session").addEventListener("click", () => {
     if (state.busy) return;
     setSession(newSessionId());
