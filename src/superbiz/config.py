@@ -443,6 +443,9 @@ class TelemetrySettings(_Section):
     #: extra request headers for the receiver (e.g. an API key)
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     service_name: str = Field("superbiz", min_length=1)
+    #: the most an export request, and the flush when a command ends or ``serve`` stops,
+    #: may take: an unreachable or silent collector costs a user no more
+    flush_timeout_s: float = Field(1.0, gt=0, le=60)
 
     @field_validator("otlp_endpoint")
     @classmethod
