@@ -252,6 +252,11 @@ class IngestSettings(_Section):
         ".rst",
     )
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
+    #: a converted format (PDF, .docx, HTML, .rst) is converted in a child process with
+    #: at most this much memory (its data segment) and time; a file needing more is
+    #: skipped with the reason (``knowledge.formats._isolated``)
+    convert_memory_mb: int = Field(320, ge=64)
+    convert_timeout_s: float = Field(120.0, gt=0)
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from functools import partial
@@ -57,7 +57,7 @@ from superbiz.api.responses import (
     TurnEvent,
     Uploaded,
 )
-from superbiz.config import Settings
+from superbiz.config import IngestSettings, Settings
 from superbiz.exceptions import (
     DocumentError,
     NotFoundError,
@@ -65,7 +65,7 @@ from superbiz.exceptions import (
     TurnCancelledError,
 )
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
-from superbiz.knowledge.documents import normalize_domain, parse_document
+from superbiz.knowledge.documents import conversion_limits, normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
 from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
@@ -93,7 +93,7 @@ def _summary_view(summary: SessionSummary) -> SessionSummaryView:
     )
 
 
-def _read_text(path: Path, doc_path: str, encodings: Sequence[str]) -> str | None:
+def _read_text(path: Path, doc_path: str, settings: IngestSettings) -> str | None:
     """A document's file as text: Markdown as written, a converted format (PDF, Word,
     HTML, reStructuredText) as the Markdown it was converted to, never its raw bytes;
     None when the file is gone (deleted or moved since) or no longer converts."""
@@ -104,7 +104,8 @@ def _read_text(path: Path, doc_path: str, encodings: Sequence[str]) -> str | Non
     if path.suffix.lower() not in CONVERTERS:
         return data.decode("utf-8", errors="replace")
     try:
-        return parse_document(data, PurePosixPath(doc_path), encodings).body
+        limits = conversion_limits(settings)
+        return parse_document(data, PurePosixPath(doc_path), settings.encodings, limits).body
     except DocumentError:
         return None
 
@@ -398,8 +399,8 @@ class Service:
             stored = assistant.kb.documents.get(item["path"])
             links = web_links(assistant.kb, [item["path"]])
         excerpt = str(item.get("content") or "")
-        encodings = self.settings.ingest.encodings
-        body = _read_text(Path(stored.source_file), item["path"], encodings) if stored else ""
+        ingest = self.settings.ingest
+        body = _read_text(Path(stored.source_file), item["path"], ingest) if stored else ""
         return Passage(
             session_id=session_id,
             turn=turn,
@@ -418,8 +419,8 @@ class Service:
         """A stored document's file, as it was ingested."""
         with self.stores.held():
             stored = self.assistant.kb.documents.get(path)
-        encodings = self.settings.ingest.encodings
-        text = _read_text(Path(stored.source_file), path, encodings) if stored else None
+        ingest = self.settings.ingest
+        text = _read_text(Path(stored.source_file), path, ingest) if stored else None
         if text is None:
             raise NotFoundError(f"no document {path!r}")
         return text
