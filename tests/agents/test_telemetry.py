@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import gzip
 import logging
-import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,6 +30,7 @@ from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import Settings, TelemetrySettings
+from superbiz.evaluation.hostile import silent_collector
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec, Usage
@@ -283,33 +283,6 @@ def test_an_endpoint_that_is_no_http_url_is_refused(endpoint: str) -> None:
 
 
 @contextmanager
-def _silent_collector() -> Iterator[str]:
-    """A TCP server that accepts every connection and never answers a byte."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            with suppress(OSError):
-                held.append(listener.accept()[0])
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join()
-        for conn in held:
-            conn.close()
-        listener.close()
-
-
-@contextmanager
 def _refusing_collector() -> Iterator[str]:
     """A port nothing listens on: every connection is refused."""
     yield f"http://127.0.0.1:{free_port()}"
@@ -317,7 +290,7 @@ def _refusing_collector() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("collector", "cause"),
-    [(_refusing_collector, "Connection refused"), (_silent_collector, "no answer within")],
+    [(_refusing_collector, "Connection refused"), (silent_collector, "no answer within")],
 )
 def test_a_collector_that_is_down_or_silent_costs_one_bounded_flush_and_one_line(
     tmp_path: Path,

@@ -45,6 +45,8 @@ TIMEOUT_S = 120.0
 MAX_TEXT_CHARS = 20_000_000
 #: how close to the cap a crashed child's peak must be to be called out of memory
 _NEAR_CAP = 0.75
+#: how often the parent notes a working child's peak memory
+_SAMPLE_S = 0.02
 _LENGTH = struct.Struct("<Q")
 _MODULE = "superbiz.knowledge.formats._isolated"
 
@@ -77,6 +79,8 @@ class _Child:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests: IO[bytes] = self.process.stdin
         self.replies: IO[bytes] = self.process.stdout
+        #: the largest ``VmHWM`` seen of it (its replies say theirs exactly)
+        self.peak = 0
 
     def ask(self, request: tuple[Any, ...], seconds: float) -> tuple[Any, ...] | None:
         """The child's reply, or None when it ended without one (its exit is reaped);
@@ -103,8 +107,11 @@ class _Child:
         left = size
         while left:
             wait = end - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            if wait <= 0:
                 raise TimeoutError
+            if not select.select([fd], [], [], min(wait, _SAMPLE_S))[0]:
+                self.sample()
+                continue
             part = os.read(fd, min(left, 1 << 20))
             if not part:
                 return None
@@ -112,8 +119,15 @@ class _Child:
             left -= len(part)
         return b"".join(parts)
 
+    def sample(self) -> None:
+        """Note the child's peak RSS so far (``VmHWM``; unreadable once it has died)."""
+        self.peak = max(self.peak, _peak_bytes(self.process.pid))
+
     def end(self) -> tuple[int | None, int]:
-        """Kill and reap the child: ``(signal it died of or None, its peak RSS bytes)``."""
+        """Kill and reap the child: ``(signal it died of or None, its peak RSS in bytes as
+        last sampled)``; its ``ru_maxrss`` would count the parent's pages it was forked
+        with."""
+        self.sample()
         # not Popen.kill: it polls first, which would reap the child and lose its usage
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGKILL)
@@ -121,12 +135,12 @@ class _Child:
             with contextlib.suppress(OSError):
                 pipe.close()
         try:
-            _, status, usage = os.wait4(self.process.pid, 0)
+            _, status = os.waitpid(self.process.pid, 0)
         except ChildProcessError:  # pragma: no cover - reaped elsewhere
             return None, 0
         self.process.returncode = os.waitstatus_to_exitcode(status)
         died = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        return died, usage.ru_maxrss * 1024
+        return died, self.peak
 
 
 class IsolatedConverter:
@@ -213,18 +227,17 @@ atexit.register(converter.close)
 # -- the child -----------------------------------------------------------------------------
 
 
-def _peak_bytes() -> int:
-    """This process's peak RSS since the last reset (``VmHWM``), in bytes."""
+def _peak_bytes(pid: int | str = "self") -> int:
+    """A process's peak RSS since its last reset or exec (``VmHWM``), in bytes; 0 when
+    it cannot be read (no ``/proc``, or the process has died)."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return 0
 
 
 def _out_of_memory(exc: BaseException) -> bool:
