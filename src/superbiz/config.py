@@ -306,6 +306,12 @@ class IngestSettings(_Section):
     converted to the same structure."""
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
     """Tried in order for a file without a byte-order mark; add `gb18030` to accept GBK files."""
+    convert_memory_mb: int = Field(320, ge=64)
+    """A converted format (PDF, .docx, HTML, .rst) is converted in a child process with at
+    most this much memory (its data segment); a file needing more is skipped with the reason."""
+    convert_timeout_s: float = Field(120.0, gt=0)
+    """The longest one file's conversion may take; a file needing longer is skipped with the
+    reason."""
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:
@@ -621,6 +627,9 @@ class TelemetrySettings(_Section):
     """Extra request headers for the receiver, e.g. `{x-api-key: …}`."""
     service_name: str = Field("superbiz", min_length=1)
     """The `service.name` of the exported spans."""
+    flush_timeout_s: float = Field(1.0, gt=0, le=60)
+    """The most an export request, and the flush when a command ends or `serve` stops, may
+    take: an unreachable or silent collector costs a user no more."""
 
     @field_validator("otlp_endpoint")
     @classmethod

@@ -12,13 +12,15 @@ so it costs nothing extra). Without ``telemetry.otlp-endpoint`` the spans go to 
 process's global tracer provider: a no-op unless the host application configured one,
 so nothing leaves the process. With it, an SDK provider exports over OTLP/HTTP (the
 ``telemetry`` extra: ``opentelemetry-sdk`` and ``opentelemetry-exporter-otlp-proto-http``,
-imported only then).
+imported only then, in ``superbiz._otlp_export``): every export request and the flush at
+exit end within ``telemetry.flush-timeout-s``, and a collector that cannot be reached is
+one warning line, never the exporter's own log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -27,6 +29,7 @@ from opentelemetry.trace import Span, Tracer, TracerProvider
 from superbiz.exceptions import ConfigError
 
 if TYPE_CHECKING:
+    from superbiz._otlp_export import BoundedProvider
     from superbiz.config import TelemetrySettings
 
 TRACER_NAME = "superbiz"
@@ -46,24 +49,31 @@ GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 
 
-class Telemetry:
-    """The tracer every part of a runtime uses, and the provider it owns (if any)."""
+class Exporting(Protocol):
+    """An exporting provider this runtime started: both calls are bounded."""
 
-    def __init__(self, tracer: Tracer, provider: TracerProvider | None = None) -> None:
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Telemetry:
+    """The tracer every part of a runtime uses, and the exporting provider it owns (if
+    any): flushing and closing it take at most ``telemetry.flush-timeout-s``."""
+
+    def __init__(self, tracer: Tracer, owned: Exporting | None = None) -> None:
         self.tracer = tracer
-        self._owned = provider
+        self._owned = owned
 
     def flush(self) -> None:
         """Send the spans still buffered (an exporting provider batches them)."""
-        flush = getattr(self._owned, "force_flush", None)
-        if flush is not None:
-            flush()
+        if self._owned is not None:
+            self._owned.flush()
 
     def close(self) -> None:
         """Flush and stop the exporter this runtime started (not a host's provider)."""
-        shutdown = getattr(self._owned, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        if self._owned is not None:
+            self._owned.close()
         self._owned = None
 
 
@@ -77,7 +87,7 @@ def open_telemetry(
         return Telemetry(provider.get_tracer(TRACER_NAME))
     if settings.otlp_endpoint:
         owned = _otlp_provider(settings)
-        return Telemetry(owned.get_tracer(TRACER_NAME), owned)
+        return Telemetry(owned.provider.get_tracer(TRACER_NAME), owned)
     return Telemetry(default_tracer())
 
 
@@ -97,24 +107,24 @@ def traces_url(endpoint: str) -> str:
     return endpoint.rstrip("/") + TRACES_PATH
 
 
-def _otlp_provider(settings: TelemetrySettings) -> TracerProvider:
+def _otlp_provider(settings: TelemetrySettings) -> BoundedProvider:
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.sdk.trace  # noqa: F401
+
+        from superbiz._otlp_export import BoundedProvider
     except ImportError as exc:
         raise ConfigError(
             "telemetry.otlp-endpoint is set but the OpenTelemetry SDK is not installed: "
             "pip install 'superbiz[telemetry]'"
         ) from exc
     assert settings.otlp_endpoint is not None
-    exporter = OTLPSpanExporter(
-        endpoint=traces_url(settings.otlp_endpoint), headers=dict(settings.otlp_headers)
+    return BoundedProvider(
+        traces_url(settings.otlp_endpoint),
+        dict(settings.otlp_headers),
+        settings.service_name,
+        settings.flush_timeout_s,
     )
-    provider = SdkTracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider
 
 
 def trace_id(span: Span | None = None) -> str | None:

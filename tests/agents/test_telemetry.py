@@ -5,9 +5,11 @@ with the SDK's in-memory exporter and against a real OTLP/HTTP receiver started 
 from __future__ import annotations
 
 import gzip
+import logging
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,10 +25,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from superbiz._net import free_port
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import Settings, TelemetrySettings
+from superbiz.evaluation.hostile import silent_collector
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec, Usage
@@ -273,3 +277,59 @@ def test_an_endpoint_that_is_no_http_url_is_refused(endpoint: str) -> None:
 
     with pytest.raises(ValidationError, match="must be an http:// or https:// URL"):
         TelemetrySettings(otlp_endpoint=endpoint)
+
+
+# -- a collector that cannot be reached, or never answers (issue 33) -----------------------
+
+
+@contextmanager
+def _refusing_collector() -> Iterator[str]:
+    """A port nothing listens on: every connection is refused."""
+    yield f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.mark.parametrize(
+    ("collector", "cause"),
+    [(_refusing_collector, "Connection refused"), (silent_collector, "no answer within")],
+)
+def test_a_collector_that_is_down_or_silent_costs_one_bounded_flush_and_one_line(
+    tmp_path: Path,
+    database_url: str,
+    use_embedder: Any,
+    small_kb: Path,
+    collector: Callable[[], AbstractContextManager[str]],
+    cause: str,
+) -> None:
+    """With ``http://127.0.0.1:9`` the CLI took 5–19 s longer and printed the exporter's
+    WARNING/ERROR lines; a collector that accepted and never answered, 27 s; ``serve``
+    took 7–11 s to stop. Closing now flushes for at most ``telemetry.flush-timeout-s``
+    and the only line is superbiz's own (the exporter's records never reach a handler)."""
+    terminal = _RootRecords()  # what reaches the root logger's handlers: the terminal
+    root = logging.getLogger()
+    root.addHandler(terminal)
+    with collector() as endpoint:
+        telemetry = TelemetrySettings(otlp_endpoint=endpoint, flush_timeout_s=0.5)
+        runtime = make_runtime(
+            tmp_path, database_url, use_embedder, small_kb, settings={"telemetry": telemetry}
+        )
+        try:
+            assert runtime.ask("down", QUESTION).result.answer
+        finally:
+            closing = threading.Thread(target=runtime.close)
+            closing.start()
+            closing.join(timeout=5)  # the SDK's default alone is a 10 s timeout, then retries
+        assert not closing.is_alive(), "closing waited on the collector"
+    root.removeHandler(terminal)
+    shown = [r for r in terminal.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in shown] == ["superbiz._otlp_export"], [r.msg for r in shown]
+    assert f"traces not sent to {endpoint}/v1/traces ({cause}" in shown[0].getMessage()
+    assert not [r for r in terminal.records if r.name.startswith("opentelemetry")]
+
+
+class _RootRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

@@ -1,5 +1,7 @@
-"""With ``service.api-key`` set, every ``/api`` route but ``/api/info`` needs it (checked
-before the body is read); the page, the probes and the metrics stay open."""
+"""With ``service.api-key`` set, every ``/api`` route but ``/api/info``, and
+``/metrics``, need it (checked before the body is read): writes, sessions, and every read
+that shows the knowledge base or its operations. The page, ``/api/info``, the probes and
+the API's description stay open."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from superbiz.config import Settings
 
 KEY = "s3cret-key"
 # Requests that pass auth without changing the shared KB: a clear of an unknown session,
-# a binary upload (refused before storing), a delete of an unknown document.
-WRITES: list[tuple[str, str, dict[str, Any], int]] = [
+# a binary upload (refused before storing), a delete of an unknown document, and the reads
+# that show the KB's contents (documents, a document's text, the map, the sources with
+# their URLs and skip reasons) or its operations (metrics). Sources, map, documents and
+# metrics answered without the key before.
+GUARDED: list[tuple[str, str, dict[str, Any], int]] = [
     ("POST", "/api/chat", {"json": {"question": "你好"}}, 200),
     ("POST", "/api/chat_stream", {"json": {"question": "你好"}}, 200),
     ("POST", "/api/chat/clear", {"json": {"session_id": "nobody"}}, 200),
@@ -26,8 +31,13 @@ WRITES: list[tuple[str, str, dict[str, Any], int]] = [
     ("GET", "/api/sessions/nobody", {}, 404),
     ("GET", "/api/sessions/nobody/invocations", {}, 404),
     # the documents list and the map name documents, which may be restricted to groups
+    ("GET", "/api/sources", {}, 200),
     ("GET", "/api/documents", {}, 200),
+    ("GET", "/api/documents/no/such.md", {}, 404),
     ("GET", "/api/knowledge/map", {}, 200),
+    ("GET", "/api/knowledge/map?format=yaml", {}, 200),
+    ("GET", "/api/gaps", {}, 200),
+    ("GET", "/metrics", {}, 200),
 ]
 
 
@@ -41,8 +51,8 @@ def client(
     return TestClient(app, raise_server_exceptions=False)
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs", "ok"), WRITES)
-def test_write_endpoints_need_the_key(
+@pytest.mark.parametrize(("method", "path", "kwargs", "ok"), GUARDED)
+def test_writes_and_every_read_of_the_kb_or_its_operations_need_the_key(
     client: TestClient, method: str, path: str, kwargs: dict[str, Any], ok: int
 ) -> None:
     missing = client.request(method, path, **kwargs)
@@ -62,13 +72,17 @@ def test_write_endpoints_need_the_key(
     ("path", "status"),
     [
         ("/", 200),
+        ("/static/app.js", 200),
         ("/api/info", 200),
         ("/healthz", 200),
-        ("/metrics", 200),
         ("/livez", 200),
+        ("/docs", 200),
+        ("/openapi.json", 200),
     ],
 )
-def test_read_endpoints_stay_open(client: TestClient, path: str, status: int) -> None:
+def test_the_page_info_probes_and_api_description_stay_open(
+    client: TestClient, path: str, status: int
+) -> None:
     assert client.get(path).status_code == status
 
 

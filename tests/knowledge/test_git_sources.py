@@ -368,3 +368,105 @@ def test_a_remote_that_never_answers_fails_after_the_git_timeout(open_lifecycle:
     with _http_remote(hangs=True) as url, pytest.raises(SourceError, match="longer than 1 s"):
         lifecycle.add_git(url)
     _nothing_written(kb)
+
+
+# -- bounds, domains and transports (issue 33) --------------------------------------------
+
+
+def _tree_files(kb: KnowledgeBase) -> set[str]:
+    home = kb.settings.data_dir / "sources"
+    return {
+        p.relative_to(home).as_posix().split("/", 2)[-1]
+        for p in home.glob("*/tree/**/*")
+        if p.is_file()
+    }
+
+
+def test_a_file_over_the_size_limit_is_never_written_to_disk(
+    remote: Remote, open_lifecycle: Open, database_url: str
+) -> None:
+    """A 200 MB file was reported too large but stayed under sources/<name>/tree/: disk
+    use is part of the bound. Here the limit is 2,000 bytes."""
+    kb, lifecycle = open_lifecycle(database_url, ingest={"max_file_bytes": 2000})
+    remote.write(
+        {
+            "docs/huge.md": doc("Huge", "x " * 2000),
+            "docs/assets/diagram.svg": "<svg>" + "y" * 5000 + "</svg>",  # not a document
+        }
+    )
+    remote.commit("big files")
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    too_large = dict(first.report.skipped)["huge.md"]
+    assert too_large.startswith("too large: 4") and "not written to disk" in too_large
+    assert _tree_files(kb) == {"login.md", "payment/chargeback.md", "payment/refund.md"}
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+
+    # grown past the limit: the earlier file (and document) stay; a new big file is not written
+    earlier = kb.documents.get("payment/refund.md")
+    remote.write(
+        {
+            "docs/payment/refund.md": doc("Refund a payment", "Approve twice. " * 200),
+            "docs/payment/bulk.md": doc("Bulk", "z " * 2000),
+        }
+    )
+    remote.commit("grown")
+    second = lifecycle.sync(first.source.name)
+    skipped = dict(second.report.skipped)
+    assert "its earlier version stays on disk and searchable" in skipped["payment/refund.md"]
+    assert skipped["payment/bulk.md"].startswith("too large:")
+    assert "huge.md" in skipped  # still skipped, untouched by this diff
+    assert _tree_files(kb) == {"login.md", "payment/chargeback.md", "payment/refund.md"}
+    assert kb.documents.get("payment/refund.md") == earlier
+    tree = kb.settings.data_dir / "sources" / first.source.name / "tree"
+    assert "press refund" in (tree / "payment/refund.md").read_text()
+
+
+def test_a_domain_given_again_moves_the_sources_documents(
+    remote: Remote, open_lifecycle: Open, database_url: str
+) -> None:
+    """``ingest --git URL --domain ops2`` on a source first ingested without a domain
+    reported "unchanged" and kept no domain, silently."""
+    kb, lifecycle = open_lifecycle(database_url)
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+
+    moved = lifecycle.add_git(remote.url, subdir="docs", domain="ops2")
+    assert moved.source.name == first.source.name and moved.mode == "full"
+    assert moved.note is not None and "domain changed from (none) to ops2" in moved.note
+    assert paths(kb) == ["ops2/login.md", "ops2/payment/chargeback.md", "ops2/payment/refund.md"]
+    assert {d.domain for d in kb.documents.all()} == {"ops2"}
+    assert sorted(moved.report.removed) == [
+        "login.md",
+        "payment/chargeback.md",
+        "payment/refund.md",
+    ]
+    record = SourceRepository(kb.engine).get(first.source.name)
+    assert record is not None and record.domain == "ops2"
+    assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+    assert kb.retrieve("answer the bank within seven days").ranked[0].doc_path == (
+        "ops2/payment/chargeback.md"
+    )
+    # the same domain again, or none given: an ordinary sync
+    assert lifecycle.add_git(remote.url, subdir="docs", domain="ops2").mode == "unchanged"
+    assert lifecycle.add_git(remote.url, subdir="docs").mode == "unchanged"
+    assert paths(kb)[0] == "ops2/login.md"
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("fd::17", "fd:: is a Git remote helper"),
+        ("ext::sh -c touch% /tmp/superbiz-pwned", "ext:: is a Git remote helper"),
+        ("gopher://example.com/repo.git", "the transport gopher:// is not one"),
+        ("--upload-pack=touch /tmp/x", "starts with '-'"),
+    ],
+)
+def test_a_url_of_another_transport_is_refused_before_git_runs(
+    open_lifecycle: Open, url: str, why: str
+) -> None:
+    """``fd::17`` was accepted and waited out sources.git-timeout-s (300 s)."""
+    kb, lifecycle = open_lifecycle(sources={"git_timeout_s": 3})
+    with pytest.raises(SourceError) as refused:
+        lifecycle.add_git(url)
+    assert why in str(refused.value) and "use https://" in str(refused.value)
+    _nothing_written(kb)

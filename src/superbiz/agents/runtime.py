@@ -45,6 +45,7 @@ from superbiz.storage.chat import ChatRepository
 from superbiz.storage.db import relational_store_error
 from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository
+from superbiz.storage.models import MAX_TURN
 from superbiz.telemetry import (
     GEN_AI_AGENT_NAME,
     GEN_AI_CONVERSATION_ID,
@@ -103,7 +104,10 @@ class LookupRuntime:
         self.feedback.clear_session(session_id)
 
     def turn_exists(self, session_id: str, turn: int) -> bool:
-        """Whether the session has a stored answer or a recorded call under ``turn``."""
+        """Whether the session has a stored answer or a recorded call under ``turn``; a
+        number no turn column holds has none (PostgreSQL refused to compare with it)."""
+        if not 0 < turn <= MAX_TURN:
+            return False
         return self.chats.turn_exists(session_id, turn) or self.invocations.turn_exists(
             session_id, turn
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import asdict, replace
 from datetime import datetime
 from functools import partial
@@ -58,7 +58,7 @@ from superbiz.api.responses import (
     TurnEvent,
     Uploaded,
 )
-from superbiz.config import Settings
+from superbiz.config import IngestSettings, Settings
 from superbiz.exceptions import (
     DocumentError,
     NotFoundError,
@@ -67,7 +67,7 @@ from superbiz.exceptions import (
 )
 from superbiz.governance.tool import TOOL_NAME, ToolOutcome
 from superbiz.knowledge.access_rules import reader_limits
-from superbiz.knowledge.documents import normalize_domain, parse_document
+from superbiz.knowledge.documents import conversion_limits, normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
 from superbiz.knowledge.gaps import gap_report
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
@@ -97,7 +97,7 @@ def _summary_view(summary: SessionSummary) -> SessionSummaryView:
     )
 
 
-def _read_text(path: Path, doc_path: str, encodings: Sequence[str]) -> str | None:
+def _read_text(path: Path, doc_path: str, settings: IngestSettings) -> str | None:
     """A document's file as text: Markdown as written, a converted format (PDF, Word,
     HTML, reStructuredText) as the Markdown it was converted to, never its raw bytes;
     None when the file is gone (deleted or moved since) or no longer converts."""
@@ -108,7 +108,8 @@ def _read_text(path: Path, doc_path: str, encodings: Sequence[str]) -> str | Non
     if path.suffix.lower() not in CONVERTERS:
         return data.decode("utf-8", errors="replace")
     try:
-        return parse_document(data, PurePosixPath(doc_path), encodings).body
+        limits = conversion_limits(settings)
+        return parse_document(data, PurePosixPath(doc_path), settings.encodings, limits).body
     except DocumentError:
         return None
 
@@ -465,8 +466,8 @@ class Service:
             stored = assistant.kb.documents.get(item["path"])
             links = web_links(assistant.kb, [item["path"]])
         excerpt = str(item.get("content") or "")
-        encodings = self.settings.ingest.encodings
-        body = _read_text(Path(stored.source_file), item["path"], encodings) if stored else ""
+        ingest = self.settings.ingest
+        body = _read_text(Path(stored.source_file), item["path"], ingest) if stored else ""
         return Passage(
             session_id=session_id,
             turn=turn,
@@ -486,8 +487,8 @@ class Service:
         not read it (404, not 403: whether it exists is not said either)."""
         with self.stores.held():
             stored = self._readable(path, reader)
-        encodings = self.settings.ingest.encodings
-        text = _read_text(Path(stored.source_file), path, encodings) if stored else None
+        ingest = self.settings.ingest
+        text = _read_text(Path(stored.source_file), path, ingest) if stored else None
         if text is None:
             raise NotFoundError(f"no document {path!r}")
         return text

@@ -38,6 +38,7 @@ class Role(IntEnum):
 
 #: routes anyone may call, signed in or not: the page and its files (it shows the
 #: sign-in), the API docs, sign-in itself, what the page reads first, the probes
+#: (``/metrics`` is not among them: it shows the service's operations, issue 33)
 OPEN: frozenset[tuple[str, str]] = frozenset(
     {
         ("GET", "/"),
@@ -52,13 +53,13 @@ OPEN: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/api/info"),
         ("GET", "/livez"),
         ("GET", "/healthz"),
-        ("GET", "/metrics"),
     }
 )
 
 #: the least role of every other route, by method and path template
 ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/api/me"): Role.READER,
+    ("GET", "/metrics"): Role.READER,
     ("POST", "/api/chat"): Role.READER,
     ("POST", "/api/chat_stream"): Role.READER,
     ("POST", "/api/chat/clear"): Role.READER,

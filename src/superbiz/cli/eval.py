@@ -269,6 +269,61 @@ def eval_ingest(
     _publish(report, output, as_json, render_ingest_report)
 
 
+def eval_bombs(
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            help="Comma-separated, of pdf_bomb, pdf_2000_pages, docx_bomb, html_entity_bomb.",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: OutputFile = None,
+) -> None:
+    """Peak memory of `superbiz ingest` over generated files that inflate (a PDF stream
+    bomb, a .docx bomb, an HTML entity bomb) and a 2,000-page PDF, each above the same
+    command's peak over one small Markdown file (bound: 500 MB)."""
+    from superbiz.evaluation.hostile import BOMBS, benchmark_bombs, render_bombs_report
+
+    names = [n.strip() for n in only.split(",")] if only else None
+    unknown = [n for n in names or [] if n not in BOMBS]
+    if unknown:
+        err.print(f"[bold red]error:[/] unknown file {unknown[0]!r} (known: {', '.join(BOMBS)})")
+        raise typer.Exit(2)
+    with _errors():
+        report = benchmark_bombs(_settings(None), names)
+    _publish(report, output, as_json, render_bombs_report)
+
+
+def eval_upload(
+    pages: Annotated[int, typer.Option("--pages", help="Pages of the uploaded PDF.", min=1)] = 2000,
+    alone: Annotated[int, typer.Option("--alone", help="Chats timed alone.", min=1)] = 5,
+    as_json: JsonFlag = False,
+    output: OutputFile = None,
+) -> None:
+    """A chat's latency alone and while a generated PDF of PAGES pages is uploaded to the
+    same server (one run): the upload must not hold the chats (target: within 2 s)."""
+    from superbiz.evaluation.hostile import benchmark_upload, render_upload_report
+
+    with _errors():
+        report = benchmark_upload(_settings(None), pages=pages, alone=alone)
+    _publish(report, output, as_json, render_upload_report)
+
+
+def eval_telemetry(
+    runs: Annotated[int, typer.Option("--runs", help="Runs of each variant.", min=1)] = 3,
+    as_json: JsonFlag = False,
+    output: OutputFile = None,
+) -> None:
+    """`superbiz ask` with no OTLP collector, one that refuses connections and one that
+    never answers, alternating: the wall time of each and what it printed."""
+    from superbiz.evaluation.hostile import benchmark_telemetry, render_telemetry_report
+
+    with _errors():
+        report = benchmark_telemetry(_settings(None), runs=runs)
+    _publish(report, output, as_json, render_telemetry_report)
+
+
 def eval_formats(
     dataset_dir: Annotated[
         Path, typer.Argument(help="A folder with corpus/ (Markdown) and queries.jsonl.")

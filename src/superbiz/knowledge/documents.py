@@ -23,8 +23,10 @@ import yaml
 
 from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.access import AccessListError, parse_access
+from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import convert
+from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
@@ -93,12 +95,24 @@ class SourceDocument:
         }
 
 
+def conversion_limits(settings: IngestSettings) -> ConversionLimits:
+    """The bounds ``settings`` put on a conversion (``ingest.convert-*``)."""
+    return ConversionLimits(
+        memory_bytes=settings.convert_memory_mb * 1024 * 1024,
+        seconds=settings.convert_timeout_s,
+    )
+
+
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def load_document(
-    file: Path, root: Path, max_bytes: int, encodings: Sequence[str] = DEFAULT_ENCODINGS
+    file: Path,
+    root: Path,
+    max_bytes: int,
+    encodings: Sequence[str] = DEFAULT_ENCODINGS,
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> SourceDocument:
     """Read and parse ``file``; ``root`` decides its relative path and default domain.
 
@@ -124,7 +138,7 @@ def load_document(
     if size > max_bytes:
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
     data = real.read_bytes()
-    return parse_document(data, relative, encodings)
+    return parse_document(data, relative, encodings, limits)
 
 
 def _missing(file: Path) -> str:
@@ -134,17 +148,21 @@ def _missing(file: Path) -> str:
 
 
 def parse_document(
-    data: bytes, relative: PurePosixPath, encodings: Sequence[str] = DEFAULT_ENCODINGS
+    data: bytes,
+    relative: PurePosixPath,
+    encodings: Sequence[str] = DEFAULT_ENCODINGS,
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> SourceDocument:
     """Parse raw bytes of a document whose path relative to the KB root is ``relative``;
-    ``encodings`` are tried in order when the file has no byte-order mark."""
+    ``encodings`` are tried in order when the file has no byte-order mark; ``limits``
+    bound a converted format's conversion."""
     label = str(relative)
     if len(label) > PATH_MAX:
         raise DocumentError(label, f"path longer than {PATH_MAX} characters")
     if not data.strip():
         raise DocumentError(label, "empty file")
     # the one place a file's extension decides how it is read (knowledge.formats)
-    converted = convert(data, relative.suffix, label, encodings)
+    converted = convert(data, relative.suffix, label, encodings, limits)
     front: dict[str, Any]
     warnings: tuple[str, ...]
     if converted is not None:

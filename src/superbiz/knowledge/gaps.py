@@ -87,21 +87,29 @@ def normalise(question: str) -> str:
 
 
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+#: where a window reaching back past the calendar's first day starts: everything recorded
+EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 def parse_since(text: str, now: datetime) -> datetime:
     """``7d``, ``24h``, ``30m``, ``2w`` back from ``now``, or an ISO date or time (UTC
-    when it names no zone); ``ValueError`` says what is accepted.
+    when it names no zone); ``ValueError`` says what is accepted. A duration longer
+    than the calendar (``1000000d``) covers everything: it starts at ``EARLIEST``.
 
     >>> from datetime import UTC
     >>> now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     >>> parse_since("7d", now).isoformat(), parse_since("2026-11-30", now).isoformat()
     ('2026-11-24T12:00:00+00:00', '2026-11-30T00:00:00+00:00')
+    >>> parse_since("1000000d", now) == EARLIEST
+    True
     """
     value = text.strip()
     number, unit = value[:-1], value[-1:].lower()
-    if unit in _UNITS and number.isdigit():
-        return now - timedelta(**{_UNITS[unit]: int(number)})
+    if unit in _UNITS and number.isascii() and number.isdigit():
+        try:
+            return now - timedelta(**{_UNITS[unit]: int(number)})
+        except OverflowError:  # before 1 January of year 1: every recorded question
+            return EARLIEST
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:

@@ -36,9 +36,53 @@ def redact(text: str) -> str:
     return _USERINFO.sub(r"\1", text)
 
 
+#: the transports a source may use: ``git`` itself refuses any other (a remote helper
+#: such as ``fd::17`` waited out the whole timeout; ``ext::`` runs a command)
+TRANSPORTS = ("https", "http", "ssh", "git", "file")
+#: ``scheme://`` at the start of a URL
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_url(url: str) -> None:
+    """Refuse, before Git runs, a URL whose transport is not one of ``TRANSPORTS``:
+    ``https://``, ``http://``, ``ssh://`` (or ``user@host:path``), ``git://``, and a
+    local path or ``file://``.
+
+    >>> check_url("https://git.example.com/ops.git"), check_url("git@host:ops/kb.git")
+    (None, None)
+    >>> check_url("/srv/git/kb.git"), check_url("file:///srv/git/kb.git")
+    (None, None)
+    >>> check_url("fd::17")
+    Traceback (most recent call last):
+    ...
+    superbiz.exceptions.SourceError: unsupported Git URL 'fd::17': ...
+    """
+    problem = None
+    scheme = _SCHEME.match(url)
+    if not url.strip():
+        problem = "it is empty"
+    elif url.startswith("-"):
+        problem = "it starts with '-' (read as an option)"
+    elif any(ch in url for ch in "\x00\r\n"):
+        problem = "it contains a control character"
+    elif scheme is not None:
+        name = scheme.group(1).lower()
+        if name.replace("git+ssh", "ssh").replace("ssh+git", "ssh") not in TRANSPORTS:
+            problem = f"the transport {name}:// is not one superbiz fetches over"
+    elif "::" in url.split("/", 1)[0]:
+        helper = url.split("::", 1)[0]
+        problem = f"{helper}:: is a Git remote helper, which superbiz never runs"
+    if problem is not None:
+        raise SourceError(
+            f"unsupported Git URL {redact(url)!r}: {problem}; use https://, http://, ssh:// "
+            "(or user@host:path), git://, file:// or a local path"
+        )
+
+
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        GIT_ALLOW_PROTOCOL=":".join(TRANSPORTS),  # and no other, whatever the URL
         GIT_TERMINAL_PROMPT="0",  # no username/password prompt: fail instead
         GCM_INTERACTIVE="never",
         LC_ALL="C",  # messages parsed and shown as Git writes them in English
@@ -199,6 +243,20 @@ class BareRepository:
                 changes.append(Change(status[0], path, mode, blob))
                 i += 2
         return changes
+
+    def sizes(self, ids: list[str]) -> dict[str, int]:
+        """The size in bytes of each blob of ``ids``, read in one ``cat-file --batch-check``
+        (nothing is read of the blobs themselves)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        out = self._git("cat-file", "--batch-check", stdin=("\n".join(unique) + "\n").encode())
+        sizes: dict[str, int] = {}
+        for line in out.decode().splitlines():
+            fields = line.split(" ")
+            if len(fields) == 3 and fields[2].isdigit():
+                sizes[fields[0]] = int(fields[2])
+        return sizes
 
     def blobs(self, ids: list[str]) -> dict[str, bytes]:
         """The contents of the blobs ``ids``, read in one ``cat-file --batch``."""

@@ -39,7 +39,7 @@ from superbiz.knowledge.discovery import (
     stored_roots,
     under,
 )
-from superbiz.knowledge.documents import SourceDocument, load_document
+from superbiz.knowledge.documents import SourceDocument, conversion_limits, load_document
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.metadata import MetadataWriter, enrich
 from superbiz.knowledge.report import IngestReport
@@ -83,10 +83,12 @@ class Ingestor:
     """Ingests files into ``kb``; ``metadata`` writes missing covers/when_to_retrieve
     (an LLM), else they are derived; ``domains`` recomputes the changed domains.
 
-    ``outside_stores`` is entered while the ingest waits for its embeddings, which touch
-    no store (the bulk of its time: 13 of 17 s for a 1.5 MB file): the HTTP service lets
-    go of its store lock there, so turns and reads go on beside an upload's ingest as
-    they do beside a ``superbiz ingest`` on server stores."""
+    ``outside_stores`` is entered while the ingest does work that touches no store: reading
+    and converting each file (a 2,000-page PDF: seconds), waiting for its embeddings (13
+    of 17 s for a 1.5 MB file), measuring the KB's statistics and waiting for the vector
+    index to build: the HTTP service lets go of its store lock there, so turns and reads
+    go on beside an upload's ingest as they do beside a ``superbiz ingest`` on server
+    stores."""
 
     def __init__(
         self,
@@ -103,6 +105,9 @@ class Ingestor:
         self._report = IngestReport()
         #: this run's document openings, so that the answer model needs no store read
         self._heads: dict[str, str] = {}
+        #: files already read and converted by the caller (an upload, checked before it
+        #: was stored), taken by ``load`` instead of converting them again
+        self.parsed: dict[Path, SourceDocument] = {}
 
     def ingest(
         self,
@@ -188,7 +193,9 @@ class Ingestor:
             real = os.path.realpath(item.file)
             earlier = next(iter(by_source.get(real, [])), None)
             try:
-                doc = self.load(item.file, placed[item.file][0])
+                # reading and converting a file touches no store: turns go on meanwhile
+                with self.outside_stores():
+                    doc = self.load(item.file, placed[item.file][0])
             except DocumentError as exc:
                 unloaded.add(real)
                 report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
@@ -256,12 +263,12 @@ class Ingestor:
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
         )
         if report.changed or report.answers_encoded:
-            kb.store.flush()
+            kb.store.flush(waiting=self.outside_stores)
             kb.invalidate()
         # what the KB measures about itself (key frequency, level thresholds), again after
         # any change, and once for a KB ingested before it was measured
         if report.changed or kb.key_frequency is None:
-            refresh_statistics(kb)
+            refresh_statistics(kb, outside_stores=self.outside_stores)
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
         return report
@@ -270,7 +277,11 @@ class Ingestor:
         """Read one file into a document, its path relative to ``root``: the one place a
         run reads a file, so that how a file is read (its format) is decided here alone."""
         settings = self.kb.settings.ingest
-        return load_document(file, root, settings.max_file_bytes, settings.encodings)
+        if (parsed := self.parsed.pop(file, None)) is not None:
+            return parsed
+        return load_document(
+            file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
+        )
 
     # -- steps ----------------------------------------------------------------
     def _drop_copies(

@@ -23,7 +23,12 @@ from pathlib import Path, PurePosixPath
 from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.discovery import stored_roots
-from superbiz.knowledge.documents import DEFAULT_DOMAIN, normalize_domain, parse_document
+from superbiz.knowledge.documents import (
+    DEFAULT_DOMAIN,
+    conversion_limits,
+    normalize_domain,
+    parse_document,
+)
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor, Progress
 from superbiz.knowledge.metadata import MetadataWriter
@@ -218,8 +223,11 @@ class DocumentLifecycle:
         relative = PurePosixPath(folder, name)
         target = (self.uploads / folder / name).resolve()
         self._check_replace(str(relative), target, data, overwrite)
-        # refuse binary, empty, wrongly encoded or malformed before storing
-        parse_document(data, relative, settings.encodings)
+        # refuse binary, empty, wrongly encoded or malformed before storing; converting
+        # touches no store (a 2,000-page PDF held every turn for seconds), and the ingest
+        # below takes this document instead of converting the file again
+        with self.outside_stores():
+            parsed = parse_document(data, relative, settings.encodings, conversion_limits(settings))
         if not target.is_relative_to(self.uploads.resolve()):  # pragma: no cover - sanitised
             raise DocumentError(name, "file name leaves the uploads folder")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +236,9 @@ class DocumentLifecycle:
         _write_atomically(target, data)
         # only this file: another replica's delete may have left an earlier upload in
         # this replica's folder, which a folder ingest would bring back
-        report = self._ingestor().ingest([target], root=self.uploads)
+        ingestor = self._ingestor()
+        ingestor.parsed[target] = parsed
+        report = ingestor.ingest([target], root=self.uploads)
         path = str(relative)
         for skipped, reason in report.skipped:
             if skipped == path:
@@ -300,7 +310,9 @@ class DocumentLifecycle:
                 )
             kb.documents.delete([path])
             kb.store.delete_documents([path])
-            refresh_statistics(kb)  # key frequency and thresholds, without the document
+            # key frequency and thresholds, without the document (computed outside the
+            # store lock: turns go on)
+            refresh_statistics(kb, outside_stores=self.outside_stores)
             kb.invalidate()
             if self.domains is not None:
                 self.domains.refresh({doc.domain})

@@ -17,7 +17,7 @@ import posixpath
 import re
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
@@ -29,6 +29,7 @@ from superbiz.knowledge.git import (
     SYMLINK_MODE,
     BareRepository,
     Entry,
+    check_url,
     redact,
 )
 from superbiz.knowledge.ingest import Ingestor
@@ -40,6 +41,9 @@ from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 SOURCES = "sources"
 #: skipped items a source row keeps (the first ones; the count is in ``counts``)
 KEPT_SKIPS = 50
+#: blob bytes read from Git at a time when a tree is written (each file is within
+#: ``ingest.max-file-bytes``; a repository of thousands of them is read in parts)
+BLOB_BATCH_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -83,10 +87,13 @@ class SyncResult:
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """A source's branch fetched into its repository, not yet applied."""
+    """A source's branch fetched into its repository, not yet applied; ``domain``, when
+    set, is the domain its documents move to (``ingest --git URL --domain D`` on a source
+    of another domain)."""
 
     source: SourceRecord
     commit: str
+    domain: str | None = None
 
 
 def clean_subdir(subdir: str | None) -> str:
@@ -199,8 +206,9 @@ class GitSources:
         domain: str | None = None,
     ) -> SyncResult:
         """Clone and ingest the repository at ``url``, or sync it when it is a source
-        already (same URL, branch and folder). Nothing is written when the URL or the
-        branch does not exist."""
+        already (same URL, branch and folder; a ``domain`` other than its own moves its
+        documents there). Nothing is written when the URL or the branch does not exist."""
+        check_url(url)
         location = redact(url)
         folder = clean_subdir(subdir)
         known = self.sources.all()
@@ -212,7 +220,8 @@ class GitSources:
                 wanted,
                 folder,
             ):
-                return self.sync(source.name, url=url)
+                moved = domain if domain and domain != source.domain else None
+                return self.sync(source.name, url=url, domain=moved)
         if wanted not in (heads := BareRepository.branches(url, self.timeout)):
             listed = ", ".join(heads[:10]) or "none"
             raise SourceError(
@@ -247,10 +256,11 @@ class GitSources:
             raise
 
     # -- syncing -----------------------------------------------------------------------
-    def sync(self, name: str, *, url: str | None = None) -> SyncResult:
-        """Fetch the source ``name`` and apply what changed; on a failure the error is
-        recorded on the source (shown by ``superbiz sources``) and raised."""
-        return self.apply(self.fetch(name, url=url))
+    def sync(self, name: str, *, url: str | None = None, domain: str | None = None) -> SyncResult:
+        """Fetch the source ``name`` and apply what changed (with ``domain``, its documents
+        move under that domain); on a failure the error is recorded on the source (shown
+        by ``superbiz sources``) and raised."""
+        return self.apply(replace(self.fetch(name, url=url), domain=domain))
 
     def fetch(self, name: str, *, url: str | None = None) -> Fetched:
         """The network half of a sync: needs no lock, changes no document."""
@@ -280,7 +290,17 @@ class GitSources:
         repo = self.repository(source.name)
         tree = self.tree(source)
         old = source.commit
-        if old == commit and tree.is_dir():
+        if fetched.domain and fetched.domain != source.domain:
+            # every document's path changes: the tree is written afresh under the new
+            # domain and compared in full (the old paths' documents go, the new ones come)
+            moved_from = source.domain
+            source = replace(source, domain=fetched.domain)
+            result = self._full(source, repo, commit)
+            result.note = (
+                f"domain changed from {moved_from or '(none)'} to {fetched.domain}: every "
+                f"document moved under {fetched.domain}/"
+            )
+        elif old == commit and tree.is_dir():
             result = SyncResult(source, IngestReport(), mode="unchanged")
             result.report.skipped = [(s["path"], s["reason"]) for s in source.skipped]
         elif old and tree.is_dir() and repo.has_commit(old) and repo.is_ancestor(old, commit):
@@ -342,10 +362,23 @@ class GitSources:
         removed: list[str] = []
         renames: list[tuple[str, str]] = []
         written: list[Entry] = []
+        kept: list[tuple[str, str]] = []  # changed past the size limit: earlier file kept
+        sizes = repo.sizes([c.blob for c in changes if c.status != "D"])
         for change in changes:
+            target = tree / self._target(source, change.path)
+            size = sizes.get(change.blob, 0)
+            if (
+                change.status == "M"
+                and size > self._max_bytes
+                and target.is_file()
+                and self._ingestible(change.path, change.mode)
+            ):
+                label = str(self._target(source, change.path))
+                kept.append((label, self._too_large(size) + _EARLIER_KEPT))
+                continue
             if change.old_path is not None:
                 # a document follows its file only to a path that is ingested again
-                if self._ingestible(change.path, change.mode):
+                if self._ingestible(change.path, change.mode) and size <= self._max_bytes:
                     renames.append((change.old_path, change.path))
                 else:
                     removed.append(change.old_path)
@@ -384,7 +417,7 @@ class GitSources:
             str(self._target(source, c.old_path)) for c in changes if c.old_path
         }
         still = [(s["path"], s["reason"]) for s in source.skipped if s["path"] not in touched]
-        report.skipped[:0] = [*still, *skipped]
+        report.skipped[:0] = [*still, *kept, *skipped]
         targets = [(str(self._target(source, a)), str(self._target(source, b))) for a, b in renamed]
         return SyncResult(source, report, renamed=targets)
 
@@ -424,31 +457,72 @@ class GitSources:
             report.removed.append(path)
             report.domains_changed.add(doc.domain)
 
+    @property
+    def _max_bytes(self) -> int:
+        return self.kb.settings.ingest.max_file_bytes
+
+    def _too_large(self, size: int) -> str:
+        return (
+            f"too large: {size} bytes exceeds the {self._max_bytes}-byte limit "
+            "(ingest.max-file-bytes); not written to disk"
+        )
+
     def _write(
         self, source: SourceRecord, repo: BareRepository, root: Path, entries: list[Entry]
     ) -> list[tuple[str, str]]:
         """Write the regular files of ``entries`` under ``root``; symlinks and submodules
-        are skipped items (never followed, never written)."""
+        are skipped items (never followed, never written). A file over
+        ``ingest.max-file-bytes`` is neither read from Git nor written (disk use is part of
+        the bound): a skipped item when it would be ingested."""
         skipped: list[tuple[str, str]] = []
         # hidden files and folders are left out, as a folder's walk leaves them out
         entries = [e for e in entries if not _hidden(e.path)]
         files = [e for e in entries if e.mode not in (SYMLINK_MODE, SUBMODULE_MODE)]
         links = [e for e in entries if e.mode == SYMLINK_MODE]
-        contents = repo.blobs([e.blob for e in files + links])
+        sizes = repo.sizes([e.blob for e in files])
+        small = [e for e in files if sizes.get(e.blob, 0) <= self._max_bytes]
+        for entry in files:
+            size = sizes.get(entry.blob, 0)
+            if size > self._max_bytes and self._ingestible(entry.path, entry.mode):
+                skipped.append((str(self._target(source, entry.path)), self._too_large(size)))
+        targets = repo.blobs([e.blob for e in links])
         for entry in entries:
             label = str(self._target(source, entry.path))
             if entry.mode == SUBMODULE_MODE:
                 skipped.append((label, "a Git submodule: not fetched"))
             elif entry.mode == SYMLINK_MODE:
-                skipped.append((label, _symlink_reason(entry.path, contents[entry.blob])))
+                skipped.append((label, _symlink_reason(entry.path, targets[entry.blob])))
         root.mkdir(parents=True, exist_ok=True)
-        for entry in files:
-            target = root / self._target(source, entry.path)
-            if any(part in ("..", "") for part in PurePosixPath(entry.path).parts):
-                continue  # pragma: no cover - Git refuses such paths
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(contents[entry.blob])
+        for batch in _batches(small, sizes, BLOB_BATCH_BYTES):
+            contents = repo.blobs([e.blob for e in batch])
+            for entry in batch:
+                target = root / self._target(source, entry.path)
+                if any(part in ("..", "") for part in PurePosixPath(entry.path).parts):
+                    continue  # pragma: no cover - Git refuses such paths
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(contents[entry.blob])
         return skipped
+
+
+_EARLIER_KEPT = (
+    "; its earlier version stays on disk and searchable until the file is within the limit"
+)
+
+
+def _batches(entries: list[Entry], sizes: dict[str, int], limit: int) -> Iterator[list[Entry]]:
+    """``entries`` in runs whose blobs hold at most ``limit`` bytes together (a single
+    larger one alone)."""
+    batch: list[Entry] = []
+    held = 0
+    for entry in entries:
+        size = sizes.get(entry.blob, 0)
+        if batch and held + size > limit:
+            yield batch
+            batch, held = [], 0
+        batch.append(entry)
+        held += size
+    if batch:
+        yield batch
 
 
 def _hidden(path: str) -> bool:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +31,8 @@ from superbiz.retrieval.calibration import (
     choose_probes,
 )
 from superbiz.retrieval.exact_index import ExactIndex, KeyFrequency
+from superbiz.retrieval.records import ChunkHit
+from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +46,24 @@ class KnowledgeStatistics:
     seconds: float
 
 
-def measure(kb: KnowledgeBase) -> KnowledgeStatistics:
-    """Both measurements on the KB as stored now (nothing is written)."""
+def measure(
+    kb: KnowledgeBase, outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> KnowledgeStatistics:
+    """Both measurements on the KB as stored now (nothing is written); what it computes
+    from what it read (seconds for a large KB) runs inside ``outside_stores``."""
     started = time.perf_counter()
     docs = kb.documents.all()
     chunks = kb.store.chunks_of_documents([doc.path for doc in docs]) if docs else {}
+    with outside_stores():
+        return _measured(kb, docs, chunks, started)
+
+
+def _measured(
+    kb: KnowledgeBase,
+    docs: list[StoredDocument],
+    chunks: dict[str, list[ChunkHit]],
+    started: float,
+) -> KnowledgeStatistics:
     # every key a document may be named by, the map's derived covers too: the planner
     # matches those (``MapPlanner``), and the same frequency judges them
     keys = ExactIndex(exact_entry(doc, derived_covers=True) for doc in docs)
@@ -73,10 +90,13 @@ def measure(kb: KnowledgeBase) -> KnowledgeStatistics:
     return KnowledgeStatistics(frequency, calibration, time.perf_counter() - started)
 
 
-def refresh_statistics(kb: KnowledgeBase) -> KnowledgeStatistics:
+def refresh_statistics(
+    kb: KnowledgeBase, outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> KnowledgeStatistics:
     """Measure the KB and store the result for every process; the lookups of this one
-    use it from their next call."""
-    stats = measure(kb)
+    use it from their next call. ``outside_stores``: as for ``measure`` (an upload lets
+    go of the store lock there, so turns go on)."""
+    stats = measure(kb, outside_stores)
     kb.meta.set_measurements(
         {
             KEY_FREQUENCY_KEY: stats.frequency.to_json(),

@@ -1,15 +1,19 @@
 """Transport, deadlines and the retry policy of the OpenAI-compatible client.
 
 Every request ends within its own timeout and within the turn's deadline
-(:class:`DeadlineTransport`); what is retried and how long to wait between tries
+(:class:`DeadlineTransport`), and within ``CANCEL_POLL_S`` of its turn being stopped, even
+while it waits for the server; what is retried and how long to wait between tries
 (``backoff_delay``, ``Retry-After``) is decided here, so it is the same for every server.
 """
 
 from __future__ import annotations
 
+import queue
 import random
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 import httpx2
 import openai
@@ -20,6 +24,8 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 RETRY_AFTER_CAP_S = 30.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
+CANCEL_POLL_S = 0.1
+"""How often a model request that is waiting looks whether its turn was stopped."""
 
 
 def backoff_delay(
@@ -96,15 +102,23 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 class _DeadlineStream(httpx2.SyncByteStream):
     """A response body that ends with ``ReadTimeout`` once its request's deadline has
-    passed, however steadily the server drips bytes (each read has its own timeout)."""
+    passed, however steadily the server drips bytes (each read has its own timeout), and
+    with ``TurnCancelledError`` once its turn is stopped, even while a read waits."""
 
-    def __init__(self, inner: httpx2.SyncByteStream, request: httpx2.Request, end: float) -> None:
+    def __init__(
+        self,
+        inner: httpx2.SyncByteStream,
+        request: httpx2.Request,
+        end: float,
+        cancel: threading.Event | None = None,
+    ) -> None:
         self.inner = inner
         self.request = request
         self.end = end
+        self.pump = _Pump(inner, cancel) if cancel is not None else None
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.inner:
+        for chunk in self.pump if self.pump is not None else self.inner:
             if time.monotonic() > self.end:
                 raise httpx2.ReadTimeout(
                     "the response did not finish within its deadline", request=self.request
@@ -112,7 +126,93 @@ class _DeadlineStream(httpx2.SyncByteStream):
             yield chunk
 
     def close(self) -> None:
-        self.inner.close()
+        if self.pump is not None:
+            self.pump.close()  # the reading thread closes the body, never this one
+        else:
+            self.inner.close()
+
+
+class _Pump:
+    """Reads a response body in a thread of its own, so that the turn waiting for the
+    next chunk can stop at once when it is cancelled; the abandoned body is closed by the
+    reading thread once its read returns."""
+
+    def __init__(self, inner: httpx2.SyncByteStream, cancel: threading.Event) -> None:
+        self.inner = inner
+        self.cancel = cancel
+        self.chunks: queue.Queue[bytes | BaseException | None] = queue.Queue()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def _read(self) -> None:
+        try:
+            for chunk in self.inner:
+                if self.stopped.is_set():
+                    break
+                self.chunks.put(chunk)
+            self.chunks.put(None)
+        except BaseException as exc:  # handed to the reading turn
+            self.chunks.put(exc)
+        finally:
+            self.inner.close()
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._read, name="llm-body", daemon=True)
+            self.thread.start()
+        while True:
+            try:
+                item = self.chunks.get(timeout=CANCEL_POLL_S)
+            except queue.Empty:
+                deadline.check_cancelled()
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            deadline.check_cancelled()
+            yield item
+
+    def close(self) -> None:
+        self.stopped.set()
+        if self.thread is None:
+            self.inner.close()
+
+
+def _until_cancelled(
+    send: Callable[[], httpx2.Response], cancel: threading.Event
+) -> httpx2.Response:
+    """``send()`` in a thread of its own while the turn watches ``cancel``: a request
+    waiting for a model's answer ends within ``CANCEL_POLL_S`` of a cancel
+    (``TurnCancelledError``); its response, when it comes, is closed unread."""
+    deadline.check_cancelled()
+    done = threading.Event()
+    lock = threading.Lock()
+    outcome: list[httpx2.Response | BaseException] = []
+    abandoned = False
+
+    def run() -> None:
+        try:
+            result: httpx2.Response | BaseException = send()
+        except BaseException as exc:  # handed to the waiting turn
+            result = exc
+        with lock:
+            if abandoned and isinstance(result, httpx2.Response):
+                result.close()
+            outcome.append(result)
+        done.set()
+
+    threading.Thread(target=run, name="llm-request", daemon=True).start()
+    while not done.wait(CANCEL_POLL_S):
+        if cancel.is_set():
+            with lock:
+                if not outcome:
+                    abandoned = True
+                    deadline.check_cancelled()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 class DeadlineTransport(httpx2.HTTPTransport):
@@ -139,9 +239,13 @@ class DeadlineTransport(httpx2.HTTPTransport):
             "pool": min(timeouts.get("pool") or left, left),
         }
         end = time.monotonic() + left
-        response = super().handle_request(request)
+        cancel = deadline.cancel_event()
+        if cancel is None:
+            response = super().handle_request(request)
+        else:
+            response = _until_cancelled(partial(super().handle_request, request), cancel)
         assert isinstance(response.stream, httpx2.SyncByteStream)
-        response.stream = _DeadlineStream(response.stream, request, end)
+        response.stream = _DeadlineStream(response.stream, request, end, cancel)
         return response
 
 

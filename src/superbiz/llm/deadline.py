@@ -7,7 +7,9 @@ thread that runs the turn; :func:`remaining` tells a call how much of it is left
 
 The same points also end a turn its caller stopped: ``cancellable`` carries the turn's
 cancel event (set when a stream's client goes away), which :func:`check` and
-:func:`check_cancelled` (called between the chunks of a streamed reply) honour.
+:func:`check_cancelled` (called between the chunks of a streamed reply) honour, and which
+a model request waiting for its server watches (``superbiz.llm._transport``): a cancel
+reaches a call that is waiting within ``CANCEL_POLL_S``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,21 @@ def cancellable(event: threading.Event | None) -> Iterator[None]:
         yield
     finally:
         _CANCEL.reset(token)
+
+
+def cancel_event() -> threading.Event | None:
+    """The event that stops the current turn, or ``None`` outside a cancellable turn."""
+    return _CANCEL.get()
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds``, or until the current turn is stopped (a retry's backoff must
+    not outlast a cancel)."""
+    event = _CANCEL.get()
+    if event is None:
+        time.sleep(seconds)
+    else:
+        event.wait(seconds)
 
 
 def check_cancelled() -> None:

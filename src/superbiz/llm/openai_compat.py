@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -83,7 +82,7 @@ class OpenAIChatModel:
         self,
         settings: LLMSettings,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = deadline.pause,
         rng: random.Random | None = None,
         client: openai.OpenAI | None = None,
     ) -> None:
@@ -254,6 +253,7 @@ class OpenAIChatModel:
                 self._raise_unless_retryable(exc)
                 last = exc
             except openai.APIError as exc:
+                deadline.check_cancelled()  # a stopped turn's request, not a failure
                 self._raise_unless_retryable(exc)
                 if yielded:
                     raise LLMUnavailableError(
@@ -261,6 +261,7 @@ class OpenAIChatModel:
                     ) from None
                 last = exc
             except httpx2.TransportError as exc:  # raised while reading the stream's body
+                deadline.check_cancelled()
                 if yielded:
                     raise self._unavailable(exc, attempt + 1, "broke off the stream") from None
                 last = exc
@@ -291,6 +292,7 @@ class OpenAIChatModel:
             try:
                 return call()
             except openai.APIError as exc:
+                deadline.check_cancelled()  # a stopped turn's request, not a failure
                 self._raise_unless_retryable(exc)
                 last = exc
             except ValueError as exc:  # a body that is not JSON

@@ -13,6 +13,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class InMemoryChunkStore:
         kept = set(keep)
         self._remove(lambda path: path not in kept)
 
-    def flush(self) -> None:
+    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
         """Nothing to seal: every write is searchable at once."""
 
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:

@@ -8,7 +8,8 @@ Dense scores follow Milvus' ``L2`` convention (squared distance of unit vectors)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
 import numpy as np
@@ -56,8 +57,9 @@ class ChunkStore(Protocol):
         """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
         ...
 
-    def flush(self) -> None:
-        """Make what was written searchable at full speed."""
+    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        """Make what was written searchable at full speed; a wait for the index to build
+        (which touches nothing a reader uses) runs inside ``waiting``."""
         ...
 
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:

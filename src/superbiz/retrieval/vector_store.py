@@ -16,6 +16,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -378,8 +379,9 @@ class MilvusChunkStore:
         self._local = False
         return result
 
-    def flush(self) -> None:
-        """Seal what was written into indexed segments.
+    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        """Seal what was written into indexed segments (the wait for the index build runs
+        inside ``waiting``: an upload lets go of the store lock there).
 
         Milvus Lite keeps fresh rows in a memtable that every search scans row by row
         (a BM25 search at dev size took about 190 ms instead of about 5 ms until the
@@ -389,7 +391,8 @@ class MilvusChunkStore:
         if self.dimension is None:
             return
         self._client.flush(self.collection)
-        self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
+        with waiting():
+            self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
 
     def _wait_for_indexes(self, timeout_s: float = 60.0) -> None:
         """Wait until a server has indexed every flushed row: a search right after an

@@ -30,6 +30,8 @@ JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postg
 PATH_MAX = 1024
 TITLE_MAX = 512
 DOMAIN_MAX = 128
+#: the largest turn number an ``Integer`` column holds on every store (PostgreSQL's int4)
+MAX_TURN = 2**31 - 1
 
 
 def utcnow() -> datetime:

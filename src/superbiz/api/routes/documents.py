@@ -22,7 +22,12 @@ from superbiz.api.errors import (
 from superbiz.api.responses import Deleted, DocumentList, Uploaded
 from superbiz.auth import audit
 
-router = APIRouter(prefix="/api/documents", tags=["documents"], responses=INTERNAL)
+router = APIRouter(
+    prefix="/api/documents",
+    tags=["documents"],
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **INTERNAL},
+)
 
 
 @router.get("")
@@ -35,9 +40,7 @@ async def documents(service: ServiceDep, reader: ReaderDep) -> DocumentList:
 @router.post(
     "",
     status_code=201,
-    dependencies=Authorized,
     responses={
-        **UNAUTHORIZED,
         **documented_error(403, "`cross_origin`: a write from another site, without the key."),
         **documented_error(413, "`payload_too_large`: over ingest.max-file-bytes."),
         **documented_error(
@@ -109,8 +112,7 @@ async def document_text(
 
 @router.delete(
     "/{document_id:path}",
-    dependencies=Authorized,
-    responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID, **superbiz_errors(503)},
+    responses={**NOT_FOUND, **INVALID, **superbiz_errors(503)},
     response_model_exclude_none=True,
 )
 async def delete_document(

@@ -12,8 +12,8 @@ import asyncio
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
-from superbiz.api.deps import AuthDep, AuthRequired, ServiceDep
-from superbiz.api.errors import INTERNAL
+from superbiz.api.deps import AuthDep, Authorized, AuthRequired, ServiceDep
+from superbiz.api.errors import INTERNAL, UNAUTHORIZED
 from superbiz.api.responses import Health, Liveness, ServiceInfo
 
 router = APIRouter(tags=["service"], responses=INTERNAL)
@@ -46,7 +46,10 @@ async def healthz(service: ServiceDep, response: Response) -> Health:
     return health
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@router.get(
+    "/metrics", response_class=PlainTextResponse, dependencies=Authorized, responses=UNAUTHORIZED
+)
 async def metrics(service: ServiceDep) -> PlainTextResponse:
-    """Prometheus text: lookups by outcome and dedup reason, levels, latencies."""
+    """Prometheus text: lookups by outcome and dedup reason, levels, latencies. With
+    `service.api-key` set it needs the key (Prometheus: `authorization: {credentials: KEY}`)."""
     return PlainTextResponse(service.metrics.exposition(), media_type=PROMETHEUS)

@@ -8,11 +8,16 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, Response
 
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import ServiceDep
-from superbiz.api.errors import INTERNAL, INVALID
+from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
 from superbiz.api.responses import KnowledgeMapView
 
-router = APIRouter(prefix="/api/knowledge", tags=["knowledge"], responses=INTERNAL)
+router = APIRouter(
+    prefix="/api/knowledge",
+    tags=["knowledge"],
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **INTERNAL},
+)
 
 YAML = "application/yaml; charset=utf-8"
 

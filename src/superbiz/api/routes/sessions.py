@@ -68,7 +68,13 @@ async def sessions(
     """Sessions latest first, with their name or first question and time: the signed-in
     person's own (those named by `id=` among them), or an admin's `all=true` view of
     everyone's; without sign-in, those named by `id=`."""
-    ids = [i for i in id or [] if 0 < len(i) <= MAX_SESSION_ID] if id is not None else None
+    # an id no store can hold (too long, or with NUL, which PostgreSQL refuses) names no
+    # session: it is left out, as an unknown id is
+    ids = (
+        [i for i in id if 0 < len(i) <= MAX_SESSION_ID and "\x00" not in i]
+        if id is not None
+        else None
+    )
     if not signed_in:
         if id is None:
             raise HTTPException(

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from superbiz.api.deps import ServiceDep
-from superbiz.api.errors import INTERNAL
+from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api.errors import INTERNAL, UNAUTHORIZED
 from superbiz.api.responses import SourceList
 
-router = APIRouter(prefix="/api/sources", tags=["sources"], responses=INTERNAL)
+router = APIRouter(
+    prefix="/api/sources",
+    tags=["sources"],
+    dependencies=Authorized,
+    responses={**UNAUTHORIZED, **INTERNAL},
+)
 
 
 @router.get("")

@@ -357,8 +357,25 @@ async function openPassage(bubble, ref) {
   const web = [passage.url, citation.web_url, citation.url].find((u) => /^https?:\/\//i.test(u || ""));
   const link = $("#passage-link");
   link.href = web || passage.document_url;
+  link.dataset.keyed = web || !state.apiKey ? "" : "1";
   link.hidden = false;
   dialog.showModal();
+}
+
+// With an API key the document's text is fetched with it (a plain link cannot send the
+// key) and shown as text in a new tab.
+async function openKeyedDocument(event) {
+  const link = event.currentTarget;
+  if (!link.dataset.keyed) return;
+  event.preventDefault();
+  const opened = window.open("", "_blank");
+  const response = await fetch(link.href, { headers: headers(false) });
+  const text = response.ok ? await response.text() : await errorMessage(response);
+  const url = URL.createObjectURL(new Blob([text], { type: "text/plain;charset=utf-8" }));
+  if (opened) {
+    opened.opener = null;
+    opened.location = url;
+  }
 }
 
 // Reads "event:" / "data:" blocks off a fetch body; calls onEvent(name, json) for each.
@@ -790,6 +807,7 @@ async function init() {
     if (bubble) openPassage(bubble, target.dataset.ref);
   });
   $("#passage-close").addEventListener("click", () => $("#passage").close());
+  $("#passage-link").addEventListener("click", openKeyedDocument);
   $("#new-session").addEventListener("click", () => {
     if (state.busy) return;
     setSession(newSessionId());

@@ -4,8 +4,10 @@ A converter takes a file's bytes and returns its title and a Markdown body: head
 as ``#`` lines (so every chunk keeps its heading path), tables as pipe tables, code
 verbatim in fences, links as their text. Everything after that — frontmatter-free
 documents, chunking, search — is the Markdown path, unchanged. A file that cannot be
-converted raises ``DocumentError`` with the reason; nothing in a file is executed, and
-every converter bounds what a small file can expand to.
+converted raises ``DocumentError`` with the reason; nothing in a file is executed, every
+converter bounds what a small file can expand to (pages, characters, zip entries), and
+every conversion runs in a child process whose memory and time are capped
+(``formats._isolated``: ``ingest.convert-memory-mb``, ``ingest.convert-timeout-s``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits, converter
 from superbiz.knowledge.formats._sniff import document_kind
 
 
@@ -80,16 +83,23 @@ def cited_page(path: str, heading_path: str) -> int | None:
 
 
 def convert(
-    data: bytes, suffix: str, label: str, encodings: Sequence[str]
+    data: bytes,
+    suffix: str,
+    label: str,
+    encodings: Sequence[str],
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> ConvertedDocument | None:
     """``data`` converted by the converter of ``suffix``; None for a text format (Markdown,
-    plain text), which is read as it is once its content is known to be text."""
-    converter = CONVERTERS.get(suffix.lower())
-    if converter is None:
+    plain text), which is read as it is once its content is known to be text. The
+    conversion runs in a child process bounded by ``limits`` (memory and time,
+    ``formats._isolated``); a file that needs more is refused with the reason."""
+    key = suffix.lower()
+    if key not in CONVERTERS:
         kind = document_kind(data)
         if kind:
             raise DocumentError(
                 label, f"the extension lies: its content is {kind}, not {suffix or 'text'}"
             )
         return None
-    return converter(data, label, encodings)
+    title, markdown = converter.convert(key, data, label, encodings, limits)
+    return ConvertedDocument(title=title, markdown=markdown)
