@@ -137,6 +137,12 @@ class AdvancedRetrievalSettings(_Section):
     #: ``retrieval.answers.model``; README)
     levels: Literal["cosine", "evidence"] = "cosine"
     evidence_levels: EvidenceLevelSettings | None = None
+    #: ``learned``: the candidates are re-scored by the linear ranker fitted listwise on
+    #: labelled questions (``superbiz eval fit-ranker``); ``fused``: by the fused hybrid
+    #: score alone (README, "The learned ranker")
+    ranker: Literal["learned", "fused"] = "fused"
+    #: a ranker file written by ``superbiz eval fit-ranker``; None: the one shipped
+    ranker_file: Path | None = None
     dense_weight: float = Field(0.4, ge=0, le=1)
     #: min-max fusion adds this times the share of a document's title the query names;
     #: dev English R@1 0.835 → 0.865 at 0.4 (0.3 and 0.5 within a query of it)
