@@ -268,6 +268,8 @@ class TurnGovernor:
         # unanswered planned domains for its own lookup (see _block_reason)
         self._planned: set[str] = set()
         self._chose_planned = False
+        # the model's own lookup searched a domain the plan did not (see _may_choose_planned)
+        self._searched_elsewhere = False
         self._calls = 0
         self._found = 0  # executed lookups that found documents
         self._plan_answered = False  # a planned lookup was PRECISE or HIGHLY_RELEVANT
@@ -402,6 +404,7 @@ class TurnGovernor:
         instead): the planned domain is the one that did not answer, the document's own
         domain the one that holds the result.
         """
+        own = not planned
         if searched is not None and _clean(searched) != _clean(domain) and planned:
             self._record_unanswered_plan(_clean(searched), level)
             planned = False  # the result's domain was not the planner's choice
@@ -420,6 +423,8 @@ class TurnGovernor:
         if self.capped:  # the cap knows no domains
             return
         state = self.domain_state(domain)
+        if own and self._planned and domain not in self._planned:
+            self._searched_elsewhere = True
         if planned:
             self._planned.add(domain)
             self._plan_answered = self._plan_answered or level in GOOD_LEVELS
@@ -571,8 +576,15 @@ class TurnGovernor:
         )
 
     def _may_choose_planned(self) -> bool:
-        """The plan searched several domains and the model has not yet chosen one."""
-        return len(self._planned) > 1 and not self._chose_planned
+        """The turn hedged and the model has not yet chosen an unanswered planned domain:
+        the plan searched several domains, or nothing answered and the model's own lookup
+        searched another domain than the plan's. Having read both results, its return to
+        the planner's domain is a choice among the domains searched, as in a plan of
+        several; the ISS-003 repeat names the planned domain again before anything else
+        was searched. Without it the cap's third lookup ran where the governor's was
+        blocked (domain_hopper on dev: evidence recall 0.981 against the cap's 0.987)."""
+        hedged = len(self._planned) > 1 or (not self._answered and self._searched_elsewhere)
+        return hedged and not self._chose_planned
 
     def _retries_plan(self, state: DomainState, level: RelevanceLevel | None) -> bool:
         """A planned lookup's result leaves the domain to the model's own retry."""
