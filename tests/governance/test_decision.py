@@ -1014,6 +1014,19 @@ def test_the_models_own_hedge_leaves_it_one_choice_of_the_planned_domain() -> No
     assert gov.admit(LookupRequest("database", named=True)).dedup_reason is NEEDS_DIM
 
 
+def test_the_choice_covers_the_domain_a_widened_plan_showed() -> None:
+    """The planned domain had no answer and its lookup showed another domain's document:
+    after a lookup of its own elsewhere, the model's return to that document's domain is
+    its one choice (before it, the REFERENCE row's dimension is asked for)."""
+    gov = make(withhold_after_blocked=100, high_min_found=10)
+    widened(gov, "infrastructure", "kubernetes", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert lookup(gov, "application", REF).allowed
+    assert gov.admit(LookupRequest("kubernetes", named=True)).allowed
+    gov.record("kubernetes", REF)
+    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
+
+
 @pytest.mark.parametrize("own", [HR, P])
 def test_no_choice_once_the_models_own_lookup_answered(own: RelevanceLevel) -> None:
     gov = make(high_min_found=10)
