@@ -1,5 +1,8 @@
 """The retrieval pipeline: L0 exact match + L1 hybrid search → ranked, levelled evidence.
 
+With ``advanced.retrieval.ranker: learned`` the gathered candidates are re-scored by the
+learned ranker (``superbiz.retrieval.ranker``) before the exact-match promotion and the level.
+
 ``Retriever.retrieve`` is the one call the governed lookup makes. Session dedup stays
 with governance: it passes the documents a session already has as ``exclude``, and
 the level and the documents to show are decided on the fresh ones.
