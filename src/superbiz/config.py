@@ -160,6 +160,12 @@ class AdvancedRetrievalSettings(_Section):
     evidence_levels: EvidenceLevelSettings | None = None
     """Fitted: the coefficients of `levels: evidence`; `superbiz eval levels DATASET` prints them
     for a labelled dataset of yours, as an `advanced:` block to paste. Unset: the fit on dev."""
+    ranker: Literal["learned", "fused"] = "fused"
+    """Tuning: `learned`: the candidates are re-scored by the linear ranker fitted listwise on
+    labelled questions (`superbiz eval fit-ranker`); `fused`: by the fused hybrid score alone
+    (it stays the default: the fitting protocol's second direction lost R@1)."""
+    ranker_file: Path | None = None
+    """Fitted: a ranker file written by `superbiz eval fit-ranker`; unset: the one shipped."""
     dense_weight: float = Field(0.4, ge=0, le=1)
     """Tuning: weight of the dense cosine beside BM25 in min-max fusion (0.3 and 0.5 measured and
     dropped)."""

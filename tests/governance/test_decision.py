@@ -1000,6 +1000,41 @@ def test_a_one_domain_plan_leaves_no_choice() -> None:
     assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
 
 
+def test_the_models_own_hedge_leaves_it_one_choice_of_the_planned_domain() -> None:
+    """Nothing answered and the model searched another domain on its own (domain_hopper):
+    returning to the one planned domain is its choice among the domains searched, once per
+    turn, as in a plan of several; the cap would have run it."""
+    gov = make(withhold_after_blocked=100, high_min_found=10)  # the choice alone
+    planned(gov, "kubernetes", REF)
+    assert lookup(gov, "database", REF).allowed
+    chosen = gov.admit(LookupRequest("kubernetes", named=True))
+    assert chosen.allowed and not chosen.paging
+    gov.record("kubernetes", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("database", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_the_choice_covers_the_domain_a_widened_plan_showed() -> None:
+    """The planned domain had no answer and its lookup showed another domain's document:
+    after a lookup of its own elsewhere, the model's return to that document's domain is
+    its one choice (before it, the REFERENCE row's dimension is asked for)."""
+    gov = make(withhold_after_blocked=100, high_min_found=10)
+    widened(gov, "infrastructure", "kubernetes", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert lookup(gov, "application", REF).allowed
+    assert gov.admit(LookupRequest("kubernetes", named=True)).allowed
+    gov.record("kubernetes", REF)
+    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
+
+
+@pytest.mark.parametrize("own", [HR, P])
+def test_no_choice_once_the_models_own_lookup_answered(own: RelevanceLevel) -> None:
+    gov = make(high_min_found=10)
+    planned(gov, "kubernetes", REF)
+    assert lookup(gov, "database", own).allowed
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
 def test_a_supplement_into_a_planned_domain_is_the_models_choice() -> None:
     gov = make(high_min_found=10)  # the choice alone
     planned(gov, "kubernetes", REF)

@@ -74,6 +74,37 @@ def eval_levels(
     _publish(report, output, as_json, render_levels)
 
 
+def eval_fit_ranker(
+    dataset_dirs: Annotated[
+        list[Path], typer.Argument(help="Labelled folders (corpus/ and queries.jsonl) to fit on.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Where the ranker file goes (advanced.retrieval.ranker-file reads it)."
+        ),
+    ],
+    data_dir: DataDir = None,
+    output: OutputFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit the learned ranker (advanced.retrieval.ranker: learned) on labelled datasets;
+    with retrieval.answers.model on, the model that reads the answer model too."""
+    from superbiz.evaluation.fit_ranker import fit_rankers, render_fit
+
+    with _errors():
+        several = len(dataset_dirs) > 1
+        models, report = fit_rankers(
+            [
+                (path, _settings(_eval_home(path, data_dir, several=several)))
+                for path in dataset_dirs
+            ]
+        )
+        out.write_text(models.to_json(), encoding="utf-8")
+        report["written"] = str(out)
+    _publish(report, output, as_json, render_fit)
+
+
 def eval_agent(
     dataset_dir: Annotated[Path, typer.Argument(help="Folder with corpus/ and queries.jsonl.")],
     profile: Annotated[

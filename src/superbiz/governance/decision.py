@@ -268,6 +268,10 @@ class TurnGovernor:
         # unanswered planned domains for its own lookup (see _block_reason)
         self._planned: set[str] = set()
         self._chose_planned = False
+        # the model's own lookup searched a domain the plan did not (see _may_choose_planned)
+        self._searched_elsewhere = False
+        # domains of the documents widened planned lookups showed without answering
+        self._plan_shown: set[str] = set()
         self._calls = 0
         self._found = 0  # executed lookups that found documents
         self._plan_answered = False  # a planned lookup was PRECISE or HIGHLY_RELEVANT
@@ -402,8 +406,12 @@ class TurnGovernor:
         instead): the planned domain is the one that did not answer, the document's own
         domain the one that holds the result.
         """
+        own = not planned
         if searched is not None and _clean(searched) != _clean(domain) and planned:
             self._record_unanswered_plan(_clean(searched), level)
+            shown = _clean(domain)
+            if shown is not None and level not in GOOD_LEVELS:
+                self._plan_shown.add(shown)
             planned = False  # the result's domain was not the planner's choice
             named = False  # it was found by searching the whole knowledge base
         self.add_tokens(tokens)
@@ -420,10 +428,12 @@ class TurnGovernor:
         if self.capped:  # the cap knows no domains
             return
         state = self.domain_state(domain)
+        if own and self._planned and domain not in self._planned:
+            self._searched_elsewhere = True
         if planned:
             self._planned.add(domain)
             self._plan_answered = self._plan_answered or level in GOOD_LEVELS
-        elif named and state is DomainState.RETRY and domain in self._plan_unanswered:
+        elif named and self._plan_result(domain, state):
             self._chose_planned = True
         if planned and self._retries_plan(state, level):
             self._plan_unanswered.add(domain)
@@ -535,8 +545,8 @@ class TurnGovernor:
     ) -> DedupReason | None:
         """Checks in order: budget, a page (never blocked below it), closed domain,
         supplement without a dimension (a retry naming a domain whose planned lookup did
-        not answer is one, unless it is the model's one choice among several such planned
-        domains)."""
+        not answer is one), unless the call is the model's one choice of an unanswered
+        result of the plan in a turn that hedged (``_may_choose_planned``)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
         if domain is None or paging:
@@ -544,17 +554,24 @@ class TurnGovernor:
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
             return DedupReason.DOMAIN_RETRIEVED
-        repeats_plan = (
-            state is DomainState.RETRY
-            and named
-            and domain in self._plan_unanswered
-            and not self._may_choose_planned()
-        )
-        if (state is DomainState.SUPPLEMENT or repeats_plan) and not (
-            missing_dimension or ""
-        ).strip():
+        chooses = named and self._plan_result(domain, state) and self._may_choose_planned()
+        repeats_plan = state is DomainState.RETRY and named and domain in self._plan_unanswered
+        needs_dimension = state is DomainState.SUPPLEMENT or repeats_plan
+        if needs_dimension and not chooses and not (missing_dimension or "").strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
+
+    def _plan_result(self, domain: str, state: DomainState) -> bool:
+        """Whether ``domain`` holds an unanswered result of the plan: a planned domain its
+        lookup did not answer (``RETRY``, low water), or the domain of the document a
+        widened planned lookup showed without answering (its REFERENCE row, low water)."""
+        if state is DomainState.RETRY:
+            return domain in self._plan_unanswered
+        return (
+            state is DomainState.SUPPLEMENT
+            and domain in self._plan_shown
+            and self.water_level is WaterLevel.LOW
+        )
 
     def _pages_unanswered(self, named: bool) -> bool:
         """In a planned turn where no lookup answered yet, the first ``high_min_found``
@@ -571,8 +588,17 @@ class TurnGovernor:
         )
 
     def _may_choose_planned(self) -> bool:
-        """The plan searched several domains and the model has not yet chosen one."""
-        return len(self._planned) > 1 and not self._chose_planned
+        """The turn hedged and the model has not yet chosen an unanswered result of the
+        plan (``_plan_result``): the plan searched several domains, or nothing answered
+        and the model's own lookup searched another domain than the plan's. Having read
+        both results, its return to the plan's domain (or to the domain of the document a
+        widened planned lookup showed) is a choice among the domains searched, as in a
+        plan of several; the ISS-003 repeat names the planned domain again before anything
+        else was searched. Without it the cap's third lookup ran where the governor's was
+        blocked: domain_hopper's evidence recall was under the cap's on all four sets
+        (dev 0.981 against 0.987, dev2-answer-only 0.843 against 0.900; README)."""
+        hedged = len(self._planned) > 1 or (not self._answered and self._searched_elsewhere)
+        return hedged and not self._chose_planned
 
     def _retries_plan(self, state: DomainState, level: RelevanceLevel | None) -> bool:
         """A planned lookup's result leaves the domain to the model's own retry."""

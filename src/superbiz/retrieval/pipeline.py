@@ -1,5 +1,8 @@
 """The retrieval pipeline: L0 exact match + L1 hybrid search → ranked, levelled evidence.
 
+With ``advanced.retrieval.ranker: learned`` the gathered candidates are re-scored by the
+learned ranker (``superbiz.retrieval.ranker``) before the exact-match promotion and the level.
+
 ``Retriever.retrieve`` is the one call the governed lookup makes. Session dedup stays
 with governance: it passes the documents a session already has as ``exclude``, and
 the level and the documents to show are decided on the fresh ones.
@@ -10,12 +13,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from superbiz._text import Language, detect_language, key_terms, normalize
 from superbiz.config import RetrievalConfig
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
+from superbiz.retrieval.ranker import load_rankers, rerank
 from superbiz.retrieval.relevance import (
     EVIDENCE_LEVELS,
     EvidenceLevels,
@@ -25,12 +30,20 @@ from superbiz.retrieval.relevance import (
     relevance_level,
     with_answer_evidence,
 )
-from superbiz.retrieval.search import DocHit, HybridSearcher
+from superbiz.retrieval.search import DocHit, HybridSearcher, document_language
 from superbiz.retrieval.visibility import Visibility
 
 #: a supplement below the reference cosine still qualifies with this share of the
 #: primary document's fused score
 SUPPLEMENT_SCORE_SHARE = 0.5
+
+
+class Candidates(NamedTuple):
+    """A query's L0 matches, its vector and the hybrid search's documents, fused order."""
+
+    matches: list[ExactMatch]
+    vector: np.ndarray
+    ranked: list[DocHit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +227,11 @@ def primary_evidence(ranked: list[DocHit]) -> PrimaryEvidence | None:
     )
 
 
+def _answered(ranked: list[DocHit]) -> bool:
+    """Whether the answer model ranked this lookup (its cosines are on the documents)."""
+    return any(doc.answer is not None for doc in ranked)
+
+
 def _answers(doc: DocHit, answer_reference: float | None) -> bool:
     """Whether the answer model matches ``doc``'s opening at the reference level."""
     if answer_reference is None or doc.answer is None:
@@ -226,12 +244,6 @@ def _hybrid(doc: DocHit) -> float:
     mostly answer cosine, and half the primary's let in 2.58 supplements a lookup instead
     of 2.15 on answer-only."""
     return doc.score if doc.hybrid is None else doc.hybrid
-
-
-def document_language(doc: DocHit) -> Language:
-    """The language a document is written in, judged on its title and best chunk."""
-    text = doc.chunks[0].hit.text if doc.chunks else ""
-    return detect_language(f"{doc.title}\n{text}")
 
 
 class Retriever:
@@ -251,6 +263,26 @@ class Retriever:
         self._settings = settings
         fitted = settings.evidence_levels
         self._evidence_levels = EvidenceLevels(**fitted.model_dump()) if fitted else EVIDENCE_LEVELS
+        self._rankers = load_rankers(settings.ranker_file) if settings.ranker == "learned" else None
+
+    def candidates(
+        self,
+        query: str,
+        domain: str | None = None,
+        *,
+        exclude: Collection[str] = (),
+        visibility: Visibility | None = None,
+    ) -> Candidates:
+        """What the learned ranker re-scores for ``query``: the L0 matches (every field)
+        and the documents the hybrid search (and the answer model, unless the query names
+        one document) found, in the fused order; none ``visibility`` hides."""
+        hidden = visibility.hidden if visibility else frozenset()
+        matches = self._exact_index().match(query, domain, hidden)
+        fresh = [m for m in ExactIndex.naming(matches) if m.doc_path not in exclude]
+        vector, ranked = self._searcher.search(
+            query, domain, answers=len(fresh) != 1, visibility=visibility
+        )
+        return Candidates(matches, vector, ranked)
 
     def retrieve(
         self,
@@ -274,14 +306,15 @@ class Retriever:
         ``visibility``: what the reader may see; every search (exact, vector, BM25, answer
         model) leaves the rest out before anything is ranked, counted or levelled."""
         excluded = frozenset(exclude)
-        hidden = visibility.hidden if visibility else frozenset()
-        exact = self._exact_index().match(query, domain, hidden)
+        # a query that names one document has its answer: the answer model is not asked
+        exact, vector, ranked = self.candidates(
+            query, domain, exclude=excluded, visibility=visibility
+        )
         naming = ExactIndex.naming(exact)
         fresh_exact = [m for m in naming if m.doc_path not in excluded]
-        # a query that names one document has its answer: the answer model is not asked
-        vector, ranked = self._searcher.search(
-            query, domain, answers=len(fresh_exact) != 1, visibility=visibility
-        )
+        model = self._rankers.for_lookup(_answered(ranked)) if self._rankers else None
+        if model is not None:
+            ranked = rerank(query, ranked, exact, model)
         if len(fresh_exact) == 1 and not ranked_first_of_its_key(fresh_exact[0], ranked):
             fresh_exact = []  # another document using the key answers better: no name
         if len(fresh_exact) == 1:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from superbiz._text import Language, detect_language
 from superbiz.config import RetrievalConfig
 from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
@@ -51,6 +52,12 @@ class DocHit:
     answer: float | None = None
     #: the hybrid fused score before the answer model re-scored the document (``score``)
     hybrid: float | None = None
+
+
+def document_language(doc: DocHit) -> Language:
+    """The language a document is written in, judged on its title and best chunk."""
+    text = doc.chunks[0].hit.text if doc.chunks else ""
+    return detect_language(f"{doc.title}\n{text}")
 
 
 class AnswerSource(NamedTuple):
