@@ -17,7 +17,11 @@ from typing import Any
 
 from conftest import SMALL_KB, write_kb
 from superbiz.access import Reader
+from superbiz.agents.extractive import ExtractiveChatModel
+from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import AccessSettings, Settings
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.ingest import Ingestor
 
 HR_DOC = "hr/parental-leave.md"
 RECON_DOC = "payment/nightly-reconciliation.md"
@@ -82,6 +86,17 @@ def access_settings(data_dir: Path, **overrides: Any) -> Settings:
         access=AccessSettings(domains={"hr": ("hr-team",)}),
         **overrides,
     )
+
+
+def open_access_runtime(root: Path, embedder: Any, **overrides: Any) -> Runtime:
+    """The service's runtime (extractive answers) over the probe's KB, ingested into
+    ``root / "data"`` (and ``database_url`` when given); the caller closes it."""
+    settings = access_settings(root / "data", **overrides)
+    kb = KnowledgeBase(settings, embedder=embedder)
+    runtime = open_runtime(settings, kb=kb, model=ExtractiveChatModel())
+    report = Ingestor(kb, domains=runtime.domains).ingest([write_access_kb(root / "kb")])
+    assert not report.skipped, report.skipped
+    return runtime
 
 
 def leaks(value: Any, said: Sequence[str] = ()) -> list[str]:

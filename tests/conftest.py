@@ -137,13 +137,16 @@ def _with_query(url: str, **params: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
-@pytest.fixture
-def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """``make("sqlite" | "postgresql")`` → the URL of a fresh, empty database.
+@contextlib.contextmanager
+def fresh_databases(folder: Path) -> Iterator[Callable[[str], str]]:
+    """``make("sqlite" | "postgresql")`` → the URL of a fresh, empty database, for as long
+    as the ``with`` lasts (``database_factory`` for one test; a module's fixture may hold
+    one for the module).
 
-    A PostgreSQL database is a new schema ``t_<uuid hex>``, dropped (CASCADE) afterwards;
-    connections are tagged with the schema as ``application_name`` so that any left open
-    by a failing test can be ended before the drop.
+    A SQLite database is a file in ``folder``. A PostgreSQL database is a new schema
+    ``t_<uuid hex>``, dropped (CASCADE) afterwards; connections are tagged with the schema
+    as ``application_name`` so that any left open by a failing test can be ended before
+    the drop. Nothing depends on what other runs left in the database's public schema.
     """
     schemas: list[str] = []
     sqlite_files: list[Path] = []
@@ -151,8 +154,8 @@ def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     def make(kind: str) -> str:
         if kind == "sqlite":
             name = "superbiz.db" if not sqlite_files else f"superbiz-{len(sqlite_files)}.db"
-            sqlite_files.append(tmp_path / name)
-            return f"sqlite:///{tmp_path / name}"
+            sqlite_files.append(folder / name)
+            return f"sqlite:///{folder / name}"
         if kind != "postgresql":
             raise ValueError(f"unknown database kind {kind!r}")
         import psycopg
@@ -164,19 +167,28 @@ def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
         schemas.append(schema)
         return _with_query(base, options=f"-csearch_path%3D{schema}", application_name=schema)
 
-    yield make
+    try:
+        yield make
+    finally:
+        if schemas:
+            import psycopg
 
-    if schemas:
-        import psycopg
+            with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
+                for schema in schemas:
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                        (schema,),
+                    )
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
-        with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = %s AND pid <> pg_backend_pid()",
-                    (schema,),
-                )
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+@pytest.fixture
+def database_factory(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``make("sqlite" | "postgresql")`` → the URL of a fresh, empty database (see
+    ``fresh_databases``), dropped after the test."""
+    with fresh_databases(tmp_path) as make:
+        yield make
 
 
 def refuse_titles(url: str, word: str) -> None:

@@ -19,6 +19,8 @@ import httpx
 import pytest
 
 from chromium import missing
+from superbiz.auth.oidc import OidcClient
+from superbiz.config import OidcSettings
 
 
 @dataclass
@@ -91,3 +93,18 @@ def query(url: str) -> dict[str, str]:
 
 
 EXPIRED = timedelta(seconds=-600)
+
+#: where ``id_token`` has the provider send its code (a script's OIDC library listens there)
+SCRIPT_REDIRECT = "http://127.0.0.1/cb"
+
+
+def id_token(provider: Provider, settings: OidcSettings, subject: str) -> str:
+    """The ID token ``provider`` issues ``subject`` for the client ``settings`` names, by
+    the code flow with PKCE a script's OIDC library runs: what it sends as
+    ``Authorization: Bearer``."""
+    client = OidcClient(settings)
+    request = client.authorization_request(SCRIPT_REDIRECT)
+    code = query(provider.authorize(request.url, subject))["code"]
+    identity = client.redeem(code, SCRIPT_REDIRECT, request.code_verifier, request.nonce)
+    assert identity.id_token is not None
+    return identity.id_token

@@ -496,8 +496,10 @@ class ServiceSettings(_Section):
     """
 
     api_key: str | None = None
-    """When set, writes, session reads and `/api/gaps` need it (`X-API-Key` or `Authorization:
-    Bearer`), checked before the body is read; MCP over HTTP needs it too."""
+    """The admin key of a one-person deployment (and break-glass access): whoever sends it
+    (`X-API-Key` or `Authorization: Bearer`) is an admin who reads every document. Once it is
+    set, every route but the page, sign-in, `/api/info` and the probes needs a key or a sign-in;
+    MCP over HTTP too. A team uses people's own keys (`superbiz users add`) or `auth.oidc`."""
     allowed_hosts: tuple[str, ...] = ()
     """The `Host` names accepted, e.g. `[kb.example.com, "*.internal", "127.0.0.1:8000"]` (with a
     port: that port only; `"*"`: any). Empty: loopback names and the address a request came in on.
@@ -522,26 +524,40 @@ class OidcSettings(_Section):
     the provider's JWTs (ID tokens, or access tokens whose ``aud`` names ``audience``)
     as ``Authorization: Bearer``, checked against the issuer's JWKS."""
 
-    #: the provider's issuer URL; its ``/.well-known/openid-configuration`` is read
     issuer: str | None = None
+    """The provider's issuer URL, exactly as its tokens name it (`https://sso.example.com/realms/team`);
+    its `/.well-known/openid-configuration` is read. Set with `client-id` to turn sign-in on."""
     client_id: str | None = None
-    #: a confidential client's secret (sent to the token endpoint); empty: a public client
+    """The client id superbiz was registered under at the provider (redirect URI
+    `https://YOUR-HOST/auth/callback`); bearer tokens must name it as `aud` unless `audience` says
+    otherwise."""
     client_secret: str | None = None
+    """A confidential client's secret, sent to the token endpoint (keep it in
+    `SUPERBIZ_AUTH__OIDC__CLIENT_SECRET`, not in the file); empty: a public client (PKCE alone)."""
     scopes: tuple[str, ...] = ("openid", "profile", "email")
-    #: the claim that names a person (then ``email``, then ``sub`` when it is missing)
+    """The scopes asked for at sign-in; add the one that makes your provider send groups if it has
+    one (`groups`)."""
     username_claim: str = "preferred_username"
-    #: the claim listing a person's groups; dots walk into objects (``realm_access.roles``)
+    """The claim that names a person (then `email`, then `sub` when it is missing): the name
+    `superbiz users add` and the audit trail use."""
     groups_claim: str = "groups"
-    #: the ``aud`` a bearer token must name (default: ``client_id``)
+    """The claim listing a person's groups (dots walk into objects: `realm_access.roles`); they
+    decide role groups and what the person may read (`access:` lists). A person whose token has
+    no such claim keeps the groups an admin gave them."""
     audience: tuple[str, ...] = ()
-    #: where the provider sends the browser back; default: ``/auth/callback`` on the
-    #: address the browser used (set it behind a proxy that terminates TLS)
+    """The `aud` a bearer token must name; empty: `client-id` (Entra ID's access tokens:
+    `[api://CLIENT-ID]`)."""
     redirect_url: str | None = None
-    #: members of these provider groups are admins, editors (at least) when they sign in
+    """Where the provider sends the browser back; default: `/auth/callback` on the address the
+    browser used. Set it behind a proxy that terminates TLS (`https://kb.example.com/auth/callback`).
+    """
     admin_groups: tuple[str, ...] = ()
+    """Members of these provider groups are admins at each sign-in (leaving the group takes it
+    back at the next)."""
     editor_groups: tuple[str, ...] = ()
-    #: one request to the provider (discovery, JWKS, token, userinfo)
+    """Members of these provider groups are at least editors at each sign-in."""
     timeout_s: float = Field(10.0, gt=0)
+    """Seconds one request to the provider may take (discovery, JWKS, token, userinfo)."""
 
     @field_validator("issuer", "redirect_url")
     @classmethod
@@ -569,14 +585,16 @@ class AuthSettings(_Section):
     ``superbiz users add``; ``service.api-key`` stays as an admin key."""
 
     oidc: OidcSettings = OidcSettings()
-    #: the role of a person who signs in for the first time and is in no role group
     default_role: Literal["reader", "editor", "admin"] = "reader"
-    #: a sign-in ends this long after it began, however active (then sign in again)
+    """The role of a person who signs in for the first time and is in no role group."""
     session_hours: float = Field(12.0, gt=0)
-    #: … or after this long without a request
+    """A sign-in on the page ends this many hours after it began, however active (then sign in
+    again)."""
     session_idle_minutes: float = Field(120.0, gt=0)
-    #: the sign-in cookie's ``Secure`` flag; null: when the page was reached over https
+    """… or after this many minutes without a request."""
     cookie_secure: bool | None = None
+    """The sign-in cookie's `Secure` flag; null: set when the page was reached over https (set
+    `true` behind a proxy that terminates TLS)."""
 
 
 class SourceLinkSettings(_Section):
@@ -655,6 +673,9 @@ class AccessSettings(_Section):
     read by everyone). Each list is checked as a document's is (``superbiz.access``)."""
 
     domains: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Domain → the groups that may read its documents, e.g. `{hr: [hr-team]}`; a document's own
+    `access:` list wins, `"*"` is every reader, a domain not listed is read by everyone. Changing
+    it needs a restart, not a re-ingest."""
 
     @field_validator("domains", mode="before")
     @classmethod

@@ -15,7 +15,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from superbiz.access import Reader
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
@@ -93,28 +92,3 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any], int]]:
             continue
         events.append((fields["event"], json.loads(fields["data"]), int(fields["id"])))
     return events
-
-
-# -- test-only readers -----------------------------------------------------------------------
-
-#: TEST ONLY: the header naming who a request is. Sign-in (another change) sets
-#: ``request.state.reader`` for real; until both are merged this stands in for it.
-TEST_READER_HEADER = "X-Test-Reader"
-
-
-@pytest.fixture(scope="session")
-def with_test_readers() -> Callable[[FastAPI, dict[str, Reader]], FastAPI]:
-    """``with_test_readers(app, {"bob": Reader(...)})``: the app, where a request with
-    ``X-Test-Reader: bob`` is bob's (``request.state.reader``). Test only."""
-
-    def install(app: FastAPI, readers: dict[str, Reader]) -> FastAPI:
-        @app.middleware("http")
-        async def test_reader(request: Any, call_next: Any) -> Any:
-            name = request.headers.get(TEST_READER_HEADER)
-            if name:
-                request.state.reader = readers[name]
-            return await call_next(request)
-
-        return app
-
-    return install

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from oidc_provider import EXPIRED, Provider, query, running_provider
+from oidc_provider import EXPIRED, Provider, id_token, query, running_provider
 from oidc_provider import provider as provider  # the module's provider fixture
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
@@ -237,12 +237,7 @@ def test_a_sign_in_ends_when_idle(assistant: Runtime, people: Provider) -> None:
 
 
 def test_the_providers_tokens_are_bearer_credentials(client: TestClient, people: Provider) -> None:
-    oidc = OidcClient(oidc_settings(people.issuer))
-    request = oidc.authorization_request("http://127.0.0.1/cb")
-    code = query(people.authorize(request.url, "sub-alice"))["code"]
-    identity = oidc.redeem(code, "http://127.0.0.1/cb", request.code_verifier, request.nonce)
-    token = identity.id_token
-    assert token is not None
+    token = id_token(people, oidc_settings(people.issuer), "sub-alice")
     me = client.get("/api/me", headers={"Authorization": f"Bearer {token}"})
     assert me.status_code == 200, me.text
     assert me.json()["name"] == "alice" and me.json()["via"] == "bearer"
@@ -256,13 +251,9 @@ def test_the_providers_tokens_are_bearer_credentials(client: TestClient, people:
     assert refused.status_code == 401 and "does not verify" in refused.json()["message"]
 
     # a token the provider issued to another client (audience) proves nothing here
-    other = OidcClient(
-        OidcSettings(issuer=people.issuer, client_id="another-app", client_secret="theirs")
-    )
-    request = other.authorization_request("http://127.0.0.1/cb")
-    code = query(people.authorize(request.url, "sub-alice"))["code"]
-    theirs = other.redeem(code, "http://127.0.0.1/cb", request.code_verifier, request.nonce)
-    wrong_audience = client.get("/api/me", headers={"Authorization": f"Bearer {theirs.id_token}"})
+    other = OidcSettings(issuer=people.issuer, client_id="another-app", client_secret="theirs")
+    theirs = id_token(people, other, "sub-alice")
+    wrong_audience = client.get("/api/me", headers={"Authorization": f"Bearer {theirs}"})
     assert wrong_audience.status_code == 401 and "aud" in wrong_audience.json()["message"]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +118,14 @@ def test_turns_beyond_the_lock_pool_wait_in_the_process_then_are_told_why() -> N
         locks.close()
 
 
-def test_the_pools_are_sized_from_settings(tmp_path: Path, use_embedder: Any) -> None:
+def test_the_pools_are_sized_from_settings(
+    tmp_path: Path, use_embedder: Any, database_factory: Callable[[str], str]
+) -> None:
     pool = DatabasePoolSettings(size=3, overflow=2, session_locks=4)
-    settings = Settings(
-        data_dir=tmp_path / "data", database_url=_require_postgres(), database_pool=pool
-    )
+    # a schema of its own: the shared database's public schema holds whatever other runs
+    # (other branches' migrations) left there
+    url = database_factory("postgresql")
+    settings = Settings(data_dir=tmp_path / "data", database_url=url, database_pool=pool)
     kb = KnowledgeBase(settings, embedder=use_embedder)
     locks = session_locks(settings, kb.engine)
     try:

@@ -8,6 +8,7 @@ passing back the ``session_id`` that every result names. One server runs for the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -34,9 +35,11 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from access_probe import HR_DOC, PROBES, RECON_TITLE, assert_nothing_hidden, write_access_kb
+from oidc_provider import Provider, id_token, running_provider
 from superbiz import cli
 from superbiz._net import free_port
-from superbiz.config import Settings
+from superbiz.config import OidcSettings, Settings
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.storage.chat import ChatMessage, ChatRepository
 from superbiz.storage.db import open_database
@@ -485,3 +488,130 @@ def test_people_use_mcp_with_their_own_keys_and_own_their_sessions(
     assert bobs.is_error
     assert (bobs.structured_content or {})["error"] == "no session 'mcp-team-notes'"
     assert _data(_lookup_as(server.url, keys["bob"], "bobs-notes"))["found"] is True
+
+
+# -- the permission probe over HTTP, with people's own keys and the provider's tokens -------
+
+#: what an MCP client of the probe's server reads in one session: each probe's lookup
+#: (the later ones after the earlier ones' action memory) and one naming the hidden domain
+PROBE_TIMEOUT_S = 300
+
+
+@dataclass
+class AccessServer:
+    server: HttpServer
+    keys: dict[str, str]
+    provider: Provider
+    oidc: OidcSettings
+
+
+@pytest.fixture(scope="module")
+def access_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AccessServer]:
+    """The probe's KB (``access.domains`` restricts hr; a payment document has its own
+    ``access:``) served over HTTP with the team's provider configured and three people
+    added with ``superbiz users add``: alice (payments, hr-team), bob (sre), ada (admin)."""
+    root = tmp_path_factory.mktemp("mcp-access")
+    data = root / "data"
+    access = {"SUPERBIZ_ACCESS__DOMAINS": '{"hr": ["hr-team"]}'}
+    ingest = [sys.executable, "-m", "superbiz.cli", "ingest", str(write_access_kb(root / "kb"))]
+    done = subprocess.run(
+        [*ingest, "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT_S,
+        cwd=root,
+        env={**os.environ, **access},
+    )
+    assert done.returncode == 0, done.stderr
+    keys = {}
+    for name, options in (
+        ("alice", ["-g", "payments", "-g", "hr-team"]),
+        ("bob", ["-g", "sre"]),
+        ("ada", ["--role", "admin"]),
+    ):
+        args = ["users", "add", name, *options, "--data-dir", str(data), "--json"]
+        added = CliRunner().invoke(cli.app, args)
+        assert added.exit_code == 0, added.output
+        keys[name] = json.loads(added.output)["api_key"]
+    with running_provider() as provider:
+        provider.add_user("sub-bob", preferred_username="bob", groups=["sre"])
+        oidc = OidcSettings(
+            issuer=provider.issuer, client_id="superbiz-mcp", client_secret="mcp-secret"
+        )
+        env = {
+            **access,
+            "SUPERBIZ_AUTH__OIDC__ISSUER": provider.issuer,
+            "SUPERBIZ_AUTH__OIDC__CLIENT_ID": "superbiz-mcp",
+            "SUPERBIZ_AUTH__OIDC__CLIENT_SECRET": "mcp-secret",
+        }
+        with _server(data, env=env) as server:
+            yield AccessServer(server, keys, provider, oidc)
+
+
+def _everything_over_http(url: str, credential: str, session: str) -> dict[str, Any]:
+    """What an MCP client sending ``credential`` reads: the domains, the map, each probe's
+    lookup in ``session`` and one that names the hidden domain."""
+
+    async def scenario() -> dict[str, Any]:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {credential}"}) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            domains = _data(await client.call_tool("list_domains", {}))
+            contents = (await client.read_resource("knowledge://map")).contents
+            lookups = []
+            for query in [*PROBES, "hr 育儿假"]:
+                arguments = {"query": query, "session_id": session}
+                lookups.append(_data(await client.call_tool("lookup_knowledge", arguments)))
+            arguments = {"query": "leave", "domain": "hr", "session_id": session}
+            named = await client.call_tool("lookup_knowledge", arguments)
+            return {
+                "domains": domains,
+                "map": [getattr(c, "text", "") for c in contents],
+                "lookups": lookups,
+                "named": named.structured_content,
+            }
+
+    async def bounded() -> dict[str, Any]:
+        with anyio.fail_after(PROBE_TIMEOUT_S):
+            return await scenario()
+
+    return anyio.run(bounded)
+
+
+def test_bob_over_http_with_his_key_or_token_learns_nothing_of_what_he_may_not_read(
+    access_server: AccessServer,
+) -> None:
+    url, keys = access_server.server.url, access_server.keys
+    hers = _everything_over_http(url, keys["alice"], "alices-notes")
+    assert "hr" in {d["domain_id"] for d in hers["domains"]["domains"]}
+    assert RECON_TITLE in hers["map"][0]
+    assert any((r.get("primary") or {}).get("path") == HR_DOC for r in hers["lookups"])
+
+    said = [*PROBES, "hr 育儿假", "'hr'"]
+    his = _everything_over_http(url, keys["bob"], "bobs-notes")
+    for part in ("domains", "map"):
+        assert_nothing_hidden(his[part])
+    assert_nothing_hidden(his["lookups"], said=said)
+    assert "unknown domain" in json.dumps(his["named"])
+    assert_nothing_hidden(his["named"], said=said)
+    # the provider's ID token makes him the same reader (groups from the token)
+    token = id_token(access_server.provider, access_server.oidc, "sub-bob")
+    by_token = _everything_over_http(url, token, "bobs-token-notes")
+    assert by_token["domains"] == his["domains"] and by_token["map"] == his["map"]
+    assert_nothing_hidden(by_token["lookups"], said=said)
+    # her session's name is a session that does not exist for him
+    theirs = _lookup_as(url, keys["bob"], "alices-notes")
+    assert theirs.is_error
+    assert (theirs.structured_content or {})["error"] == "no session 'mcp-alices-notes'"
+    # an admin reads what she reads
+    admins = _everything_over_http(url, keys["ada"], "adas-notes")
+    assert admins["domains"] == hers["domains"] and admins["map"] == hers["map"]
+    levels = [
+        (r.get("relevance_level"), (r.get("primary") or {}).get("path")) for r in hers["lookups"]
+    ]
+    assert levels == [
+        (r.get("relevance_level"), (r.get("primary") or {}).get("path")) for r in admins["lookups"]
+    ]

@@ -508,12 +508,18 @@ class Service:
         return stored if stored is not None and kb.view(reader).may_read(path) else None
 
     def upload(
-        self, filename: str, data: bytes, domain: str | None, overwrite: bool = False
+        self,
+        filename: str,
+        data: bytes,
+        domain: str | None,
+        overwrite: bool = False,
+        reader: Reader | None = None,
     ) -> Uploaded:
         """Store the file and ingest it the way ``superbiz ingest`` does (same metadata
-        writer, same domain recompute): ``DocumentLifecycle.add``."""
+        writer, same domain recompute): ``DocumentLifecycle.add``; an upload ``reader``
+        may not read is never replaced."""
         with self._writes.held(), self.stores.held():
-            added = self._lifecycle().add(filename, data, domain, overwrite)
+            added = self._lifecycle().add(filename, data, domain, overwrite, reader)
             self.assistant.invalidate_map()
         return Uploaded(
             status=added.status,

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from superbiz.access import Reader
 from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.discovery import stored_roots
@@ -202,18 +203,28 @@ class DocumentLifecycle:
         return self.sources.all()
 
     # -- uploads ----------------------------------------------------------------------
-    def add(self, filename: str, data: bytes, domain: str | None, overwrite: bool = False) -> Added:
+    def add(
+        self,
+        filename: str,
+        data: bytes,
+        domain: str | None,
+        overwrite: bool = False,
+        reader: Reader | None = None,
+    ) -> Added:
         """Store an uploaded file under ``uploads/<domain>/`` and ingest it the way a folder
         is. A document from a knowledge-base folder at the same path is never replaced; an
-        earlier upload only with ``overwrite`` (see ``update``)."""
+        earlier upload only with ``overwrite`` (see ``update``), and only by a ``reader``
+        (None: everyone) who may read it."""
         with self.kb.write_lock.held():
-            return self._add(filename, data, domain, overwrite)
+            return self._add(filename, data, domain, overwrite, reader or Reader.everyone())
 
     def update(self, filename: str, data: bytes, domain: str | None) -> Added:
         """``add``, replacing an earlier upload at the same path."""
         return self.add(filename, data, domain, overwrite=True)
 
-    def _add(self, filename: str, data: bytes, domain: str | None, overwrite: bool) -> Added:
+    def _add(
+        self, filename: str, data: bytes, domain: str | None, overwrite: bool, reader: Reader
+    ) -> Added:
         settings = self.kb.settings.ingest
         folder = safe_domain(domain)
         name = safe_filename(filename)
@@ -222,7 +233,7 @@ class DocumentLifecycle:
             raise DocumentError(name, f"unsupported file type (expected {expected})")
         relative = PurePosixPath(folder, name)
         target = (self.uploads / folder / name).resolve()
-        self._check_replace(str(relative), target, data, overwrite)
+        self._check_replace(str(relative), target, data, overwrite, reader)
         # refuse binary, empty, wrongly encoded or malformed before storing; converting
         # touches no store (a 2,000-page PDF held every turn for seconds), and the ingest
         # below takes this document instead of converting the file again
@@ -264,9 +275,13 @@ class DocumentLifecycle:
             raise DocumentError(path, "the document was not stored")
         return Added(status, stored, report)
 
-    def _check_replace(self, path: str, target: Path, data: bytes, overwrite: bool) -> None:
-        """Refuse to replace a knowledge-base document, or an earlier upload with other
-        content unless ``overwrite`` (the same bytes again are harmless: unchanged)."""
+    def _check_replace(
+        self, path: str, target: Path, data: bytes, overwrite: bool, reader: Reader
+    ) -> None:
+        """Refuse to replace a knowledge-base document, an upload ``reader`` may not read,
+        or an earlier upload with other content unless ``overwrite`` (the same bytes again
+        are harmless: unchanged). One the reader may not read is refused in the words of a
+        knowledge-base document: the path was taken, and nothing says by what."""
         existing = self.kb.documents.get(path)
         if existing is None:
             kb_file = self._kb_file_at(path)
@@ -277,10 +292,12 @@ class DocumentLifecycle:
                     "takes its path; rename the file or upload it to another domain"
                 )
             return
-        if not inside(Path(existing.source_file), self.uploads):
+        hidden = not self.kb.view(reader).may_read(path)
+        if hidden or not inside(Path(existing.source_file), self.uploads):
             raise ConflictError(
-                f"{path} is a document from a knowledge-base folder and an upload never "
-                "replaces it; rename the file or upload it to another domain"
+                f"{path} is the path of a document an upload never replaces (from a "
+                "knowledge-base folder, or one you may not read); rename the file or upload it "
+                "to another domain"
             )
         if not overwrite and not (target.is_file() and target.read_bytes() == data):
             raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")

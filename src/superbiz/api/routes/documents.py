@@ -50,8 +50,9 @@ async def documents(service: ServiceDep, reader: ReaderDep) -> DocumentList:
         ),
         **documented_error(
             409,
-            "`conflict`: a knowledge-base document has this path (never replaced), or an "
-            "earlier upload has (replaced only with `overwrite`); or `index_mismatch`.",
+            "`conflict`: a knowledge-base document has this path, or one the caller may not "
+            "read (never replaced), or an earlier upload has (replaced only with `overwrite`); "
+            "or `index_mismatch`.",
         ),
         **superbiz_errors(503),
     },
@@ -60,6 +61,7 @@ async def upload(
     request: Request,
     service: ServiceDep,
     user: CurrentUser,
+    reader: ReaderDep,
     auth: AuthDep,
     address: ClientAddress,
     file: Annotated[UploadFile, File(description="A Markdown or text file.")],
@@ -80,7 +82,9 @@ async def upload(
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
-    uploaded = await service.run(service.upload, file.filename or "", data, domain, overwrite)
+    uploaded = await service.run(
+        service.upload, file.filename or "", data, domain, overwrite, reader
+    )
     await service.run(
         auth.audit.record,
         user.name,

@@ -12,6 +12,8 @@ const state = {
   busy: false,
   controller: null,
   follow: true,
+  // session id → its owner, as the last session list named them (admins: everyone's)
+  owners: {},
 };
 
 function newSessionId() {
@@ -74,8 +76,20 @@ function forget(id) {
   localStorage.setItem(KNOWN, JSON.stringify(knownSessions().filter((known) => known !== id)));
 }
 
+// Another person's session, which an admin reads and may not change: the page offers no
+// asking, rating, renaming or deleting in it (the routes refuse them anyway).
+function othersSession(id) {
+  const owner = state.owners[id];
+  return Boolean(owner && Auth.me && owner !== Auth.me.name);
+}
+
 function setSession(id) {
   state.sessionId = id;
+  const readOnly = othersSession(id);
+  $("#tab-chat").classList.toggle("read-only", readOnly);
+  $("#ask-form").hidden = readOnly;
+  $("#read-only-note").hidden = !readOnly;
+  $("#read-only-note").textContent = readOnly ? t("readOnly", { owner: state.owners[id] }) : "";
   localStorage.setItem("superbiz.session", id);
   $("#session-id").textContent = id;
   for (const item of document.querySelectorAll("#session-list li[data-session]")) {
@@ -95,6 +109,7 @@ async function loadSessions() {
     const response = await fetch(`/api/sessions${query}`, { headers: headers(false) });
     if (response.ok) sessions = (await response.json()).sessions;
   }
+  for (const s of sessions) if (s.owner) state.owners[s.session_id] = s.owner;
   $("#session-list").replaceChildren(
     ...(sessions.length
       ? sessions.map(sessionItem)
@@ -117,7 +132,9 @@ function sessionItem(session) {
   const remove = el("button", { type: "button", class: "session-delete icon", text: "×", title: t("delete") });
   remove.setAttribute("aria-label", `${t("delete")}: ${session.title || session.first_question}`);
   remove.addEventListener("click", () => deleteSession(session.session_id));
-  const item = el("li", { "data-session": session.session_id }, open, rename, remove);
+  const item = othersSession(session.session_id)
+    ? el("li", { "data-session": session.session_id }, open, el("span", { class: "session-owner muted small", text: session.owner }))
+    : el("li", { "data-session": session.session_id }, open, rename, remove);
   return item;
 }
 
