@@ -65,7 +65,7 @@ from superbiz.exceptions import (
     SuperbizError,
     TurnCancelledError,
 )
-from superbiz.governance.tool import TOOL_NAME, ToolOutcome
+from superbiz.governance.tool import ToolOutcome
 from superbiz.knowledge.access_rules import reader_limits
 from superbiz.knowledge.documents import conversion_limits, normalize_domain, parse_document
 from superbiz.knowledge.formats import CONVERTERS
@@ -77,6 +77,7 @@ from superbiz.knowledge.withheld import visible_turns
 from superbiz.llm import deadline
 from superbiz.storage.chat import ChatMessage, SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
+from superbiz.storage.invocations import TOOL_NAME
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT
 

@@ -74,8 +74,8 @@ def lookup(
 
 
 def _render_lookup(data: dict[str, Any]) -> None:
-    from superbiz.governance.tool import TOOL_NAME
     from superbiz.retrieval.relevance import RelevanceLevel
+    from superbiz.storage.invocations import TOOL_NAME
 
     level = data["relevance_level"] or "NO RESULT"
     colours: dict[str, str] = {

@@ -27,6 +27,7 @@ from superbiz.config import Settings
 from superbiz.knowledge.gaps import gap_report
 from superbiz.retrieval.embedders import make_embedder
 from superbiz.storage.db import open_database
+from superbiz.storage.invocations import TOOL_NAME
 from superbiz.storage.models import ChatMessageRow, ToolInvocationRow, TurnFeedbackRow, utcnow
 from superbiz.storage.repository import DocumentRepository
 
@@ -87,7 +88,7 @@ def generate_traffic(engine: Any, lookups: int, seed: int = 0) -> dict[str, int]
                         "session_id": sid,
                         "turn": 1 if mcp else turn,
                         "step": step,
-                        "tool_name": "lookup_knowledge",
+                        "tool_name": TOOL_NAME,
                         "arguments": {"query": question if step == 0 else _wording(rng)},
                         "domain": "ops",
                         "relevance_level": level,
