@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, replace
 from datetime import datetime
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -58,18 +58,17 @@ from superbiz.api.responses import (
     TurnEvent,
     Uploaded,
 )
-from superbiz.config import IngestSettings, Settings
+from superbiz.config import Settings
 from superbiz.exceptions import (
-    DocumentError,
     NotFoundError,
     SuperbizError,
     TurnCancelledError,
 )
 from superbiz.governance.tool import ToolOutcome
 from superbiz.knowledge.access_rules import reader_limits
-from superbiz.knowledge.documents import conversion_limits, normalize_domain, parse_document
-from superbiz.knowledge.formats import CONVERTERS
+from superbiz.knowledge.documents import normalize_domain
 from superbiz.knowledge.gaps import gap_report
+from superbiz.knowledge.ingested import document_text
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
 from superbiz.knowledge.sources import SyncResult, web_links
@@ -96,23 +95,6 @@ def _summary_view(summary: SessionSummary) -> SessionSummaryView:
         updated_at=summary.updated_at.isoformat(),
         owner=summary.owner,
     )
-
-
-def _read_text(path: Path, doc_path: str, settings: IngestSettings) -> str | None:
-    """A document's file as text: Markdown as written, a converted format (PDF, Word,
-    HTML, reStructuredText) as the Markdown it was converted to, never its raw bytes;
-    None when the file is gone (deleted or moved since) or no longer converts."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if path.suffix.lower() not in CONVERTERS:
-        return data.decode("utf-8", errors="replace")
-    try:
-        limits = conversion_limits(settings)
-        return parse_document(data, PurePosixPath(doc_path), settings.encodings, limits).body
-    except DocumentError:
-        return None
 
 
 def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
@@ -467,8 +449,7 @@ class Service:
             stored = assistant.kb.documents.get(item["path"])
             links = web_links(assistant.kb, [item["path"]])
         excerpt = str(item.get("content") or "")
-        ingest = self.settings.ingest
-        body = _read_text(Path(stored.source_file), item["path"], ingest) if stored else ""
+        body = document_text(stored, self.settings.ingest) if stored else ""
         return Passage(
             session_id=session_id,
             turn=turn,
@@ -488,8 +469,7 @@ class Service:
         not read it (404, not 403: whether it exists is not said either)."""
         with self.stores.held():
             stored = self._readable(path, reader)
-        ingest = self.settings.ingest
-        text = _read_text(Path(stored.source_file), path, ingest) if stored else None
+        text = document_text(stored, self.settings.ingest) if stored else None
         if text is None:
             raise NotFoundError(f"no document {path!r}")
         return text
