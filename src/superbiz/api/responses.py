@@ -23,6 +23,7 @@ from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
 from superbiz.governance.lookup import RetrievalDetails
 from superbiz.governance.tool import Origin, ToolOutcome
+from superbiz.knowledge.report import SkippedFile
 from superbiz.retrieval.relevance import RelevanceLevel
 
 if TYPE_CHECKING:
@@ -386,50 +387,6 @@ class SessionInvocations(BaseModel):
     invocations: list[RecordedInvocation]
 
 
-# -- knowledge gaps ---------------------------------------------------------------------
-
-
-class ClosestDocument(BaseModel):
-    path: str
-    title: str | None = Field(description="Null when the document is gone since.")
-    times: int = Field(description="How many of the cluster's questions were shown it.")
-
-
-class GapCluster(BaseModel):
-    """Questions of one meaning that found no good evidence."""
-
-    domain: str | None = Field(description="The domain most of its lookups were in.")
-    count: int = Field(description="Questions (chat turns, MCP lookups) in the cluster.")
-    weight: int = Field(description="The sort key: count, a thumbs-down counted twice.")
-    sessions: int
-    thumbs_down: int
-    reasons: dict[str, int] = Field(
-        description="thumbs_down, no_result, reference, fallback, no_evidence: how many "
-        "questions each reason applies to."
-    )
-    examples: list[str] = Field(description="The most asked wordings, most asked first.")
-    questions: int = Field(description="Distinct wordings in the cluster.")
-    last_asked: str = Field(json_schema_extra={"format": "date-time"})
-    closest_documents: list[ClosestDocument] = Field(
-        description="Documents shown for these questions (the evidence that came closest)."
-    )
-    comments: list[str] = Field(description="Comments of thumbs-down ratings.")
-
-
-class GapReport(BaseModel):
-    """``GET /api/gaps``: the first cluster is the runbook most worth writing."""
-
-    since: str | None
-    domain: str | None
-    questions: int = Field(description="Questions that could be gaps, in the window.")
-    gaps: int = Field(description="Questions that are gaps.")
-    unclustered: int = Field(
-        description="Rarest wordings left out of clustering (`advanced.gaps.max-questions`)."
-    )
-    clusters: list[GapCluster]
-    timing_ms: dict[str, float]
-
-
 # -- documents --------------------------------------------------------------------------
 
 
@@ -454,11 +411,6 @@ class DocumentView(BaseModel):
 class DocumentList(BaseModel):
     documents: list[DocumentView]
     count: int
-
-
-class SkippedFile(BaseModel):
-    path: str
-    reason: str
 
 
 class IngestSummary(BaseModel):
@@ -491,30 +443,6 @@ class Deleted(BaseModel):
         description="For a knowledge-base file's document: it is out of the index until the "
         "next `superbiz ingest`, which brings it back.",
     )
-
-
-class SourceView(BaseModel):
-    """A folder or Git repository documents come from, and its last sync."""
-
-    name: str
-    kind: str = Field(description="`folder` or `git`.")
-    location: str = Field(description="A folder's path, or the URL without credentials.")
-    branch: str | None = None
-    subdir: str | None = None
-    domain: str | None = None
-    commit: str | None = Field(default=None, description="The commit last synced (Git).")
-    synced_at: str | None = Field(default=None, description="When the last sync succeeded.")
-    counts: dict[str, int] = Field(default_factory=dict)
-    skipped: list[SkippedFile] = Field(default_factory=list)
-    error: str | None = Field(
-        default=None, description="Why the last attempt failed; its last good state stays."
-    )
-    error_at: str | None = None
-
-
-class SourceList(BaseModel):
-    sources: list[SourceView]
-    sync_interval_s: float = Field(description="`sources.sync-interval-s`; 0: no scheduled sync.")
 
 
 # -- knowledge map ----------------------------------------------------------------------

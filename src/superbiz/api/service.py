@@ -37,7 +37,6 @@ from superbiz.api.responses import (
     Deleted,
     DocumentView,
     FeedbackView,
-    GapReport,
     Health,
     IngestSummary,
     KnowledgeMapView,
@@ -51,8 +50,6 @@ from superbiz.api.responses import (
     SessionList,
     SessionMessage,
     SessionSummaryView,
-    SourceList,
-    SourceView,
     TokenEvent,
     ToolCallEvent,
     TurnEvent,
@@ -67,10 +64,11 @@ from superbiz.exceptions import (
 from superbiz.governance.tool import ToolOutcome
 from superbiz.knowledge.access_rules import reader_limits
 from superbiz.knowledge.documents import normalize_domain
-from superbiz.knowledge.gaps import gap_report
+from superbiz.knowledge.gaps import GapReport, gap_report
 from superbiz.knowledge.ingested import document_text
 from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.metadata import LLMMetadataWriter
+from superbiz.knowledge.source_list import SourceList
 from superbiz.knowledge.sources import SyncResult, web_links
 from superbiz.knowledge.withheld import visible_turns
 from superbiz.llm import deadline
@@ -330,7 +328,7 @@ class Service:
         ``reader`` may read."""
         kb = self.assistant.kb
         with self.stores.held():
-            report = gap_report(
+            return gap_report(
                 kb.engine,
                 kb.embedder,
                 kb.documents,
@@ -339,7 +337,6 @@ class Service:
                 domain=normalize_domain(domain) if domain else None,
                 limits=reader_limits(kb, reader),
             )
-        return GapReport.model_validate(report)
 
     def _visible_turns(
         self, session_id: str, messages: list[ChatMessage], reader: Reader
@@ -534,10 +531,7 @@ class Service:
     def sources(self) -> SourceList:
         with self.stores.held():
             records = DocumentLifecycle(self.assistant.kb).list_sources()
-        return SourceList(
-            sources=[SourceView.model_validate(r.as_dict()) for r in records],
-            sync_interval_s=self.settings.sources.sync_interval_s,
-        )
+        return SourceList.of(records, self.settings.sources.sync_interval_s)
 
     def sync_sources(self) -> list[SyncResult]:
         """Fetch every Git source and apply what changed; one that fails (a remote that

@@ -14,8 +14,7 @@ from fastapi import APIRouter, HTTPException, Query
 from superbiz.api._reader import ReaderDep
 from superbiz.api.deps import Authorized, ServiceDep
 from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
-from superbiz.api.responses import GapReport
-from superbiz.knowledge.gaps import parse_since
+from superbiz.knowledge.gaps import GapReport, parse_since
 
 router = APIRouter(
     prefix="/api",

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from superbiz.api.deps import Authorized, ServiceDep
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
-from superbiz.api.responses import SourceList
+from superbiz.knowledge.source_list import SourceList
 
 router = APIRouter(
     prefix="/api/sources",
