@@ -40,9 +40,7 @@ def gaps(
     meaning, the runbook most worth writing first."""
     from datetime import UTC, datetime
 
-    from superbiz.knowledge.access_rules import reader_limits
-    from superbiz.knowledge.documents import normalize_domain
-    from superbiz.knowledge.gaps import gap_report, parse_since
+    from superbiz.knowledge.gaps import parse_since, reader_gap_report
 
     try:
         start = parse_since(since, datetime.now(UTC))
@@ -52,15 +50,7 @@ def gaps(
     settings = _settings(data_dir)
     reader = _reader(as_group)
     with _knowledge_base(settings) as kb, _errors():
-        report = gap_report(
-            kb.engine,
-            kb.embedder,
-            kb.documents,
-            settings.gap_config,
-            since=start,
-            domain=normalize_domain(domain) if domain else None,
-            limits=reader_limits(kb, reader),
-        )
+        report = reader_gap_report(kb, settings.gap_config, reader, since=start, domain=domain)
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return

@@ -24,13 +24,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from superbiz.access import Reader
 from superbiz.config import GapConfig
 from superbiz.knowledge._clusters import leader_clusters
-from superbiz.knowledge.access_rules import ReaderLimits
+from superbiz.knowledge.access_rules import ReaderLimits, reader_limits
+from superbiz.knowledge.documents import normalize_domain
 from superbiz.knowledge.withheld import visible_turns
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.chat import ChatRepository
@@ -38,6 +40,9 @@ from superbiz.storage.feedback import Feedback, FeedbackRepository
 from superbiz.storage.gaps import AskedQuestion, asked_questions, chat_question
 from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.repository import DocumentRepository
+
+if TYPE_CHECKING:
+    from superbiz.knowledge.base import KnowledgeBase
 
 #: how many documents a cluster lists as the closest
 CLOSEST_DOCUMENTS = 3
@@ -287,6 +292,27 @@ def gap_report(
             "query": round((queried - started) * 1000, 1),
             "total": round((time.perf_counter() - started) * 1000, 1),
         },
+    )
+
+
+def reader_gap_report(
+    kb: KnowledgeBase,
+    settings: GapConfig,
+    reader: Reader | None,
+    *,
+    since: datetime | None = None,
+    domain: str | None = None,
+) -> GapReport:
+    """``gap_report`` over ``kb`` as ``reader`` may see it (``superbiz gaps --as-group``,
+    ``GET /api/gaps``); ``domain`` as a person writes it (normalised as stored)."""
+    return gap_report(
+        kb.engine,
+        kb.embedder,
+        kb.documents,
+        settings,
+        since=since,
+        domain=normalize_domain(domain) if domain else None,
+        limits=reader_limits(kb, reader),
     )
 
 

@@ -8,10 +8,8 @@ from datetime import datetime
 from superbiz.access import Reader
 from superbiz.agents.store_access import StoreLock
 from superbiz.config import GapConfig
-from superbiz.knowledge.access_rules import reader_limits
 from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.documents import normalize_domain
-from superbiz.knowledge.gaps import GapReport, gap_report
+from superbiz.knowledge.gaps import GapReport, reader_gap_report
 
 
 class GapService:
@@ -23,14 +21,5 @@ class GapService:
     def report(self, since: datetime | None, domain: str | None, reader: Reader) -> GapReport:
         """The knowledge-gaps report (``superbiz gaps``), of the questions about what
         ``reader`` may read."""
-        kb = self.kb
         with self.stores.held():
-            return gap_report(
-                kb.engine,
-                kb.embedder,
-                kb.documents,
-                self.settings,
-                since=since,
-                domain=normalize_domain(domain) if domain else None,
-                limits=reader_limits(kb, reader),
-            )
+            return reader_gap_report(self.kb, self.settings, reader, since=since, domain=domain)
