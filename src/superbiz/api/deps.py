@@ -3,8 +3,9 @@ service (``superbiz.api.services``: one dependency each), the set of background 
 the person asking (``superbiz.api.guard`` found them), the ``Authenticator``, and the
 API-key schemes of the routes that need a key.
 
-The factory puts them on ``app.state``; routes never read the state themselves, so a
-test can swap any of them with ``app.dependency_overrides``.
+The factory puts them on ``app.state`` (the pieces as one ``Services``, at
+``app.state.service``); routes never read the state themselves, so a test can swap any
+of them with ``app.dependency_overrides``.
 """
 
 from __future__ import annotations
