@@ -33,7 +33,7 @@ from superbiz.storage.sources import GIT
 log = logging.getLogger(__name__)
 
 
-def document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
+def _document_view(doc: StoredDocument, uploads: Path) -> DocumentView:
     return DocumentView(
         id=doc.path,
         path=doc.path,
@@ -67,7 +67,7 @@ class DocumentService:
         with self.stores.held():
             stored = self.assistant.kb.documents.all()
             view = self.assistant.kb.view(reader)
-        return [document_view(d, self.uploads) for d in stored if view.may_read(d.path)]
+        return [_document_view(d, self.uploads) for d in stored if view.may_read(d.path)]
 
     def text(self, path: str, reader: Reader) -> str:
         """A stored document's file, as it was ingested; not found for a reader who may
@@ -95,7 +95,7 @@ class DocumentService:
             self.assistant.invalidate_map()
         return Uploaded(
             status=added.status,
-            document=document_view(added.document, self.uploads),
+            document=_document_view(added.document, self.uploads),
             report=IngestSummary.model_validate(added.report.as_dict()),
         )
 
