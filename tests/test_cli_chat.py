@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from conftest import SMALL_KB_DOMAINS
 from superbiz import cli
-from superbiz.api.responses import AnswerPlan, ChatAnswer, LookupSummary
+from superbiz.api.responses.chat import AnswerPlan, ChatAnswer, LookupSummary
 from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "payment/支付失败排查.md"

@@ -57,11 +57,12 @@ from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import User
 from superbiz.config import Settings
 from superbiz.exceptions import ForbiddenError, NotFoundError, SessionBusyError
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
 from superbiz.storage.chat import ChatRepository
+from superbiz.storage.invocations import TOOL_NAME
 
 __all__ = [
     "MAP_URI",

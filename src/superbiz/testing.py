@@ -62,7 +62,6 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -74,6 +73,7 @@ from superbiz.llm.messages import (
     ToolSpec,
     Usage,
 )
+from superbiz.storage.invocations import TOOL_NAME
 
 __all__ = [
     "ScriptError",

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from superbiz.agents.runtime import Runtime
-from superbiz.api.responses import TURN_EVENTS
+from superbiz.api.responses.chat import TURN_EVENTS
 from superbiz.governance.lookup import RetrievalDetails
 from superbiz.storage.invocations import Invocation
 

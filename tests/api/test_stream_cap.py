@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.api.events import TokenStreamingModel
-from superbiz.api.responses import TokenEvent, TurnEvent
+from superbiz.api.responses.chat import TokenEvent, TurnEvent
 from superbiz.config import ChatSettings
 from superbiz.llm.messages import UserMessage
 from superbiz.testing import ScriptedChatModel, answer

@@ -21,12 +21,12 @@ from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
 from superbiz.governance.decision import DomainState, Situation, Verdict, breaker_message
 from superbiz.governance.lookup import GovernedLookup, LookupResult
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.db import open_database
-from superbiz.storage.invocations import Invocation, InvocationRepository
+from superbiz.storage.invocations import TOOL_NAME, Invocation, InvocationRepository
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"

@@ -74,7 +74,8 @@ def traffic(runtime: Runtime) -> dict[str, Any]:
 
 def report(runtime: Runtime, **options: Any) -> dict[str, Any]:
     kb = runtime.kb
-    return gap_report(kb.engine, kb.embedder, kb.documents, runtime.settings.gap_config, **options)
+    found = gap_report(kb.engine, kb.embedder, kb.documents, runtime.settings.gap_config, **options)
+    return found.model_dump(mode="json")
 
 
 def test_the_unanswerable_cluster_comes_first_and_rated_up_answers_never_appear(
@@ -123,7 +124,7 @@ def test_at_most_max_questions_wordings_are_embedded(assistant: Runtime) -> None
     ask(assistant, "kafka-again", KAFKA[0])
     capped = assistant.settings.gap_config.model_copy(update={"max_questions": 1})
     kb = assistant.kb
-    found = gap_report(kb.engine, kb.embedder, kb.documents, capped)
+    found = gap_report(kb.engine, kb.embedder, kb.documents, capped).model_dump(mode="json")
     assert found["unclustered"] == 2  # the two wordings asked once
     assert found["clusters"][0]["examples"] == [KAFKA[0]] and found["clusters"][0]["count"] == 2
 

@@ -38,7 +38,7 @@ from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup, level_rank
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, TOOL_NAME, LookupTurn, ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
 from superbiz.llm.base import ChatModel, quotes_documents
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -51,7 +51,7 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.retrieval.relevance import RelevanceLevel
-from superbiz.storage.invocations import InvocationRepository
+from superbiz.storage.invocations import TOOL_NAME, InvocationRepository
 from superbiz.telemetry import (
     GEN_AI_FINISH_REASONS,
     GEN_AI_INPUT_TOKENS,

@@ -26,7 +26,6 @@ from superbiz._text import Language, asker_language, key_terms, normalize
 from superbiz.agents.answer_selection import AnswerSelection, question_terms, select_answer
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.planner import Plan, PlannedDomain
-from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -38,6 +37,7 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.retrieval.relevance import RelevanceLevel
+from superbiz.storage.invocations import TOOL_NAME
 
 PASSAGE_CHARS = 700
 

@@ -1,10 +1,11 @@
 """The FastAPI app: the factory, its middleware and its error handlers.
 
-The routes live in ``superbiz.api.routes``, one router per area, and reach the
-``Service`` through a dependency. Every call into the assistant runs in a worker thread,
-turns of different sessions concurrently (see ``superbiz.api.service``); a streamed turn hands
-its events to the request's own queue, so concurrent sessions never see each other's
-events. Errors are JSON with a message, never a stack trace.
+The routes live in ``superbiz.api.routes``, one router per area, and each reaches its
+own piece of the service (``superbiz.api.services``) through a dependency. Every call into
+the assistant runs in a worker thread, turns of different sessions concurrently (see
+``superbiz.api.services.chat``); a streamed turn hands its events to the request's own
+queue, so concurrent sessions never see each other's events. Errors are JSON with a
+message, never a stack trace.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
 
 from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.api._threads import in_thread
 from superbiz.api.errors import error_response, error_status
 from superbiz.api.guard import RequestGuard, RouteTemplates
 from superbiz.api.metrics import RequestTimer
-from superbiz.api.responses import TURN_EVENTS, ErrorBody, FieldError
+from superbiz.api.responses.chat import TURN_EVENTS
+from superbiz.api.responses.errors import ErrorBody, FieldError
 from superbiz.api.routes import ROUTERS
 from superbiz.api.routes.page import STATIC
-from superbiz.api.service import Service
+from superbiz.api.services import Services
+from superbiz.api.services.documents import DocumentService
 from superbiz.auth.authenticate import Authenticator
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import ConflictError, NotFoundError, SuperbizError
@@ -56,22 +60,25 @@ def create_app(
     """
     settings = settings or (assistant.settings if assistant else load_settings())
     owns = assistant is None
-    service = Service(assistant or open_runtime(settings), owns_assistant=owns)
+    runtime = assistant or open_runtime(settings)
+    services = Services(runtime, owns_assistant=owns)
     background: set[asyncio.Task[None]] = set()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if warm_up:
-            await service.run(service.warm_up)
+            await in_thread(services.status.warm_up)
         interval = settings.sources.sync_interval_s
-        syncing = asyncio.create_task(_sync_every(service, interval)) if interval else None
+        syncing = (
+            asyncio.create_task(_sync_every(services.documents, interval)) if interval else None
+        )
         yield
         if syncing is not None:
             syncing.cancel()
             await asyncio.gather(syncing, return_exceptions=True)
         if background:
             await asyncio.gather(*background, return_exceptions=True)
-        await asyncio.to_thread(service.close)
+        await asyncio.to_thread(services.close)
 
     app = FastAPI(
         title="superbiz",
@@ -87,8 +94,8 @@ def create_app(
         docs_url=None,  # served from the package: superbiz.api.routes.api_docs
         redoc_url=None,
     )
-    app.state.service = service
-    app.state.auth = auth = Authenticator(settings, service.assistant.kb.engine)
+    app.state.service = services
+    app.state.auth = auth = Authenticator(settings, runtime.kb.engine)
     app.state.background = background
     _handlers(app)
     for router in ROUTERS:
@@ -98,17 +105,17 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     routes = RouteTemplates(lambda: app.routes)
     app.add_middleware(RequestGuard, settings=settings, auth=auth, routes=routes)
-    app.add_middleware(RequestTimer, metrics=service.metrics)
+    app.add_middleware(RequestTimer, metrics=services.metrics)
     return app
 
 
-async def _sync_every(service: Service, interval: float) -> None:
+async def _sync_every(documents: DocumentService, interval: float) -> None:
     """Sync the Git sources every ``interval`` seconds, in a worker thread (turns go on);
     a sync that fails is logged and recorded on its source, and the next one comes."""
     while True:
         await asyncio.sleep(interval)
         try:
-            await service.run(service.sync_sources)
+            await in_thread(documents.sync_sources)
         except Exception:  # the stores were unavailable, say: try again next time
             log.exception("scheduled sync of the sources failed")
 

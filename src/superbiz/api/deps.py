@@ -1,9 +1,11 @@
-"""What routes receive through FastAPI's dependencies: the app's ``Service``, its set of
-background turns, the person asking (``superbiz.api.guard`` found them), the
-``Authenticator``, and the API-key schemes of the routes that need a key.
+"""What routes receive through FastAPI's dependencies: their route group's piece of the
+service (``superbiz.api.services``: one dependency each), the set of background turns,
+the person asking (``superbiz.api.guard`` found them), the ``Authenticator``, and the
+API-key schemes of the routes that need a key.
 
-The factory puts them on ``app.state``; routes never read the state themselves, so a
-test can swap any of them with ``app.dependency_overrides``.
+The factory puts them on ``app.state`` (the pieces as one ``Services``, at
+``app.state.service``); routes never read the state themselves, so a test can swap any
+of them with ``app.dependency_overrides``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import anyio.to_thread
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from superbiz.api.service import Service
+from superbiz.api.services import Services
+from superbiz.api.services.chat import ChatService
+from superbiz.api.services.documents import DocumentService
+from superbiz.api.services.gaps import GapService
+from superbiz.api.services.sessions import SessionService
+from superbiz.api.services.status import StatusService
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import User, local_user
 
@@ -23,9 +30,29 @@ api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, scheme_name="X
 bearer = HTTPBearer(auto_error=False, scheme_name="Bearer")
 
 
-def get_service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.service
+    return services
+
+
+def get_chat(request: Request) -> ChatService:
+    return _services(request).chat
+
+
+def get_sessions(request: Request) -> SessionService:
+    return _services(request).sessions
+
+
+def get_documents(request: Request) -> DocumentService:
+    return _services(request).documents
+
+
+def get_gaps(request: Request) -> GapService:
+    return _services(request).gaps
+
+
+def get_status(request: Request) -> StatusService:
+    return _services(request).status
 
 
 def get_background(request: Request) -> set[asyncio.Task[None]]:
@@ -65,7 +92,11 @@ def require_api_key(
     after FastAPI has parsed (and spooled) the body."""
 
 
-ServiceDep = Annotated[Service, Depends(get_service)]
+ChatDep = Annotated[ChatService, Depends(get_chat)]
+SessionsDep = Annotated[SessionService, Depends(get_sessions)]
+DocumentsDep = Annotated[DocumentService, Depends(get_documents)]
+GapsDep = Annotated[GapService, Depends(get_gaps)]
+StatusDep = Annotated[StatusService, Depends(get_status)]
 Background = Annotated[set[asyncio.Task[None]], Depends(get_background)]
 AuthRequired = Annotated[bool, Depends(auth_required)]
 AuthDep = Annotated[Authenticator, Depends(get_auth)]

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from superbiz.api.responses import ErrorBody, FieldError
+from superbiz.api.responses.errors import ErrorBody, FieldError
 from superbiz.exceptions import (
     ConfigError,
     DocumentError,

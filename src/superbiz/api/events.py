@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-from superbiz.api.responses import (
+from superbiz.api.responses.chat import (
     LookupSummary,
     PrimaryDocument,
     TokenEvent,
@@ -39,7 +39,7 @@ Emit = Callable[[TurnEvent], None]
 def sse(event: TurnEvent, event_id: int | None = None) -> bytes:
     """One server-sent event; the JSON payload is one line (newlines stay escaped).
 
-    >>> from superbiz.api.responses import DoneEvent
+    >>> from superbiz.api.responses.chat import DoneEvent
     >>> sse(DoneEvent(session_id="s1", elapsed_ms=2.5), 3)
     b'event: done\\nid: 3\\ndata: {"session_id":"s1","elapsed_ms":2.5}\\n\\n'
     """

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from superbiz.agents.store_access import StoreLock
-from superbiz.api.responses import Health, HealthChecks
+from superbiz.api.responses.status import Health, HealthChecks
 from superbiz.exceptions import first_line
 from superbiz.knowledge.base import KnowledgeBase
 

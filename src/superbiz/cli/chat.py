@@ -74,8 +74,8 @@ def lookup(
 
 
 def _render_lookup(data: dict[str, Any]) -> None:
-    from superbiz.governance.tool import TOOL_NAME
     from superbiz.retrieval.relevance import RelevanceLevel
+    from superbiz.storage.invocations import TOOL_NAME
 
     level = data["relevance_level"] or "NO RESULT"
     colours: dict[str, str] = {
@@ -216,7 +216,7 @@ def _keep_undecodable_input() -> None:
 def _turn_json(turn: SupervisedTurn, high_mark: int) -> dict[str, Any]:
     """The API's answer body less what the service adds (``model``, ``high_mark``), with
     the plans whole, as the planner wrote them (``scoped`` too, which the API leaves out)."""
-    from superbiz.api.responses import ChatAnswer
+    from superbiz.api.responses.chat import ChatAnswer
 
     data = ChatAnswer.from_turn(turn, high_mark).model_dump(
         mode="json", exclude_unset=True, exclude=set(ChatAnswer.SERVICE_FIELDS)

@@ -126,6 +126,7 @@ def sources(
     from superbiz.knowledge.domains import DomainService
     from superbiz.knowledge.lifecycle import DocumentLifecycle
     from superbiz.knowledge.metadata import LLMMetadataWriter
+    from superbiz.knowledge.source_list import SourceList
     from superbiz.llm import make_chat_model
     from superbiz.storage.sources import GIT
 
@@ -149,7 +150,8 @@ def sources(
                 err.print(f"[bold red]error:[/] {escape(source.name)}: {escape(str(exc))}")
         records = lifecycle.list_sources()
     if as_json:
-        _print_json({"sources": [r.as_dict() for r in records]})
+        shown = SourceList.of(records, settings.sources.sync_interval_s)
+        _print_json(shown.model_dump(mode="json", include={"sources"}))
         raise typer.Exit(1 if failed else 0)
     if not records:
         console.print("no sources yet: `superbiz ingest PATH` or `superbiz ingest --git URL`")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -23,6 +23,9 @@ from superbiz.cli._common import (
 )
 from superbiz.config import Settings
 
+if TYPE_CHECKING:
+    from superbiz.knowledge.gaps import GapReport
+
 
 def gaps(
     data_dir: DataDir = None,
@@ -37,9 +40,7 @@ def gaps(
     meaning, the runbook most worth writing first."""
     from datetime import UTC, datetime
 
-    from superbiz.knowledge.access_rules import reader_limits
-    from superbiz.knowledge.documents import normalize_domain
-    from superbiz.knowledge.gaps import gap_report, parse_since
+    from superbiz.knowledge.gaps import parse_since, reader_gap_report
 
     try:
         start = parse_since(since, datetime.now(UTC))
@@ -49,52 +50,40 @@ def gaps(
     settings = _settings(data_dir)
     reader = _reader(as_group)
     with _knowledge_base(settings) as kb, _errors():
-        report = gap_report(
-            kb.engine,
-            kb.embedder,
-            kb.documents,
-            settings.gap_config,
-            since=start,
-            domain=normalize_domain(domain) if domain else None,
-            limits=reader_limits(kb, reader),
-        )
+        report = reader_gap_report(kb, settings.gap_config, reader, since=start, domain=domain)
     if as_json:
-        _print_json(report)
+        _print_json(report.model_dump(mode="json"))
         return
     _render_gaps(report)
 
 
-def _render_gaps(report: dict[str, Any]) -> None:
-    if not report["clusters"]:
-        console.print(
-            f"no knowledge gaps among {report['questions']} questions since {report['since']}"
-        )
+def _render_gaps(report: GapReport) -> None:
+    if not report.clusters:
+        console.print(f"no knowledge gaps among {report.questions} questions since {report.since}")
         return
     table = _table(
-        f"knowledge gaps since {report['since']}",
+        f"knowledge gaps since {report.since}",
         ["#", "domain", "questions", "sessions", "👎", "why", "examples", "last asked", "closest"],
         [
             [
                 rank,
-                c["domain"] or "-",
-                c["count"],
-                c["sessions"],
-                c["thumbs_down"],
-                ", ".join(f"{k} {v}" for k, v in c["reasons"].items()),
-                " | ".join(c["examples"]),
-                c["last_asked"][:16].replace("T", " "),
-                ", ".join(d["path"] for d in c["closest_documents"]) or "-",
+                c.domain or "-",
+                c.count,
+                c.sessions,
+                c.thumbs_down,
+                ", ".join(f"{k} {v}" for k, v in c.reasons.items()),
+                " | ".join(c.examples),
+                c.last_asked[:16].replace("T", " "),
+                ", ".join(d.path for d in c.closest_documents) or "-",
             ]
-            for rank, c in enumerate(report["clusters"], start=1)
+            for rank, c in enumerate(report.clusters, start=1)
         ],
     )
     console.print(table)
-    left = (
-        f"; {report['unclustered']} rarer wordings not clustered" if report["unclustered"] else ""
-    )
+    left = f"; {report.unclustered} rarer wordings not clustered" if report.unclustered else ""
     console.print(
-        f"{report['gaps']} gaps in {len(report['clusters'])} clusters{left} "
-        f"({report['timing_ms']['total']:.0f} ms)"
+        f"{report.gaps} gaps in {len(report.clusters)} clusters{left} "
+        f"({report.timing_ms['total']:.0f} ms)"
     )
 
 

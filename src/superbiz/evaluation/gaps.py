@@ -24,9 +24,10 @@ from rich.table import Table
 from sqlalchemy import insert
 
 from superbiz.config import Settings
-from superbiz.knowledge.gaps import gap_report
+from superbiz.knowledge.gaps import GapReport, gap_report
 from superbiz.retrieval.embedders import make_embedder
 from superbiz.storage.db import open_database
+from superbiz.storage.invocations import TOOL_NAME
 from superbiz.storage.models import ChatMessageRow, ToolInvocationRow, TurnFeedbackRow, utcnow
 from superbiz.storage.repository import DocumentRepository
 
@@ -87,7 +88,7 @@ def generate_traffic(engine: Any, lookups: int, seed: int = 0) -> dict[str, int]
                         "session_id": sid,
                         "turn": 1 if mcp else turn,
                         "step": step,
-                        "tool_name": "lookup_knowledge",
+                        "tool_name": TOOL_NAME,
                         "arguments": {"query": question if step == 0 else _wording(rng)},
                         "domain": "ops",
                         "relevance_level": level,
@@ -159,21 +160,22 @@ def benchmark_gaps(
             documents = DocumentRepository(engine)
             runs: list[float] = []
             cpu: list[float] = []
-            report: dict[str, Any] = {}
+            reports: list[GapReport] = []
             for _ in range(RUNS):
                 started, used = time.perf_counter(), time.process_time()
-                report = gap_report(engine, embedder, documents, settings.gap_config)
+                reports.append(gap_report(engine, embedder, documents, settings.gap_config))
                 runs.append(time.perf_counter() - started)
                 cpu.append(time.process_time() - used)
         finally:
             engine.dispose()
+    report = reports[-1]
     return {
         "database": engine.dialect.name,
         **written,
-        "questions": report["questions"],
-        "gaps": report["gaps"],
-        "clusters": len(report["clusters"]),
-        "unclustered": report["unclustered"],
+        "questions": report.questions,
+        "gaps": report.gaps,
+        "clusters": len(report.clusters),
+        "unclustered": report.unclustered,
         "max_questions": settings.advanced.gaps.max_questions,
         "insert_s": round(insert_s, 2),
         "embedder_load_s": round(load_s, 2),
@@ -185,10 +187,10 @@ def benchmark_gaps(
         # CPU seconds of this process (SQLite runs in it): what the report costs on an idle
         # machine, where the wall time above is this plus waiting for a core
         "report_cpu_s": {"median": round(statistics.median(cpu), 3), "max": round(max(cpu), 3)},
-        "query_ms_last": report["timing_ms"]["query"],
+        "query_ms_last": report.timing_ms["query"],
         # the machine's load while it ran: on a shared machine every time above grows with it
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "top_cluster": report["clusters"][0]["examples"] if report["clusters"] else [],
+        "top_cluster": report.clusters[0].examples if report.clusters else [],
     }
 
 

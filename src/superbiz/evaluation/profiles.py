@@ -26,8 +26,8 @@ from superbiz.agents.extractive import (
     compose_answer,
 )
 from superbiz.agents.planner import Plan, PlannedDomain
-from superbiz.governance.tool import TOOL_NAME
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolCall, ToolSpec
+from superbiz.storage.invocations import TOOL_NAME
 
 _PARAPHRASES: dict[Language, tuple[str, ...]] = {
     "en": (

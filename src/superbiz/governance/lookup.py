@@ -20,7 +20,7 @@ from superbiz.access import Reader
 from superbiz.governance.decision import GOOD_LEVELS, DedupReason
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.access_rules import ReaderView
-from superbiz.knowledge.formats import cited_page
+from superbiz.knowledge.ingested import cited_page
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit

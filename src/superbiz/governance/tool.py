@@ -36,7 +36,7 @@ from superbiz.governance.lookup import GovernedLookup, LookupResult, RetrievalDe
 from superbiz.llm import deadline
 from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
-from superbiz.storage.invocations import Invocation, InvocationRepository
+from superbiz.storage.invocations import TOOL_NAME, Invocation, InvocationRepository
 from superbiz.storage.models import DOMAIN_MAX
 from superbiz.telemetry import (
     GEN_AI_CONVERSATION_ID,
@@ -51,7 +51,6 @@ T = TypeVar("T")
 #: who asked for a call: the model, the plan (code, before the model's first step) or a
 #: person (``superbiz lookup``)
 Origin = Literal["model", "plan", "user"]
-TOOL_NAME = "lookup_knowledge"
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
 #: the key under which a malformed call's text is recorded, and how much of it

@@ -11,6 +11,9 @@ questions (a thumbs-down counts twice), then the most sessions, then the latest.
 Cost stays bounded however much traffic is recorded: the record is aggregated in SQL
 (``superbiz.storage.gaps``), only distinct questions are embedded, and only the
 ``advanced.gaps.max-questions`` most asked of them (the rest are counted as ``unclustered``).
+
+The report's shape is defined here once (``GapReport``): ``superbiz gaps --json`` prints
+it, ``GET /api/gaps`` returns it and ``/openapi.json`` describes it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field
+
+from superbiz.access import Reader
 from superbiz.config import GapConfig
 from superbiz.knowledge._clusters import leader_clusters
-from superbiz.knowledge.access_rules import ReaderLimits
+from superbiz.knowledge.access_rules import ReaderLimits, reader_limits
+from superbiz.knowledge.documents import normalize_domain
 from superbiz.knowledge.withheld import visible_turns
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.chat import ChatRepository
@@ -34,10 +41,54 @@ from superbiz.storage.gaps import AskedQuestion, asked_questions, chat_question
 from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.repository import DocumentRepository
 
+if TYPE_CHECKING:
+    from superbiz.knowledge.base import KnowledgeBase
+
 #: how many documents a cluster lists as the closest
 CLOSEST_DOCUMENTS = 3
 #: why a question is a gap, in the order the report lists them
 REASONS = ("thumbs_down", "no_result", "reference", "fallback", "no_evidence")
+
+
+class ClosestDocument(BaseModel):
+    path: str
+    title: str | None = Field(description="Null when the document is gone since.")
+    times: int = Field(description="How many of the cluster's questions were shown it.")
+
+
+class GapCluster(BaseModel):
+    """Questions of one meaning that found no good evidence."""
+
+    domain: str | None = Field(description="The domain most of its lookups were in.")
+    count: int = Field(description="Questions (chat turns, MCP lookups) in the cluster.")
+    weight: int = Field(description="The sort key: count, a thumbs-down counted twice.")
+    sessions: int
+    thumbs_down: int
+    reasons: dict[str, int] = Field(
+        description="thumbs_down, no_result, reference, fallback, no_evidence: how many "
+        "questions each reason applies to."
+    )
+    examples: list[str] = Field(description="The most asked wordings, most asked first.")
+    questions: int = Field(description="Distinct wordings in the cluster.")
+    last_asked: str = Field(json_schema_extra={"format": "date-time"})
+    closest_documents: list[ClosestDocument] = Field(
+        description="Documents shown for these questions (the evidence that came closest)."
+    )
+    comments: list[str] = Field(description="Comments of thumbs-down ratings.")
+
+
+class GapReport(BaseModel):
+    """``GET /api/gaps``: the first cluster is the runbook most worth writing."""
+
+    since: str | None
+    domain: str | None
+    questions: int = Field(description="Questions that could be gaps, in the window.")
+    gaps: int = Field(description="Questions that are gaps.")
+    unclustered: int = Field(
+        description="Rarest wordings left out of clustering (`advanced.gaps.max-questions`)."
+    )
+    clusters: list[GapCluster]
+    timing_ms: dict[str, float]
 
 
 @dataclass(slots=True)
@@ -177,30 +228,28 @@ def cluster_gaps(
     return [[kept[i] for i in members] for members in clusters], max(0, left)
 
 
-def _cluster_view(
-    questions: list[_Question], titles: dict[str, str], examples: int
-) -> dict[str, Any]:
+def _cluster_view(questions: list[_Question], titles: dict[str, str], examples: int) -> GapCluster:
     gaps = [g for q in questions for g in q.gaps]
     domains = Counter(g.domain for g in gaps if g.domain)
     reasons = Counter(r for g in gaps for r in g.reasons)
     closest = Counter(g.closest for g in gaps if g.closest)
     comments = [g.comment for g in gaps if g.comment]
-    return {
-        "domain": domains.most_common(1)[0][0] if domains else None,
-        "count": len(gaps),
-        "weight": sum(g.weight for g in gaps),
-        "sessions": len({g.session_id for g in gaps}),
-        "thumbs_down": reasons.get("thumbs_down", 0),
-        "reasons": {r: reasons[r] for r in REASONS if reasons.get(r)},
-        "examples": [q.text for q in questions[:examples]],
-        "questions": len(questions),
-        "last_asked": max(g.last_asked for g in gaps).isoformat(),
-        "closest_documents": [
-            {"path": path, "title": titles.get(path), "times": times}
+    return GapCluster(
+        domain=domains.most_common(1)[0][0] if domains else None,
+        count=len(gaps),
+        weight=sum(g.weight for g in gaps),
+        sessions=len({g.session_id for g in gaps}),
+        thumbs_down=reasons.get("thumbs_down", 0),
+        reasons={r: reasons[r] for r in REASONS if reasons.get(r)},
+        examples=[q.text for q in questions[:examples]],
+        questions=len(questions),
+        last_asked=max(g.last_asked for g in gaps).isoformat(),
+        closest_documents=[
+            ClosestDocument(path=path, title=titles.get(path), times=times)
             for path, times in closest.most_common(CLOSEST_DOCUMENTS)
         ],
-        "comments": comments[:examples],
-    }
+        comments=comments[:examples],
+    )
 
 
 def gap_report(
@@ -212,7 +261,7 @@ def gap_report(
     since: datetime | None = None,
     domain: str | None = None,
     limits: ReaderLimits | None = None,
-) -> dict[str, Any]:
+) -> GapReport:
     """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns; with ``limits``
     (a restricted reader's), of the questions about what that reader may read: a
     question whose turn used anything it may not (``superbiz.knowledge.withheld``) is
@@ -231,19 +280,40 @@ def gap_report(
     clusters, unclustered = cluster_gaps(gaps, embedder, settings)
     titles = documents.titles(g.closest for c in clusters for q in c for g in q.gaps if g.closest)
     views = [_cluster_view(c, titles, settings.examples) for c in clusters]
-    views.sort(key=lambda v: (v["weight"], v["sessions"], v["last_asked"]), reverse=True)
-    return {
-        "since": since.isoformat() if since else None,
-        "domain": domain,
-        "questions": len(asked),
-        "gaps": len(gaps),
-        "unclustered": unclustered,
-        "clusters": views,
-        "timing_ms": {
+    views.sort(key=lambda v: (v.weight, v.sessions, v.last_asked), reverse=True)
+    return GapReport(
+        since=since.isoformat() if since else None,
+        domain=domain,
+        questions=len(asked),
+        gaps=len(gaps),
+        unclustered=unclustered,
+        clusters=views,
+        timing_ms={
             "query": round((queried - started) * 1000, 1),
             "total": round((time.perf_counter() - started) * 1000, 1),
         },
-    }
+    )
+
+
+def reader_gap_report(
+    kb: KnowledgeBase,
+    settings: GapConfig,
+    reader: Reader | None,
+    *,
+    since: datetime | None = None,
+    domain: str | None = None,
+) -> GapReport:
+    """``gap_report`` over ``kb`` as ``reader`` may see it (``superbiz gaps --as-group``,
+    ``GET /api/gaps``); ``domain`` as a person writes it (normalised as stored)."""
+    return gap_report(
+        kb.engine,
+        kb.embedder,
+        kb.documents,
+        settings,
+        since=since,
+        domain=normalize_domain(domain) if domain else None,
+        limits=reader_limits(kb, reader),
+    )
 
 
 def _about_readable(

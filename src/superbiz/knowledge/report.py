@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
+
+#: a file an ingest left out, or whose metadata it derived, and why
+class SkippedFile(BaseModel):
+    path: str
+    reason: str
+
 
 @dataclass(slots=True)
 class IngestReport:

@@ -34,6 +34,7 @@ from superbiz.knowledge.git import (
 )
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.knowledge.report import IngestReport
+from superbiz.knowledge.source_list import SourceView
 from superbiz.storage.models import utcnow
 from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 
@@ -77,7 +78,7 @@ class SyncResult:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "source": self.source.as_dict(),
+            "source": SourceView.of(self.source).model_dump(mode="json"),
             "mode": self.mode,
             "note": self.note,
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],

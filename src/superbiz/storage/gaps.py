@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
+from superbiz.storage.invocations import TOOL_NAME
 from superbiz.storage.models import ChatMessageRow, ToolInvocationRow, TurnFeedbackRow
 
 #: the levels at which a lookup answered the question
@@ -37,7 +38,6 @@ GOOD_LEVELS = ("PRECISE", "HIGHLY_RELEVANT")
 REFERENCE = "REFERENCE"
 #: a lookup withheld documents the session already had: the knowledge base had them
 DOC_RETRIEVED = "doc_retrieved"
-LOOKUP_TOOL = "lookup_knowledge"
 
 Evidence = Literal["good", "reference", "none"]
 _EVIDENCE: dict[int, Evidence] = {2: "good", 1: "reference", 0: "none"}
@@ -121,7 +121,7 @@ def _chat_questions(engine: Engine, since: datetime | None, weak_only: bool) -> 
         )
         .select_from(user)
         .join(ti, and_(ti.session_id == user.session_id, ti.turn == user.turn))
-        .where(user.role == "user", ti.tool_name == LOOKUP_TOOL, ti.error.is_(None))
+        .where(user.role == "user", ti.tool_name == TOOL_NAME, ti.error.is_(None))
         .group_by(user.id, user.session_id, user.turn, user.content)
     )
     if since is not None:
@@ -170,7 +170,7 @@ def _lookup_questions(
         ti.executed,
         _text(ti.created_at),
         _closest(ti),
-    ).where(ti.tool_name == LOOKUP_TOOL, ti.error.is_(None), ~in_chat)
+    ).where(ti.tool_name == TOOL_NAME, ti.error.is_(None), ~in_chat)
     if since is not None:
         query = query.where(ti.created_at >= since)
     if weak_only:

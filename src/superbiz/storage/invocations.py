@@ -12,6 +12,9 @@ from sqlalchemy.orm import Session
 from superbiz.storage._storable import without_nul
 from superbiz.storage.models import ToolInvocationRow, utcnow
 
+#: the one tool the assistant offers (``superbiz.governance.tool``), as its calls are recorded
+TOOL_NAME = "lookup_knowledge"
+
 
 @dataclass(frozen=True, slots=True)
 class Invocation:

@@ -32,22 +32,6 @@ class SourceRecord:
     error: str | None = None
     error_at: datetime | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "location": self.location,
-            "branch": self.branch,
-            "subdir": self.subdir,
-            "domain": self.domain,
-            "commit": self.commit,
-            "synced_at": self.synced_at.isoformat() if self.synced_at else None,
-            "counts": self.counts,
-            "skipped": self.skipped,
-            "error": self.error,
-            "error_at": self.error_at.isoformat() if self.error_at else None,
-        }
-
 
 def _record(row: SourceRow) -> SourceRecord:
     return SourceRecord(

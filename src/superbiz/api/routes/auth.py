@@ -19,9 +19,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.exceptions import HTTPException
 
-from superbiz.api.auth_responses import Me, SignedOut
-from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
+from superbiz.api.responses.auth import Me, SignedOut
 from superbiz.auth import audit
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.oidc import OidcClient
@@ -74,14 +75,13 @@ def _local_path(target: str | None) -> str:
 @router.get("/auth/login", status_code=302, response_class=RedirectResponse)
 async def login(
     request: Request,
-    service: ServiceDep,
     auth: AuthDep,
     next: Annotated[str | None, Query(description="A path to return to.")] = None,
 ) -> RedirectResponse:
     """Send the browser to the identity provider to sign in."""
     oidc = _oidc(auth)
     redirect_uri = _redirect_uri(request, auth)
-    started = await service.run(auth.sign_ins.begin, oidc, redirect_uri, _local_path(next))
+    started = await in_thread(auth.sign_ins.begin, oidc, redirect_uri, _local_path(next))
     response = RedirectResponse(started.url, status_code=302)
     response.set_cookie(
         LOGIN_COOKIE,
@@ -98,7 +98,6 @@ async def login(
 @router.get(CALLBACK, status_code=302, response_class=RedirectResponse)
 async def callback(
     request: Request,
-    service: ServiceDep,
     auth: AuthDep,
     address: ClientAddress,
     code: str | None = None,
@@ -113,12 +112,12 @@ async def callback(
         reason = f"the identity provider refused the sign-in: {error or 'no code and state'}"
         if error_description:
             reason += f" ({error_description})"
-        await service.run(
+        await in_thread(
             auth.audit.record, "-", audit.SIGN_IN_REFUSED, None, {"reason": reason}, address
         )
         return _refused("refused")
     try:
-        finished = await service.run(
+        finished = await in_thread(
             auth.sign_ins.finish, oidc, state, request.cookies.get(LOGIN_COOKIE), code, address
         )
     except SignInError as exc:
@@ -149,17 +148,17 @@ def _refused(reason: str) -> RedirectResponse:
 
 @router.post("/auth/logout")
 async def logout(
-    request: Request, response: Response, service: ServiceDep, auth: AuthDep, address: ClientAddress
+    request: Request, response: Response, auth: AuthDep, address: ClientAddress
 ) -> SignedOut:
     """End this browser's sign-in on every replica; `end_session_url`, when the provider
     has one, signs out there too (the page goes there next)."""
     token = request.cookies.get(COOKIE)
-    id_token = await service.run(auth.sign_ins.end, token, address) if token else None
+    id_token = await in_thread(auth.sign_ins.end, token, address) if token else None
     response.delete_cookie(COOKIE, path="/")
     end = None
     if auth.oidc is not None and id_token is not None:
         home = str(request.url.replace(path="/", query="", fragment=""))
-        end = await service.run(auth.oidc.end_session_url, id_token or None, home)
+        end = await in_thread(auth.oidc.end_session_url, id_token or None, home)
     return SignedOut(signed_out=id_token is not None, end_session_url=end)
 
 

@@ -20,10 +20,11 @@ from fastapi.responses import StreamingResponse
 
 from superbiz.access import Reader
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import AuthDep, Authorized, Background, CurrentUser, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import AuthDep, Authorized, Background, ChatDep, CurrentUser
 from superbiz.api.errors import INTERNAL, INVALID, TURN_ERRORS, UNAUTHORIZED, error_status
 from superbiz.api.events import sse_events, thread_emitter
-from superbiz.api.responses import (
+from superbiz.api.responses.chat import (
     TURN_EVENTS,
     Cancelled,
     ChatAnswer,
@@ -33,7 +34,7 @@ from superbiz.api.responses import (
     TurnEvent,
 )
 from superbiz.api.schemas import ChatRequest, ClearRequest
-from superbiz.api.service import Service
+from superbiz.api.services.chat import ChatService
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import User
 from superbiz.exceptions import SuperbizError
@@ -86,17 +87,17 @@ def _event_items() -> dict[str, object]:
 )
 async def chat(
     body: ChatRequest,
-    service: ServiceDep,
+    chat: ChatDep,
     reader: ReaderDep,
     response: Response,
     user: CurrentUser,
     auth: AuthDep,
 ) -> ChatAnswer:
-    await service.run(_own, auth, user, body.session_id)
-    turn = await service.run_turn(body.session_id, body.question, reader)
+    await in_thread(_own, auth, user, body.session_id)
+    turn = await chat.run_turn(body.session_id, body.question, reader)
     if turn.result.trace_id:
         response.headers[TRACE_HEADER] = turn.result.trace_id
-    return service.turn_view(turn)
+    return chat.turn_view(turn)
 
 
 @router.post(
@@ -114,42 +115,38 @@ async def chat(
 )
 async def chat_stream(
     body: ChatRequest,
-    service: ServiceDep,
+    chat: ChatDep,
     reader: ReaderDep,
     background: Background,
     user: CurrentUser,
     auth: AuthDep,
 ) -> StreamingResponse:
-    await service.run(_own, auth, user, body.session_id)
+    await in_thread(_own, auth, user, body.session_id)
     return EventStream(
-        _stream_turn(service, background, body.session_id, body.question, reader),
+        _stream_turn(chat, background, body.session_id, body.question, reader),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 @router.post("/chat/clear", responses={**UNAUTHORIZED, **INVALID})
-async def clear(
-    body: ClearRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
-) -> Cleared:
+async def clear(body: ClearRequest, chat: ChatDep, user: CurrentUser, auth: AuthDep) -> Cleared:
     """Forget a session: its messages, action memory and recorded calls."""
-    await service.run(
+    await in_thread(
         partial(auth.sessions.check, write=True, missing_ok=True), user, body.session_id
     )
-    await service.run(service.clear, body.session_id)
+    await in_thread(chat.clear, body.session_id)
     return Cleared(session_id=body.session_id, cleared=True)
 
 
 @router.post("/chat/cancel", responses={**UNAUTHORIZED, **INVALID})
-async def cancel(
-    body: ClearRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
-) -> Cancelled:
+async def cancel(body: ClearRequest, chat: ChatDep, user: CurrentUser, auth: AuthDep) -> Cancelled:
     """Stop the session's running turn, for a client that keeps its stream open: the
     turn ends at its next model call, lookup or streamed chunk, stores no answer, and
     its stream sends `error` (`turn_cancelled`) then `done` (`/api/chat`: a 409)."""
-    await service.run(
+    await in_thread(
         partial(auth.sessions.check, write=True, missing_ok=True), user, body.session_id
     )
-    running = service.cancel_turn(body.session_id)
+    running = chat.cancel_turn(body.session_id)
     return Cancelled(session_id=body.session_id, cancelled=running > 0)
 
 
@@ -160,7 +157,7 @@ def _own(auth: Authenticator, user: User, session_id: str) -> None:
 
 
 async def _stream_turn(
-    service: Service,
+    chat: ChatService,
     background: set[asyncio.Task[None]],
     session_id: str,
     question: str,
@@ -174,7 +171,7 @@ async def _stream_turn(
 
     async def produce() -> None:
         try:
-            await service.run_turn(session_id, question, reader, emit, cancel)
+            await chat.run_turn(session_id, question, reader, emit, cancel)
         except SuperbizError as exc:
             status, kind = error_status(exc)
             queue.put_nowait(
@@ -199,7 +196,7 @@ async def _stream_turn(
     background.add(task)
     task.add_done_callback(background.discard)
     try:
-        async for chunk in sse_events(queue, service.settings.service.sse_keepalive_s):
+        async for chunk in sse_events(queue, chat.keepalive_s):
             yield chunk
     finally:  # the client went away (or the turn ended): stop what is left of the turn
         cancel.set()

@@ -10,7 +10,8 @@ from starlette.datastructures import UploadFile as FormFile
 from starlette.exceptions import HTTPException
 
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import AuthDep, Authorized, ClientAddress, CurrentUser, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import AuthDep, Authorized, ClientAddress, CurrentUser, DocumentsDep
 from superbiz.api.errors import (
     INTERNAL,
     INVALID,
@@ -19,7 +20,7 @@ from superbiz.api.errors import (
     documented_error,
     superbiz_errors,
 )
-from superbiz.api.responses import Deleted, DocumentList, Uploaded
+from superbiz.api.responses.documents import Deleted, DocumentList, Uploaded
 from superbiz.auth import audit
 
 router = APIRouter(
@@ -31,9 +32,9 @@ router = APIRouter(
 
 
 @router.get("")
-async def documents(service: ServiceDep, reader: ReaderDep) -> DocumentList:
+async def documents(documents: DocumentsDep, reader: ReaderDep) -> DocumentList:
     """The documents the caller may read."""
-    items = await service.run(service.documents, reader)
+    items = await in_thread(documents.readable, reader)
     return DocumentList(documents=items, count=len(items))
 
 
@@ -59,7 +60,7 @@ async def documents(service: ServiceDep, reader: ReaderDep) -> DocumentList:
 )
 async def upload(
     request: Request,
-    service: ServiceDep,
+    documents: DocumentsDep,
     user: CurrentUser,
     reader: ReaderDep,
     auth: AuthDep,
@@ -78,14 +79,14 @@ async def upload(
         raise HTTPException(
             422, f"one file per request, and this one has {len(files)}: send each on its own"
         )
-    limit = service.settings.ingest.max_file_bytes
+    limit = documents.max_file_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
-    uploaded = await service.run(
-        service.upload, file.filename or "", data, domain, overwrite, reader
+    uploaded = await in_thread(
+        documents.upload, file.filename or "", data, domain, overwrite, reader
     )
-    await service.run(
+    await in_thread(
         auth.audit.record,
         user.name,
         audit.UPLOAD,
@@ -106,11 +107,11 @@ async def upload(
     },
 )
 async def document_text(
-    document_id: str, service: ServiceDep, reader: ReaderDep
+    document_id: str, documents: DocumentsDep, reader: ReaderDep
 ) -> PlainTextResponse:
     """The whole document (its id is its path), as the file it was ingested from: plain
     text, so a browser shows its Markdown and any HTML in it as text."""
-    text = await service.run(service.document_text, document_id, reader)
+    text = await in_thread(documents.text, document_id, reader)
     return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
 
 
@@ -121,7 +122,7 @@ async def document_text(
 )
 async def delete_document(
     document_id: str,
-    service: ServiceDep,
+    documents: DocumentsDep,
     reader: ReaderDep,
     user: CurrentUser,
     auth: AuthDep,
@@ -131,8 +132,8 @@ async def delete_document(
     stores and recompute its domain. An uploaded file is deleted too; a knowledge-base
     file stays, and so does its path: the next `superbiz ingest` brings it back, and no
     upload takes its path meanwhile (`note` says so)."""
-    deleted = await service.run(service.delete_document, document_id, reader)
-    await service.run(
+    deleted = await in_thread(documents.delete, document_id, reader)
+    await in_thread(
         auth.audit.record, user.name, audit.DELETE_DOCUMENT, deleted.deleted, None, address
     )
     return deleted

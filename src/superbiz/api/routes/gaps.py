@@ -12,10 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import Authorized, GapsDep
 from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
-from superbiz.api.responses import GapReport
-from superbiz.knowledge.gaps import parse_since
+from superbiz.knowledge.gaps import GapReport, parse_since
 
 router = APIRouter(
     prefix="/api",
@@ -30,7 +30,7 @@ DEFAULT_SINCE = "30d"
 
 @router.get("/gaps")
 async def gaps(
-    service: ServiceDep,
+    gaps: GapsDep,
     reader: ReaderDep,
     since: Annotated[
         str,
@@ -44,4 +44,4 @@ async def gaps(
         start = parse_since(since, datetime.now(UTC))
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    return await service.run(service.gaps, start, domain, reader)
+    return await in_thread(gaps.report, start, domain, reader)

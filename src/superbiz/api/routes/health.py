@@ -12,9 +12,9 @@ import asyncio
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
-from superbiz.api.deps import AuthDep, Authorized, AuthRequired, ServiceDep
+from superbiz.api.deps import AuthDep, Authorized, AuthRequired, StatusDep
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
-from superbiz.api.responses import Health, Liveness, ServiceInfo
+from superbiz.api.responses.status import Health, Liveness, ServiceInfo
 
 router = APIRouter(tags=["service"], responses=INTERNAL)
 
@@ -22,9 +22,9 @@ PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @router.get("/api/info", summary="Model, governance marks, upload limits")
-async def info(service: ServiceDep, auth_required: AuthRequired, auth: AuthDep) -> ServiceInfo:
+async def info(status: StatusDep, auth_required: AuthRequired, auth: AuthDep) -> ServiceInfo:
     sign_in = "oidc" if auth.oidc is not None else "key" if auth_required else "none"
-    return service.info(auth_required=auth_required, sign_in=sign_in)
+    return status.info(auth_required=auth_required, sign_in=sign_in)
 
 
 @router.get("/livez")
@@ -38,9 +38,9 @@ async def livez() -> Liveness:
     response_model_exclude_unset=True,
     responses={503: {"model": Health, "description": "A store failed or stayed busy."}},
 )
-async def healthz(service: ServiceDep, response: Response) -> Health:
+async def healthz(status: StatusDep, response: Response) -> Health:
     """200 when the database answers a query and the vector store is reachable."""
-    health = await asyncio.to_thread(service.health)  # takes the lock itself, with a timeout
+    health = await asyncio.to_thread(status.health)  # takes the lock itself, with a timeout
     if health.status != "ok":
         response.status_code = 503
     return health
@@ -49,7 +49,7 @@ async def healthz(service: ServiceDep, response: Response) -> Health:
 @router.get(
     "/metrics", response_class=PlainTextResponse, dependencies=Authorized, responses=UNAUTHORIZED
 )
-async def metrics(service: ServiceDep) -> PlainTextResponse:
+async def metrics(status: StatusDep) -> PlainTextResponse:
     """Prometheus text: lookups by outcome and dedup reason, levels, latencies. With
     `service.api-key` set it needs the key (Prometheus: `authorization: {credentials: KEY}`)."""
-    return PlainTextResponse(service.metrics.exposition(), media_type=PROMETHEUS)
+    return PlainTextResponse(status.metrics.exposition(), media_type=PROMETHEUS)

@@ -8,9 +8,10 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, Response
 
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import Authorized, DocumentsDep
 from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
-from superbiz.api.responses import KnowledgeMapView
+from superbiz.api.responses.documents import KnowledgeMapView
 
 router = APIRouter(
     prefix="/api/knowledge",
@@ -32,13 +33,13 @@ YAML = "application/yaml; charset=utf-8"
     },
 )
 async def knowledge_map(
-    service: ServiceDep,
+    documents: DocumentsDep,
     reader: ReaderDep,
     fmt: Annotated[Literal["json", "yaml"], Query(alias="format")] = "json",
 ) -> KnowledgeMapView | Response:
     """The knowledge map the Planner sees; `format=yaml` gives it as the Planner
     reads it, within the map token budget."""
-    data = await service.run(service.knowledge_map, fmt, reader)
+    data = await in_thread(documents.knowledge_map, fmt, reader)
     if isinstance(data, str):
         return PlainTextResponse(data, media_type=YAML)
     return data

@@ -17,9 +17,10 @@ from fastapi import APIRouter, Path, Query
 from starlette.exceptions import HTTPException
 
 from superbiz.api._reader import ReaderDep
-from superbiz.api.deps import AuthDep, Authorized, AuthRequired, CurrentUser, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import AuthDep, Authorized, AuthRequired, CurrentUser, SessionsDep
 from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
-from superbiz.api.responses import (
+from superbiz.api.responses.sessions import (
     FeedbackView,
     Passage,
     SessionDeleted,
@@ -53,7 +54,7 @@ MAX_LISTED = 200
     ),
 )
 async def sessions(
-    service: ServiceDep,
+    sessions: SessionsDep,
     signed_in: AuthRequired,
     user: CurrentUser,
     reader: ReaderDep,
@@ -80,13 +81,13 @@ async def sessions(
             raise HTTPException(
                 403, "listing every session needs sign-in (service.api-key, a user, or auth.oidc)"
             )
-        return await service.run(service.sessions, ids, reader)
+        return await in_thread(sessions.summaries, ids, reader)
     if all:
         if not user.at_least(Role.ADMIN):
             raise HTTPException(403, "only an admin lists every person's sessions")
-        return await service.run(service.sessions, ids, reader)
-    return await service.run(
-        partial(service.sessions, owner=user.name, unowned=user.name == ADMIN_KEY_USER),
+        return await in_thread(sessions.summaries, ids, reader)
+    return await in_thread(
+        partial(sessions.summaries, owner=user.name, unowned=user.name == ADMIN_KEY_USER),
         ids,
         reader,
     )
@@ -98,39 +99,39 @@ def _gate(auth: Authenticator, user: User, session_id: str, write: bool) -> None
 
 @router.get("/{session_id}", response_model_exclude_unset=True)
 async def session(
-    session_id: str, service: ServiceDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
+    session_id: str, sessions: SessionsDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
 ) -> SessionHistory:
     """The session's messages, answers with their citations, plans, trace ids and
     ratings (`feedback`, absent on questions)."""
-    await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.session, session_id, reader)
+    await in_thread(_gate, auth, user, session_id, False)
+    return await in_thread(sessions.history, session_id, reader)
 
 
 @router.patch("/{session_id}")
 async def rename(
-    session_id: str, body: RenameRequest, service: ServiceDep, user: CurrentUser, auth: AuthDep
+    session_id: str, body: RenameRequest, sessions: SessionsDep, user: CurrentUser, auth: AuthDep
 ) -> SessionSummaryView:
     """Give the session a name (null or empty: its first question is shown again)."""
-    await service.run(_gate, auth, user, session_id, True)
-    return await service.run(service.rename_session, session_id, body.title or None)
+    await in_thread(_gate, auth, user, session_id, True)
+    return await in_thread(sessions.rename, session_id, body.title or None)
 
 
 @router.delete("/{session_id}")
 async def delete(
-    session_id: str, service: ServiceDep, user: CurrentUser, auth: AuthDep
+    session_id: str, sessions: SessionsDep, user: CurrentUser, auth: AuthDep
 ) -> SessionDeleted:
     """Forget the session: its messages, recorded lookups and retrieval memory."""
-    await service.run(_gate, auth, user, session_id, True)
-    return await service.run(service.delete_session, session_id)
+    await in_thread(_gate, auth, user, session_id, True)
+    return await in_thread(sessions.delete, session_id)
 
 
 @router.get("/{session_id}/invocations", response_model_exclude_unset=True)
 async def invocations(
-    session_id: str, service: ServiceDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
+    session_id: str, sessions: SessionsDep, reader: ReaderDep, user: CurrentUser, auth: AuthDep
 ) -> SessionInvocations:
     """Every recorded tool call of the session, executed and blocked, with scores."""
-    await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.invocations, session_id, reader)
+    await in_thread(_gate, auth, user, session_id, False)
+    return await in_thread(sessions.invocations, session_id, reader)
 
 
 @router.post("/{session_id}/turns/{turn}/feedback")
@@ -138,20 +139,20 @@ async def feedback(
     session_id: str,
     turn: Annotated[int, Path(ge=1, description="The turn number (`turn` of the answer).")],
     body: FeedbackRequest,
-    service: ServiceDep,
+    sessions: SessionsDep,
     user: CurrentUser,
     auth: AuthDep,
 ) -> FeedbackView:
     """Rate one turn's answer up or down, with an optional comment; rating it again
     replaces the rating. Fed into the knowledge-gaps report and `/metrics`."""
-    await service.run(_gate, auth, user, session_id, True)
-    return await service.run(service.rate, session_id, turn, body.rating, body.comment)
+    await in_thread(_gate, auth, user, session_id, True)
+    return await in_thread(sessions.rate, session_id, turn, body.rating, body.comment)
 
 
 @router.get("/{session_id}/turns/{turn}/citations/{ref}", response_model_exclude_unset=True)
 async def passage(
     session_id: str,
-    service: ServiceDep,
+    sessions: SessionsDep,
     turn: Annotated[int, Path(ge=1)],
     ref: Annotated[int, Path(ge=1)],
     reader: ReaderDep,
@@ -160,5 +161,5 @@ async def passage(
 ) -> Passage:
     """The passage behind `[ref]` in the answer of `turn`: what the model was shown,
     its heading path, the lookup's level, and links to the whole document."""
-    await service.run(_gate, auth, user, session_id, False)
-    return await service.run(service.passage, session_id, turn, ref, reader)
+    await in_thread(_gate, auth, user, session_id, False)
+    return await in_thread(sessions.passage, session_id, turn, ref, reader)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from superbiz.api.deps import Authorized, ServiceDep
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import Authorized, DocumentsDep
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
-from superbiz.api.responses import SourceList
+from superbiz.knowledge.source_list import SourceList
 
 router = APIRouter(
     prefix="/api/sources",
@@ -17,7 +18,7 @@ router = APIRouter(
 
 
 @router.get("")
-async def sources(service: ServiceDep) -> SourceList:
+async def sources(documents: DocumentsDep) -> SourceList:
     """Each source's last sync: commit, time, counts, skipped items and the error of a
     failed attempt (its last good state stays searchable)."""
-    return await service.run(service.sources)
+    return await in_thread(documents.sources)

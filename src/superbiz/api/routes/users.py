@@ -11,7 +11,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from starlette.exceptions import HTTPException
 
-from superbiz.api.auth_responses import (
+from superbiz.api._threads import in_thread
+from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser
+from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
+from superbiz.api.responses.auth import (
     AuditEventView,
     AuditList,
     NewKey,
@@ -21,8 +24,6 @@ from superbiz.api.auth_responses import (
     PersonView,
     UserRemoved,
 )
-from superbiz.api.deps import AuthDep, ClientAddress, CurrentUser, ServiceDep
-from superbiz.api.errors import INTERNAL, INVALID, NOT_FOUND, UNAUTHORIZED, documented_error
 from superbiz.auth.directory import Person
 from superbiz.knowledge.gaps import parse_since
 from superbiz.storage.audit import AuditEvent
@@ -61,19 +62,19 @@ def _event_view(event: AuditEvent) -> AuditEventView:
 
 
 @router.get("/users")
-async def users(service: ServiceDep, auth: AuthDep) -> PersonList:
+async def users(auth: AuthDep) -> PersonList:
     """Everyone who may use the service, with their role, groups and key prefixes."""
-    people = await service.run(auth.directory.people)
+    people = await in_thread(auth.directory.people)
     return PersonList(users=[person_view(p) for p in people])
 
 
 @router.post("/users", status_code=201, responses=documented_error(409, "The name is taken."))
 async def add_user(
-    body: NewPerson, service: ServiceDep, auth: AuthDep, user: CurrentUser, address: ClientAddress
+    body: NewPerson, auth: AuthDep, user: CurrentUser, address: ClientAddress
 ) -> NewKey:
     """Add a person and make their API key (shown in this answer only)."""
     try:
-        person, key = await service.run(
+        person, key = await in_thread(
             auth.directory.add, body.name, body.role, body.groups, user.name, address
         )
     except ValueError as exc:
@@ -85,7 +86,6 @@ async def add_user(
 async def change_user(
     name: str,
     body: PersonChange,
-    service: ServiceDep,
     auth: AuthDep,
     user: CurrentUser,
     address: ClientAddress,
@@ -93,7 +93,7 @@ async def change_user(
     """Set a person's role and/or groups (each change is audited)."""
     change = partial(auth.directory.change, role=body.role, groups=body.groups, address=address)
     try:
-        person = await service.run(change, name, user.name)
+        person = await in_thread(change, name, user.name)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     return person_view(person)
@@ -101,27 +101,24 @@ async def change_user(
 
 @router.delete("/users/{name}", responses=NOT_FOUND)
 async def remove_user(
-    name: str, service: ServiceDep, auth: AuthDep, user: CurrentUser, address: ClientAddress
+    name: str, auth: AuthDep, user: CurrentUser, address: ClientAddress
 ) -> UserRemoved:
     """Remove a person: their keys and sign-ins stop at once; their sessions stay (an
     admin reads them); signing in again is refused until they are added back."""
-    await service.run(auth.directory.remove, name, user.name, address)
+    await in_thread(auth.directory.remove, name, user.name, address)
     return UserRemoved(name=name, removed=True)
 
 
 @router.post("/users/{name}/rotate", responses=NOT_FOUND)
-async def rotate_key(
-    name: str, service: ServiceDep, auth: AuthDep, user: CurrentUser, address: ClientAddress
-) -> NewKey:
+async def rotate_key(name: str, auth: AuthDep, user: CurrentUser, address: ClientAddress) -> NewKey:
     """A new API key for the person (shown once); their earlier keys stop at once."""
-    key = await service.run(auth.directory.rotate, name, user.name, address)
-    person = await service.run(auth.directory.person, name)
+    key = await in_thread(auth.directory.rotate, name, user.name, address)
+    person = await in_thread(auth.directory.person, name)
     return NewKey(user=person_view(person), api_key=key)
 
 
 @router.get("/audit")
 async def audit_trail(
-    service: ServiceDep,
     auth: AuthDep,
     since: Annotated[
         str | None, Query(description="A duration back from now (30m, 24h, 7d) or an ISO date.")
@@ -136,7 +133,7 @@ async def audit_trail(
         start = parse_since(since, datetime.now(UTC)) if since else None
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    events = await service.run(
+    events = await in_thread(
         lambda: auth.audit.read(since=start, actor=actor, action=action, limit=limit)
     )
     return AuditList(events=[_event_view(e) for e in events])

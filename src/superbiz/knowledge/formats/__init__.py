@@ -68,20 +68,6 @@ CONVERTERS: dict[str, Converter] = {
 }
 
 
-def cited_page(path: str, heading_path: str) -> int | None:
-    """The page a chunk of a converted PDF starts on (its heading path names it, see
-    ``formats.pdf``); None for any other document.
-
-    >>> cited_page("manual.pdf", "Install > page 12"), cited_page("a.md", "page 12")
-    (12, None)
-    """
-    if not path.lower().endswith(".pdf"):
-        return None
-    from superbiz.knowledge.formats.pdf import page_of
-
-    return page_of(heading_path)
-
-
 def convert(
     data: bytes,
     suffix: str,

@@ -1,0 +1,49 @@
+"""A stored document as it was ingested: its text, and the page a passage of it sits on.
+
+What lies above the knowledge base (the HTTP service's document and passage routes, the
+governed lookup's citations) asks here rather than of the converters: which formats are
+converted, and how a PDF's pages are marked, are the knowledge base's own
+(``superbiz.knowledge.formats``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from superbiz.config import IngestSettings
+from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents import conversion_limits, parse_document
+from superbiz.knowledge.formats import CONVERTERS
+from superbiz.storage.repository import StoredDocument
+
+
+def document_text(stored: StoredDocument, settings: IngestSettings) -> str | None:
+    """The document's file as text: Markdown as written, a converted format (PDF, Word,
+    HTML, reStructuredText) as the Markdown it was converted to, never its raw bytes;
+    None when the file is gone (deleted or moved since) or no longer converts."""
+    path = Path(stored.source_file)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if path.suffix.lower() not in CONVERTERS:
+        return data.decode("utf-8", errors="replace")
+    try:
+        limits = conversion_limits(settings)
+        return parse_document(data, PurePosixPath(stored.path), settings.encodings, limits).body
+    except DocumentError:
+        return None
+
+
+def cited_page(path: str, heading_path: str) -> int | None:
+    """The page a chunk of a converted PDF starts on (its heading path names it, see
+    ``formats.pdf``); None for any other document.
+
+    >>> cited_page("manual.pdf", "Install > page 12"), cited_page("a.md", "page 12")
+    (12, None)
+    """
+    if not path.lower().endswith(".pdf"):
+        return None
+    from superbiz.knowledge.formats.pdf import page_of
+
+    return page_of(heading_path)
