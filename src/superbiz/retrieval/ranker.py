@@ -2,10 +2,11 @@
 
 After the candidates are gathered (L0 exact matches, dense and BM25 chunk hits, the answer
 model's cosines when it is on), each (question, document) pair is described by the
-``FEATURES`` below and re-scored by a linear model fitted listwise on labelled questions
-(``superbiz eval fit-ranker``, README "The learned ranker"). Today's fused hybrid score is
-one feature among them, so the model starts from the ranking it replaces. The weights ship
-as data (``ranker.json`` beside this module) and run on numpy alone.
+``FEATURES`` below and re-scored by a model fitted on labelled questions (``superbiz eval
+fit-ranker``, README "The learned ranker"): a linear model fitted listwise over the first
+round's 18 features, or small trees fitted by LambdaMART over all of them. Today's fused
+hybrid score is one feature among them, so a model starts from the ranking it replaces. The
+models ship as data (``ranker.json`` beside this module) and run on numpy alone.
 
 Every feature is scale-free across knowledge bases: cosines as they are, BM25 over the
 query's largest, ranks as reciprocals, shares of terms.
@@ -17,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -71,6 +72,8 @@ ANSWER_FEATURES: tuple[str, ...] = (
 )
 
 _SHIPPED = "ranker.json"
+#: a JSON list of scalars as ``json.dumps(indent=1)`` writes it, one item a line
+_SCALARS = re.compile(r"\[\n(\s*[^\[\]{}\n]+(?:,\n\s*[^\[\]{}\n]+)*)\n\s*\]")
 _LATIN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
 
@@ -166,7 +169,7 @@ def _fused(doc: DocHit) -> float:
     return doc.score if doc.hybrid is None else doc.hybrid
 
 
-def _columns(features: Sequence[str]) -> np.ndarray:
+def feature_columns(features: Sequence[str]) -> np.ndarray:
     """Where each of ``features`` is in a row of ``candidate_features``."""
     known = FEATURES + ANSWER_FEATURES
     unknown = [name for name in features if name not in known]
@@ -191,7 +194,7 @@ class LinearRanker:
 
     def scores(self, matrix: np.ndarray) -> np.ndarray:
         """One score per row of ``candidate_features`` (every feature; this model's read)."""
-        x = matrix[:, _columns(self.features)]
+        x = matrix[:, feature_columns(self.features)]
         result: np.ndarray = ((x - self.mean) / self.scale) @ self.weights
         return result
 
@@ -206,7 +209,7 @@ class LinearRanker:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LinearRanker:
         features = tuple(data["features"])
-        _columns(features)
+        feature_columns(features)
         arrays = [np.asarray(data[key], dtype=np.float64) for key in ("mean", "scale", "weights")]
         if any(a.shape != (len(features),) for a in arrays) or not np.all(arrays[1] > 0):
             raise ValueError("mean, scale and weights need one number per feature (scale > 0)")
@@ -222,7 +225,8 @@ class TreeRanker:
     Every tree is stored as arrays over its nodes: an inner node sends a row left when its
     ``feature`` is at most its ``threshold`` (``left`` / ``right``: child nodes); a leaf is
     its own child on both sides and carries its ``value``. All trees walk together, one
-    level a step, so a candidate list costs a few numpy steps (the trees' depth + 1).
+    level a step, so a candidate list costs as many numpy steps as the deepest tree has
+    levels (7 for the shipped trees of 8 leaves: 0.45 ms for 18 candidates and 210 trees).
 
     >>> tree = TreeRanker(("bm25",), np.array([[0, 0, 0]]), np.array([[0.5, 0, 0]]),
     ...     np.array([[1, 1, 2]]), np.array([[2, 1, 2]]), np.array([[0.0, -1.0, 1.0]]))
@@ -238,24 +242,41 @@ class TreeRanker:
     right: np.ndarray
     #: (trees, nodes): a leaf's value (0 for inner nodes)
     value: np.ndarray
+    #: the deepest leaf's depth and the nodes of all trees as flat arrays (from the above)
+    _walk: tuple[int, tuple[np.ndarray, ...]] = field(init=False, repr=False, compare=False)
 
     @property
     def answers(self) -> bool:
         return any(name in ANSWER_FEATURES for name in self.features)
 
+    def __post_init__(self) -> None:
+        trees, width = self.feature.shape
+        roots = np.arange(trees) * width
+        depth = np.zeros((trees, width), dtype=np.intp)
+        for node in range(width):  # children come after their parent
+            inner = np.flatnonzero(self.left[:, node] != node)
+            for child in (self.left, self.right):
+                depth[inner, child[inner, node]] = depth[inner, node] + 1
+        flat = (
+            roots,
+            self.feature.ravel(),
+            self.threshold.ravel(),
+            (self.left + roots[:, None]).ravel(),
+            (self.right + roots[:, None]).ravel(),
+            self.value.ravel(),
+        )
+        object.__setattr__(self, "_walk", (int(depth.max()), flat))
+
     def scores(self, matrix: np.ndarray) -> np.ndarray:
-        """One score per row of ``candidate_features``: the sum of every tree's leaf."""
-        x = matrix[:, _columns(self.features)]
-        trees = np.arange(self.feature.shape[0])
-        node = np.zeros((x.shape[0], len(trees)), dtype=np.intp)
+        """One score per row of ``candidate_features``: the sum of every tree's leaf.
+        The trees are walked as one array of nodes, every row and tree a step."""
+        x = matrix[:, feature_columns(self.features)]
+        steps, (roots, feature, threshold, left, right, value) = self._walk
         rows = np.arange(x.shape[0])[:, None]
-        while True:  # a leaf is its own child: done when no row moves
-            go_left = x[rows, self.feature[trees, node]] <= self.threshold[trees, node]
-            moved = np.where(go_left, self.left[trees, node], self.right[trees, node])
-            if np.array_equal(moved, node):
-                break
-            node = moved
-        result: np.ndarray = self.value[trees, node].sum(axis=1)
+        node = np.broadcast_to(roots, (x.shape[0], len(roots)))
+        for _ in range(steps):
+            node = np.where(x[rows, feature[node]] <= threshold[node], left[node], right[node])
+        result: np.ndarray = value[node].sum(axis=1)
         return result
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,7 +299,7 @@ class TreeRanker:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TreeRanker:
         features = tuple(data["features"])
-        _columns(features)
+        feature_columns(features)
         trees = data["trees"]
         if not trees:
             raise ValueError("a tree model needs at least one tree")
@@ -341,7 +362,9 @@ class RankerModels:
             "answers": self.answers.to_dict() if self.answers else None,
             "fitted": self.fitted,
         }
-        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        text = json.dumps(data, indent=1, ensure_ascii=False)
+        # a list of numbers or names on one line: a tree is five lines, not five hundred
+        return _SCALARS.sub(_one_line, text) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str) -> RankerModels:
@@ -354,6 +377,10 @@ class RankerModels:
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"{source} is not a ranker file: {exc}") from exc
+
+
+def _one_line(match: re.Match[str]) -> str:
+    return "[" + ", ".join(item.strip() for item in match[1].split(",\n")) + "]"
 
 
 def load_rankers(path: Path | None) -> RankerModels:
