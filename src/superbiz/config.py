@@ -161,9 +161,10 @@ class AdvancedRetrievalSettings(_Section):
     """Fitted: the coefficients of `levels: evidence`; `superbiz eval levels DATASET` prints them
     for a labelled dataset of yours, as an `advanced:` block to paste. Unset: the fit on dev."""
     ranker: Literal["learned", "fused"] = "fused"
-    """Tuning: `learned`: the candidates are re-scored by the linear ranker fitted listwise on
-    labelled questions (`superbiz eval fit-ranker`); `fused`: by the fused hybrid score alone
-    (it stays the default: the fitting protocol's second direction lost R@1)."""
+    """Tuning: `learned`: the candidates are re-scored by the ranker fitted on labelled
+    questions (`superbiz eval fit-ranker`; the shipped one: small trees by LambdaMART);
+    `fused`: by the fused hybrid score alone (it stays the default: no fitted model passed
+    the fitting protocol in both directions, README "The learned ranker")."""
     ranker_file: Path | None = None
     """Fitted: a ranker file written by `superbiz eval fit-ranker`; unset: the one shipped."""
     dense_weight: float = Field(0.4, ge=0, le=1)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from superbiz.config import Settings
+from superbiz.evaluation._lambdamart import TREE_SIZES, fit_trees, grouped_folds
 from superbiz.evaluation.fit_ranker import (
     L2_CHOICES,
     Question,
@@ -23,7 +24,7 @@ from superbiz.evaluation.fit_ranker import (
 from superbiz.evaluation.retrieval import evaluate_retrieval
 from superbiz.exceptions import SuperbizError
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.ranker import FEATURES, load_rankers
+from superbiz.retrieval.ranker import FEATURES, LINEAR_FEATURES, TreeRanker, load_rankers
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "superbiz" / "examples"
 
@@ -37,7 +38,7 @@ def synthetic(count: int, seed: int = 1) -> list[Question]:
         rows = rng.normal(size=(6, len(FEATURES)))
         gold = np.zeros(6, dtype=bool)
         gold[int(np.argmax(rows[:, FEATURES.index("bm25")]))] = True
-        questions.append(Question("synthetic", rows, gold))
+        questions.append(Question("synthetic", rows, gold, f"question {seed}.{len(questions)}"))
     return questions
 
 
@@ -50,6 +51,47 @@ def test_the_listwise_fit_learns_the_feature_that_finds_the_gold() -> None:
     # held out, the learned order finds the gold first far more often than chance (1/6)
     held = synthetic(200, seed=2)
     assert np.mean([reciprocal_rank(model.scores(q.features), q.gold) for q in held]) > 0.9
+
+
+def test_lambdamart_trees_learn_the_feature_and_run_without_lightgbm() -> None:
+    """The trees fitted by LightGBM, written out and walked by numpy, score every row as
+    LightGBM does, and rank held-out questions by the feature that finds the gold."""
+    lightgbm = pytest.importorskip("lightgbm")
+    questions = synthetic(150)
+    trees, report = fit_trees(questions, FEATURES)
+    assert isinstance(trees, TreeRanker)
+    assert set(report["cross_mrr"]) == {f"{a}/{b}" for a, b in TREE_SIZES}
+    chosen = report["chosen"]
+    assert report["cross_mrr"][f"{chosen['leaves']}/{chosen['min_leaf']}"][0] == chosen["trees"]
+    assert trees.feature.shape[0] == chosen["trees"]
+    used = {trees.features[i] for i in trees.feature[trees.left != trees.right].tolist()}
+    assert "bm25" in used
+    held = synthetic(200, seed=2)
+    assert np.mean([reciprocal_rank(trees.scores(q.features), q.gold) for q in held]) > 0.9
+
+    # the same trees refitted by LightGBM itself predict what the numpy walk scores
+    from superbiz.evaluation._lambdamart import _params
+
+    data = lightgbm.Dataset(
+        np.vstack([q.features for q in questions]),
+        np.concatenate([q.gold for q in questions]).astype(int),
+        group=[len(q.gold) for q in questions],
+    )
+    booster = lightgbm.train(
+        _params(chosen["leaves"], chosen["min_leaf"]), data, num_boost_round=chosen["trees"]
+    )
+    rows = np.vstack([q.features for q in held])
+    assert np.allclose(trees.scores(rows), booster.predict(rows), atol=1e-9)
+
+
+def test_folds_keep_a_question_asked_twice_together() -> None:
+    questions = synthetic(40)
+    texts = [Question("a", q.features, q.gold, f"q{i % 15}") for i, q in enumerate(questions)]
+    folds = grouped_folds(texts)
+    assert sorted(i for fold in folds for i in fold) == list(range(40))
+    for fold in folds:
+        inside = {texts[i].text for i in fold}
+        assert not inside & {texts[i].text for other in folds if other is not fold for i in other}
 
 
 def test_a_question_without_gold_candidates_carries_no_signal() -> None:
@@ -92,7 +134,7 @@ def test_the_recipe_fits_on_a_real_kb_and_a_lookup_runs_the_file(
         fit_rankers([(examples, settings)])
     models, report = fit_rankers([(examples, settings)], min_questions=10)
     assert models.answers is None  # the answer model is off: no model reads it
-    assert models.plain is not None and models.plain.features == FEATURES
+    assert models.plain is not None and models.plain.features == LINEAR_FEATURES
     fitted = report["models"]["plain"]
     assert fitted["questions"] == 16
     assert fitted["by_dataset"]["examples"]["questions"] == 16

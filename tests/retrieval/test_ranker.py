@@ -20,6 +20,7 @@ from superbiz.retrieval.ranker import (
     FEATURES,
     LinearRanker,
     RankerModels,
+    TreeRanker,
     candidate_features,
     load_rankers,
     rerank,
@@ -108,6 +109,19 @@ def test_features_read_each_candidate_on_the_query_s_scale() -> None:
     assert column(matrix, "heading_terms") == [0.0, 0.5, 0.25]
     assert column(matrix, "text_terms") == [0.0, 0.75, 0.25]
     assert column(matrix, "title_coverage") == [0.0, 1.0, 0.5]
+    # the second round's: the fused order's ranks and gaps
+    assert column(matrix, "hybrid_rr") == [1.0, 0.5, 0.3333]
+    assert column(matrix, "hybrid_gap") == [0.0, -0.2, -0.7]
+    # the best passage as the answer selection scores it: cosine + 0.3 × terms named
+    # (b's first chunk names redis, 连接池, 耗尽 with its title: 0.4 + 0.3 × 3/4)
+    assert column(matrix, "passage") == [0.5, 0.625, 0.175]
+    assert column(matrix, "passage_gap") == [-0.125, 0.0, -0.45]
+    assert column(matrix, "passage_terms") == [0.0, 0.75, 0.25]
+    assert column(matrix, "title_terms") == [0.0, 0.5, 0.25]
+    assert column(matrix, "chunk_position") == [round(np.log(3), 4), 0.0, 0.0]
+    # the query's own: the same on every row
+    assert column(matrix, "query_chinese") == [1.0, 1.0, 1.0]
+    assert column(matrix, "query_length") == [round(np.log(5), 4)] * 3
 
 
 def test_answer_features_are_only_read_for_the_answer_model() -> None:
@@ -150,9 +164,16 @@ def test_a_ranker_file_round_trips_and_bad_ones_are_named(tmp_path: Path) -> Non
     assert loaded.for_lookup(answered=True) is None
 
     data = json.loads(models.to_json())
+    # a model may read any of this version's features, by name; one it does not know is
+    # another version's file
+    data["plain"]["features"][-1] = "bm25_title"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"not this version's \(unknown: \['bm25_title'\]"):
+        load_rankers(path)
+    data = json.loads(models.to_json())
     data["plain"]["features"] = ["hybrid", "dense"]
     path.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(ConfigError, match="not a ranker file: features"):
+    with pytest.raises(ConfigError, match="one number per feature"):
         load_rankers(path)
     data = json.loads(models.to_json())
     data["plain"]["scale"][0] = 0.0
@@ -163,9 +184,70 @@ def test_a_ranker_file_round_trips_and_bad_ones_are_named(tmp_path: Path) -> Non
         load_rankers(tmp_path / "missing.json")
 
 
+def tree_on(name: str, threshold: float) -> TreeRanker:
+    """One tree: +1 when ``name`` is over ``threshold``, -1 otherwise."""
+    return TreeRanker.from_dict(
+        {
+            "kind": "trees",
+            "features": [name],
+            "trees": [
+                {
+                    "feature": [0, 0, 0],
+                    "threshold": [threshold, 0, 0],
+                    "left": [1, 1, 2],
+                    "right": [2, 1, 2],
+                    "value": [0.0, -1.0, 1.0],
+                }
+            ],
+        }
+    )
+
+
+def test_trees_score_by_their_leaves_and_round_trip(tmp_path: Path) -> None:
+    two = TreeRanker.from_dict(
+        {
+            "features": ["bm25_document", "named"],
+            "trees": [
+                tree_on("bm25_document", 0.6).to_dict()["trees"][0],
+                # a deeper one: named (feature 1) first, then bm25_document
+                {
+                    "feature": [1, 0, 0, 0, 0],
+                    "threshold": [0.5, 0.25, 0, 0, 0],
+                    "left": [1, 3, 2, 3, 4],
+                    "right": [2, 4, 2, 3, 4],
+                    "value": [0, 0, 5.0, 0.25, 0.5],
+                },
+            ],
+        }
+    )
+    # bm25_document [0, 1, 0.5], named [0, 1, 0]
+    assert two.scores(candidate_features(QUERY, RANKED, MATCHES)).tolist() == [-0.75, 6.0, -0.5]
+    ranked = rerank(QUERY, RANKED, MATCHES, two)
+    assert [d.doc_path for d in ranked] == ["b.md", "c.md", "a.md"]
+    path = tmp_path / "trees.json"
+    path.write_text(RankerModels(two, None, {}).to_json(), encoding="utf-8")
+    loaded = load_rankers(path).plain
+    assert isinstance(loaded, TreeRanker)
+    assert loaded.scores(candidate_features(QUERY, RANKED, MATCHES)).tolist() == [-0.75, 6.0, -0.5]
+
+    data = json.loads(path.read_text())
+    data["plain"]["trees"][1]["left"][0] = 0  # a node that is its own child on one side
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match="children come after"):
+        load_rankers(path)
+    data["plain"]["trees"] = []
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match="at least one tree"):
+        load_rankers(path)
+    data["plain"]["kind"] = "forest"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match="neither linear nor trees"):
+        load_rankers(path)
+
+
 def test_the_shipped_file_has_both_models() -> None:
     shipped = shipped_rankers()
-    assert shipped.plain is not None and shipped.plain.features == FEATURES
+    assert isinstance(shipped.plain, TreeRanker) and shipped.plain.features == FEATURES
     assert shipped.answers is not None and shipped.answers.answers
     assert shipped.fitted["datasets"] == ["dev", "dev-answer-only", "dev2", "dev2-answer-only"]
 

@@ -32,15 +32,19 @@ The numbers were chosen on dev + dev-answer-only and checked on dev2 + dev2-answ
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from superbiz._text import key_terms, normalize
 from superbiz.agents.context import Citation
+from superbiz.retrieval.passages import (
+    TERM_WEIGHT,
+    passage_score,
+    passage_text,
+    question_terms,
+)
 
 __all__ = [
     "ANSWER_SCORE",
@@ -64,9 +68,6 @@ SECOND_LEAD = 0.05
 #: a document bears on the question (listed as related) from this score: under 1 % of
 #: the gold documents score less on dev and dev-answer-only
 RELATED_SCORE = 0.3
-#: weight of the share of the question's terms a passage (with its headings and title)
-#: names, beside the dense cosine
-TERM_WEIGHT = 0.3
 #: the most documents quoted
 MAX_QUOTED = 2
 
@@ -133,31 +134,6 @@ class AnswerSelection:
         return [q.citation for q in self.quoted] + list(self.related)
 
 
-def question_terms(question: str) -> list[str]:
-    """What a passage is matched on: the question's key terms, its numbers of three or
-    more digits (a status or exit code, ``429``, ``137``, names a runbook on its own) and
-    its compound names as written (``max-active``, which segmentation splits in two).
-
-    >>> question_terms("API gateway returns 429 for one partner")
-    ['api', 'gateway', 'returns', 'one', 'partner', '429']
-    >>> question_terms("那 max-active 应该调到多少？")
-    ['max', 'active', '多少', 'max-active']
-    """
-    numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
-    compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
-    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
-
-
-_COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
-
-
-def _coverage(terms: Sequence[str], text: str) -> float:
-    """The share of ``terms`` that ``text`` (normalised) names."""
-    if not terms:
-        return 0.0
-    return sum(term in text for term in terms) / len(terms)
-
-
 def _unit(vector: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
@@ -172,13 +148,15 @@ def _passage_scores(
     """Each passage's score: dense cosine with the question plus ``TERM_WEIGHT`` × the
     share of the question's terms its title, headings and text name."""
     scores = []
-    head = normalize(title)
     for passage in passages:
-        text = normalize(f"{head}\n{passage.heading}\n{passage.text}")
-        score = TERM_WEIGHT * _coverage(terms, text)
-        if question_vector is not None and passage.vector is not None:
-            score += float(_unit(passage.vector) @ question_vector)
-        scores.append(score)
+        cosine = (
+            float(_unit(passage.vector) @ question_vector)
+            if question_vector is not None and passage.vector is not None
+            else None
+        )
+        scores.append(
+            passage_score(cosine, terms, passage_text(title, passage.heading, passage.text))
+        )
     return scores
 
 

@@ -85,20 +85,32 @@ def eval_fit_ranker(
         ),
     ],
     data_dir: DataDir = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="linear: the listwise linear model over the first round's 18 features; "
+            "trees: LambdaMART's small trees over all 27 (needs the ranker extra).",
+        ),
+    ] = "linear",
     output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Fit the learned ranker (advanced.retrieval.ranker: learned) on labelled datasets;
     with retrieval.answers.model on, the model that reads the answer model too."""
     from superbiz.evaluation.fit_ranker import fit_rankers, render_fit
+    from superbiz.exceptions import SuperbizError
 
     with _errors():
+        if model not in ("linear", "trees"):
+            raise SuperbizError(f"--model {model}: linear or trees")
         several = len(dataset_dirs) > 1
         models, report = fit_rankers(
             [
                 (path, _settings(_eval_home(path, data_dir, several=several)))
                 for path in dataset_dirs
-            ]
+            ],
+            model="trees" if model == "trees" else "linear",
         )
         out.write_text(models.to_json(), encoding="utf-8")
         report["written"] = str(out)

@@ -6,11 +6,13 @@ and every candidate becomes one row of ``candidate_features`` labelled gold or n
 the answer model on, each question gives two lists, without it (the ``plain`` model) and
 with it (the ``answers`` model), each fitted on its own.
 
-The model is listwise: a softmax over each question's candidates, the loss the negative
-log of the probability its gold documents get, L2-regularised on standardised features
-and minimised by Newton steps on a bound of the Hessian (the softmax covariance), which
-decrease the loss at every step. The L2 strength is chosen by 5-fold cross-validation
-over the training questions (MRR@10), never on the sets held out.
+The linear model (``model="linear"``, the first round's 18 features) is listwise: a
+softmax over each question's candidates, the loss the negative log of the probability its
+gold documents get, L2-regularised on standardised features and minimised by Newton steps
+on a bound of the Hessian (the softmax covariance), which decrease the loss at every step.
+The L2 strength is chosen by 5-fold cross-validation over the training questions
+(MRR@10), never on the sets held out. The trees (``model="trees"``, every feature) are
+LambdaMART's, fitted by LightGBM and chosen the same way (``_lambdamart``).
 """
 
 from __future__ import annotations
@@ -19,21 +21,26 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from superbiz.config import Settings
+from superbiz.evaluation._lambdamart import fit_trees
+from superbiz.evaluation.metrics import scored_reciprocal_rank as reciprocal_rank
 from superbiz.evaluation.retrieval import load_queries, prepare_dataset
 from superbiz.exceptions import SuperbizError
 from superbiz.retrieval.ranker import (
     ANSWER_FEATURES,
     FEATURES,
+    LINEAR_FEATURES,
     LinearRanker,
+    Ranker,
     RankerModels,
     candidate_features,
+    feature_columns,
 )
 
 L2_CHOICES = (0.01, 0.1, 1.0, 10.0)
@@ -45,11 +52,13 @@ MIN_QUESTIONS = 50
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One question's candidates: their features (rows, fused order) and which are gold."""
+    """One question's candidates: their features (rows, fused order: every feature of
+    ``candidate_features``) and which are gold."""
 
     dataset: str
     features: np.ndarray
     gold: np.ndarray  # bool, one per row
+    text: str = ""
 
     @property
     def usable(self) -> bool:
@@ -93,6 +102,7 @@ def _question(
         dataset,
         candidate_features(query, ranked, matches, answers=answers),
         np.array([doc.doc_path in gold for doc in ranked], dtype=bool),
+        query,
     )
 
 
@@ -151,16 +161,6 @@ def _logsumexp(z: np.ndarray) -> float:
     return top + float(np.log(np.exp(z - top).sum()))
 
 
-def reciprocal_rank(scores: np.ndarray, gold: np.ndarray, depth: int = 10) -> float:
-    """1 / the rank of the first gold row by ``scores`` (the earlier row first among
-    equals), 0 beyond ``depth``."""
-    order = np.argsort(-scores, kind="stable")
-    ranks = np.flatnonzero(gold[order])
-    if not len(ranks) or ranks[0] >= depth:
-        return 0.0
-    return 1.0 / (int(ranks[0]) + 1)
-
-
 def standardise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each feature's mean and scale (its standard deviation; 1 for a constant one)."""
     mean = rows.mean(axis=0)
@@ -176,12 +176,7 @@ def fit_model(
 ) -> tuple[LinearRanker, dict[str, float]]:
     """The model fitted on every usable question at the L2 strength cross-validation
     prefers, and each strength's cross-validated MRR@10."""
-    usable = [q for q in questions if q.usable]
-    if len(usable) < min_questions:
-        raise SuperbizError(
-            f"{len(usable)} questions have a gold document among their candidates: at least "
-            f"{min_questions} are needed to fit the ranker"
-        )
+    usable = _usable(questions, min_questions)
     order = list(range(len(usable)))
     random.Random(SEED).shuffle(order)
     folds = [order[i::FOLDS] for i in range(FOLDS)]
@@ -200,18 +195,34 @@ def fit_model(
     return _fit(usable, features, best), cross
 
 
+def _usable(questions: Sequence[Question], min_questions: int) -> list[Question]:
+    """The questions with a gold candidate among several; too few is a clear error."""
+    usable = [q for q in questions if q.usable]
+    if len(usable) < min_questions:
+        raise SuperbizError(
+            f"{len(usable)} questions have a gold document among their candidates: at least "
+            f"{min_questions} are needed to fit the ranker"
+        )
+    return usable
+
+
 def _fit(questions: Sequence[Question], features: tuple[str, ...], l2: float) -> LinearRanker:
-    mean, scale = standardise(np.vstack([q.features for q in questions]))
-    groups = [((q.features - mean) / scale, q.gold) for q in questions]
+    columns = feature_columns(features)
+    mean, scale = standardise(np.vstack([q.features[:, columns] for q in questions]))
+    groups = [((q.features[:, columns] - mean) / scale, q.gold) for q in questions]
     return LinearRanker(features, mean, scale, fit_listwise(groups, l2))
 
 
 def fit_rankers(
-    datasets: Sequence[tuple[Path, Settings]], *, min_questions: int = MIN_QUESTIONS
+    datasets: Sequence[tuple[Path, Settings]],
+    *,
+    model: Literal["linear", "trees"] = "linear",
+    min_questions: int = MIN_QUESTIONS,
 ) -> tuple[RankerModels, dict[str, Any]]:
     """The models fitted on ``datasets`` (each with the settings of its own KB) and a
     report: per set, MRR@10 and R@1 of the fused order and of the fitted model over the
-    candidates (in-sample), and the cross-validation."""
+    candidates (in-sample), and the cross-validation. ``model``: the first round's linear
+    model over its 18 features, or LambdaMART's trees over all of them."""
     plain: list[Question] = []
     answered: list[Question] = []
     for dataset_dir, settings in datasets:
@@ -220,26 +231,35 @@ def fit_rankers(
         answered += with_answers
     fitted: dict[str, Any] = {"datasets": [path.name for path, _ in datasets]}
     report: dict[str, Any] = {"datasets": fitted["datasets"], "models": {}}
-    models: dict[str, LinearRanker | None] = {"plain": None, "answers": None}
+    models: dict[str, Ranker | None] = {"plain": None, "answers": None}
+    base = FEATURES if model == "trees" else LINEAR_FEATURES
     for name, questions, features in (
-        ("plain", plain, FEATURES),
-        ("answers", answered, FEATURES + ANSWER_FEATURES),
+        ("plain", plain, base),
+        ("answers", answered, base + ANSWER_FEATURES),
     ):
         if not questions:
             continue
-        model, cross = fit_model(questions, features, min_questions=min_questions)
-        models[name] = model
-        best_l2 = max(cross, key=lambda key: (cross[key], -float(key)))
-        fitted[name] = {"questions": len(questions), "l2": float(best_l2), "cross_mrr": cross}
+        ranker: Ranker
+        if model == "trees":
+            ranker, chosen = fit_trees(_usable(questions, min_questions), features)
+            fitted[name] = {"questions": len(questions), "model": "trees", **chosen}
+            described = {"trees": chosen["chosen"]}
+        else:
+            ranker, cross = fit_model(questions, features, min_questions=min_questions)
+            best_l2 = max(cross, key=lambda key: (cross[key], -float(key)))
+            fitted[name] = {"questions": len(questions), "l2": float(best_l2), "cross_mrr": cross}
+            weights = np.round(ranker.weights, 4).tolist()
+            described = {"weights": dict(zip(features, weights, strict=True))}
+        models[name] = ranker
         report["models"][name] = {
             **fitted[name],
-            "weights": dict(zip(features, np.round(model.weights, 4).tolist(), strict=True)),
-            "by_dataset": _in_sample(questions, model),
+            **described,
+            "by_dataset": _in_sample(questions, ranker),
         }
     return RankerModels(models["plain"], models["answers"], fitted), report
 
 
-def _in_sample(questions: Sequence[Question], model: LinearRanker) -> dict[str, dict[str, float]]:
+def _in_sample(questions: Sequence[Question], model: Ranker) -> dict[str, dict[str, float]]:
     by_set: dict[str, dict[str, list[float]]] = {}
     for q in questions:
         fused = reciprocal_rank(np.arange(len(q.gold), 0, -1, dtype=float), q.gold)
@@ -261,9 +281,10 @@ def _in_sample(questions: Sequence[Question], model: LinearRanker) -> dict[str, 
 
 def render_fit(report: dict[str, Any], console: Console) -> None:
     for name, model in report["models"].items():
+        chosen = f"trees {model['trees']}" if "trees" in model else f"L2 {model['l2']}"
         table = Table(
             title=f"ranker {name}: {model['questions']} questions of "
-            f"{', '.join(report['datasets'])} · L2 {model['l2']} "
+            f"{', '.join(report['datasets'])} · {chosen} "
             f"(5-fold MRR@10 {model['cross_mrr']})"
         )
         for column in ("set", "n", "fused R@1", "learned R@1", "fused MRR", "learned MRR"):
@@ -278,10 +299,11 @@ def render_fit(report: dict[str, Any], console: Console) -> None:
                 ),
             )
         console.print(table)
-        console.print(
-            "weights (standardised features): "
-            + ", ".join(f"{k} {v:+.2f}" for k, v in model["weights"].items())
-        )
+        if "weights" in model:
+            console.print(
+                "weights (standardised features): "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in model["weights"].items())
+            )
     if "written" in report:
         console.print(f"written: {report['written']}")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def recall_at(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
     """Share of gold documents found in the first ``k``.
@@ -36,6 +38,16 @@ def reciprocal_rank(ranked: Sequence[str], gold: Sequence[str], k: int = 10) -> 
     """
     rank = gold_rank(ranked[:k], gold)
     return 0.0 if rank is None else 1.0 / rank
+
+
+def scored_reciprocal_rank(scores: np.ndarray, gold: np.ndarray, depth: int = 10) -> float:
+    """1 / the rank of the first gold row by ``scores`` (the earlier row first among
+    equals), 0 beyond ``depth``."""
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.flatnonzero(gold[order])
+    if not len(ranks) or ranks[0] >= depth:
+        return 0.0
+    return 1.0 / (int(ranks[0]) + 1)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -10,7 +10,6 @@ README: counting jieba words lowered HIGHLY_RELEVANT precision).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import lru_cache
 
 from superbiz.retrieval.records import ENGLISH_STOP_WORDS
@@ -34,10 +33,12 @@ def title_words(text: str) -> tuple[str, ...]:
     return tuple(w for w in words if len(w) >= 3 and w not in _STOP)
 
 
-def title_coverage(title: str, asked: Sequence[str]) -> float:
+@lru_cache(maxsize=1024)
+def title_coverage(title: str, asked: tuple[str, ...]) -> float:
     """The share of ``title``'s words that the query's words ``asked`` (its ``title_words``)
     contain: a query word that starts with the title word's first four letters, or the
     title word with the query word's ("ready" ~ "non-ready", "looping" ~ "loop").
+    Remembered for the last lookups: the fusion reads it, and the learned ranker after it.
 
     >>> asked = title_words("Pod web has been in a non-ready state")
     >>> title_coverage("Kube Pod Not Ready", asked)

@@ -1,0 +1,62 @@
+"""How well one passage answers a question: its dense cosine plus the share of the
+question's terms that it, its headings and its document's title name.
+
+The answer selection (``superbiz.agents.answer_selection``) scores every stored passage of
+the documents it may quote this way; the learned ranker scores the passages a lookup
+retrieved the same way, so that a document is ranked by the passage that answers, as it
+will be quoted. Pure: text and cosines in, numbers out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from superbiz._text import key_terms, normalize
+
+#: weight of the share of the question's terms a passage (with its headings and title)
+#: names, beside the dense cosine
+TERM_WEIGHT = 0.3
+
+_COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
+
+
+def question_terms(question: str) -> list[str]:
+    """What a passage is matched on: the question's key terms, its numbers of three or
+    more digits (a status or exit code, ``429``, ``137``, names a runbook on its own) and
+    its compound names as written (``max-active``, which segmentation splits in two).
+
+    >>> question_terms("API gateway returns 429 for one partner")
+    ['api', 'gateway', 'returns', 'one', 'partner', '429']
+    >>> question_terms("那 max-active 应该调到多少？")
+    ['max', 'active', '多少', 'max-active']
+    """
+    numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
+    compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
+    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
+
+
+def coverage(terms: Sequence[str], text: str) -> float:
+    """The share of ``terms`` that ``text`` (normalised) names.
+
+    >>> coverage(["redis", "连接池"], "redis 连接池耗尽"), coverage([], "x")
+    (1.0, 0.0)
+    """
+    if not terms:
+        return 0.0
+    return sum(term in text for term in terms) / len(terms)
+
+
+def passage_text(title: str, heading: str, text: str) -> str:
+    """What a passage's terms are read in: its document's title, its headings, its text."""
+    return normalize(f"{title}\n{heading}\n{text}")
+
+
+def passage_score(cosine: float | None, terms: Sequence[str], text: str) -> float:
+    """``cosine`` (None: no vector) plus ``TERM_WEIGHT`` × the share of ``terms`` that
+    ``text`` (``passage_text``) names.
+
+    >>> round(passage_score(0.5, ["redis", "pool"], "redis 连接池"), 2)
+    0.65
+    """
+    return TERM_WEIGHT * coverage(terms, text) + (cosine if cosine is not None else 0.0)
