@@ -347,7 +347,7 @@ class AdvancedPlannerSettings(_Section):
     """The Planner sees the knowledge map within ``map_token_budget`` estimated tokens
     (``advanced.planner``)."""
 
-    map_token_budget: int = Field(6000, ge=200)
+    map_token_budget: int = Field(2000, ge=200)
     #: a plan is scoped to the map's best domain only when it leads the next by a margin
     #: at which the knowledge base's own titles find their own domain this often (the
     #: margin is measured on each KB, leave one out; see ``agents/_domain_margin.py``)

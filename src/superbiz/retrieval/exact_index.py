@@ -167,6 +167,9 @@ class KeyFrequency:
     counts: Mapping[str, int] = field(default_factory=dict)
     #: for the keys that name a document, which documents use them
     users: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the content hash of each document counted, so that a change counts only the
+    #: documents it touched (``updated``); empty when not kept
+    measured: Mapping[str, str] = field(default_factory=dict)
 
     def names_a_document(self, key: str) -> bool:
         """Whether ``key`` (in ``match_form``) is rare enough in this KB to name one
@@ -183,12 +186,44 @@ class KeyFrequency:
         count = self.counts.get(key)
         return count is None or count <= KEY_DOCUMENTS_LIMIT
 
+    def updated(
+        self, measured: Mapping[str, str], fresh: KeyFrequency, gone: Iterable[str]
+    ) -> KeyFrequency:
+        """These counts after a change: ``gone`` (documents removed, or counted in an
+        earlier version) leave the keys that name a document (a key many documents use
+        stays one: counting it again would read every document), and ``fresh`` (the new
+        and changed documents, counted alone) adds to every key. ``measured``: every
+        document now counted, with its content hash. A key a new document brings counts
+        its uses in the new documents only, until the next whole measurement
+        (``superbiz calibrate --measure``)."""
+        gone = set(gone)
+        counts = dict(self.counts)
+        users = {key: [p for p in paths if p not in gone] for key, paths in self.users.items()}
+        for key, paths in self.users.items():
+            counts[key] -= len(paths) - len(users[key])
+            if not counts[key]:
+                del counts[key]
+        for key, added in fresh.counts.items():
+            total = counts.get(key, 0) + added
+            counts[key] = total
+            if total <= KEY_DOCUMENTS_LIMIT:
+                users[key] = [*users.get(key, []), *fresh.users.get(key, ())]
+            else:
+                users.pop(key, None)
+        return KeyFrequency(
+            len(measured),
+            counts,
+            {key: tuple(paths) for key, paths in users.items() if paths},
+            dict(measured),
+        )
+
     def to_json(self) -> str:
         return json.dumps(
             {
                 "documents": self.documents,
                 "counts": dict(self.counts),
                 "users": {key: list(paths) for key, paths in self.users.items()},
+                "measured": dict(self.measured),
             },
             ensure_ascii=False,
             sort_keys=True,
@@ -206,6 +241,7 @@ class KeyFrequency:
                 int(data["documents"]),
                 {str(k): int(v) for k, v in data["counts"].items()},
                 {str(k): tuple(map(str, v)) for k, v in data.get("users", {}).items()},
+                {str(k): str(v) for k, v in data.get("measured", {}).items()},
             )
         except (TypeError, ValueError, KeyError, AttributeError):
             return None

@@ -405,14 +405,17 @@ class MilvusChunkStore:
     def chunks_of(self, doc_path: str) -> list[ChunkHit]:
         return self.chunks_of_documents([doc_path]).get(doc_path, [])
 
-    def chunks_of_documents(self, doc_paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
+    def chunks_of_documents(
+        self, doc_paths: Sequence[str], *, vectors: bool = True
+    ) -> dict[str, list[ChunkHit]]:
         """One query for all of ``doc_paths``: in-process on Milvus Lite (2.3 ms for one
         document, 4.1 ms for five, against 10.8 ms each through the client's paged
-        iterator), paged through the client elsewhere or when a page comes back full."""
+        iterator), paged through the client elsewhere or when a page comes back full.
+        ``vectors=False`` leaves the vectors out (a tenth of the memory)."""
         if not doc_paths:
             return {}
         query = Filter("doc_path in {paths}", {"paths": list(doc_paths)})
-        output = ["id", *_OUTPUT, "dense"]
+        output = ["id", *_OUTPUT, "dense"] if vectors else ["id", *_OUTPUT]
         page = self.page_size
 
         def direct(local: InProcessLite) -> list[dict[str, Any]] | None:
