@@ -549,3 +549,42 @@ def test_a_long_category_gets_its_domain_row(
     Ingestor(kb, domains=DomainService(kb)).ingest([folder])
 
     assert [r.domain_id for r in DomainService(kb).repository.all()] == [category]
+
+
+def _many_domains(count: int) -> KnowledgeMap:
+    return KnowledgeMap(
+        [
+            MapDomain(
+                f"team-{n:03d}",
+                f"runbooks of team {n}: deploys, alerts and rollbacks",
+                f"questions about the services team {n} owns",
+                4,
+                [MapDocument(f"Team {n} runbook {d}", f"team-{n:03d}/r{d}.md") for d in range(4)],
+            )
+            for n in range(count)
+        ]
+    )
+
+
+def test_a_map_of_many_domains_shows_the_nearest_within_the_budget() -> None:
+    kmap = _many_domains(300)
+    assert estimate_tokens(kmap.to_yaml(10**9)) > 10 * DEFAULT_TOKEN_BUDGET
+    nearness = {f"team-{n:03d}": -float(abs(n - 150)) for n in range(300)}
+
+    shown = kmap.nearest(nearness, DEFAULT_TOKEN_BUDGET)
+    text = shown.to_yaml(DEFAULT_TOKEN_BUDGET)
+
+    assert estimate_tokens(text) <= DEFAULT_TOKEN_BUDGET
+    data = yaml.safe_load(text)
+    ids = [d["domain_id"] for d in data["available_knowledge_domains"]]
+    assert ids[0] == "team-150" and 5 <= len(ids) < 300
+    # the nearest ones, each with documents to recognise it by
+    nearest = sorted(nearness, key=lambda domain: nearness[domain], reverse=True)
+    assert ids == nearest[: len(ids)]
+    assert all(d.get("documents") for d in data["available_knowledge_domains"])
+    assert f"of 300 domains nearest the question, to fit the {DEFAULT_TOKEN_BUDGET}" in data["note"]
+
+
+def test_a_map_that_fits_is_shown_whole() -> None:
+    kmap = _many_domains(3)
+    assert kmap.nearest({}, DEFAULT_TOKEN_BUDGET) is kmap

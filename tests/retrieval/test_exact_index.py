@@ -330,3 +330,22 @@ def test_key_frequency_round_trips_and_unreadable_is_none() -> None:
     assert KeyFrequency.from_json("{not json") is None
     assert KeyFrequency.from_json('{"documents": 3}') is None
     assert KeyFrequency.from_json(None) is None
+
+
+def test_key_frequency_follows_a_change_without_counting_the_others_again() -> None:
+    index = ExactIndex(
+        [ExactEntry("a.md", "Kafka lag", "ops"), ExactEntry("b.md", "Broker down", "ops")]
+    )
+    before = index.frequency([("a.md", "Kafka lag on the broker"), ("b.md", "Broker down")])
+    before = KeyFrequency(before.documents, before.counts, before.users, {"a.md": "1", "b.md": "1"})
+    assert before.users["broker down"] == ("b.md",)
+
+    # b.md changed (no longer says it), c.md is new and says both
+    fresh = index.frequency([("b.md", "A broker restarted"), ("c.md", "Kafka lag, broker down")])
+    after = before.updated({"a.md": "1", "b.md": "2", "c.md": "1"}, fresh, gone=["b.md"])
+
+    assert after.documents == 3
+    assert after.users["broker down"] == ("c.md",) and after.counts["broker down"] == 1
+    assert after.users["kafka lag"] == ("a.md", "c.md") and after.counts["kafka lag"] == 2
+    assert after.measured == {"a.md": "1", "b.md": "2", "c.md": "1"}
+    assert KeyFrequency.from_json(after.to_json()) == after

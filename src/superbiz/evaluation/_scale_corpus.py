@@ -32,7 +32,8 @@ from superbiz._text import is_cjk, segmenter
 from superbiz.evaluation.retrieval import EvalQuery, load_queries
 from superbiz.knowledge.documents import split_frontmatter
 
-#: words of each script that every copy keeps (the most frequent: function words)
+#: words of each script that every copy keeps (the most frequent: function words; an
+#: eighth of a small seed's)
 KEPT = 120
 #: words that may stand for each other: neighbours in the frequency ranking
 BAND = 48
@@ -76,7 +77,8 @@ class Substitution:
         self.rng = rng
         self.words: dict[str, str] = {}
         for ranked in (vocabulary.latin, vocabulary.cjk):
-            for start in range(KEPT, len(ranked), BAND):
+            kept = min(KEPT, len(ranked) // 8)  # a small seed keeps fewer
+            for start in range(kept, len(ranked), BAND):
                 band = ranked[start : start + BAND]
                 shuffled = band[:]
                 rng.shuffle(shuffled)

@@ -104,7 +104,8 @@ class PostgresSchema:
         parts = urlsplit(self.base_url)
         libpq = urlunsplit(parts._replace(scheme="postgresql"))
         with psycopg.connect(libpq, autocommit=True, connect_timeout=5) as conn:
-            return conn.execute(sql).fetchone() if sql.startswith("SELECT") else None
+            cursor = conn.execute(sql)
+            return cursor.fetchone() if sql.startswith("SELECT") else None
 
     def __enter__(self) -> PostgresSchema:
         try:
