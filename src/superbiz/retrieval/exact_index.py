@@ -19,7 +19,7 @@ import json
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
@@ -31,6 +31,8 @@ _SPACE_NEAR_CJK = re.compile(
     r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s+|\s+(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
 )
 _ALNUM = re.compile(r"[a-z0-9]")
+#: where a key may start (``ExactIndex._units``): a CJK character, a run of ``[a-z0-9]``
+_UNIT = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[a-z0-9]+")
 _JOINERS = re.compile(r"[-_]+")
 #: URLs, host names, paths, e-mail addresses and identifiers (``a.b``, ``a/b``, ``a_b``,
 #: ``a:b``, ``a@b``, ``a=b``), found in the NFKC-case-folded text before hyphens and
@@ -263,6 +265,42 @@ def _boundaries(text: str) -> frozenset[int]:
     return frozenset(pos for _, start, end in segmenter().tokenize(text) for pos in (start, end))
 
 
+#: jieba's blocks: it cuts a text at this expression and segments each block on its own
+_JIEBA_BLOCK = re.compile(r"[\u4e00-\u9fd5a-zA-Z0-9+#&._%\-]+")
+
+
+class _BlockBoundaries:
+    """Where jieba's tokens of a whole document start and end, segmenting only the
+    blocks asked about. jieba cuts a text into blocks (``_JIEBA_BLOCK`` runs and what lies
+    between them) and segments each block alone, so a position's status depends on its
+    block only: a document's frequency count asks about the few places where a Chinese
+    key occurs, and its other blocks are never segmented (a block seen before is looked
+    up: ``_block_boundaries``)."""
+
+    def __init__(self, text: str) -> None:
+        edges = {0, len(text)}
+        for block in _JIEBA_BLOCK.finditer(text):
+            edges.update(block.span())
+        self._edges = sorted(edges)
+        self._text = text
+
+    def __contains__(self, pos: object) -> bool:
+        if not isinstance(pos, int):
+            return False
+        at = bisect_right(self._edges, pos) - 1
+        start = self._edges[at]
+        if pos == start:
+            return True
+        if at + 1 >= len(self._edges):
+            return False
+        return pos - start in _block_boundaries(self._text[start : self._edges[at + 1]])
+
+
+@lru_cache(maxsize=65536)
+def _block_boundaries(block: str) -> frozenset[int]:
+    return _boundaries(block)
+
+
 class ExactIndex:
     """``frequency``, when given, leaves out the keys too common in this KB to name a
     document (``KeyFrequency.names_a_document``)."""
@@ -325,9 +363,9 @@ class ExactIndex:
         count = 0
         for path, text in documents:
             count += 1
-            # a document is segmented once, and only if a Chinese key starts in it
-            boundaries = lru_cache(maxsize=1)(_boundaries)
-            for key in {key for key, _, _ in self._occurrences(text, boundaries)}:
+            # a document is segmented only where a Chinese key occurs in it
+            blocks = lru_cache(maxsize=1)(_BlockBoundaries)
+            for key in {key for key, _, _ in self._occurrences(text, blocks)}:
                 used_by[key].append(path)
         return KeyFrequency(
             count,
@@ -340,7 +378,7 @@ class ExactIndex:
         )
 
     def _occurrences(
-        self, query: str, boundaries: Callable[[str], frozenset[int]]
+        self, query: str, boundaries: Callable[[str], Container[int]]
     ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
         text, compounds = compound_spans(query)
         for start, unit in self._units(text):
@@ -363,17 +401,13 @@ class ExactIndex:
 
     @staticmethod
     def _units(text: str) -> Iterable[tuple[int, str]]:
-        for pos, ch in enumerate(text):
-            if is_cjk(ch):
-                yield pos, ch
-            elif _ALNUM.match(ch) and (pos == 0 or not _ALNUM.match(text[pos - 1])):
-                match = re.match(r"[a-z0-9]+", text[pos:])
-                if match:
-                    yield pos, match.group(0)
+        """Where a key may start: each CJK character and each run of ``[a-z0-9]``."""
+        for match in _UNIT.finditer(text):
+            yield match.start(), match.group(0)
 
     @staticmethod
     def _on_boundary(
-        text: str, start: int, key: str, boundaries: Callable[[str], frozenset[int]]
+        text: str, start: int, key: str, boundaries: Callable[[str], Container[int]]
     ) -> bool:
         end = start + len(key)
         if _ALNUM.match(key[0]) and start > 0 and _ALNUM.match(text[start - 1]):
