@@ -88,10 +88,18 @@ class InProcessLite:
     accelerations installed on it; ``attach`` returns None where the public client
     must be used instead (not a Lite file, another layout, or the self-check failed)."""
 
-    def __init__(self, collection: Any, live: LiveRows | None = None) -> None:
+    def __init__(self, collection: Any) -> None:
         self.collection = collection
-        #: the rows searches may return, kept per change; None: Lite's own searches
-        self.live = live
+        self._live: LiveRows | bool | None = None  # decided at the first search
+
+    @property
+    def live(self) -> LiveRows | None:
+        """The rows searches may return, kept per change (``LiveRows``), or None where
+        ``search_check`` failed: Lite's own searches. Checked at the first search, so a
+        process that never searches never pays the check."""
+        if self._live is None:
+            self._live = LiveRows.of(self.collection) if search_check() is None else False
+        return self._live if isinstance(self._live, LiveRows) else None
 
     @classmethod
     def attach(cls, uri: str, name: str, analyzer: dict[str, Any] | None) -> InProcessLite | None:
@@ -101,7 +109,7 @@ class InProcessLite:
         problem = self_check(analyzer)
         if problem is not None:
             return None
-        gate = cls(collection, LiveRows.of(collection) if search_check() is None else None)
+        gate = cls(collection)
         try:
             for each in _analyzers(collection):
                 cache_analysis(each)
