@@ -189,7 +189,7 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
     service = domains or DomainService(kb)
     records = {r.domain_id: r for r in service.ensure_all()}
     by_domain: dict[str, list[StoredDocument]] = {}
-    for doc in kb.documents.all():
+    for doc in kb.current_documents().values():  # read by difference after a change
         by_domain.setdefault(doc.domain, []).append(doc)
     entries = []
     for domain_id, docs in sorted(by_domain.items()):

@@ -302,14 +302,18 @@ def _block_boundaries(block: str) -> frozenset[int]:
 
 
 class ExactIndex:
-    """``frequency``, when given, leaves out the keys too common in this KB to name a
-    document (``KeyFrequency.names_a_document``)."""
+    """``frequency`` (kept as ``key_frequency``), when given, leaves out of the matches
+    the keys too common in this KB to name a document (``KeyFrequency.names_a_document``):
+    judged at match time, so a new measurement is a new ``key_frequency``, not a new
+    index, and a changed document is one ``remove`` and one ``add``."""
 
     def __init__(
         self, entries: Iterable[ExactEntry] = (), frequency: KeyFrequency | None = None
     ) -> None:
         self._buckets: dict[str, list[tuple[str, MatchField, ExactEntry]]] = defaultdict(list)
-        self._frequency = frequency
+        #: the buckets holding each document's keys
+        self._units_of: dict[str, set[str]] = defaultdict(set)
+        self.key_frequency = frequency
         self.size = 0
         for entry in entries:
             self.add(entry)
@@ -330,21 +334,36 @@ class ExactIndex:
                 norm = match_form(key)
                 if not is_specific(norm):
                     continue
-                if self._frequency is not None and not self._frequency.names_a_document(norm):
-                    continue
-                self._buckets[_first_unit(norm)].append((norm, field_, entry))
+                unit = _first_unit(norm)
+                self._buckets[unit].append((norm, field_, entry))
+                self._units_of[entry.doc_path].add(unit)
                 self.size += 1
+
+    def remove(self, doc_path: str) -> None:
+        """Take ``doc_path``'s keys out (each bucket is replaced, never changed in place
+        while a lookup may be reading it)."""
+        for unit in self._units_of.pop(doc_path, ()):
+            bucket = self._buckets.get(unit, [])
+            kept = [item for item in bucket if item[2].doc_path != doc_path]
+            self.size -= len(bucket) - len(kept)
+            if kept:
+                self._buckets[unit] = kept
+            else:
+                self._buckets.pop(unit, None)
 
     def match(self, query: str, domain: str | None = None) -> list[ExactMatch]:
         """Documents whose keys occur in ``query``, one match per document (its strongest
         field), strongest field first, then longest key."""
         best: dict[str, ExactMatch] = {}
+        frequency = self.key_frequency
         for key, field_, entry in self._occurrences(query, _cjk_boundaries):
             if domain and entry.domain != domain:
                 continue
+            if frequency is not None and not frequency.names_a_document(key):
+                continue
             current = best.get(entry.doc_path)
             if current is None or (field_, -len(key)) < (current.field, -len(current.key)):
-                users = self._frequency.users.get(key, ()) if self._frequency else ()
+                users = frequency.users.get(key, ()) if frequency else ()
                 best[entry.doc_path] = ExactMatch(
                     entry.doc_path,
                     entry.title,
