@@ -212,3 +212,27 @@ def test_milvus_down_at_start_up_is_a_store_error_until_it_comes_up(
         assert _ranking(kb, "HTTP 429 Too Many Requests", None)[1][0] == "api/rate-limit.md"
     finally:
         server.stop()
+
+
+def test_an_idle_connection_to_the_server_is_not_sent_away_for_pinging(
+    milvus_server: MilvusServer, milvus_collection: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A store that waits 35 s between calls (an ingest embedding, a turn waiting for its
+    model): pymilvus' default keepalive pinged every 10 s while idle, and the server's
+    gRPC ping policy answered GOAWAY "too_many_pings" after the third, printed by gRPC on
+    the terminal. The store's channel does not ping while idle: nothing is printed, and
+    the next call works."""
+    import time
+
+    import numpy as np
+
+    store = MilvusChunkStore(milvus_server.uri, milvus_collection)
+    try:
+        store.ensure_collection(8)
+        capfd.readouterr()
+        time.sleep(35)
+        assert store.search_dense(np.ones(8, dtype=np.float32), 3) == []
+        assert "too_many_pings" not in capfd.readouterr().err
+    finally:
+        store.drop()
+        store.close()

@@ -43,6 +43,16 @@ LITE_GRPC_OPTIONS: dict[str, Any] = {
     "grpc.keepalive_time_ms": 2**31 - 1,  # gRPC's "never"
     "grpc.keepalive_permit_without_calls": 0,
 }
+#: gRPC channel options for a Milvus server: no keepalive pings while no call is under
+#: way, and one per ten minutes during a call. The client's default (a ping every 10 s,
+#: idle too) is more than a gRPC server's default ping policy allows (one per five
+#: minutes without data): ``milvus-lite server`` answered GOAWAY "too_many_pings" after
+#: 30 s of an ingest's embedding, printed on the terminal. A connection that died while
+#: idle is found at the next call, which opens a new one (``_GuardedClient``).
+SERVER_GRPC_OPTIONS: dict[str, Any] = {
+    "grpc.keepalive_time_ms": 600_000,
+    "grpc.keepalive_permit_without_calls": 0,
+}
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
@@ -152,7 +162,7 @@ class MilvusChunkStore:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
             # reconnecting server client a broken one (see _GuardedClient).
-            options = LITE_GRPC_OPTIONS if local else {}
+            options = LITE_GRPC_OPTIONS if local else SERVER_GRPC_OPTIONS
             self._client = _GuardedClient(
                 lambda: MilvusClient(
                     uri=uri, token=token or "", dedicated=True, grpc_options=options
