@@ -241,14 +241,16 @@ def _lookups(runtime: Runtime, queries: Sequence[ScaleQuery]) -> dict[str, Any]:
     governed, tracker = runtime.lookup, runtime.tracker
     runtime.warm_up()
     latencies: list[float] = []
+    cpu: list[float] = []  # this process's CPU per lookup: what a loaded machine moves least
     ranks: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {"seed": [], "copies": []}
     for item in queries:
         session = f"scale:{item.id}"
         tracker.clear_session(session)
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), _cpu_seconds()
         outcome = governed.lookup(session, item.query)
         if item.copy == 0:
             latencies.append((time.perf_counter() - started) * 1000)
+            cpu.append((_cpu_seconds() - cpu_before) * 1000)
         tracker.clear_session(session)
         ranked = [doc.doc_path for doc in outcome.ranked][:10]
         ranks["seed" if item.copy == 0 else "copies"].append((ranked, item.gold))
@@ -257,6 +259,7 @@ def _lookups(runtime: Runtime, queries: Sequence[ScaleQuery]) -> dict[str, Any]:
             "p50": _round(percentile(latencies, 50), 2),
             "p95": _round(percentile(latencies, 95), 2),
             "mean": _round(mean(latencies), 2),
+            "cpu_p50": _round(percentile(cpu, 50), 2),
         },
         "recall": {name: _recall(rows) for name, rows in ranks.items()},
     }
@@ -366,8 +369,8 @@ def render_scale_report(report: dict[str, Any], console: Console) -> None:
     )
     columns = (
         "documents", "chunks", "domains", "docs/s", "chunks/s", "× embedder", "peak RSS MB",
-        "disk MB", "p50 ms", "p95 ms", "R@5 seed", "R@5 copies", "map tokens", "plan ms",
-        "domain recall", "gaps s",
+        "disk MB", "p50 ms", "p95 ms", "CPU p50 ms", "R@5 seed", "R@5 copies", "map tokens",
+        "plan ms", "domain recall", "gaps s",
     )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="right")
@@ -387,6 +390,7 @@ def render_scale_report(report: dict[str, Any], console: Console) -> None:
             _cell(row["disk_mb"]),
             _cell(lookup["p50"]),
             _cell(lookup["p95"]),
+            _cell(lookup.get("cpu_p50")),
             _cell(row["recall"]["seed"].get("recall@5")),
             _cell(row["recall"]["copies"].get("recall@5")),
             str(plan["map_tokens"]),
