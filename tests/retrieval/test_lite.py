@@ -213,6 +213,7 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
         dataclasses.replace(r, id=f"b.md#{r.chunk_index}", doc_path="b.md") for r in records[:2]
     ]
     read: list[list[Any]] = []
+    states: list[dict[str, tuple[int, frozenset[str]]]] = []
     for direct in (True, False):
         store = MilvusChunkStore(str(tmp_path / f"{direct}.db"), "chunks")
         try:
@@ -228,6 +229,7 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             assert sorted(both) == ["a.md", "b.md"]
             assert [h.id for h in both["a.md"]] == [h.id for h in hits]
             assert [h.id for h in both["b.md"]] == ["b.md#0", "b.md#1"]
+            states.append(store.index_state(["a.md", "b.md", "missing.md"]))
             assert [h.id for h in store.search_bm25("连接池 pool", 5)][:1] == ["a.md#0"]
             if direct:
                 too_long = dataclasses.replace(records[0], id="x" * 200)
@@ -237,6 +239,8 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             store.close()
     assert read[0] == read[1]
     assert len(read[0]) == 5
+    # what reconciliation compares: the same in process and through the client
+    assert states[0] == states[1] == {"a.md": (5, frozenset("h")), "b.md": (2, frozenset("h"))}
 
 
 def _chunks(doc: str, count: int) -> list[Any]:

