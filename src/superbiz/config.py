@@ -451,9 +451,10 @@ class AdvancedPlannerSettings(_Section):
     """The Planner sees the knowledge map within ``map_token_budget`` estimated tokens
     (``advanced.planner``)."""
 
-    map_token_budget: int = Field(6000, ge=200)
+    map_token_budget: int = Field(2000, ge=200)
     """Internal: the knowledge map the Planner sees is summarised past this many estimated tokens
-    (`superbiz map --budget` shows another)."""
+    (`superbiz map --budget` shows another); past it, the Planner is shown the domains nearest the
+    question (a map of 50,000 documents stays within it)."""
     scope_precision: float = Field(0.95, gt=0, lt=1)
     """Tuning: a plan is scoped to the map's best domain only when it leads the next by a margin at
     which the knowledge base's own titles find their own domain this often (the margin is measured

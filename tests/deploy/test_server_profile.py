@@ -239,3 +239,38 @@ def test_a_milvus_server_filters_by_access_inside_its_searches(
         hers, everyone = served.retrieve(query, reader=ALICE), served.retrieve(query)
         assert [d.doc_path for d in hers.ranked] == [d.doc_path for d in everyone.ranked]
     assert {d.doc_path for d in served.retrieve(PROBES[0], reader=ALICE).shown} & set(HIDDEN_DOCS)
+
+
+_IDLE_STORE = """
+import sys, time
+import numpy as np
+from superbiz.retrieval.vector_store import MilvusChunkStore
+store = MilvusChunkStore(sys.argv[1], sys.argv[2])
+store.ensure_collection(8)
+time.sleep(50)
+print(store.search_dense(np.ones(8, dtype=np.float32), 3))
+store.drop()
+store.close()
+"""
+
+
+def test_an_idle_connection_to_the_server_is_not_sent_away_for_pinging(
+    milvus_server: MilvusServer, milvus_collection: str
+) -> None:
+    """A store that waits 50 s between calls (an ingest embedding, a turn waiting for its
+    model), in a process of its own: pymilvus' default keepalive pinged every 10 s while
+    idle, and the server's gRPC ping policy answered GOAWAY "too_many_pings" after the
+    third, which gRPC printed on the process's stderr. The store's channel does not ping
+    while idle: nothing is printed, and the next call works."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _IDLE_STORE, milvus_server.uri, milvus_collection],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.strip().endswith("[]")
+    assert "too_many_pings" not in done.stderr

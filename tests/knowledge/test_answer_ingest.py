@@ -5,6 +5,7 @@ a second process on the same database."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -275,3 +276,60 @@ def test_a_failing_answer_model_loses_no_document_and_the_next_ingest_catches_up
     assert answer_rows(kb) == 0
     report = Ingestor(kb).ingest([corpus])
     assert report.unchanged == WITH_TEXT and report.answers_encoded == len(WITH_TEXT)
+
+
+def _whole(kb: KnowledgeBase) -> tuple[Any, ...]:
+    """What the exact index, the answer index and the map hold, for comparison."""
+    from superbiz.knowledge.map import build_map
+
+    index, answers = kb.exact_index, kb.answer_index
+    titles = [doc.title for doc in kb.documents.all()]
+    return (
+        sorted(index.keys()),
+        [[(m.doc_path, m.field, m.key) for m in index.match(title)] for title in titles],
+        answers.paths,
+        answers.matrix.tobytes(),
+        build_map(kb).to_yaml(),
+    )
+
+
+def test_a_one_document_change_redoes_that_document_only(tmp_path: Path, open_kb: OpenKB) -> None:
+    """After one document changes, by this process's ingest or by another process, the
+    documents, the exact index and the answer index (and the map built from them) are
+    redone for that document only, counted as rows read and entries built, and hold what
+    a whole rebuild in a fresh process holds."""
+    corpus = write_kb(tmp_path / "kb", FAQ)
+    kb = open_kb()
+    Ingestor(kb).ingest([corpus])
+    _whole(kb)
+    stored = len(kb.documents.all())
+    assert kb.work == {"exact_entries": stored, "answer_rows": len(WITH_TEXT)}
+    read, work = kb.documents_read, dict(kb.work)
+
+    (corpus / "database/gc.md").write_text(FAQ["database/gc.md"].replace("GC", "垃圾回收 GC"))
+    assert Ingestor(kb).ingest([corpus]).updated == ["database/gc.md"]
+    ours = _whole(kb)
+    assert kb.documents_read - read == 1
+    assert kb.work == {
+        "exact_entries": work["exact_entries"] + 1,
+        "answer_rows": work["answer_rows"] + 1,
+    }
+    assert ours == _whole(open_kb())  # a fresh process builds the same whole
+
+    # another process renames a document's title: this one reads that row alone
+    other = open_kb()
+    doc = other.documents.get("infrastructure/cert.md")
+    assert doc is not None
+    other.documents.save(dataclasses.replace(doc, title="TLS certificate expiry"))
+    read, work = kb.documents_read, dict(kb.work)
+    assert kb.sync()
+    ours = _whole(kb)
+    assert kb.documents_read - read == 1
+    assert kb.work == {
+        "exact_entries": work["exact_entries"] + 1,
+        "answer_rows": work["answer_rows"],
+    }
+    assert [m.doc_path for m in kb.exact_index.match("TLS certificate expiry")] == [
+        "infrastructure/cert.md"
+    ]
+    assert ours == _whole(open_kb())

@@ -441,11 +441,11 @@ def check_summarised(text: str, budget: int) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("budget", [DEFAULT_TOKEN_BUDGET, 2000, 1500])
+@pytest.mark.parametrize("budget", [6000, DEFAULT_TOKEN_BUDGET, 1500])
 def test_a_large_map_is_summarised_within_the_budget(large_map: KnowledgeMap, budget: int) -> None:
     full = large_map.to_yaml(10**9)
     assert "note" not in yaml.safe_load(full)
-    assert estimate_tokens(full) > DEFAULT_TOKEN_BUDGET
+    assert estimate_tokens(full) > 6000
 
     data = check_summarised(large_map.to_yaml(budget), budget)
 
@@ -461,7 +461,7 @@ def test_a_tighter_budget_shows_fewer_documents(large_map: KnowledgeMap) -> None
         data = yaml.safe_load(large_map.to_yaml(budget))
         return sum(len(d.get("documents", [])) for d in data["available_knowledge_domains"])
 
-    assert shown(10**9) == LARGE_DOCS > shown(DEFAULT_TOKEN_BUDGET) > shown(2000) >= shown(1500)
+    assert shown(10**9) == LARGE_DOCS > shown(6000) > shown(DEFAULT_TOKEN_BUDGET) >= shown(1500)
 
 
 def test_a_map_never_claims_to_fit_a_budget_it_exceeds(large_map: KnowledgeMap) -> None:
@@ -549,3 +549,42 @@ def test_a_long_category_gets_its_domain_row(
     Ingestor(kb, domains=DomainService(kb)).ingest([folder])
 
     assert [r.domain_id for r in DomainService(kb).repository.all()] == [category]
+
+
+def _many_domains(count: int) -> KnowledgeMap:
+    return KnowledgeMap(
+        [
+            MapDomain(
+                f"team-{n:03d}",
+                f"runbooks of team {n}: deploys, alerts and rollbacks",
+                f"questions about the services team {n} owns",
+                4,
+                [MapDocument(f"Team {n} runbook {d}", f"team-{n:03d}/r{d}.md") for d in range(4)],
+            )
+            for n in range(count)
+        ]
+    )
+
+
+def test_a_map_of_many_domains_shows_the_nearest_within_the_budget() -> None:
+    kmap = _many_domains(300)
+    assert estimate_tokens(kmap.to_yaml(10**9)) > 10 * DEFAULT_TOKEN_BUDGET
+    nearness = {f"team-{n:03d}": -float(abs(n - 150)) for n in range(300)}
+
+    shown = kmap.nearest(nearness, DEFAULT_TOKEN_BUDGET)
+    text = shown.to_yaml(DEFAULT_TOKEN_BUDGET)
+
+    assert estimate_tokens(text) <= DEFAULT_TOKEN_BUDGET
+    data = yaml.safe_load(text)
+    ids = [d["domain_id"] for d in data["available_knowledge_domains"]]
+    assert ids[0] == "team-150" and 5 <= len(ids) < 300
+    # the nearest ones, each with documents to recognise it by
+    nearest = sorted(nearness, key=lambda domain: nearness[domain], reverse=True)
+    assert ids == nearest[: len(ids)]
+    assert all(d.get("documents") for d in data["available_knowledge_domains"])
+    assert f"of 300 domains nearest the question, to fit the {DEFAULT_TOKEN_BUDGET}" in data["note"]
+
+
+def test_a_map_that_fits_is_shown_whole() -> None:
+    kmap = _many_domains(3)
+    assert kmap.nearest({}, DEFAULT_TOKEN_BUDGET) is kmap

@@ -21,7 +21,7 @@ from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge import ingest as ingest_module
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.chunking import embedding_text
-from superbiz.knowledge.documents import content_hash
+from superbiz.knowledge.documents import SourceDocument, content_hash
 from superbiz.knowledge.ingest import Ingestor, chunk_id
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
 from superbiz.retrieval.records import ChunkRecord
@@ -785,4 +785,54 @@ def test_a_broken_document_whose_file_turned_bad_is_kept_until_the_file_is_fixed
 
     file.write_text(good, encoding="utf-8")
     assert Ingestor(kb).ingest([small_kb]).repaired == ["api/rate-limit.md"]
+    assert_consistent(kb)
+
+
+class _ReadAheadEmbedder(_HashEmbedder):
+    """Holds the run's first batch until the run reads another file (5 s at most): an
+    ingest that reads its next files while the current ones are embedded lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = False  # files are being read: the next call is the run's first batch
+        self.embedding = threading.Event()
+        self.read_meanwhile = threading.Event()
+        self.waited_out = False
+
+    def _embed_raw(self, texts: list[str]) -> np.ndarray:
+        if self.reading and not self.embedding.is_set():
+            self.embedding.set()
+            self.waited_out = not self.read_meanwhile.wait(timeout=5)
+        return super()._embed_raw(texts)
+
+
+def test_the_next_files_are_read_while_the_current_ones_are_embedded(
+    tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading and converting files overlaps embedding: a file is read while the first
+    group's first batch is being embedded, and every chunk still gets its own vector."""
+    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 2)
+    monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 4)
+    root = tmp_path / "kb"
+    root.mkdir()
+    for i in range(12):
+        (root / f"doc{i:02d}.md").write_text(_long_doc(f"doc {i}", 3), encoding="utf-8")
+    embedder = _ReadAheadEmbedder()
+    kb = open_kb(embedder=embedder)
+
+    class Watching(Ingestor):
+        def load(self, file: Path, root: Path) -> SourceDocument:
+            embedder.reading = True
+            if embedder.embedding.is_set():
+                embedder.read_meanwhile.set()
+            return super().load(file, root)
+
+    report = Watching(kb).ingest([root])
+    assert len(report.added) == 12
+    assert embedder.embedding.is_set() and not embedder.waited_out
+    for doc in report.added:
+        for chunk in kb.store.chunks_of(doc):
+            assert chunk.vector is not None
+            expected = _HashEmbedder.row(embedding_text(chunk.title, chunk.heading, chunk.text))
+            np.testing.assert_allclose(chunk.vector, expected, atol=1e-6)
     assert_consistent(kb)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +193,36 @@ def test_a_setting_against_a_measured_value_wins_without_an_error(
         assert (pinned.thresholds.reference, pinned.thresholds.highly_relevant) == (above, above)
     finally:
         pinned.close()
+
+
+def test_past_the_whole_measure_a_change_counts_only_the_documents_it_touched(
+    tmp_path: Path, open_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from superbiz.knowledge import statistics
+
+    monkeypatch.setattr(statistics, "WHOLE_DOCUMENTS", 2)
+    root = _write(tmp_path / "kb", RUNBOOKS)
+    Ingestor(open_kb).ingest([root])  # nothing stored yet: measured whole
+    first = open_kb.key_frequency
+    assert first is not None and len(first.measured) == 5 and first.counts["kafka"] == 5
+
+    read: list[list[str]] = []
+    chunks_of = open_kb.store.chunks_of_documents
+
+    def spy(paths: Any, **kwargs: Any) -> Any:
+        read.append(list(paths))
+        return chunks_of(paths, **kwargs)
+
+    monkeypatch.setattr(open_kb.store, "chunks_of_documents", spy)
+    _write(
+        root, {"compaction.md": "---\ntitle: Log compaction\n---\n\nKafka log compaction stalls.\n"}
+    )
+    Ingestor(open_kb).ingest([root])
+
+    after = open_kb.key_frequency
+    assert read == [["compaction.md"]]  # the five others were not read again
+    assert after is not None and after.counts["kafka"] == 6 and len(after.measured) == 6
+    assert after.users["log compaction"] == ("compaction.md",)
+    retrieval = open_kb.retrieve("log compaction is stuck")
+    assert retrieval.level is RelevanceLevel.PRECISE and retrieval.top is not None
+    assert retrieval.top.doc_path == "compaction.md"

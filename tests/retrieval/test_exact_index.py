@@ -330,3 +330,39 @@ def test_key_frequency_round_trips_and_unreadable_is_none() -> None:
     assert KeyFrequency.from_json("{not json") is None
     assert KeyFrequency.from_json('{"documents": 3}') is None
     assert KeyFrequency.from_json(None) is None
+
+
+def test_key_frequency_follows_a_change_without_counting_the_others_again() -> None:
+    index = ExactIndex(
+        [ExactEntry("a.md", "Kafka lag", "ops"), ExactEntry("b.md", "Broker down", "ops")]
+    )
+    before = index.frequency([("a.md", "Kafka lag on the broker"), ("b.md", "Broker down")])
+    before = KeyFrequency(before.documents, before.counts, before.users, {"a.md": "1", "b.md": "1"})
+    assert before.users["broker down"] == ("b.md",)
+
+    # b.md changed (no longer says it), c.md is new and says both
+    fresh = index.frequency([("b.md", "A broker restarted"), ("c.md", "Kafka lag, broker down")])
+    after = before.updated({"a.md": "1", "b.md": "2", "c.md": "1"}, fresh, gone=["b.md"])
+
+    assert after.documents == 3
+    assert after.users["broker down"] == ("c.md",) and after.counts["broker down"] == 1
+    assert after.users["kafka lag"] == ("a.md", "c.md") and after.counts["kafka lag"] == 2
+    assert after.measured == {"a.md": "1", "b.md": "2", "c.md": "1"}
+    assert KeyFrequency.from_json(after.to_json()) == after
+
+
+def test_block_boundaries_are_jiebas_boundaries_of_the_whole_text() -> None:
+    """A document's token boundaries worked out per jieba block (only where a key is
+    asked about) are those of segmenting the whole text: Chinese, Latin, digits, joiners,
+    CJK characters outside jieba's blocks (U+3400, U+F900), spaces and line breaks."""
+    from superbiz.retrieval.exact_index import _BlockBoundaries, _boundaries
+
+    texts = [
+        "支付回调超时怎么办？检查 Redis 连接池（redis-cli info clients）。\r\n重试队列配置 v1.2.3",
+        "TiKV 扩容后 Region 的 leader 不均衡：调整 scheduler 参数 50% 㐀㐁 豈更 的问题",
+        "数据库主从切换 mysql_failover 与 PAY-3002 错误码\n\n## 步骤\n1. 确认主库状态",
+    ]
+    for text in texts:
+        blocks = _BlockBoundaries(text)
+        found = {pos for pos in range(len(text) + 1) if pos in blocks}
+        assert found == set(_boundaries(text)), text

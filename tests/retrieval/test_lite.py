@@ -213,6 +213,7 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
         dataclasses.replace(r, id=f"b.md#{r.chunk_index}", doc_path="b.md") for r in records[:2]
     ]
     read: list[list[Any]] = []
+    states: list[dict[str, tuple[int, frozenset[str]]]] = []
     for direct in (True, False):
         store = MilvusChunkStore(str(tmp_path / f"{direct}.db"), "chunks")
         try:
@@ -228,6 +229,7 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             assert sorted(both) == ["a.md", "b.md"]
             assert [h.id for h in both["a.md"]] == [h.id for h in hits]
             assert [h.id for h in both["b.md"]] == ["b.md#0", "b.md#1"]
+            states.append(store.index_state(["a.md", "b.md", "missing.md"]))
             assert [h.id for h in store.search_bm25("连接池 pool", 5)][:1] == ["a.md#0"]
             if direct:
                 too_long = dataclasses.replace(records[0], id="x" * 200)
@@ -237,6 +239,8 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
             store.close()
     assert read[0] == read[1]
     assert len(read[0]) == 5
+    # what reconciliation compares: the same in process and through the client
+    assert states[0] == states[1] == {"a.md": (5, frozenset("h")), "b.md": (2, frozenset("h"))}
 
 
 def _chunks(doc: str, count: int) -> list[Any]:
@@ -340,3 +344,92 @@ def test_a_failing_call_through_the_gate_is_done_by_the_client(
         assert [h.id for h in store.search_bm25("Redis 连接池", 4)] == expected
     finally:
         store.close()
+
+
+def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
+    """Dense and BM25 hits through the live-row searches and through Lite's own."""
+    from superbiz.retrieval._lite import _lite_search, search_bm25, search_dense
+
+    where = f'domain == "{domain}"' if domain else None
+    out = []
+    probe = np.random.default_rng(5).standard_normal(8).astype(np.float32).tolist()
+    for limit in (4, 40):
+        dense = (probe, "dense", "L2", limit, where, ["doc_path", "domain", "text"])
+        bm25 = ("Redis 连接池 payment", "sparse", "BM25", limit, where, ["doc_path", "dense"])
+        out.append((search_dense(gate.live, *dense), _lite_search(gate.collection, *dense)))
+        out.append((search_bm25(gate.live, *bm25), _lite_search(gate.collection, *bm25)))
+    return out
+
+
+def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path: Path) -> None:
+    """Documents replaced (their chunk ids deleted and written again), deleted, left in
+    Lite's memtable or flushed, searched with and without a domain filter: the searches
+    over the kept live rows return exactly Lite's own hits, and the rows are worked out
+    once per change of the collection, not once per search."""
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(8)
+        other = [dataclasses.replace(c, domain="db") for c in _chunks("b.md", 7)]
+        steps: list[Any] = [
+            lambda: store.insert(_chunks("a.md", 12) + other),
+            store.flush,
+            lambda: store.replace_document("a.md", _chunks("a.md", 9)),  # in the memtable
+            lambda: store.delete_documents(["b.md"]),
+            store.flush,
+            lambda: store.replace_document("b.md", other[:3]),
+        ]
+        gate = None
+        for step in steps:
+            step()
+            gate = gate or store._local_collection()
+            assert gate is not None and gate.live is not None
+            views = gate.live.views
+            for domain in (None, "ops", "db"):
+                for ours, lites in _both_searches(store, gate, domain):
+                    assert ours == lites
+            assert gate.live.views == views + 1  # one view for the six searches
+        assert gate is not None
+        every = store.search_dense(np.ones(8, dtype=np.float32), 40)
+        assert sorted(h.doc_path for h in every) == ["a.md"] * 9 + ["b.md"] * 3  # newest only
+    finally:
+        store.close()
+
+
+def test_a_live_row_search_that_disagrees_with_lite_leaves_searches_to_lite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As after a Lite upgrade that changed which rows count: the check when a store
+    opens finds the live-row searches returning other hits, says so once, and searches
+    go through Lite's own code (the same hits as Lite gives)."""
+    from superbiz.retrieval import _lite
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    by_key = _lite._View._by_key
+
+    def forgets_deletes(self: Any, seg: Any) -> tuple[np.ndarray, np.ndarray]:
+        self._deleted = {}
+        return by_key(self, seg)
+
+    monkeypatch.setattr(_lite._View, "_by_key", forgets_deletes)
+    monkeypatch.setattr(_lite, "_search_verdict", [])
+    results = []
+    with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
+        for name in ("one", "two"):
+            store = MilvusChunkStore(str(tmp_path / f"{name}.db"), "chunks")
+            try:
+                store.ensure_collection(8)
+                store.insert(_chunks("a.md", 12))
+                store.flush()
+                store.replace_document("a.md", _chunks("a.md", 5))
+                store.flush()
+                gate = store._local_collection()
+                assert gate is not None and gate.live is None  # Lite's own searches
+                results.append([h.id for h in store.search_bm25("Redis 连接池 payment", 20)])
+            finally:
+                store.close()
+    # the deleted chunks a.md#5… stay out, as Lite leaves them out
+    assert results[0] == results[1] == ["a.md#3", "a.md#0", "a.md#1", "a.md#4"]
+    warnings = [r for r in caplog.records if r.name == "superbiz.retrieval._lite"]
+    assert len(warnings) == 1 and "live-row" in warnings[0].getMessage()

@@ -19,6 +19,11 @@ import numpy as np
 
 #: the margin of a map the planner cannot measure: no lead is clear, every plan unscoped
 UNMEASURED = math.inf
+#: titles asked at most: past it a reproducible sample (each is scored against every
+#: entry; 50,000 documents all asked took a 50,000² matrix, 20 GB)
+MAX_TITLES = 4000
+#: titles scored at once (a block × entries matrix of float32)
+_BLOCK = 256
 
 
 def domain_scores(scores: np.ndarray, domains: Sequence[str]) -> dict[str, float]:
@@ -88,14 +93,10 @@ def clear_margins(
     column = {name: i for i, name in enumerate(names)}
     owner = np.array([column[d] for d in domains])
     sizes = np.bincount(owner, minlength=len(names))
-    similarity = titles @ entries.T
-    np.fill_diagonal(similarity, -np.inf)
-    # each title's best score per domain, its own entry left out
-    per_domain = np.full((n, len(names)), -np.inf)
-    for j in range(len(names)):
-        per_domain[:, j] = similarity[:, owner == j].max(axis=1)
     rows = np.nonzero(sizes[owner] > 1)[0]
-    scores = per_domain[rows]
+    if len(rows) > MAX_TITLES:  # a large map: a reproducible sample of its titles
+        rows = np.sort(np.random.default_rng(0).choice(rows, MAX_TITLES, replace=False))
+    scores = _best_per_domain(titles, entries, owner, rows, len(names))
     order = np.sort(scores, axis=1)
     leads = order[:, -1] - order[:, -2]
     chosen = scores.argmax(axis=1)
@@ -113,3 +114,22 @@ def clear_margins(
         if len(reached):
             margins[name] = float(leads[by_lead][reached[-1]])
     return margins
+
+
+def _best_per_domain(
+    titles: np.ndarray, entries: np.ndarray, owner: np.ndarray, rows: np.ndarray, count: int
+) -> np.ndarray:
+    """For each title in ``rows``, its best cosine with each domain's entries, its own
+    entry left out; a block of titles at a time, the entries grouped by domain."""
+    order = np.argsort(owner, kind="stable")
+    starts = np.searchsorted(owner[order], np.arange(count))
+    grouped = entries[order]
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order))  # an entry's column once grouped
+    out = np.empty((len(rows), count))
+    for begin in range(0, len(rows), _BLOCK):
+        block = rows[begin : begin + _BLOCK]
+        similarity = titles[block] @ grouped.T
+        similarity[np.arange(len(block)), where[block]] = -np.inf
+        out[begin : begin + len(block)] = np.maximum.reduceat(similarity, starts, axis=1)
+    return out

@@ -129,19 +129,22 @@ class MapPlanner:
         self._titles: dict[str, np.ndarray] = {}
         # (map, its clear margins), swapped whole: turns of several sessions plan at once
         self._margin_built: tuple[KnowledgeMap, dict[str, float]] | None = None
+        # (map, its entries in one matrix), likewise: a plan multiplies, never stacks
+        self._indexed: tuple[KnowledgeMap, _MapEntries] | None = None
 
     def plan(self, request: PlanRequest) -> Plan:
-        documents = self._documents(request)
-        if not documents:
+        entries, scores = self._scored(request)
+        if not entries.documents:
             return Plan(False, source="map", note="no domain left to consult")
-        scores = self._scores(request.question, documents)
         best_doc = int(np.argmax(scores))
         held = {item.path for item in request.evidence}
-        if not request.exclude and documents[best_doc][1].path in held:
+        if not request.exclude and entries.documents[best_doc][1].path in held:
             return Plan(
-                False, source="evidence", note=f"answer from {documents[best_doc][1].title}"
+                False,
+                source="evidence",
+                note=f"answer from {entries.documents[best_doc][1].title}",
             )
-        chosen, scoped = self._choose(request, documents, scores)
+        chosen, scoped = self._choose(request, entries, scores)
         return Plan(
             True,
             tuple(PlannedDomain(d, request.question) for d in chosen),
@@ -154,50 +157,72 @@ class MapPlanner:
         lookups search only their domains cannot hide the answer from it."""
         if self.settings.scope != "measured":
             return self.settings.scope == "always"
-        documents = self._documents(request)
-        if not documents:
+        entries, scores = self._scored(request)
+        if not entries.documents:
             return False
-        return self._choose(request, documents, self._scores(request.question, documents))[1]
+        return self._choose(request, entries, scores)[1]
+
+    def domain_scores(self, question: str, kmap: KnowledgeMap) -> dict[str, float]:
+        """Each domain's best entry cosine with ``question``, in the map's order: how near
+        the question each domain is (``KnowledgeMap.nearest``)."""
+        entries, scores = self._scored(PlanRequest(question, kmap))
+        return entries.domain_scores(scores)
 
     def clear_margins(self, kmap: KnowledgeMap) -> dict[str, float]:
         """Per domain, the lead over the next domain at which this map's titles put in
         it are its own with ``scope_precision`` (``inf``: not measurable, never scoped)."""
         built = self._margin_built
         if built is None or built[0] is not kmap:
-            docs = [(domain.domain_id, doc) for domain in kmap.domains for doc in domain.documents]
+            entries = self._entries_of(kmap)
             margins: dict[str, float] = {}
-            if docs:
+            if entries.documents:
                 margins = _domain_margin.clear_margins(
-                    self._title_vectors([doc for _, doc in docs]),
-                    self._vectors([doc for _, doc in docs]),
-                    [domain for domain, _ in docs],
+                    self._title_vectors([doc for _, doc in entries.documents]),
+                    entries.matrix,
+                    entries.domains,
                     self.settings.scope_precision,
                 )
             self._margin_built = built = (kmap, margins)
         return built[1]
 
-    @staticmethod
-    def _documents(request: PlanRequest) -> list[tuple[str, MapDocument]]:
-        return [
-            (domain.domain_id, doc)
-            for domain in request.knowledge_map.domains
-            if domain.domain_id not in request.exclude
-            for doc in domain.documents
-        ]
+    def _entries_of(self, kmap: KnowledgeMap) -> _MapEntries:
+        """The map's documents and their entry vectors in one matrix, once per map."""
+        indexed = self._indexed
+        if indexed is None or indexed[0] is not kmap:
+            documents = [
+                (domain.domain_id, doc) for domain in kmap.domains for doc in domain.documents
+            ]
+            matrix = (
+                self._vectors([doc for _, doc in documents])
+                if documents
+                else np.zeros((0, self.embedder.dimension), dtype=np.float32)
+            )
+            self._indexed = indexed = (kmap, _MapEntries(documents, matrix))
+        return indexed[1]
 
-    def _scores(self, question: str, documents: list[tuple[str, MapDocument]]) -> np.ndarray:
-        vectors = self._vectors([doc for _, doc in documents])
-        scores: np.ndarray = vectors @ self.embedder.embed_query(question)
-        return scores
+    def _scored(self, request: PlanRequest) -> tuple[_MapEntries, np.ndarray]:
+        """The entries the plan may choose from (the excluded domains' left out) and each
+        one's cosine with the question."""
+        entries = self._entries_of(request.knowledge_map)
+        if not entries.documents:
+            return entries, np.zeros(0, dtype=np.float32)
+        scores: np.ndarray = entries.matrix @ self.embedder.embed_query(request.question)
+        if not request.exclude:
+            return entries, scores
+        keep = [
+            i for i, (domain, _) in enumerate(entries.documents) if domain not in request.exclude
+        ]
+        kept = _MapEntries([entries.documents[i] for i in keep], entries.matrix[keep])
+        return kept, scores[keep]
 
     def _choose(
         self,
         request: PlanRequest,
-        documents: list[tuple[str, MapDocument]],
+        entries: _MapEntries,
         scores: np.ndarray,
     ) -> tuple[list[str], bool]:
         """The planned domains, best first, and whether the plan is scoped to them."""
-        domain_score = _domain_margin.domain_scores(scores, [d for d, _ in documents])
+        domain_score = entries.domain_scores(scores)
         ranked = sorted(domain_score.items(), key=lambda item: item[1], reverse=True)
         best = ranked[0][0]
         if self.settings.scope != "measured":
@@ -220,7 +245,7 @@ class MapPlanner:
         return np.stack([self._titles[d.title] for d in docs])
 
     def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
-        """Entry vectors, embedded once per (path, text) and reused across turns."""
+        """Entry vectors, embedded once per (path, text) and reused across maps."""
         texts = [_entry_text(d) for d in docs]
         missing = [
             (d.path, t)
@@ -233,6 +258,27 @@ class MapPlanner:
             ):
                 self._entries[(path, text)] = vector
         return np.stack([self._entries[(d.path, t)] for d, t in zip(docs, texts, strict=True)])
+
+
+class _MapEntries:
+    """A map's documents, each with its domain, and their entry vectors (rows)."""
+
+    def __init__(self, documents: list[tuple[str, MapDocument]], matrix: np.ndarray) -> None:
+        self.documents = documents
+        self.matrix = matrix
+        self.domains = [domain for domain, _ in documents]
+        # a map lists each domain's documents together: each run of a domain is one
+        starts = [i for i, d in enumerate(self.domains) if i == 0 or d != self.domains[i - 1]]
+        self._names = [self.domains[i] for i in starts]
+        grouped = len(self._names) == len(set(self._names))
+        self._starts = np.array(starts) if grouped and starts else None
+
+    def domain_scores(self, scores: np.ndarray) -> dict[str, float]:
+        """Each domain's best score among its entries, in the order of the documents."""
+        if self._starts is None:
+            return _domain_margin.domain_scores(scores, self.domains)
+        best = np.maximum.reduceat(scores, self._starts)
+        return dict(zip(self._names, best.astype(float).tolist(), strict=True))
 
 
 def _entry_text(doc: MapDocument) -> str:
@@ -303,7 +349,9 @@ class LLMPlanner:
         kmap = request.knowledge_map
         allowed = set(kmap.domain_ids) - request.exclude
         system = load_prompt("chat-planner-prompt", language).format(
-            knowledge_map=kmap.to_yaml(self.settings.map_token_budget).strip(),
+            knowledge_map=shown_map(kmap, request.question, self.fallback, self.settings)
+            .to_yaml(self.settings.map_token_budget)
+            .strip(),
             session_evidence=_evidence_list(request.evidence, language),
             conversation=_conversation(request.conversation, language),
             max_domains=self.settings.max_domains,
@@ -353,6 +401,17 @@ def _without_copies(plan: Plan, question: str, prompt: Sequence[str]) -> Plan:
         for entry in plan.domains
     )
     return replace(plan, domains=entries)
+
+
+def shown_map(
+    kmap: KnowledgeMap, question: str, planner: MapPlanner, settings: PlannerConfig
+) -> KnowledgeMap:
+    """The map an LLM planner is shown for ``question``: the whole map while it fits the
+    budget, else the domains nearest the question by the map planner's scores."""
+    budget = settings.map_token_budget
+    if kmap.nearest({}, budget) is kmap:
+        return kmap
+    return kmap.nearest(planner.domain_scores(question, kmap), budget)
 
 
 def _evidence_list(evidence: Sequence[Citation], language: Language) -> str:

@@ -18,9 +18,12 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -124,6 +127,14 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+class _RateColumn(ProgressColumn):
+    """Items per second (files while ingesting), once rich has measured a rate."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.1f}/s", style="progress.data.speed")
+
+
 def _progress() -> Progress:
     """A progress bar redrawn by ``update(..., refresh=True)`` in the caller's thread: an
     auto-refresh thread would take the GIL in the middle of the lookups a benchmark times."""
@@ -131,7 +142,9 @@ def _progress() -> Progress:
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        _RateColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[item]}", style="dim"),
         console=err,
         transient=True,

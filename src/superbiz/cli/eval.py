@@ -478,3 +478,55 @@ def eval_answers(
         ),
     )
     _publish(report, output, as_json, render_reports)
+
+
+def eval_scale(
+    dataset_dirs: Annotated[
+        list[Path], typer.Argument(help="Seed sets (corpus/ and queries.jsonl each).")
+    ],
+    max_documents: Annotated[
+        int, typer.Option("--max-documents", help="The largest size measured.", min=1)
+    ] = 50_000,
+    profile: Annotated[
+        str, typer.Option("--profile", help="embedded (SQLite + Milvus Lite) or server.")
+    ] = "embedded",
+    database_url: Annotated[
+        str,
+        typer.Option("--database-url", help="PostgreSQL of the server profile (a schema is made)."),
+    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", help="Keep the generated corpus (and the KB) here; reused."),
+    ] = None,
+    as_json: JsonFlag = False,
+    output: OutputFile = None,
+) -> None:
+    """One KB grown from the seed sets to --max-documents documents (distinct generated
+    copies): ingest rate against the embedder's, peak RSS, disk, lookup latency and recall,
+    the planner's map and latency, and the gaps report at each size. With -o the JSON is
+    written after every size."""
+    import json
+    import tempfile
+
+    from superbiz.evaluation.scale import benchmark_scale, render_scale_report
+
+    if profile not in ("embedded", "server"):
+        err.print("[bold red]error:[/] --profile must be 'embedded' or 'server'")
+        raise typer.Exit(2)
+
+    def partial(report: dict[str, object]) -> None:
+        if output:
+            output.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+
+    with _errors(), tempfile.TemporaryDirectory(prefix="superbiz-eval-scale-") as scratch:
+        report = benchmark_scale(
+            dataset_dirs,
+            _settings(None),
+            work or Path(scratch),
+            profile="server" if profile == "server" else "embedded",
+            max_documents=max_documents,
+            database_url=database_url,
+            on_size=partial,
+            on_notice=lambda text: err.print(f"[dim]{escape(text)}[/]"),
+        )
+    _publish(report, output, as_json, render_scale_report)

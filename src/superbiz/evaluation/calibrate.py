@@ -27,7 +27,7 @@ def calibrate(kb: KnowledgeBase, *, measure: bool = False) -> dict[str, Any]:
     measured_now = measure or kb.calibration is None
     if measured_now:
         with kb.write_lock.held():
-            refresh_statistics(kb)
+            refresh_statistics(kb, whole=True)
     stored = kb.calibration
     shipped = DEFAULT_THRESHOLDS.get(kb.embedder.name, FALLBACK_THRESHOLDS)
     measured = kb.measured_thresholds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -14,6 +15,7 @@ from sqlalchemy import Engine
 from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
+from superbiz.knowledge._mirror import DocumentMirror
 from superbiz.knowledge.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.knowledge.documents import normalize_domain
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
@@ -83,11 +85,20 @@ class KnowledgeBase:
         self._embedder = embedder
         self._store = store
         self._owns_store = store is None
-        self._exact: ExactIndex | None = None
+        #: the documents, the exact and the answer index, each brought up to date by
+        #: difference after a change (``_stale`` says which are behind)
+        self._mirror = DocumentMirror(self.documents)
+        self._exact = ExactIndex()
+        self._exact_docs: dict[str, StoredDocument] = {}  # the document of each entry
+        self._answers = AnswerIndex.from_rows([])
+        self._answer_rows: dict[str, tuple[tuple[str, str], tuple[str, str, bytes]]] = {}
+        self._stale = {"documents", "exact", "answers"}
+        self._cache_lock = threading.RLock()
+        #: rows each index redid at its last refreshes, counted (what a change costs)
+        self.work = {"exact_entries": 0, "answer_rows": 0}
         #: the stored measurements, read once per knowledge version (False: not read yet)
         self._frequency: KeyFrequency | bool | None = False
         self._calibration: LevelCalibration | bool | None = False
-        self._answers: AnswerIndex | None = None
         #: who may read what (``access_rules``) and each reader's view, per version
         self._access: AccessRules | None = None
         self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
@@ -263,36 +274,82 @@ class KnowledgeBase:
             self._frequency = KeyFrequency.from_json(self.meta.get(KEY_FREQUENCY_KEY))
         return self._frequency if isinstance(self._frequency, KeyFrequency) else None
 
+    def current_documents(self, *, fresh: bool = False) -> dict[str, StoredDocument]:
+        """The stored documents by path (in path order) as of the last ``sync`` or
+        ``invalidate`` (``fresh``: as stored now), read by difference
+        (``DocumentMirror``): an unchanged document is the same object as before."""
+        with self._cache_lock:
+            if fresh or "documents" in self._stale:
+                self._mirror.refresh()
+                self._stale.discard("documents")
+            return self._mirror.rows
+
+    @property
+    def documents_read(self) -> int:
+        """Document rows read into ``current_documents`` so far (counted work)."""
+        return self._mirror.rows_read
+
     @property
     def exact_index(self) -> ExactIndex:
-        if self._exact is None:
-            self._exact = ExactIndex(
-                (exact_entry(doc) for doc in self.documents.all()), self.key_frequency
-            )
-        return self._exact
+        """The exact index, its entries redone only for the documents that changed."""
+        with self._cache_lock:
+            if "exact" in self._stale:
+                docs = self.current_documents()
+                index, used = self._exact, self._exact_docs
+                for path in used.keys() - docs.keys():
+                    index.remove(path)
+                    del used[path]
+                for path, doc in docs.items():
+                    if used.get(path) is not doc:
+                        if path in used:
+                            index.remove(path)
+                        index.add(exact_entry(doc))
+                        used[path] = doc
+                        self.work["exact_entries"] += 1
+                index.key_frequency = self.key_frequency
+                self._stale.discard("exact")
+            return self._exact
 
     @property
     def answer_index(self) -> AnswerIndex:
-        """The documents' answer vectors, loaded once per knowledge version; documents
-        without one (the model was turned on after their ingest) are logged, once."""
-        if self._answers is None:
+        """The documents' answer vectors, only the changed ones read again after a change;
+        documents without one (the model was turned on after their ingest) are logged,
+        once per change."""
+        with self._cache_lock:
+            if "answers" not in self._stale:
+                return self._answers
             encoder = self.answer_encoder
-            rows = self.documents.answer_vectors(encoder.name) if encoder else []
-            self._answers = AnswerIndex.from_rows(rows)
-            if encoder and (missing := self.documents.count_without_answer_vector(encoder.name)):
+            if encoder is None:
+                self._answers, self._answer_rows = AnswerIndex.from_rows([]), {}
+                self._stale.discard("answers")
+                return self._answers
+            prints = self.documents.answer_fingerprints(encoder.name)
+            rows = {
+                path: held
+                for path, held in self._answer_rows.items()
+                if prints.get(path) == held[0]
+            }
+            for row in self.documents.answer_vectors(encoder.name, sorted(prints.keys() - rows)):
+                rows[row[0]] = (prints[row[0]], row)
+                self.work["answer_rows"] += 1
+            self._answer_rows = rows
+            self._answers = AnswerIndex.from_rows([rows[path][1] for path in sorted(rows)])
+            self._stale.discard("answers")
+            if missing := self.documents.count_without_answer_vector(encoder.name):
                 log.warning(
                     "retrieval.answers is on but %d documents have no answer vector yet; "
                     "`superbiz ingest` encodes them (the answer model ranks the others)",
                     missing,
                 )
-        return self._answers
+            return self._answers
 
     def invalidate(self) -> None:
-        """Call after documents change: the exact and answer indexes are rebuilt on next use,
-        and the stored measurements (key frequency, thresholds) read again."""
-        self._exact = None
-        self._answers = None
-        self._access = None
+        """Call after documents change: the documents, the exact and the answer index are
+        brought up to date on next use (the changed documents only), the access rules read
+        again, and the stored measurements (key frequency, thresholds) read again."""
+        with self._cache_lock:
+            self._stale.update(("documents", "exact", "answers"))
+            self._access = None
         self._forget_measurements()
 
     def _forget_measurements(self) -> None:
@@ -308,7 +365,8 @@ class KnowledgeBase:
     def sync(self) -> bool:
         """Drop what another process's document changes made stale; True if anything changed.
 
-        One point query. The exact and answer indexes are rebuilt on next use; a configured vector
+        One point query. The exact and answer indexes are brought up to date on next use
+        (the changed documents only); a configured vector
         store that had no collection yet is reopened, so that the collection another
         process created is searched (a collection's chunks are always read live).
         """
@@ -316,9 +374,9 @@ class KnowledgeBase:
         if current == self._version:
             return False
         self._version = current
-        self._exact = None
-        self._answers = None
-        self._access = None
+        with self._cache_lock:
+            self._stale.update(("documents", "exact", "answers"))
+            self._access = None
         self._forget_measurements()
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()

@@ -80,7 +80,7 @@ class DomainService:
         if not wanted:
             return
         by_domain: dict[str, list[StoredDocument]] = {d: [] for d in wanted}
-        for doc in self.kb.documents.all():
+        for doc in self.kb.current_documents(fresh=True).values():
             if doc.domain in wanted:
                 by_domain[doc.domain].append(doc)
         for domain, docs in sorted(by_domain.items()):

@@ -16,7 +16,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import NamedTuple
@@ -49,8 +49,9 @@ from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
 EMBED_BATCH = 128
-#: batches embedded at once, in threads, while the current one is inserted: USE spends
-#: most of its time in BLAS (off the GIL), so a second core embeds too when it is free
+#: batches embedded at once, in threads, while the current one is inserted and the next
+#: files are read: USE spends most of its time in BLAS (off the GIL), so a second core
+#: embeds too when it is free
 EMBED_WORKERS = 2
 #: chunks of small files gathered before they are indexed together: enough batches for
 #: the embedding threads to overlap the inserts (with one batch per call they took turns)
@@ -70,6 +71,35 @@ class _Pending(NamedTuple):
     file: Path
     outcome: list[str]
     chunks: list[Chunk]
+
+
+_Batch = list[tuple[SourceDocument, Chunk]]
+
+
+class _Group:
+    """Documents being indexed together: their chunks in ``EMBED_BATCH`` batches, the
+    first ``EMBED_WORKERS`` of them already embedding in the run's pool."""
+
+    def __init__(
+        self,
+        pending: list[_Pending],
+        pool: ThreadPoolExecutor,
+        embed: Callable[[_Batch], np.ndarray],
+    ) -> None:
+        self.pending = pending
+        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
+        self.batches = [work[i : i + EMBED_BATCH] for i in range(0, len(work), EMBED_BATCH)]
+        self._pool, self._embed = pool, embed
+        self._next = min(EMBED_WORKERS, len(self.batches))
+        self.upcoming: deque[Future[np.ndarray]] = deque(
+            pool.submit(embed, batch) for batch in self.batches[: self._next]
+        )
+
+    def embed_next(self) -> None:
+        """Start the next batch not embedding yet (one is taken: one more may start)."""
+        if self._next < len(self.batches):
+            self.upcoming.append(self._pool.submit(self._embed, self.batches[self._next]))
+            self._next += 1
 
 
 def chunk_id(doc_path: str, index: int, version: str) -> str:
@@ -108,6 +138,9 @@ class Ingestor:
         #: files already read and converted by the caller (an upload, checked before it
         #: was stored), taken by ``load`` instead of converting them again
         self.parsed: dict[Path, SourceDocument] = {}
+        #: the run's embedding threads, and the group embedding while files are read
+        self._pool: ThreadPoolExecutor | None = None
+        self._started: _Group | None = None
 
     def ingest(
         self,
@@ -124,7 +157,13 @@ class Ingestor:
         (``KnowledgeBase.write_lock``): its first step drops index entries with no
         document row, which would be another writer's chunks not yet recorded."""
         with self.kb.write_lock.held():
-            return self._ingest(paths, prune, rebuild, on_total, on_progress, root)
+            try:
+                return self._ingest(paths, prune, rebuild, on_total, on_progress, root)
+            finally:  # a run that stopped part-way leaves its last group unwritten, whole
+                self._started = None
+                if self._pool is not None:
+                    self._pool.shutdown(cancel_futures=True)
+                    self._pool = None
 
     def _ingest(
         self,
@@ -246,6 +285,7 @@ class Ingestor:
                 self._index(pending, on_progress)
                 pending = []
         self._index(pending, on_progress)
+        self._finish_indexing(on_progress)
         kb.documents.save_all(followed)
         self._drop_copies(moving, seen, report)
 
@@ -329,15 +369,32 @@ class Ingestor:
         return _Pending(doc, file, outcome, chunks)
 
     def _index(self, pending: list[_Pending], on_progress: Progress | None) -> None:
-        """Write ``pending`` documents beside their earlier versions: the new chunks
-        embedded and inserted ``EMBED_BATCH`` at a time (a large file never holds all its
-        vectors at once) under ids of their own (``chunk_id``), then each row, and only
-        then the earlier chunks deleted. Readers find every document throughout; an
+        """Start indexing ``pending`` documents, and finish the group started before:
+        ``pending`` is embedded in the run's threads while the earlier group is inserted
+        and, after this returns, while the run reads and converts its next files (which
+        took turns with embedding before). ``_finish_indexing`` finishes the last group."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
+        started = _Group(pending, self._pool, self._embed) if pending else None
+        earlier, self._started = self._started, started
+        if earlier is not None:
+            self._write(earlier, on_progress)
+
+    def _finish_indexing(self, on_progress: Progress | None) -> None:
+        """Write the group still embedding: every document of the run is in after it."""
+        group, self._started = self._started, None
+        if group is not None:
+            self._write(group, on_progress)
+
+    def _write(self, group: _Group, on_progress: Progress | None) -> None:
+        """Write ``group``'s documents beside their earlier versions: the new chunks
+        inserted ``EMBED_BATCH`` at a time as their vectors come (a large file never holds
+        all its vectors at once) under ids of their own (``chunk_id``), then each row, and
+        only then the earlier chunks deleted. Readers find every document throughout; an
         embedder or store failure, or a crash, leaves the earlier version whole (the next
         run's reconcile repairs a doubled index). A row the database refuses is a skipped
         file: its new chunks are deleted, its earlier version kept."""
-        if not pending:
-            return
+        pending = group.pending
         store = self.kb.store
         earlier = store.chunk_ids([p.doc.path for p in pending])
         fresh = {
@@ -348,20 +405,14 @@ class Ingestor:
         store.delete_chunks(
             {i for path, ids in fresh.items() for i in ids & earlier.get(path, set())}
         )
-        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
-        batches = [work[start : start + EMBED_BATCH] for start in range(0, len(work), EMBED_BATCH)]
-        # The next EMBED_WORKERS batches are embedded (numpy, mostly off the GIL) while
-        # this one is inserted (Milvus Lite analyses its BM25 text with jieba, in Python);
-        # at most that many batches of vectors exist at once.
-        with ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed") as pool:
-            upcoming = deque(pool.submit(self._embed, b) for b in batches[:EMBED_WORKERS])
-            for number, batch in enumerate(batches):
-                with self.outside_stores():
-                    vectors = upcoming.popleft().result()
-                if number + EMBED_WORKERS < len(batches):
-                    upcoming.append(pool.submit(self._embed, batches[number + EMBED_WORKERS]))
-                pairs = zip(batch, vectors, strict=True)
-                store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
+        # The next batches are embedded (numpy, mostly off the GIL) while this one is
+        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
+        for batch in group.batches:
+            with self.outside_stores():
+                vectors = group.upcoming.popleft().result()
+            group.embed_next()
+            pairs = zip(batch, vectors, strict=True)
+            store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
         rows = [
             StoredDocument(
                 path=doc.path,
@@ -476,6 +527,7 @@ class Ingestor:
             report.removed.append(doc.path)
             return
         self._index([self._prepare(fresh, source, report.repaired)], None)
+        self._finish_indexing(None)
 
     def _prune(
         self,

@@ -11,11 +11,13 @@
             covers: [支付超时, 扣款无回调]
 
 Past the budget, each domain lists fewer documents (its biggest first) and says how many
-it left out; the map then carries a ``note`` saying it was summarised.
+it left out; the map then carries a ``note`` saying it was summarised. A map whose domains
+do not fit even so is narrowed, per question, to the domains nearest it (``nearest``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,7 +29,9 @@ from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService, derived_summary
 from superbiz.storage.repository import StoredDocument
 
-DEFAULT_TOKEN_BUDGET = 6000
+DEFAULT_TOKEN_BUDGET = 2000
+#: documents each domain of a map narrowed to the nearest domains still lists
+NEAREST_DOCUMENTS = 3
 
 
 def estimate_tokens(text: str) -> int:
@@ -91,17 +95,54 @@ class KnowledgeMap:
             data["note"] = self.note
         return data
 
+    def nearest(self, nearness: Mapping[str, float], token_budget: int) -> KnowledgeMap:
+        """The map a planner is shown for one question: itself while every domain fits
+        ``token_budget`` with ``NEAREST_DOCUMENTS`` documents each, else the domains
+        nearest the question (``nearness``: each domain's score), as many as fit so, with
+        a note saying how many others there are. A team's whole knowledge (hundreds of
+        domains) then costs a prompt no more than a handful of domains does."""
+        if self._fits(self.domains, token_budget):
+            return self
+        ranked = sorted(self.domains, key=lambda d: nearness.get(d.domain_id, -1.0), reverse=True)
+        low, high = 1, len(ranked)  # the most nearest domains that fit: binary search
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self._fits(ranked[:middle], token_budget):
+                low = middle
+            else:
+                high = middle - 1
+        shown = ranked[:low]
+        note = (
+            f"the {len(shown)} of {len(self.domains)} domains nearest the question, to fit the "
+            f"{token_budget}-token budget"
+        )
+        return KnowledgeMap(shown, note)
+
+    @staticmethod
+    def _fits(domains: list[MapDomain], token_budget: int) -> bool:
+        text = _dump(
+            KnowledgeMap(domains, _note(NEAREST_DOCUMENTS, token_budget)).as_dict(NEAREST_DOCUMENTS)
+        )
+        return estimate_tokens(text) <= token_budget
+
     def to_yaml(self, token_budget: int = DEFAULT_TOKEN_BUDGET) -> str:
         """The map as YAML, summarised to ``token_budget`` estimated tokens if needed."""
-        full = _dump(self.as_dict())
-        if estimate_tokens(full) <= token_budget:
-            return full
-        most = max((len(d.documents) for d in self.domains), default=0)
-        for per_domain in _shrinking(most):
-            summarised = KnowledgeMap(self.domains, _note(per_domain, token_budget))
-            text = _dump(summarised.as_dict(per_domain))
-            if estimate_tokens(text) <= token_budget:
-                return text
+        # The most documents per domain that fit, found from the fewest up: a large map
+        # is dumped at the sizes that fit and one more, not whole first (slow in YAML).
+        fitting: str | None = None
+        steps = _shrinking(max((len(d.documents) for d in self.domains), default=0))
+        for per_domain in reversed(steps):
+            note = self._with_note(_note(per_domain, token_budget))
+            text = _dump(KnowledgeMap(self.domains, note).as_dict(per_domain))
+            if estimate_tokens(text) > token_budget:
+                break
+            fitting = text
+        else:
+            full = _dump(self.as_dict())
+            if estimate_tokens(full) <= token_budget:
+                return full
+        if fitting is not None:
+            return fitting
         # Domains only and still too long: shorten each domain's texts, then say so.
         for limit in (160, 80, 40):
             clipped = [
@@ -114,11 +155,15 @@ class KnowledgeMap:
                 )
                 for d in self.domains
             ]
-            text = _dump(KnowledgeMap(clipped, _note(0, token_budget)).as_dict(0))
+            text = _dump(KnowledgeMap(clipped, self._with_note(_note(0, token_budget))).as_dict(0))
             if estimate_tokens(text) <= token_budget:
                 return text
         note = f"the domains alone exceed the {token_budget}-token budget; texts shortened"
-        return _dump(KnowledgeMap(clipped, note).as_dict(0))
+        return _dump(KnowledgeMap(clipped, self._with_note(note)).as_dict(0))
+
+    def _with_note(self, note: str) -> str:
+        """``note`` after this map's own (a narrowed map says so first)."""
+        return f"{self.note}; {note}" if self.note else note
 
 
 def _shrinking(most: int) -> list[int]:
@@ -167,7 +212,7 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
     service = domains or DomainService(kb)
     records = {r.domain_id: r for r in service.ensure_all()}
     by_domain: dict[str, list[StoredDocument]] = {}
-    for doc in kb.documents.all():
+    for doc in kb.current_documents().values():  # read by difference after a change
         by_domain.setdefault(doc.domain, []).append(doc)
     entries = []
     for domain_id, docs in sorted(by_domain.items()):

@@ -5,14 +5,16 @@ use each exact key (``KeyFrequency``: a key many documents use names none of the
 the level thresholds its embedder shows on its own documents (``LevelCalibration``). Both
 are measured from the stored documents and their chunks, read in one query, after an
 ingest or a delete changed the documents, and kept in ``kb_meta``, so that every process
-serving the KB reads the same numbers. Measured on dev (401 documents): about 5 s.
+serving the KB reads the same numbers. Measured on dev (401 documents): about 5 s; past
+``WHOLE_DOCUMENTS`` a change measures only what it touched (``measure``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -37,6 +39,14 @@ from superbiz.storage.repository import StoredDocument
 log = logging.getLogger(__name__)
 
 _NONE = np.zeros((0, 1), dtype=np.float32)
+#: documents a KB is measured whole up to (every change): the benchmark sets are below it
+WHOLE_DOCUMENTS = 2000
+#: documents the level thresholds are measured on past it (a reproducible sample)
+CALIBRATION_DOCUMENTS = 2000
+#: how far a large KB's size may move before its thresholds are measured again
+RECALIBRATE_CHANGE = 0.25
+#: documents whose chunks are read at a time
+_READ_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,57 +56,116 @@ class KnowledgeStatistics:
     seconds: float
 
 
+#: a context the measurement's computing runs in (an upload lets go of the store lock there)
+Outside = Callable[[], AbstractContextManager[object]]
+
+
 def measure(
-    kb: KnowledgeBase, outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext
+    kb: KnowledgeBase, *, whole: bool = False, outside_stores: Outside = nullcontext
 ) -> KnowledgeStatistics:
-    """Both measurements on the KB as stored now (nothing is written); what it computes
-    from what it read (seconds for a large KB) runs inside ``outside_stores``."""
+    """Both measurements on the KB as stored now (nothing is written).
+
+    Up to ``WHOLE_DOCUMENTS`` documents (or with ``whole``) every document is read and
+    counted. Past it a change counts only the documents it touched against the stored
+    counts (``KeyFrequency.updated``), and the level thresholds, measured on a
+    reproducible sample of ``CALIBRATION_DOCUMENTS``, are kept until the KB has grown or
+    shrunk by ``RECALIBRATE_CHANGE``: 50,000 documents measured whole took minutes and
+    gigabytes at every upload (``superbiz eval scale``). What it reads is read first; what
+    it computes from it (seconds for a large KB) runs inside ``outside_stores``."""
     started = time.perf_counter()
     docs = kb.documents.all()
-    chunks = kb.store.chunks_of_documents([doc.path for doc in docs]) if docs else {}
+    hashes = {doc.path: doc.content_hash for doc in docs}
+    previous = None if whole or len(docs) <= WHOLE_DOCUMENTS else kb.key_frequency
+    incremental = previous is not None and bool(previous.measured)
+    counted = docs
+    gone: list[str] = []
+    if previous is not None and incremental:
+        counted = [doc for doc in docs if previous.measured.get(doc.path) != doc.content_hash]
+        gone = [path for path, digest in previous.measured.items() if hashes.get(path) != digest]
+    texts: Iterable[tuple[str, str]] = _texts(kb, counted)
+    if not whole:  # read now, under the stores (``whole``: the CLI's, read in batches)
+        texts = list(texts)
+    calibration = kb.calibration
+    recalibrate = whole or not _still_holds(calibration, kb.embedder.name, len(docs))
+    sample = _sample(docs) if recalibrate else []
+    chunks = kb.store.chunks_of_documents([doc.path for doc in sample]) if sample else {}
     with outside_stores():
-        return _measured(kb, docs, chunks, started)
-
-
-def _measured(
-    kb: KnowledgeBase,
-    docs: list[StoredDocument],
-    chunks: dict[str, list[ChunkHit]],
-    started: float,
-) -> KnowledgeStatistics:
-    # every key a document may be named by, the map's derived covers too: the planner
-    # matches those (``MapPlanner``), and the same frequency judges them
-    keys = ExactIndex(exact_entry(doc, derived_covers=True) for doc in docs)
-    frequency = keys.frequency(
-        (doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]))
-        for doc in docs
-    )
-    probes = choose_probes(
-        {doc.path: doc.title for doc in docs},
-        {doc.path: [c.heading for c in chunks.get(doc.path, [])] for doc in docs},
-    )
-    vectored = [c for doc in docs for c in chunks.get(doc.path, []) if c.vector is not None]
-    if len(probes) < MIN_PROBES or not vectored:  # too small to measure: nothing embedded
-        calibration = calibrate_levels(kb.embedder.name, len(docs), probes, _NONE, [], _NONE)
-    else:
-        calibration = calibrate_levels(
-            kb.embedder.name,
-            len(docs),
-            probes,
-            kb.embedder.embed([p.text for p in probes]),
-            [c.doc_path for c in vectored],
-            np.stack([c.vector for c in vectored if c.vector is not None]),
-        )
+        # every key a document may be named by, the map's derived covers too: the planner
+        # matches those (``MapPlanner``), and the same frequency judges them
+        keys = ExactIndex(exact_entry(doc, derived_covers=True) for doc in docs)
+        fresh = keys.frequency(texts)
+        if previous is not None and incremental:
+            frequency = previous.updated(hashes, fresh, gone)
+        else:
+            frequency = KeyFrequency(fresh.documents, fresh.counts, fresh.users, hashes)
+        if recalibrate:
+            calibration = _calibrate(kb, len(docs), sample, chunks)
+    assert calibration is not None
     return KnowledgeStatistics(frequency, calibration, time.perf_counter() - started)
 
 
+def _texts(kb: KnowledgeBase, docs: list[StoredDocument]) -> Iterator[tuple[str, str]]:
+    """Each document's path and text (title and chunks), read ``_READ_BATCH`` at a time."""
+    for start in range(0, len(docs), _READ_BATCH):
+        batch = docs[start : start + _READ_BATCH]
+        chunks = kb.store.chunks_of_documents([doc.path for doc in batch], vectors=False)
+        for doc in batch:
+            yield doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))])
+
+
+def _still_holds(calibration: LevelCalibration | None, embedder: str, documents: int) -> bool:
+    """Whether a large KB's stored thresholds still stand for ``documents`` documents."""
+    if calibration is None or calibration.embedder != embedder:
+        return False
+    if documents <= WHOLE_DOCUMENTS or calibration.documents <= WHOLE_DOCUMENTS:
+        return False
+    return abs(documents - calibration.documents) <= RECALIBRATE_CHANGE * calibration.documents
+
+
+def _sample(docs: list[StoredDocument]) -> list[StoredDocument]:
+    """``docs``, or a reproducible sample of ``CALIBRATION_DOCUMENTS`` of them (in their
+    order): what the level thresholds are measured on."""
+    if len(docs) <= CALIBRATION_DOCUMENTS:
+        return docs
+    chosen = set(sorted((_stable(doc.path), doc.path) for doc in docs)[:CALIBRATION_DOCUMENTS])
+    return [doc for doc in docs if (_stable(doc.path), doc.path) in chosen]
+
+
+def _calibrate(
+    kb: KnowledgeBase,
+    documents: int,
+    sample: list[StoredDocument],
+    chunks: dict[str, list[ChunkHit]],
+) -> LevelCalibration:
+    """The level thresholds of a KB of ``documents`` documents, measured on ``sample``."""
+    probes = choose_probes(
+        {doc.path: doc.title for doc in sample},
+        {doc.path: [c.heading for c in chunks.get(doc.path, [])] for doc in sample},
+    )
+    vectored = [c for doc in sample for c in chunks.get(doc.path, []) if c.vector is not None]
+    if len(probes) < MIN_PROBES or not vectored:  # too small to measure: nothing embedded
+        return calibrate_levels(kb.embedder.name, documents, probes, _NONE, [], _NONE)
+    return calibrate_levels(
+        kb.embedder.name,
+        documents,
+        probes,
+        kb.embedder.embed([p.text for p in probes]),
+        [c.doc_path for c in vectored],
+        np.stack([c.vector for c in vectored if c.vector is not None]),
+    )
+
+
+def _stable(path: str) -> str:
+    return hashlib.sha1(path.encode()).hexdigest()
+
+
 def refresh_statistics(
-    kb: KnowledgeBase, outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext
+    kb: KnowledgeBase, *, whole: bool = False, outside_stores: Outside = nullcontext
 ) -> KnowledgeStatistics:
-    """Measure the KB and store the result for every process; the lookups of this one
-    use it from their next call. ``outside_stores``: as for ``measure`` (an upload lets
-    go of the store lock there, so turns go on)."""
-    stats = measure(kb, outside_stores)
+    """Measure the KB (``measure``) and store the result for every process; the lookups
+    of this one use it from their next call. ``outside_stores``: as for ``measure`` (an
+    upload lets go of the store lock there, so turns go on)."""
+    stats = measure(kb, whole=whole, outside_stores=outside_stores)
     kb.meta.set_measurements(
         {
             KEY_FREQUENCY_KEY: stats.frequency.to_json(),

@@ -19,7 +19,7 @@ import json
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
@@ -31,6 +31,8 @@ _SPACE_NEAR_CJK = re.compile(
     r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s+|\s+(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
 )
 _ALNUM = re.compile(r"[a-z0-9]")
+#: where a key may start (``ExactIndex._units``): a CJK character, a run of ``[a-z0-9]``
+_UNIT = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[a-z0-9]+")
 _JOINERS = re.compile(r"[-_]+")
 #: URLs, host names, paths, e-mail addresses and identifiers (``a.b``, ``a/b``, ``a_b``,
 #: ``a:b``, ``a@b``, ``a=b``), found in the NFKC-case-folded text before hyphens and
@@ -167,6 +169,9 @@ class KeyFrequency:
     counts: Mapping[str, int] = field(default_factory=dict)
     #: for the keys that name a document, which documents use them
     users: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the content hash of each document counted, so that a change counts only the
+    #: documents it touched (``updated``); empty when not kept
+    measured: Mapping[str, str] = field(default_factory=dict)
 
     def names_a_document(self, key: str) -> bool:
         """Whether ``key`` (in ``match_form``) is rare enough in this KB to name one
@@ -183,12 +188,44 @@ class KeyFrequency:
         count = self.counts.get(key)
         return count is None or count <= KEY_DOCUMENTS_LIMIT
 
+    def updated(
+        self, measured: Mapping[str, str], fresh: KeyFrequency, gone: Iterable[str]
+    ) -> KeyFrequency:
+        """These counts after a change: ``gone`` (documents removed, or counted in an
+        earlier version) leave the keys that name a document (a key many documents use
+        stays one: counting it again would read every document), and ``fresh`` (the new
+        and changed documents, counted alone) adds to every key. ``measured``: every
+        document now counted, with its content hash. A key a new document brings counts
+        its uses in the new documents only, until the next whole measurement
+        (``superbiz calibrate --measure``)."""
+        gone = set(gone)
+        counts = dict(self.counts)
+        users = {key: [p for p in paths if p not in gone] for key, paths in self.users.items()}
+        for key, paths in self.users.items():
+            counts[key] -= len(paths) - len(users[key])
+            if not counts[key]:
+                del counts[key]
+        for key, added in fresh.counts.items():
+            total = counts.get(key, 0) + added
+            counts[key] = total
+            if total <= KEY_DOCUMENTS_LIMIT:
+                users[key] = [*users.get(key, []), *fresh.users.get(key, ())]
+            else:
+                users.pop(key, None)
+        return KeyFrequency(
+            len(measured),
+            counts,
+            {key: tuple(paths) for key, paths in users.items() if paths},
+            dict(measured),
+        )
+
     def to_json(self) -> str:
         return json.dumps(
             {
                 "documents": self.documents,
                 "counts": dict(self.counts),
                 "users": {key: list(paths) for key, paths in self.users.items()},
+                "measured": dict(self.measured),
             },
             ensure_ascii=False,
             sort_keys=True,
@@ -206,6 +243,7 @@ class KeyFrequency:
                 int(data["documents"]),
                 {str(k): int(v) for k, v in data["counts"].items()},
                 {str(k): tuple(map(str, v)) for k, v in data.get("users", {}).items()},
+                {str(k): str(v) for k, v in data.get("measured", {}).items()},
             )
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
@@ -227,15 +265,55 @@ def _boundaries(text: str) -> frozenset[int]:
     return frozenset(pos for _, start, end in segmenter().tokenize(text) for pos in (start, end))
 
 
+#: jieba's blocks: it cuts a text at this expression and segments each block on its own
+_JIEBA_BLOCK = re.compile(r"[\u4e00-\u9fd5a-zA-Z0-9+#&._%\-]+")
+
+
+class _BlockBoundaries:
+    """Where jieba's tokens of a whole document start and end, segmenting only the
+    blocks asked about. jieba cuts a text into blocks (``_JIEBA_BLOCK`` runs and what lies
+    between them) and segments each block alone, so a position's status depends on its
+    block only: a document's frequency count asks about the few places where a Chinese
+    key occurs, and its other blocks are never segmented (a block seen before is looked
+    up: ``_block_boundaries``)."""
+
+    def __init__(self, text: str) -> None:
+        edges = {0, len(text)}
+        for block in _JIEBA_BLOCK.finditer(text):
+            edges.update(block.span())
+        self._edges = sorted(edges)
+        self._text = text
+
+    def __contains__(self, pos: object) -> bool:
+        if not isinstance(pos, int):
+            return False
+        at = bisect_right(self._edges, pos) - 1
+        start = self._edges[at]
+        if pos == start:
+            return True
+        if at + 1 >= len(self._edges):
+            return False
+        return pos - start in _block_boundaries(self._text[start : self._edges[at + 1]])
+
+
+@lru_cache(maxsize=65536)
+def _block_boundaries(block: str) -> frozenset[int]:
+    return _boundaries(block)
+
+
 class ExactIndex:
-    """``frequency``, when given, leaves out the keys too common in this KB to name a
-    document (``KeyFrequency.names_a_document``)."""
+    """``frequency`` (kept as ``key_frequency``), when given, leaves out of the matches
+    the keys too common in this KB to name a document (``KeyFrequency.names_a_document``):
+    judged at match time, so a new measurement is a new ``key_frequency``, not a new
+    index, and a changed document is one ``remove`` and one ``add``."""
 
     def __init__(
         self, entries: Iterable[ExactEntry] = (), frequency: KeyFrequency | None = None
     ) -> None:
         self._buckets: dict[str, list[tuple[str, MatchField, ExactEntry]]] = defaultdict(list)
-        self._frequency = frequency
+        #: the buckets holding each document's keys
+        self._units_of: dict[str, set[str]] = defaultdict(set)
+        self.key_frequency = frequency
         self.size = 0
         for entry in entries:
             self.add(entry)
@@ -256,10 +334,22 @@ class ExactIndex:
                 norm = match_form(key)
                 if not is_specific(norm):
                     continue
-                if self._frequency is not None and not self._frequency.names_a_document(norm):
-                    continue
-                self._buckets[_first_unit(norm)].append((norm, field_, entry))
+                unit = _first_unit(norm)
+                self._buckets[unit].append((norm, field_, entry))
+                self._units_of[entry.doc_path].add(unit)
                 self.size += 1
+
+    def remove(self, doc_path: str) -> None:
+        """Take ``doc_path``'s keys out (each bucket is replaced, never changed in place
+        while a lookup may be reading it)."""
+        for unit in self._units_of.pop(doc_path, ()):
+            bucket = self._buckets.get(unit, [])
+            kept = [item for item in bucket if item[2].doc_path != doc_path]
+            self.size -= len(bucket) - len(kept)
+            if kept:
+                self._buckets[unit] = kept
+            else:
+                self._buckets.pop(unit, None)
 
     def match(
         self, query: str, domain: str | None = None, hidden: Collection[str] = ()
@@ -268,12 +358,15 @@ class ExactIndex:
         field), strongest field first, then longest key; none of ``hidden`` (documents
         the reader may not read: they neither match nor count)."""
         best: dict[str, ExactMatch] = {}
+        frequency = self.key_frequency
         for key, field_, entry in self._occurrences(query, _cjk_boundaries):
             if (domain and entry.domain != domain) or entry.doc_path in hidden:
                 continue
+            if frequency is not None and not frequency.names_a_document(key):
+                continue
             current = best.get(entry.doc_path)
             if current is None or (field_, -len(key)) < (current.field, -len(current.key)):
-                users = self._frequency.users.get(key, ()) if self._frequency else ()
+                users = frequency.users.get(key, ()) if frequency else ()
                 best[entry.doc_path] = ExactMatch(
                     entry.doc_path,
                     entry.title,
@@ -292,9 +385,9 @@ class ExactIndex:
         count = 0
         for path, text in documents:
             count += 1
-            # a document is segmented once, and only if a Chinese key starts in it
-            boundaries = lru_cache(maxsize=1)(_boundaries)
-            for key in {key for key, _, _ in self._occurrences(text, boundaries)}:
+            # a document is segmented only where a Chinese key occurs in it
+            blocks = lru_cache(maxsize=1)(_BlockBoundaries)
+            for key in {key for key, _, _ in self._occurrences(text, blocks)}:
                 used_by[key].append(path)
         return KeyFrequency(
             count,
@@ -307,7 +400,7 @@ class ExactIndex:
         )
 
     def _occurrences(
-        self, query: str, boundaries: Callable[[str], frozenset[int]]
+        self, query: str, boundaries: Callable[[str], Container[int]]
     ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
         text, compounds = compound_spans(query)
         for start, unit in self._units(text):
@@ -330,17 +423,13 @@ class ExactIndex:
 
     @staticmethod
     def _units(text: str) -> Iterable[tuple[int, str]]:
-        for pos, ch in enumerate(text):
-            if is_cjk(ch):
-                yield pos, ch
-            elif _ALNUM.match(ch) and (pos == 0 or not _ALNUM.match(text[pos - 1])):
-                match = re.match(r"[a-z0-9]+", text[pos:])
-                if match:
-                    yield pos, match.group(0)
+        """Where a key may start: each CJK character and each run of ``[a-z0-9]``."""
+        for match in _UNIT.finditer(text):
+            yield match.start(), match.group(0)
 
     @staticmethod
     def _on_boundary(
-        text: str, start: int, key: str, boundaries: Callable[[str], frozenset[int]]
+        text: str, start: int, key: str, boundaries: Callable[[str], Container[int]]
     ) -> bool:
         end = start + len(key)
         if _ALNUM.match(key[0]) and start > 0 and _ALNUM.match(text[start - 1]):

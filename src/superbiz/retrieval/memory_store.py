@@ -111,7 +111,9 @@ class InMemoryChunkStore:
         chunks = [c for c in self._chunks.values() if c.doc_path == doc_path]
         return [_hit(c, float("nan")) for c in sorted(chunks, key=lambda c: c.chunk_index)]
 
-    def chunks_of_documents(self, doc_paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
+    def chunks_of_documents(
+        self, doc_paths: Sequence[str], *, vectors: bool = True
+    ) -> dict[str, list[ChunkHit]]:
         return {path: hits for path in doc_paths if (hits := self.chunks_of(path))}
 
     def search_dense(

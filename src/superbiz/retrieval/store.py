@@ -70,9 +70,11 @@ class ChunkStore(Protocol):
         """Every chunk of ``doc_path`` with its vector, in chunk order."""
         ...
 
-    def chunks_of_documents(self, doc_paths: Sequence[str]) -> dict[str, list[ChunkHit]]:
+    def chunks_of_documents(
+        self, doc_paths: Sequence[str], *, vectors: bool = True
+    ) -> dict[str, list[ChunkHit]]:
         """``chunks_of`` for several documents in one query; documents without chunks
-        are left out."""
+        are left out; ``vectors=False`` may leave the chunks' vectors out."""
         ...
 
     def search_dense(

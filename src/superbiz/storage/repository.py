@@ -113,6 +113,10 @@ def _deleted(session: Session, statement: Delete) -> int:
     return result.rowcount or 0
 
 
+#: paths per ``IN (…)`` query (SQLite allows 32,766 parameters)
+_PATHS_PER_QUERY = 500
+
+
 def knowledge_version(engine: Engine) -> int:
     """The current count of changes to documents and domains: one indexed point query,
     cheap enough to run at the start of every turn."""
@@ -128,6 +132,34 @@ class DocumentRepository:
         with Session(self.engine) as session:
             rows = session.scalars(select(DocumentRow).order_by(DocumentRow.path))
             return [_stored(row) for row in rows]
+
+    def fingerprints(self) -> dict[str, tuple[Any, ...]]:
+        """Path → what changes whenever its row does (content, domain, title, last
+        update), read without the rows: what a cache compares to find the changed ones."""
+        query = select(
+            DocumentRow.path,
+            DocumentRow.content_hash,
+            DocumentRow.domain,
+            DocumentRow.title,
+            DocumentRow.updated_at,
+        )
+        with self.engine.connect() as connection:
+            return {row[0]: tuple(row[1:]) for row in connection.execute(query)}
+
+    def with_fingerprints(
+        self, paths: Iterable[str]
+    ) -> list[tuple[StoredDocument, tuple[Any, ...]]]:
+        """The stored ones of ``paths``, each with its ``fingerprints`` value, read
+        ``_PATHS_PER_QUERY`` at a time."""
+        paths = list(paths)
+        out = []
+        with Session(self.engine) as session:
+            for start in range(0, len(paths), _PATHS_PER_QUERY):
+                chunk = paths[start : start + _PATHS_PER_QUERY]
+                for row in session.scalars(select(DocumentRow).where(DocumentRow.path.in_(chunk))):
+                    fingerprint = (row.content_hash, row.domain, row.title, row.updated_at)
+                    out.append((_stored(row), fingerprint))
+        return out
 
     def get(self, path: str) -> StoredDocument | None:
         with Session(self.engine) as session:
@@ -247,9 +279,11 @@ class DocumentRepository:
             _bump_version(session)
 
     # -- answer vectors (``retrieval.answers``) -------------------------------
-    def answer_vectors(self, model: str) -> list[tuple[str, str, bytes]]:
-        """``(path, domain, vector)`` of every document whose vector under ``model`` was
-        made from its current content."""
+    def answer_vectors(
+        self, model: str, paths: Iterable[str] | None = None
+    ) -> list[tuple[str, str, bytes]]:
+        """``(path, domain, vector)`` of every document (of ``paths``, when given) whose
+        vector under ``model`` was made from its current content."""
         query = (
             select(DocumentRow.path, DocumentRow.domain, AnswerVectorRow.vector)
             .join(AnswerVectorRow, AnswerVectorRow.path == DocumentRow.path)
@@ -260,7 +294,28 @@ class DocumentRepository:
             .order_by(DocumentRow.path)
         )
         with self.engine.connect() as connection:
-            return [(path, domain, vector) for path, domain, vector in connection.execute(query)]
+            if paths is None:
+                return [(p, domain, vector) for p, domain, vector in connection.execute(query)]
+            wanted, out = list(paths), []
+            for start in range(0, len(wanted), _PATHS_PER_QUERY):
+                chunk = wanted[start : start + _PATHS_PER_QUERY]
+                rows = connection.execute(query.where(DocumentRow.path.in_(chunk)))
+                out += [(p, domain, vector) for p, domain, vector in rows]
+            return out
+
+    def answer_fingerprints(self, model: str) -> dict[str, tuple[str, str]]:
+        """Path → (content hash, domain) of every document with a current vector under
+        ``model``, without the vectors: what the answer index compares."""
+        query = (
+            select(DocumentRow.path, DocumentRow.content_hash, DocumentRow.domain)
+            .join(AnswerVectorRow, AnswerVectorRow.path == DocumentRow.path)
+            .where(
+                AnswerVectorRow.model == model,
+                AnswerVectorRow.content_hash == DocumentRow.content_hash,
+            )
+        )
+        with self.engine.connect() as connection:
+            return {path: (digest, domain) for path, digest, domain in connection.execute(query)}
 
     def without_answer_vector(self, model: str) -> list[StoredDocument]:
         """Documents with chunks and no vector under ``model`` for their current content."""

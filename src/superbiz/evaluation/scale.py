@@ -1,0 +1,416 @@
+"""``superbiz eval scale``: one knowledge base grown from a seed set to tens of thousands
+of documents, measured at each size.
+
+The documents come from ``_scale_corpus`` (the seed sets and distinct copies of them,
+with queries whose gold is known). The sizes are the seed's size times 1, 5, 25, …
+up to ``max_documents`` (the last size is ``max_documents`` itself). Each size ingests
+only what the previous one did not have (the same KB grows), then measures:
+
+* ingest: documents/s and chunks/s of the new documents, and the embedder's own time
+  for the same chunks (a sample of them embedded alone, with the ingest's batches and
+  threads), so the ratio says what ingest adds on top of embedding;
+* peak RSS of this process (and of the Milvus server on the server profile), disk;
+* lookups: p50/p95 and recall of the seed's own queries (the same ones at every size)
+  and of questions of the copies;
+* the planner: the map's build time, a plan's latency, the map the LLM planner is shown
+  (estimated tokens, the largest over the questions) and the plans' domain recall;
+* ``superbiz gaps``: the report's time over the lookups just recorded.
+
+The report is written after every size (``on_size``), so a run stopped part-way still
+reports the sizes it finished.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from superbiz._text import load_segmenter
+from superbiz.agents.planner import MapPlanner, PlanRequest, shown_map
+from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.config import IngestSettings, Settings, VectorSettings
+from superbiz.evaluation._scale_corpus import ScaleCorpus, ScaleQuery
+from superbiz.evaluation._scale_server import MilvusLiteServer, PostgresSchema
+from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
+from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.chunking import chunk_markdown, embedding_text
+from superbiz.knowledge.documents import load_document
+from superbiz.knowledge.gaps import gap_report
+from superbiz.knowledge.ingest import EMBED_BATCH, EMBED_WORKERS, Ingestor
+from superbiz.knowledge.map import estimate_tokens
+
+Profile = Literal["embedded", "server"]
+#: the multiples of the seed's size measured before ``max_documents``
+FACTORS = (1, 5, 25, 125, 625)
+#: chunks embedded alone, per size, to measure the embedder's own rate
+EMBED_SAMPLE = 2048
+#: questions of each copy asked beside the seed's
+PER_COPY = 2
+#: questions planned per size (the seed's first ones)
+PLAN_QUESTIONS = 100
+#: lookups recorded per size for ``superbiz gaps`` to report on
+GAP_LOOKUPS = 100
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+Notice = Callable[[str], None]
+
+
+def sizes(seed: int, max_documents: int) -> list[int]:
+    """The seed's size times ``FACTORS`` below ``max_documents``, then it.
+
+    >>> sizes(477, 50_000), sizes(477, 477), sizes(477, 3000)
+    ([477, 2385, 11925, 50000], [477], [477, 2385, 3000])
+    """
+    below = [seed * f for f in FACTORS if seed * f < max_documents]
+    return [*below, max_documents]
+
+
+def benchmark_scale(
+    datasets: Sequence[Path],
+    settings: Settings,
+    work: Path,
+    *,
+    profile: Profile = "embedded",
+    max_documents: int = 50_000,
+    database_url: str = DEFAULT_POSTGRES,
+    on_size: Callable[[dict[str, Any]], None] | None = None,
+    on_notice: Notice | None = None,
+) -> dict[str, Any]:
+    """Grow one KB in ``work`` (the generated corpus is kept there and reused) and
+    measure it at each size; ``on_size`` gets the report so far after each size."""
+    notice = on_notice or (lambda _: None)
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = ScaleCorpus(datasets, work / "corpus")
+    ladder = sizes(corpus.seed_size, max_documents)
+    report: dict[str, Any] = {
+        "profile": profile,
+        "seed": [str(d) for d in datasets],
+        "seed_documents": corpus.seed_size,
+        "seed_queries": len(corpus.queries),
+        "max_documents": max_documents,
+        "planned_sizes": ladder,
+        "embedder": settings.embedding.model
+        if settings.embedding.provider != "use"
+        else "use-multilingual-v3",
+        "cpus": os.cpu_count(),
+        "sizes": [],
+        "stopped": None,
+    }
+    with (
+        _stores(profile, settings, work, database_url) as (scratch, server, schema),
+        open_runtime(scratch) as runtime,
+    ):
+        kb = runtime.kb
+        _ = kb.embedder.dimension, kb.store
+        load_segmenter()
+        try:
+            for documents in ladder:
+                notice(f"{profile}: {documents} documents")
+                row = _measure_size(runtime, corpus, documents, notice)
+                row["server_peak_rss_mb"] = _round(server.peak_rss_mb()) if server else None
+                row["database_mb"] = _round(schema.size_mb()) if schema else None
+                row["disk_mb"] = _round(_disk_mb(work / "data") + (row["database_mb"] or 0))
+                report["sizes"].append(row)
+                if on_size:
+                    on_size(report)
+        except KeyboardInterrupt:
+            report["stopped"] = "interrupted"
+    return report
+
+
+@contextmanager
+def _stores(
+    profile: Profile, settings: Settings, work: Path, database_url: str
+) -> Iterator[tuple[Settings, MilvusLiteServer | None, PostgresSchema | None]]:
+    """The scratch settings of ``profile``: SQLite and a Lite file in ``work/data``, or
+    a PostgreSQL schema and a ``milvus-lite server`` whose data is in ``work/data``."""
+    data = work / "data"
+    if data.exists():  # every run starts from an empty KB; the corpus is reused
+        shutil.rmtree(data)
+    ingest = settings.ingest.model_dump()
+    common: dict[str, Any] = {
+        "data_dir": data,
+        "embedding": settings.embedding,
+        "retrieval": settings.retrieval,
+        "advanced": settings.advanced,
+        "ingest": IngestSettings(**ingest),
+    }
+    if profile == "embedded":
+        yield Settings(database_url=None, vector=VectorSettings(), **common), None, None
+        return
+    with MilvusLiteServer(data / "milvus-server") as server, PostgresSchema(database_url) as schema:
+        yield (
+            Settings(database_url=schema.url, vector=VectorSettings(uri=server.uri), **common),
+            server,
+            schema,
+        )
+
+
+def _measure_size(
+    runtime: Runtime, corpus: ScaleCorpus, documents: int, notice: Notice
+) -> dict[str, Any]:
+    kb, settings = runtime.kb, runtime.settings
+    before = corpus.documents_written()
+    corpus.write(documents)
+    new_paths = list(corpus.iter_paths(documents))[before:]
+    chunks_before = _chunks(kb)
+    cpu_before, started = _cpu_seconds(), time.perf_counter()
+    report = Ingestor(kb, domains=runtime.domains).ingest([corpus.root], prune=True)
+    ingest_s = time.perf_counter() - started
+    ingest_cpu = _cpu_seconds() - cpu_before
+    chunks_total = _chunks(kb)
+    new_chunks = chunks_total - chunks_before
+    if report.skipped:
+        notice(f"{len(report.skipped)} skipped, e.g. {report.skipped[0]}")
+    embed_rate = _embedder_rate(kb, settings, corpus.root, new_paths)
+    embed_s = new_chunks / embed_rate if embed_rate else None
+    notice(f"ingested {len(report.added)} documents in {ingest_s:.1f} s")
+
+    copies = -(-documents // corpus.seed_size)
+    queries = corpus.queries_of(documents // corpus.seed_size, PER_COPY)
+    lookups = _lookups(runtime, queries)
+    planning = _planning(runtime, corpus.queries[:PLAN_QUESTIONS])
+    gaps = _gaps(runtime, queries[:GAP_LOOKUPS], documents)
+    return {
+        "documents": documents,
+        "copies": copies,
+        "chunks": chunks_total,
+        "domains": len(kb.domains()),
+        "ingest": {
+            "documents": len(report.added) + len(report.updated),
+            "chunks": new_chunks,
+            "seconds": round(ingest_s, 2),
+            "cpu_seconds": round(ingest_cpu, 2),
+            "documents_per_s": _round(len(report.added) / ingest_s if ingest_s else None),
+            "chunks_per_s": _round(new_chunks / ingest_s if ingest_s else None),
+            "embedder_seconds": _round(embed_s),
+            "embedder_chunks_per_s": _round(embed_rate),
+            "ratio_to_embedder": _round(ingest_s / embed_s if embed_s else None, 2),
+        },
+        "peak_rss_mb": _round(_peak_rss_mb()),
+        "rss_mb": _round(_rss_mb()),
+        **lookups,
+        "planner": planning,
+        "gaps": gaps,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _chunks(kb: KnowledgeBase) -> int:
+    return sum(doc.chunk_count for doc in kb.documents.all())
+
+
+def _embedder_rate(
+    kb: KnowledgeBase, settings: Settings, root: Path, paths: Sequence[str]
+) -> float | None:
+    """Chunks per second of the embedder alone on a sample of ``paths``' chunks, with
+    the ingest's batch size and threads."""
+    rng = random.Random(36)
+    sample = rng.sample(list(paths), len(paths))
+    ingest = settings.ingest
+    texts: list[str] = []
+    for path in sample:
+        doc = load_document(root / path, root, ingest.max_file_bytes, ingest.encodings)
+        for chunk in chunk_markdown(doc.body, ingest.chunk_size, ingest.chunk_overlap):
+            texts.append(embedding_text(doc.title, chunk.heading, chunk.text))
+        if len(texts) >= EMBED_SAMPLE:
+            break
+    if not texts:
+        return None
+    batches = [texts[i : i + EMBED_BATCH] for i in range(0, len(texts), EMBED_BATCH)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=EMBED_WORKERS) as pool:
+        list(pool.map(kb.embedder.embed, batches))
+    return len(texts) / (time.perf_counter() - started)
+
+
+def _lookups(runtime: Runtime, queries: Sequence[ScaleQuery]) -> dict[str, Any]:
+    """Latency of the seed's questions (the same at every size) and recall of the seed's
+    and of the copies' questions, one fresh session each (as ``eval retrieval``)."""
+    governed, tracker = runtime.lookup, runtime.tracker
+    runtime.warm_up()
+    latencies: list[float] = []
+    cpu: list[float] = []  # this process's CPU per lookup: what a loaded machine moves least
+    ranks: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {"seed": [], "copies": []}
+    for item in queries:
+        session = f"scale:{item.id}"
+        tracker.clear_session(session)
+        started, cpu_before = time.perf_counter(), _cpu_seconds()
+        outcome = governed.lookup(session, item.query)
+        if item.copy == 0:
+            latencies.append((time.perf_counter() - started) * 1000)
+            cpu.append((_cpu_seconds() - cpu_before) * 1000)
+        tracker.clear_session(session)
+        ranked = [doc.doc_path for doc in outcome.ranked][:10]
+        ranks["seed" if item.copy == 0 else "copies"].append((ranked, item.gold))
+    return {
+        "lookup_ms": {
+            "p50": _round(percentile(latencies, 50), 2),
+            "p95": _round(percentile(latencies, 95), 2),
+            "mean": _round(mean(latencies), 2),
+            "cpu_p50": _round(percentile(cpu, 50), 2),
+        },
+        "recall": {name: _recall(rows) for name, rows in ranks.items()},
+    }
+
+
+def _recall(rows: list[tuple[list[str], tuple[str, ...]]]) -> dict[str, Any]:
+    if not rows:
+        return {"queries": 0}
+    return {
+        "queries": len(rows),
+        "recall@1": round(mean([recall_at(r, list(g), 1) for r, g in rows]), 4),
+        "recall@5": round(mean([recall_at(r, list(g), 5) for r, g in rows]), 4),
+        "recall@10": round(mean([recall_at(r, list(g), 10) for r, g in rows]), 4),
+        "mrr@10": round(mean([reciprocal_rank(r, list(g), 10) for r, g in rows]), 4),
+    }
+
+
+def _planning(runtime: Runtime, questions: Sequence[ScaleQuery]) -> dict[str, Any]:
+    """The map's build, a deterministic plan's latency (the first one embeds the map's
+    entries), the map an LLM planner is shown and the plans' domain recall."""
+    started = time.perf_counter()
+    kmap = runtime.knowledge_map()
+    build_s = time.perf_counter() - started
+    planner = (
+        runtime.planner
+        if isinstance(runtime.planner, MapPlanner)
+        else MapPlanner(runtime.kb.embedder, runtime.settings.planner_config)
+    )
+    budget = runtime.settings.advanced.planner.map_token_budget
+    latencies: list[float] = []
+    first_ms = None
+    tokens: list[int] = []
+    hits = 0
+    for item in questions:
+        request = PlanRequest(item.query, kmap)
+        started = time.perf_counter()
+        plan = planner.plan(request)
+        elapsed = (time.perf_counter() - started) * 1000
+        if first_ms is None:
+            first_ms = elapsed
+        else:
+            latencies.append(elapsed)
+        hits += bool(item.category) and item.category in plan.domain_ids
+        shown = shown_map(kmap, item.query, planner, runtime.settings.planner_config)
+        tokens.append(estimate_tokens(shown.to_yaml(budget)))
+    judged = sum(1 for q in questions if q.category)
+    return {
+        "map_build_s": round(build_s, 3),
+        "first_plan_ms": _round(first_ms, 1),
+        "plan_ms": {
+            "p50": _round(percentile(latencies, 50), 2),
+            "p95": _round(percentile(latencies, 95), 2),
+        },
+        "map_tokens": max(tokens, default=0),
+        "map_tokens_full": estimate_tokens(kmap.to_yaml(10**9)),
+        "domain_recall": _round(hits / judged if judged else None, 4),
+        "questions": len(questions),
+    }
+
+
+def _gaps(runtime: Runtime, questions: Sequence[ScaleQuery], documents: int) -> dict[str, Any]:
+    """``superbiz gaps`` over the recorded lookups: ``questions`` are recorded first (as
+    ``superbiz lookup`` records them), so the record grows with every size."""
+    for item in questions:
+        runtime.user_lookup(f"scale-gaps:{documents}:{item.id}", item.query)
+    kb = runtime.kb
+    started = time.perf_counter()
+    report = gap_report(kb.engine, kb.embedder, kb.documents, runtime.settings.gap_config)
+    return {
+        "seconds": round(time.perf_counter() - started, 3),
+        "questions": report.questions,
+        "clusters": len(report.clusters),
+    }
+
+
+def _disk_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / (1 << 20)
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_mb() -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def render_scale_report(report: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title=f"scale ({report['profile']} profile, seed {', '.join(report['seed'])}, "
+        f"{report['cpus']} CPUs)"
+    )
+    columns = (
+        "documents", "chunks", "domains", "docs/s", "chunks/s", "× embedder", "peak RSS MB",
+        "disk MB", "p50 ms", "p95 ms", "CPU p50 ms", "R@5 seed", "R@5 copies", "map tokens",
+        "plan ms", "domain recall", "gaps s",
+    )  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in report["sizes"]:
+        ingest, lookup, plan = row["ingest"], row["lookup_ms"], row["planner"]
+        peak = row["peak_rss_mb"]
+        if row.get("server_peak_rss_mb"):
+            peak = f"{peak} + {row['server_peak_rss_mb']}"
+        table.add_row(
+            str(row["documents"]),
+            str(row["chunks"]),
+            str(row["domains"]),
+            _cell(ingest["documents_per_s"]),
+            _cell(ingest["chunks_per_s"]),
+            _cell(ingest["ratio_to_embedder"]),
+            str(peak),
+            _cell(row["disk_mb"]),
+            _cell(lookup["p50"]),
+            _cell(lookup["p95"]),
+            _cell(lookup.get("cpu_p50")),
+            _cell(row["recall"]["seed"].get("recall@5")),
+            _cell(row["recall"]["copies"].get("recall@5")),
+            str(plan["map_tokens"]),
+            _cell(plan["plan_ms"]["p50"]),
+            _cell(plan["domain_recall"]),
+            _cell(row["gaps"]["seconds"]),
+        )
+    console.print(table)
+    for row in report["sizes"]:
+        ingest = row["ingest"]
+        console.print(
+            f"[dim]{row['documents']} documents: ingest of {ingest['documents']} new documents "
+            f"({ingest['chunks']} chunks) {ingest['seconds']} s, the embedder alone "
+            f"{ingest['embedder_seconds']} s ({ingest['embedder_chunks_per_s']} chunks/s); "
+            f"map built in {row['planner']['map_build_s']} s, first plan "
+            f"{row['planner']['first_plan_ms']} ms; load average {row['load_average_1m']}[/]"
+        )
+    if report.get("stopped"):
+        console.print(f"[yellow]stopped: {report['stopped']}[/]")
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
