@@ -1,21 +1,24 @@
-"""The curves of ``superbiz eval scale`` as one PNG: ``python docs/plots/scale.py
-scale-embedded.json [scale-server.json ...] -o docs/scale.png`` (``pip install -e
-".[docs]"`` brings matplotlib). Each JSON is one profile's run; a run stopped part-way
-plots the sizes it finished."""
+"""The curves of ``superbiz eval scale``, one line per profile, from
+``docs/data/scale-embedded.json`` and ``docs/data/scale-server.json`` (``superbiz eval scale
+SEED -o FILE``, ``--profile server``); a run stopped part-way plots the sizes it finished.
+
+Draws ``scale.svg``. ``python docs/plots/scale.py OUT_DIR`` draws it outside the site build;
+``--png FILE`` also writes the PNG the README shows (``docs/scale.png``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from _common import load, plt, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+PROFILES = ("embedded", "server")
 
-PANELS = (
+Row = dict[str, Any]
+PANELS: tuple[tuple[str, Callable[[Row], Any]], ...] = (
     ("ingest documents/s", lambda row: row["ingest"]["documents_per_s"]),
     ("ingest ÷ embedder alone", lambda row: row["ingest"]["ratio_to_embedder"]),
     ("lookup p50 / p95 ms", lambda row: row["lookup_ms"]["p50"]),
@@ -25,13 +28,13 @@ PANELS = (
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("reports", nargs="+", type=Path)
-    parser.add_argument("-o", "--output", type=Path, default=Path("docs/scale.png"))
-    args = parser.parse_args()
-    runs: list[dict[str, Any]] = [json.loads(p.read_text(encoding="utf-8")) for p in args.reports]
-    figure, axes = plt.subplots(2, 3, figsize=(13, 7))
+def figure(data_dir: Path) -> Any:
+    runs = [
+        load(path)
+        for profile in PROFILES
+        if (path := data_dir / f"scale-{profile}.json").is_file()
+    ]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for axis, (title, value) in zip(axes.flat, PANELS, strict=True):
         for run in runs:
             rows = run["sizes"]
@@ -43,11 +46,28 @@ def main() -> None:
         axis.set_title(title)
         axis.set_xscale("log")
         axis.set_xlabel("documents")
-        axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle("superbiz eval scale (seed: " + ", ".join(runs[0]["seed"]) + ")")
-    figure.tight_layout()
-    figure.savefig(args.output, dpi=110)
+    seeds = ", ".join(runs[0]["seed"]) if runs else "none"
+    fig.suptitle(f"superbiz eval scale (seed: {seeds})")
+    fig.tight_layout()
+    return fig
+
+
+def render(data_dir: Path, out_dir: Path) -> None:
+    save(figure(data_dir), out_dir / "scale.svg")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--png", type=Path, help="also write this PNG (the README's)")
+    args = parser.parse_args()
+    data = Path(__file__).resolve().parents[1] / "data"
+    render(data, args.out_dir)
+    if args.png:
+        fig = figure(data)
+        fig.savefig(args.png, dpi=110)
+        plt.close(fig)
 
 
 if __name__ == "__main__":
