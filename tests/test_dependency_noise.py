@@ -21,7 +21,8 @@ from conftest import write_kb
 
 #: Longer than the 129 s after which Lite's server sent GOAWAY to pymilvus' default pings
 #: (measured on this machine at bc5e2c6); the 10-minute wait of the issue was checked by
-#: hand (README, "Dependency noise"). What makes the difference is whether the idle channel
+#: hand (docs/getting-started/install.md, "A CLI user sees
+#: superbiz's output only"). What makes the difference is whether the idle channel
 #: pings at all, not how long it idles past the server's patience.
 SLOW_MODEL_S = 160
 

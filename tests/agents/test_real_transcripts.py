@@ -110,7 +110,7 @@ def test_a_rewritten_sub_question_never_loses_the_question(
     assert planned.arguments["query"] == question
     assert answer in planned.shown
     # in the answer: quoted, or listed after it (the refund guide ranks above the payment
-    # runbook for the callback question in the lookup itself, README "Agent behaviour")
+    # runbook for the callback question in the lookup itself, docs/benchmarks/agent.md)
     assert answer in [c.path for c in (*turn.result.citations, *turn.result.related)]
 
 

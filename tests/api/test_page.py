@@ -463,7 +463,7 @@ def test_axe_finds_no_serious_violations(browser: Any, site: str) -> None:
 
 
 def test_first_paint_is_measured(browser: Any, site: str) -> None:
-    """Printed, not asserted: the README's number."""
+    """Printed, not asserted: the number in docs/how-to/web-page.md."""
     with opened(browser, site, locale="en-US") as (page, _):
         paint = page.evaluate(
             "performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1"

@@ -4,8 +4,8 @@ What a team behind a load balancer relies on: a session may alternate between re
 and keeps one history and one action memory; a document uploaded, deleted or ingested
 through any process is found (or gone) through every replica on its next turn; a Milvus
 server that goes away is a 503 naming it, and the next turn works once it is back.
-Both replicas share one data directory (uploaded files live there; see the README's
-"Deploy for a team"). Skipped without PostgreSQL or a Milvus server.
+Both replicas share one data directory (uploaded files live there; see
+docs/getting-started/team.md). Skipped without PostgreSQL or a Milvus server.
 """
 
 from __future__ import annotations

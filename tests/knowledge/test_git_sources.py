@@ -1,7 +1,7 @@
 """Git repositories as sources, against real repositories made in the test (``git init``,
 commits, a bare remote over ``file://``), with real SQLite/PostgreSQL, Milvus Lite and
 the real USE embedder: first sync, incremental sync (added, changed, renamed, deleted),
-and each bad input of the README's table."""
+and each bad input of the Git table in docs/reference/errors.md."""
 
 from __future__ import annotations
 
