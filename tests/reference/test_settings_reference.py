@@ -48,7 +48,7 @@ def test_every_setting_has_a_description_and_every_advanced_one_its_why() -> Non
     keys = setting_keys()
     undocumented = [key.key for key in keys if not key.description.strip()]
     assert not undocumented, (
-        f"give these keys a docstring under their field in superbiz/config.py: {undocumented}"
+        f"give these keys a docstring under their field in superbiz/config/: {undocumented}"
     )
     whyless = [key.key for key in keys if key.advanced and key.why is None]
     assert not whyless, f"start these docstrings with one of {WHY} and a colon: {whyless}"

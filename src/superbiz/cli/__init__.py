@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from superbiz._process import tune_memory
-from superbiz.cli import chat, kb, ops, users
-from superbiz.cli import eval as benchmarks
+from superbiz.cli import bench, chat, kb, ops, users
+from superbiz.cli import eval as datasets
 from superbiz.cli._common import console, err
 
 app = typer.Typer(
@@ -51,20 +51,20 @@ app.command()(chat.chat)
 app.command()(chat.trace)
 app.command()(ops.gaps)
 feedback_app.command("export")(ops.feedback_export)
-eval_app.command("retrieval")(benchmarks.eval_retrieval)
-eval_app.command("levels")(benchmarks.eval_levels)
-eval_app.command("fit-ranker")(benchmarks.eval_fit_ranker)
-eval_app.command("agent")(benchmarks.eval_agent)
-eval_app.command("answers")(benchmarks.eval_answers)
-eval_app.command("service")(benchmarks.eval_service)
-eval_app.command("sync")(benchmarks.eval_sync)
-eval_app.command("gaps")(benchmarks.eval_gaps)
-eval_app.command("ingest")(benchmarks.eval_ingest)
-eval_app.command("formats")(benchmarks.eval_formats)
-eval_app.command("bombs")(benchmarks.eval_bombs)
-eval_app.command("upload")(benchmarks.eval_upload)
-eval_app.command("telemetry")(benchmarks.eval_telemetry)
-eval_app.command("scale")(benchmarks.eval_scale)
+eval_app.command("retrieval")(datasets.eval_retrieval)
+eval_app.command("levels")(datasets.eval_levels)
+eval_app.command("fit-ranker")(datasets.eval_fit_ranker)
+eval_app.command("agent")(datasets.eval_agent)
+eval_app.command("answers")(datasets.eval_answers)
+eval_app.command("service")(bench.eval_service)
+eval_app.command("sync")(bench.eval_sync)
+eval_app.command("gaps")(bench.eval_gaps)
+eval_app.command("ingest")(bench.eval_ingest)
+eval_app.command("formats")(datasets.eval_formats)
+eval_app.command("bombs")(bench.eval_bombs)
+eval_app.command("upload")(bench.eval_upload)
+eval_app.command("telemetry")(bench.eval_telemetry)
+eval_app.command("scale")(bench.eval_scale)
 app.command()(kb.calibrate)
 users_app.command("add")(users.add)
 users_app.command("list")(users.list_users)
