@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Tracer, TracerProvider
+from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace import TracerProvider as TracerProvider  # the runtime's parameter
 
 from superbiz.exceptions import ConfigError
 

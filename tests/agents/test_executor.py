@@ -29,7 +29,7 @@ from superbiz.config import GovernanceConfig, LLMSettings
 from superbiz.exceptions import LLMUnavailableError
 from superbiz.governance.decision import Situation, breaker_message
 from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
@@ -38,7 +37,8 @@ from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup, level_rank
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.governance.results import ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.llm.base import ChatModel, quotes_documents
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -52,15 +52,6 @@ from superbiz.llm.messages import (
 )
 from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.invocations import TOOL_NAME, InvocationRepository
-from superbiz.telemetry import (
-    GEN_AI_FINISH_REASONS,
-    GEN_AI_INPUT_TOKENS,
-    GEN_AI_OPERATION,
-    GEN_AI_OUTPUT_TOKENS,
-    GEN_AI_REQUEST_MODEL,
-    default_tracer,
-    set_attributes,
-)
 
 #: how a turn's model loop ended: an answer, the step cap, or the tool withdrawn after
 #: ``MALFORMED_STEPS`` steps in a row whose every call was malformed
@@ -185,7 +176,6 @@ class Executor:
         lookup: GovernedLookup,
         governance: GovernanceConfig,
         recorder: InvocationRepository | None = None,
-        tracer: Tracer | None = None,
         passages: PassageSource | None = None,
         reader: Reader | None = None,
     ) -> None:
@@ -201,8 +191,6 @@ class Executor:
         self.reader = reader
         self.governance = governance
         self.recorder = recorder
-        #: each model call is a span (``gen_ai.*`` attributes) under the turn's
-        self.tracer = tracer or default_tracer()
         #: the model quotes the documents itself (the extractive policy, the behaviour
         #: profiles): its citations are checked, its answers never repaired. Declared by
         #: the model and forwarded by every wrapper (store lock, metering, streaming).
@@ -324,31 +312,8 @@ class Executor:
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
     ) -> ChatResponse:
-        """One model call, counted as a step with its tokens (the water level's too), in
-        a span with the ``gen_ai`` attributes (model, tokens, finish reason)."""
-        name = self.model.name
-        with self.tracer.start_as_current_span(f"chat {name}", kind=SpanKind.CLIENT) as span:
-            set_attributes(
-                span,
-                {
-                    GEN_AI_OPERATION: "chat",
-                    GEN_AI_REQUEST_MODEL: name,
-                    "superbiz.step": result.steps + 1,
-                    "superbiz.tools_offered": bool(tools),
-                },
-            )
-            response = self.model.complete(messages, tools)
-            set_attributes(
-                span,
-                {
-                    GEN_AI_FINISH_REASONS: [response.finish_reason or "unknown"],
-                    GEN_AI_INPUT_TOKENS: response.usage.prompt_tokens if response.usage else None,
-                    GEN_AI_OUTPUT_TOKENS: response.usage.completion_tokens
-                    if response.usage
-                    else None,
-                    "superbiz.tool_calls": len(response.message.tool_calls),
-                },
-            )
+        """One model call, counted as a step with its tokens (the water level's too)."""
+        response = self.model.complete(messages, tools)
         result.count(response)
         if response.usage:
             tool.governor.add_tokens(response.usage.total_tokens)

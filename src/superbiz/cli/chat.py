@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from superbiz.agents.executor import TurnResult
     from superbiz.agents.planner import Plan
     from superbiz.agents.supervisor import SupervisedTurn
-    from superbiz.governance.tool import ToolOutcome
+    from superbiz.governance.results import ToolOutcome
 
 
 def lookup(
