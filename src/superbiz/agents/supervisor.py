@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, asker_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
-from superbiz.agents.executor import Executor, OnLookup, TurnResult
+from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.planner import Plan, Planner, PlanRequest
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import ChatSettings
 from superbiz.exceptions import QuestionError
 from superbiz.knowledge.map import KnowledgeMap, estimate_tokens

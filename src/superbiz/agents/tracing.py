@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
-from superbiz.agents.executor import TurnResult
 from superbiz.agents.planner import Plan, Planner, PlanRequest
+from superbiz.agents.turn_result import TurnResult
 from superbiz.governance.observer import GovernedCall
 from superbiz.governance.results import ToolOutcome
 from superbiz.llm.base import ChatModel, StreamEvent, quotes_documents

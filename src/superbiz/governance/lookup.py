@@ -15,7 +15,6 @@ from typing import Protocol
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language
 from superbiz.access import Reader
-from superbiz.governance.decision import GOOD_LEVELS, DedupReason
 from superbiz.governance.observer import UNOBSERVED, CallObserver
 from superbiz.governance.results import (
     LookupResult,
@@ -24,6 +23,7 @@ from superbiz.governance.results import (
     SupplementResult,
 )
 from superbiz.governance.tracker import SessionTracker
+from superbiz.governance.verdicts import GOOD_LEVELS, DedupReason
 from superbiz.knowledge.access_rules import ReaderView
 from superbiz.knowledge.ingested import cited_page
 from superbiz.retrieval.pipeline import Retrieval

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from superbiz.governance.decision import Constraint, DedupReason, Verdict, WaterLevel
+from superbiz.governance.verdicts import Constraint, DedupReason, Verdict, WaterLevel
 from superbiz.retrieval.relevance import RelevanceLevel
 
 #: who asked for a call: the model, the plan (code, before the model's first step) or a

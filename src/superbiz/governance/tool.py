@@ -20,17 +20,17 @@ from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, cli
 from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
 from superbiz.exceptions import UnknownDomainError
-from superbiz.governance.decision import (
+from superbiz.governance.decision import TurnGovernor
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.observer import GovernedCall
+from superbiz.governance.results import LookupResult, Origin, RetrievalDetails, ToolOutcome
+from superbiz.governance.verdicts import (
     GOOD_LEVELS,
     Constraint,
     DedupReason,
     LookupRequest,
-    TurnGovernor,
     WaterLevel,
 )
-from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.observer import GovernedCall
-from superbiz.governance.results import LookupResult, Origin, RetrievalDetails, ToolOutcome
 from superbiz.llm import deadline
 from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
