@@ -132,7 +132,8 @@ class TracedModel:
         self.tracer = tracer
         self.name = inner.name
         self.quotes_documents = quotes_documents(inner)
-        #: model calls so far: the next one's ``superbiz.step``
+        #: model calls so far: the next one's ``superbiz.step`` (counted over the turn:
+        #: a re-plan's second run goes on from the first's)
         self.calls = 0
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
