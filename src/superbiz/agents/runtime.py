@@ -284,7 +284,7 @@ class Runtime(LookupRuntime):
         )
         restricted = reader is not None and not reader.unrestricted
         supervisor = Supervisor(
-            tracing.planner(self.planner),
+            tracing.planner(self.planner, steps=turn_model),
             executor,
             self.chats,
             partial(self.knowledge_map, reader),

@@ -48,14 +48,16 @@ class Tracing:
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
 
-    def model(self, model: ChatModel) -> ChatModel:
+    def model(self, model: ChatModel) -> TracedModel:
         """``model``, each call in a ``chat`` span (one wrapper a turn: it numbers the
-        turn's model calls)."""
+        steps of the turn's model calls)."""
         return TracedModel(model, self.tracer)
 
-    def planner(self, planner: Planner) -> Planner:
-        """``planner``, each plan in a ``plan`` span (a re-plan is a second one)."""
-        return TracedPlanner(planner, self.tracer)
+    def planner(self, planner: Planner, steps: TracedModel | None = None) -> Planner:
+        """``planner``, each plan in a ``plan`` span (a re-plan is a second one). Each
+        plan starts the numbering of ``steps``' calls again, as the executor numbers the
+        steps of each plan's run from 1."""
+        return TracedPlanner(planner, self.tracer, steps)
 
     @contextmanager
     def turn(self, session_id: str) -> Iterator[TurnSpan]:
@@ -132,8 +134,7 @@ class TracedModel:
         self.tracer = tracer
         self.name = inner.name
         self.quotes_documents = quotes_documents(inner)
-        #: model calls so far: the next one's ``superbiz.step`` (counted over the turn:
-        #: a re-plan's second run goes on from the first's)
+        #: model calls of this plan's run so far: the next one's ``superbiz.step``
         self.calls = 0
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> ChatResponse:
@@ -173,9 +174,10 @@ class TracedModel:
 class TracedPlanner:
     """A planner whose every plan is a ``plan`` span: whether it re-plans, and what it decided."""
 
-    def __init__(self, inner: Planner, tracer: Tracer) -> None:
+    def __init__(self, inner: Planner, tracer: Tracer, steps: TracedModel | None = None) -> None:
         self.inner = inner
         self.tracer = tracer
+        self.steps = steps
 
     def plan(self, request: PlanRequest) -> Plan:
         with self.tracer.start_as_current_span("plan") as span:
@@ -196,7 +198,9 @@ class TracedPlanner:
                     "superbiz.plan.direct_answer": bool(plan.direct_answer),
                 },
             )
-            return plan
+        if self.steps is not None:
+            self.steps.calls = 0
+        return plan
 
 
 def _annotate_lookup(span: Span, outcome: ToolOutcome) -> None:
