@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -63,6 +65,39 @@ def test_a_library_past_its_gate_breaks_the_contract(tmp_path: Path) -> None:
     result = _lint(copy)
     assert result.returncode == 1
     assert "superbiz.agents.planner -> milvus_lite" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        # a span written in the loop: tracing is a wrapper around the model (agents.tracing)
+        (
+            "agents/executor.py",
+            "from opentelemetry import trace  # deliberate",
+            "superbiz.agents.executor -> opentelemetry",
+        ),
+        # a Lite internal reached past the gate (retrieval._lite's InProcessLite)
+        (
+            "retrieval/vector_store.py",
+            "from superbiz.retrieval._lite.search import search_dense  # deliberate",
+            "superbiz.retrieval.vector_store -> superbiz.retrieval._lite.search",
+        ),
+    ],
+)
+def test_tracing_and_lite_internals_stay_behind_their_modules(
+    tmp_path: Path, module: str, line: str, broken: str
+) -> None:
+    copy = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "src" / "superbiz",
+        copy / "superbiz",
+        ignore=shutil.ignore_patterns("__pycache__", "static", "examples"),
+    )
+    path = copy / "superbiz" / module
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n")
+    result = _lint(copy)
+    assert result.returncode == 1
+    assert broken in result.stdout
 
 
 def test_the_drawings_match_the_code() -> None:

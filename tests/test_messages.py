@@ -15,7 +15,7 @@ import pytest
 from superbiz._messages import LANGUAGES, load_messages, localized
 from superbiz.agents.prompts import load_prompt, load_prompts
 from superbiz.exceptions import ConfigError
-from superbiz.governance.decision import Situation
+from superbiz.governance.verdicts import Situation
 from superbiz.retrieval.relevance import RelevanceLevel
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "superbiz"

@@ -57,7 +57,8 @@ from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import User
 from superbiz.config import Settings
 from superbiz.exceptions import ForbiddenError, NotFoundError, SessionBusyError
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.governance.results import ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.governance.tracker import SessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.map import KnowledgeMap, build_map, map_for

@@ -5,7 +5,8 @@ went (planning, each governed lookup, each model call) and what the governance d
 Model calls carry the ``gen_ai.*`` semantic-convention attributes (model, tokens, finish
 reason); lookups carry their domain, level, verdict, water level, dedup reason and
 documents, with the governor's decision as an event. Question and answer texts are never
-put in a span.
+put in a span. The spans are opened by wrappers and hooks the runtime installs
+(``superbiz.agents.tracing``), never inside the loop or the governance code.
 
 Only the OpenTelemetry *API* is imported here (a dependency of FastAPI and the MCP SDK,
 so it costs nothing extra). Without ``telemetry.otlp-endpoint`` the spans go to the
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Tracer, TracerProvider
+from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace import TracerProvider as TracerProvider  # the runtime's parameter
 
 from superbiz.exceptions import ConfigError
 

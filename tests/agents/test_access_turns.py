@@ -26,7 +26,7 @@ from access_probe import (
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.supervisor import SupervisedTurn
-from superbiz.governance.decision import DedupReason
+from superbiz.governance.verdicts import DedupReason
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 

@@ -23,14 +23,15 @@ from fakes.openai_server import (
     tool_call_reply,
 )
 from superbiz._messages import localized
-from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.executor import Executor
 from superbiz.agents.prompts import load_prompt
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig, LLMSettings
 from superbiz.exceptions import LLMUnavailableError
-from superbiz.governance.decision import Situation, breaker_message
 from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 from superbiz.governance.tracker import InMemorySessionTracker
+from superbiz.governance.verdicts import Situation, breaker_message
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from superbiz._text import key_terms
-from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import (
     ExtractiveChatModel,
     TurnView,
     best_passage,
 )
 from superbiz.agents.runtime import open_runtime
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig, Settings
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.governance.lookup import GovernedLookup

@@ -20,8 +20,8 @@ import pytest
 
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_LIVE_TURN4, replaying
-from superbiz.agents.executor import TurnResult
 from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.agents.turn_result import TurnResult
 from superbiz.knowledge.base import KnowledgeBase
 
 WEBHOOK = "商户说 webhook 一直没收到，我们这边要查什么？"

@@ -27,7 +27,7 @@ from superbiz.agents.prompts import load_prompt
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.config import Settings
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor

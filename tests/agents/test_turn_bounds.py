@@ -16,7 +16,7 @@ from conftest import write_kb
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import ChatSettings, Settings
 from superbiz.exceptions import EmbeddingError, LLMTimeoutError, LLMUnavailableError
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
 from superbiz.knowledge.ingest import Ingestor

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from superbiz.agents.runtime import Runtime
 from superbiz.api.responses.chat import TURN_EVENTS
-from superbiz.governance.lookup import RetrievalDetails
+from superbiz.governance.results import RetrievalDetails
 from superbiz.storage.invocations import Invocation
 
 REF = "#/components/schemas/"

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from superbiz.agents.context import Citation
-from superbiz.agents.executor import TurnResult
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import Settings
 from superbiz.evaluation.answers import evaluate_answers, render_reports, score_answer, summarise
 

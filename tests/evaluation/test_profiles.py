@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.executor import Executor
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig
 from superbiz.evaluation.profiles import ISS003_SCRIPT, PROFILES, make_profile, paraphrase
 from superbiz.governance.lookup import GovernedLookup

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from superbiz.config import GovernanceConfig
-from superbiz.governance.decision import (
+from superbiz.governance.decision import TurnGovernor
+from superbiz.governance.verdicts import (
     BREAKER_TEXTS,
     Admission,
     DedupReason,
     DomainState,
     LookupRequest,
     Situation,
-    TurnGovernor,
     Verdict,
     WaterLevel,
     breaker_message,

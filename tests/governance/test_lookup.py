@@ -14,7 +14,8 @@ import pytest
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.config import Settings
 from superbiz.exceptions import UnknownDomainError
-from superbiz.governance.lookup import GovernedLookup, LookupOutcome, LookupResult
+from superbiz.governance.lookup import GovernedLookup, LookupOutcome
+from superbiz.governance.results import LookupResult
 from superbiz.governance.tracker import InMemorySessionTracker, SqlSessionTracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor

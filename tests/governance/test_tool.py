@@ -19,10 +19,11 @@ from sqlalchemy import Engine, text
 from expectations import RESULT_KEYS, SEED_DETAIL_KEYS
 from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
-from superbiz.governance.decision import DomainState, Situation, Verdict, breaker_message
-from superbiz.governance.lookup import GovernedLookup, LookupResult
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.results import LookupResult, ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.governance.tracker import SqlSessionTracker
+from superbiz.governance.verdicts import DomainState, Situation, Verdict, breaker_message
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.db import open_database

@@ -16,7 +16,7 @@ from conftest import refuse_titles, write_kb
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.vector_store import Filter, literal
+from superbiz.retrieval.milvus_filters import Filter, literal
 
 # An alias bomb: 323 bytes of frontmatter that would expand to 9^9 list items.
 ALIAS_BOMB = (

@@ -14,7 +14,7 @@ from milvus_lite.index.sparse_inverted import SparseInvertedIndex
 from superbiz.config import Settings
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.ingest import Ingestor
-from superbiz.retrieval._lite import VectorizedBm25, accelerate_bm25
+from superbiz.retrieval._lite.bm25 import VectorizedBm25, accelerate_bm25
 
 
 def _random_corpus(rng: np.random.Generator, docs: int, vocabulary: int) -> list[dict[int, float]]:
@@ -110,7 +110,7 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
     from milvus_lite.analyzer.hash import term_to_id
     from milvus_lite.analyzer.jieba_analyzer import JiebaAnalyzer
 
-    from superbiz.retrieval._lite import cache_analysis
+    from superbiz.retrieval._lite.ingest import cache_analysis
     from superbiz.retrieval.records import BM25_ANALYZER, BM25_STOP_WORDS
 
     own_analyze = JiebaAnalyzer.analyze
@@ -135,7 +135,7 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
     the one Lite's value-by-value code builds (values, order, schema)."""
     from milvus_lite.storage.memtable import MemTable
 
-    from superbiz.retrieval._lite import _taken_rows
+    from superbiz.retrieval._lite.ingest import _taken_rows
     from superbiz.retrieval.records import ChunkRecord
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
@@ -285,10 +285,10 @@ def test_a_vectorised_scorer_that_disagrees_with_lite_closes_the_gate_once(
     """As after a Lite upgrade that changed its BM25: the check when a store opens finds
     the vectorised scorer scoring otherwise, says so once, and stores use the pymilvus
     client with Lite's own scorer: the same hits as Lite ever gave."""
-    from superbiz.retrieval import _lite
+    from superbiz.retrieval._lite import checks
     from superbiz.retrieval.records import BM25_ANALYZER
 
-    monkeypatch.setattr(_lite, "_verdicts", {})
+    monkeypatch.setattr(checks, "_verdicts", {})
     gate, expected = _bm25_hits(tmp_path / "agreeing.db")
     assert gate is not None  # the check passed: in process, vectorised
 
@@ -298,7 +298,7 @@ def test_a_vectorised_scorer_that_disagrees_with_lite_closes_the_gate_once(
         return {t: (rows, w * (1.0 + rows)) for t, (rows, w) in contributions(self).items()}
 
     monkeypatch.setattr(VectorizedBm25, "_contributions", skewed)
-    monkeypatch.setattr(_lite, "_verdicts", {})
+    monkeypatch.setattr(checks, "_verdicts", {})
     with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
         gates_and_hits = [_bm25_hits(tmp_path / f"disagreeing-{i}.db") for i in range(2)]
     for gate, hits in gates_and_hits:
@@ -307,7 +307,7 @@ def test_a_vectorised_scorer_that_disagrees_with_lite_closes_the_gate_once(
         assert [h[1] for h in hits] == pytest.approx([h[1] for h in expected])
     warnings = [r for r in caplog.records if r.name == "superbiz.retrieval._lite"]
     assert len(warnings) == 1 and "VectorizedBm25" in warnings[0].getMessage()
-    assert "VectorizedBm25" in (_lite.self_check(BM25_ANALYZER) or "")
+    assert "VectorizedBm25" in (checks.self_check(BM25_ANALYZER) or "")
     # the skew is real: scored by it, the hits would come in another order
     lite = SparseInvertedIndex()
     lite.build([{1: 1.0}, {1: 2.0}, {1: 1.0, 2: 3.0}])
@@ -348,7 +348,8 @@ def test_a_failing_call_through_the_gate_is_done_by_the_client(
 
 def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
     """Dense and BM25 hits through the live-row searches and through Lite's own."""
-    from superbiz.retrieval._lite import _lite_search, search_bm25, search_dense
+    from superbiz.retrieval._lite.checks import _lite_search
+    from superbiz.retrieval._lite.search import search_bm25, search_dense
 
     where = f'domain == "{domain}"' if domain else None
     out = []
@@ -403,17 +404,17 @@ def test_a_live_row_search_that_disagrees_with_lite_leaves_searches_to_lite(
     """As after a Lite upgrade that changed which rows count: the check when a store
     opens finds the live-row searches returning other hits, says so once, and searches
     go through Lite's own code (the same hits as Lite gives)."""
-    from superbiz.retrieval import _lite
+    from superbiz.retrieval._lite import checks, live_rows
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
-    by_key = _lite._View._by_key
+    by_key = live_rows._View._by_key
 
     def forgets_deletes(self: Any, seg: Any) -> tuple[np.ndarray, np.ndarray]:
         self._deleted = {}
         return by_key(self, seg)
 
-    monkeypatch.setattr(_lite._View, "_by_key", forgets_deletes)
-    monkeypatch.setattr(_lite, "_search_verdict", [])
+    monkeypatch.setattr(live_rows._View, "_by_key", forgets_deletes)
+    monkeypatch.setattr(checks, "_search_verdict", [])
     results = []
     with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
         for name in ("one", "two"):

@@ -4,7 +4,8 @@ evidence retrieved earlier in the session.
 Both are JSON behind a fixed first line, so a model reads them as text and a
 deterministic player (the extractive model, the behaviour profiles) reads them back as
 the same typed objects. Evidence is a ``Citation`` everywhere inside the agents; it
-becomes JSON only here and at the chat store (``dump_evidence`` / ``load_evidence``).
+becomes JSON only here and at the chat store (``dump_evidence`` / ``load_evidence``), and
+a lookup's result is JSON with each document numbered for citing (``tool_result_text``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from superbiz.governance.results import ToolOutcome
 from superbiz.llm.messages import Message, SystemMessage
 
 PLAN_HEADER = "PLAN (from the planner; consult these domains):"
@@ -94,3 +96,26 @@ def read_evidence(messages: Sequence[Message]) -> list[Citation]:
         return _EVIDENCE.validate_json(text)
     except ValidationError:
         return []
+
+
+def tool_result_text(outcome: ToolOutcome, refs: dict[str, Citation]) -> str:
+    """The tool result as the model reads it: JSON, each document numbered for citing."""
+    view = outcome.model_view()
+    documents = [view.get("primary"), *(view.get("supplement") or [])]
+    for doc in documents:
+        if not doc:
+            continue
+        content = doc.get("content") or doc.get("excerpt") or ""
+        citation = refs.setdefault(
+            doc["path"],
+            Citation(
+                len(refs) + 1,
+                doc["title"],
+                doc["path"],
+                doc["domain"],
+                content,
+                doc.get("page"),
+            ),
+        )
+        doc["ref"] = citation.ref
+    return json.dumps(view, ensure_ascii=False)

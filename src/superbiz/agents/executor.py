@@ -18,27 +18,31 @@ never sees the knowledge map: only its own action memory, through tool results.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import replace
 
 import numpy as np
-from opentelemetry.trace import SpanKind, Tracer
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
 from superbiz.access import Reader
-from superbiz.agents.answer_selection import AnswerSelection, PassageSource, select_answer
-from superbiz.agents.context import Citation, evidence_message
+from superbiz.agents.answer_selection import (
+    AnswerSelection,
+    PassageSource,
+    reading_order,
+    select_answer,
+)
+from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
-from superbiz.agents.grounding import AnswerSource, CopyKind, Source, ground
+from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
+from superbiz.agents.turn_result import StopReason, TurnResult
 from superbiz.config import GovernanceConfig
-from superbiz.governance.lookup import GovernedLookup, level_rank
-from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn, ToolOutcome
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.results import ToolOutcome
+from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.llm.base import ChatModel, quotes_documents
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -52,19 +56,7 @@ from superbiz.llm.messages import (
 )
 from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.invocations import TOOL_NAME, InvocationRepository
-from superbiz.telemetry import (
-    GEN_AI_FINISH_REASONS,
-    GEN_AI_INPUT_TOKENS,
-    GEN_AI_OPERATION,
-    GEN_AI_OUTPUT_TOKENS,
-    GEN_AI_REQUEST_MODEL,
-    default_tracer,
-    set_attributes,
-)
 
-#: how a turn's model loop ended: an answer, the step cap, or the tool withdrawn after
-#: ``MALFORMED_STEPS`` steps in a row whose every call was malformed
-StopReason = Literal["answer", "step_cap", "malformed_calls"]
 #: Steps in a row whose calls were all malformed (not JSON, no query, another tool) after
 #: which the tool is withdrawn and the model must answer: it was told the error twice and
 #: kept sending calls that cannot run, so more steps would only spend the turn's budget
@@ -74,105 +66,6 @@ MALFORMED_STEPS = 3
 #: (the embedder's; USE puts a question and its translation at 0.6-0.8). Not tuned on
 #: the benchmarks: their plans come from the map, whose sub-question is the question.
 SUB_QUESTION_COSINE = 0.5
-
-
-@dataclass(slots=True)
-class TurnResult:
-    session_id: str
-    turn: int
-    question: str
-    language: Language
-    answer: str = ""
-    #: what the answer quotes (a model's answer: cites), in the order it quotes them
-    citations: list[Citation] = field(default_factory=list)
-    #: documents that bear on the question but are not quoted: listed after the answer
-    related: list[Citation] = field(default_factory=list)
-    #: every document put in front of the model this turn (and those of earlier turns
-    #: the answer used), in the order shown: what evidence recall counts
-    shown: list[Citation] = field(default_factory=list)
-    lookups: list[ToolOutcome] = field(default_factory=list)
-    steps: int = 0
-    stopped_by: StopReason = "answer"
-    model: str = ""
-    governance_ms: float = 0.0
-    #: missing dimensions a supplement was asked for but could not fill
-    unfilled: list[str] = field(default_factory=list)
-    #: citations that came from earlier turns' evidence
-    reused: list[str] = field(default_factory=list)
-    #: the turn's governed tool: a re-plan resumes it, so the budget is the turn's
-    governed: LookupTurn | None = field(default=None, repr=False)
-    #: the answer cites documents shown to the model and draws on them
-    grounded: bool = False
-    #: ``[n]`` markers removed from the model's text because they named no document
-    invalid_citations: int = 0
-    #: who wrote the answer: the model, the model after a repair turn, or the extractive
-    #: composition from the same documents (see ``superbiz.agents.grounding``)
-    answer_source: AnswerSource = "model"
-    #: the model's answer stopped at its output token limit (``finish_reason: length``):
-    #: it ends mid-sentence, so a note says so (``executor.length_cut``)
-    truncated: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    #: the OpenTelemetry trace of the turn (32 hex digits); None when none was recording
-    trace_id: str | None = None
-    #: the model's answer copied an earlier answer of the session (``turn``) or pasted
-    #: the documents (``documents``) instead of answering, so it was not taken as one
-    copied: CopyKind | None = None
-
-    @property
-    def relabelled(self) -> bool:
-        """A model wrote an answer, and the extractive one, labelled so, replaced it."""
-        return self.answer_source == "extractive" and self.model != ExtractiveChatModel.name
-
-    @property
-    def evidence(self) -> list[str]:
-        """Documents put in front of the model this turn, in the order shown."""
-        return [c.path for c in self.shown]
-
-    @property
-    def kept(self) -> list[Citation]:
-        """What the session keeps of the turn: quoted, related, then the documents only
-        shown (marked so, with no number: a later turn may still answer from them)."""
-        listed = {c.path for c in (*self.citations, *self.related)}
-        others = [replace(c, ref=0, use="shown") for c in self.shown if c.path not in listed]
-        return [*self.citations, *self.related, *others]
-
-    @property
-    def executed(self) -> int:
-        return sum(o.executed for o in self.lookups)
-
-    @property
-    def blocked(self) -> int:
-        return sum(not o.executed and o.error is None for o in self.lookups)
-
-    @property
-    def extractive(self) -> bool:
-        """The answer is quoted from the documents, not written by a model."""
-        return self.model == "extractive" or self.answer_source == "extractive"
-
-    @property
-    def recorded_source(self) -> str:
-        """The answer's source as the chat store keeps it: a model's answer replaced by
-        quoting (its text was not grounded) is a ``fallback``, told apart from the
-        extractive answers of a service without an LLM (the knowledge-gaps report
-        counts the first, not the second)."""
-        if self.answer_source == "extractive" and self.model != ExtractiveChatModel.name:
-            return "fallback"
-        return self.answer_source
-
-    def count(self, response: ChatResponse) -> None:
-        """One model call of the turn: a step, and the tokens it cost when reported."""
-        self.steps += 1
-        if response.usage:
-            self.prompt_tokens += response.usage.prompt_tokens
-            self.completion_tokens += response.usage.completion_tokens
-
-    def add_cost(self, earlier: TurnResult) -> None:
-        """Add what an earlier run of the same turn spent (a re-plan runs the turn again)."""
-        self.steps += earlier.steps
-        self.prompt_tokens += earlier.prompt_tokens
-        self.completion_tokens += earlier.completion_tokens
-        self.invalid_citations += earlier.invalid_citations
 
 
 OnLookup = Callable[[ToolOutcome], None]
@@ -185,7 +78,6 @@ class Executor:
         lookup: GovernedLookup,
         governance: GovernanceConfig,
         recorder: InvocationRepository | None = None,
-        tracer: Tracer | None = None,
         passages: PassageSource | None = None,
         reader: Reader | None = None,
     ) -> None:
@@ -201,8 +93,6 @@ class Executor:
         self.reader = reader
         self.governance = governance
         self.recorder = recorder
-        #: each model call is a span (``gen_ai.*`` attributes) under the turn's
-        self.tracer = tracer or default_tracer()
         #: the model quotes the documents itself (the extractive policy, the behaviour
         #: profiles): its citations are checked, its answers never repaired. Declared by
         #: the model and forwarded by every wrapper (store lock, metering, streaming).
@@ -266,7 +156,7 @@ class Executor:
                     raw_arguments=call.raw_arguments,
                 )
                 malformed = malformed and outcome.malformed
-                messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+                messages.append(ToolMessage(call.id, call.name, tool_result_text(outcome, refs)))
                 if on_lookup:
                     on_lookup(outcome)
             malformed_steps = malformed_steps + 1 if malformed else 0
@@ -293,7 +183,7 @@ class Executor:
     ) -> AnswerSelection:
         """What the answer quotes and lists, among every document in front of it; in a
         follow-up, read with the question before it when its own words find nothing."""
-        documents = _ranked(list(refs.values()), outcomes)
+        documents = reading_order(list(refs.values()), outcomes)
         if not documents:
             return AnswerSelection()
         held = frozenset(earlier)
@@ -324,31 +214,8 @@ class Executor:
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
     ) -> ChatResponse:
-        """One model call, counted as a step with its tokens (the water level's too), in
-        a span with the ``gen_ai`` attributes (model, tokens, finish reason)."""
-        name = self.model.name
-        with self.tracer.start_as_current_span(f"chat {name}", kind=SpanKind.CLIENT) as span:
-            set_attributes(
-                span,
-                {
-                    GEN_AI_OPERATION: "chat",
-                    GEN_AI_REQUEST_MODEL: name,
-                    "superbiz.step": result.steps + 1,
-                    "superbiz.tools_offered": bool(tools),
-                },
-            )
-            response = self.model.complete(messages, tools)
-            set_attributes(
-                span,
-                {
-                    GEN_AI_FINISH_REASONS: [response.finish_reason or "unknown"],
-                    GEN_AI_INPUT_TOKENS: response.usage.prompt_tokens if response.usage else None,
-                    GEN_AI_OUTPUT_TOKENS: response.usage.completion_tokens
-                    if response.usage
-                    else None,
-                    "superbiz.tool_calls": len(response.message.tool_calls),
-                },
-            )
+        """One model call, counted as a step with its tokens (the water level's too)."""
+        response = self.model.complete(messages, tools)
         result.count(response)
         if response.usage:
             tool.governor.add_tokens(response.usage.total_tokens)
@@ -432,7 +299,7 @@ class Executor:
         found = False
         for call in calls:
             outcome = tool.call(call.arguments, call_id=call.id, step=0, origin="plan")
-            messages.append(ToolMessage(call.id, call.name, self._render(outcome, refs)))
+            messages.append(ToolMessage(call.id, call.name, tool_result_text(outcome, refs)))
             # DEDUPED: what it found, the session already holds
             held = outcome.level == RelevanceLevel.DEDUPED or outcome.redundant
             found = found or held or bool(outcome.result and outcome.result.found)
@@ -596,29 +463,6 @@ class Executor:
             and not (o.result and (o.result.found or o.redundant))
         ]
 
-    @staticmethod
-    def _render(outcome: ToolOutcome, refs: dict[str, Citation]) -> str:
-        """The tool result as the model reads it: JSON, each document numbered for citing."""
-        view = outcome.model_view()
-        documents = [view.get("primary"), *(view.get("supplement") or [])]
-        for doc in documents:
-            if not doc:
-                continue
-            content = doc.get("content") or doc.get("excerpt") or ""
-            citation = refs.setdefault(
-                doc["path"],
-                Citation(
-                    len(refs) + 1,
-                    doc["title"],
-                    doc["path"],
-                    doc["domain"],
-                    content,
-                    doc.get("page"),
-                ),
-            )
-            doc["ref"] = citation.ref
-        return json.dumps(view, ensure_ascii=False)
-
 
 _STOP_ERRORS: dict[StopReason, str] = {
     "step_cap": "the step limit is reached",
@@ -636,27 +480,6 @@ def _answers_to_other_questions(history: Sequence[Message], question: str) -> li
         elif isinstance(message, AssistantMessage) and normalize(asked) != normalize(question):
             answers.append(message.content)
     return answers
-
-
-def _ranked(documents: list[Citation], outcomes: Sequence[ToolOutcome]) -> list[Citation]:
-    """The documents in the order the answer selection reads them: the plan's lookups
-    first, the one with the better level first (the user's words and a planner's
-    sub-question are two tries at the same question: the live run's "Postgres 从库延迟…"
-    found the replication-lag runbook HIGHLY_RELEVANT only in the planner's words), then
-    the model's lookups as they came, then documents of earlier turns.
-
-    On the benchmarks (one planned lookup a question) this is the lookups' order; ranking
-    every lookup by its level instead put a supplement's PRECISE primary first and lost
-    4 + 3 gold first documents on dev + dev-answer-only."""
-    planned = sorted(
-        (o for o in outcomes if o.origin == "plan"),
-        key=lambda o: -level_rank(o.level),
-    )
-    order: dict[str, int] = {}
-    for outcome in [*planned, *(o for o in outcomes if o.origin != "plan")]:
-        for path in outcome.shown:
-            order.setdefault(path, len(order))
-    return sorted(documents, key=lambda d: order.get(d.path, len(order)))
 
 
 def _selection_order(citation: Citation, selection: AnswerSelection) -> int:

@@ -21,7 +21,6 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
-from opentelemetry.trace import TracerProvider
 from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz._text import asker_language
@@ -31,11 +30,13 @@ from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import LLMPlanner, MapPlanner, Planner
 from superbiz.agents.store_access import StoreLock
 from superbiz.agents.supervisor import OnPlan, SupervisedTurn, Supervisor
+from superbiz.agents.tracing import Tracing
 from superbiz.agents.turn_order import SessionLocks, session_locks
 from superbiz.config import Settings
 from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup
-from superbiz.governance.tool import LookupTurn, Origin, ToolOutcome
+from superbiz.governance.results import Origin, ToolOutcome
+from superbiz.governance.tool import LookupTurn
 from superbiz.governance.tracker import SessionTracker, make_tracker
 from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.domains import DomainService
@@ -46,15 +47,7 @@ from superbiz.storage.db import relational_store_error
 from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.models import MAX_TURN
-from superbiz.telemetry import (
-    GEN_AI_AGENT_NAME,
-    GEN_AI_CONVERSATION_ID,
-    GEN_AI_INPUT_TOKENS,
-    GEN_AI_OPERATION,
-    GEN_AI_OUTPUT_TOKENS,
-    open_telemetry,
-    set_attributes,
-)
+from superbiz.telemetry import TracerProvider, open_telemetry
 
 #: the session a warm-up lookup runs in (cleared right after)
 WARM_UP_SESSION = "superbiz:warm-up"
@@ -85,7 +78,10 @@ class LookupRuntime:
         except SuperbizError:  # no SDK for the configured endpoint: nothing left open
             self.kb.close()
             raise
-        self.lookup = GovernedLookup(self.kb, self.tracker, self.telemetry.tracer)
+        #: the spans of every turn and lookup: installed around the model, the planner
+        #: and each governed call, never inside them
+        self.tracing = Tracing(self.telemetry.tracer)
+        self.lookup = GovernedLookup(self.kb, self.tracker, self.tracing)
         self.invocations = InvocationRepository(self.kb.engine)
         self.chats = ChatRepository(self.kb.engine)
         self.feedback = FeedbackRepository(self.kb.engine)
@@ -277,44 +273,35 @@ class Runtime(LookupRuntime):
         next turn starts where the last answered one ended. A relational store that
         fails raises ``StoreError``.
         """
-        tracer = self.telemetry.tracer
-        turn_model = self.store_lock.releasing(model or self.model)
+        tracing = self.tracing
+        turn_model = tracing.model(self.store_lock.releasing(model or self.model))
         executor = Executor(
             turn_model,
             self.lookup,
             self.settings.governance_config,
             self.invocations,
-            tracer,
             reader=reader,
         )
         restricted = reader is not None and not reader.unrestricted
         supervisor = Supervisor(
-            self.planner,
+            tracing.planner(self.planner, steps=turn_model),
             executor,
             self.chats,
             partial(self.knowledge_map, reader),
             settings=self.settings.chat,
             turn_timeout_s=None if self.extractive else self.settings.llm.turn_timeout_s,
-            tracer=tracer,
             may_read=partial(self.may_read, reader) if restricted else None,
+            trace_id=tracing.trace_id,
         )
         with (
-            tracer.start_as_current_span("invoke_agent superbiz") as span,
+            tracing.turn(session_id) as traced,
             self.sessions.hold(session_id),
             self.store_lock.held(),
             self._store_errors(),
         ):
             before = set(self.tracker.retrieved_docs(session_id))
             turn = self.next_turn(session_id)
-            set_attributes(
-                span,
-                {
-                    GEN_AI_OPERATION: "invoke_agent",
-                    GEN_AI_AGENT_NAME: "superbiz",
-                    GEN_AI_CONVERSATION_ID: session_id,
-                    "superbiz.turn": turn,
-                },
-            )
+            traced.numbered(turn)
             try:
                 supervised = supervisor.handle(
                     session_id, question, turn=turn, on_plan=on_plan, on_lookup=on_lookup
@@ -322,19 +309,7 @@ class Runtime(LookupRuntime):
             except BaseException:
                 self._undo_turn(session_id, turn, before)
                 raise
-            result = supervised.result
-            set_attributes(
-                span,
-                {
-                    "superbiz.turn.stopped_by": result.stopped_by,
-                    "superbiz.turn.answer_source": result.recorded_source,
-                    "superbiz.turn.lookups": len(result.lookups),
-                    "superbiz.turn.steps": result.steps,
-                    "superbiz.turn.citations": [c.path for c in result.citations],
-                    GEN_AI_INPUT_TOKENS: result.prompt_tokens or None,
-                    GEN_AI_OUTPUT_TOKENS: result.completion_tokens or None,
-                },
-            )
+            traced.answered(supervised.result)
             return supervised
 
     def may_read(self, reader: Reader | None, path: str) -> bool:

@@ -20,12 +20,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from opentelemetry.trace import Tracer
-
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, asker_language
 from superbiz.agents.context import Citation, dump_evidence, load_evidence
-from superbiz.agents.executor import Executor, OnLookup, TurnResult
+from superbiz.agents.executor import Executor, OnLookup
 from superbiz.agents.planner import Plan, Planner, PlanRequest
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import ChatSettings
 from superbiz.exceptions import QuestionError
 from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
@@ -33,7 +32,6 @@ from superbiz.knowledge.withheld import readable_messages
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
 from superbiz.storage.chat import ChatMessage, ChatRepository, evidence_of
-from superbiz.telemetry import default_tracer, set_attributes, trace_id
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +62,9 @@ class Supervisor:
         *,
         settings: ChatSettings | None = None,
         turn_timeout_s: float | None = None,
-        tracer: Tracer | None = None,
         may_read: Callable[[str], bool] | None = None,
+        trace_id: Callable[[], str | None] = lambda: None,
     ) -> None:
-        self.tracer = tracer or default_tracer()
         self.planner = planner
         self.executor = executor
         self.chats = chats
@@ -77,6 +74,8 @@ class Supervisor:
         #: a restricted reader's rule (None: it reads everything): the session's earlier
         #: turns that used anything else are left out of its history and evidence
         self.may_read = may_read
+        #: the trace the turn runs in, for its stored answer (the runtime's tracing)
+        self.trace_id = trace_id
 
     def handle(
         self,
@@ -115,7 +114,7 @@ class Supervisor:
         evidence = load_evidence(evidence_of(messages))
         kmap = self.knowledge_map()
         asked = [m.content for m in messages if m.role == "user"][-HISTORY_TURNS:]
-        plan = self._plan(PlanRequest(question, kmap, evidence, conversation=asked))
+        plan = self.planner.plan(PlanRequest(question, kmap, evidence, conversation=asked))
         if on_plan:
             on_plan(plan)
 
@@ -146,7 +145,7 @@ class Supervisor:
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
         supervised.result.answer = _capped(answer, self.settings.max_answer_chars)
-        supervised.result.trace_id = trace_id()
+        supervised.result.trace_id = self.trace_id()
         self.chats.add_turn(
             session_id,
             turn,
@@ -164,28 +163,6 @@ class Supervisor:
         )
         return supervised
 
-    def _plan(self, request: PlanRequest) -> Plan:
-        """The planner's decision, in a span of its own (a re-plan is a second one)."""
-        with self.tracer.start_as_current_span("plan") as span:
-            set_attributes(
-                span,
-                {
-                    "superbiz.plan.replan": bool(request.missing or request.exclude),
-                    "superbiz.plan.tried_domains": sorted(request.exclude) or None,
-                },
-            )
-            plan = self.planner.plan(request)
-            set_attributes(
-                span,
-                {
-                    "superbiz.plan.source": plan.source,
-                    "superbiz.plan.need_retrieval": plan.need_retrieval,
-                    "superbiz.plan.domains": [entry.domain for entry in plan.domains],
-                    "superbiz.plan.direct_answer": bool(plan.direct_answer),
-                },
-            )
-            return plan
-
     def _replan(
         self,
         first: SupervisedTurn,
@@ -199,7 +176,7 @@ class Supervisor:
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
         request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled, asked)
-        replan = self._plan(request)
+        replan = self.planner.plan(request)
         if on_plan:
             on_plan(replan)
         if not replan.need_retrieval or not replan.domains:

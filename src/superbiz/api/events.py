@@ -23,7 +23,8 @@ from superbiz.api.responses.chat import (
     ToolResultEvent,
     TurnEvent,
 )
-from superbiz.governance.tool import ToolOutcome, raw_record
+from superbiz.governance.results import ToolOutcome
+from superbiz.governance.tool import raw_record
 from superbiz.llm.base import ChatModel, ResponseDone, StreamEvent, TextDelta, quotes_documents
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec
 

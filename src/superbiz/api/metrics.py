@@ -11,7 +11,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 
 #: lookups take milliseconds; requests up to seconds (a turn with an LLM)
 LOOKUP_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -28,10 +28,10 @@ from superbiz.cli._common import (
 from superbiz.exceptions import LLMError, QuestionError
 
 if TYPE_CHECKING:
-    from superbiz.agents.executor import TurnResult
     from superbiz.agents.planner import Plan
     from superbiz.agents.supervisor import SupervisedTurn
-    from superbiz.governance.tool import ToolOutcome
+    from superbiz.agents.turn_result import TurnResult
+    from superbiz.governance.results import ToolOutcome
 
 
 def lookup(

@@ -26,9 +26,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.agents.executor import Executor, TurnResult
+from superbiz.agents.executor import Executor
 from superbiz.agents.planner import PlanRequest
 from superbiz.agents.runtime import Runtime, open_runtime
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig, Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import Profile, make_profile

@@ -26,8 +26,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.agents.executor import TurnResult
 from superbiz.agents.runtime import open_runtime
+from superbiz.agents.turn_result import TurnResult
 from superbiz.config import Settings
 from superbiz.evaluation.metrics import mean
 from superbiz.evaluation.profiles import make_profile

@@ -9,97 +9,26 @@ the recorder keeps (raw scores and similarities, never shown to the model).
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
-
-from opentelemetry.trace import Tracer
+from dataclasses import dataclass
+from typing import Protocol
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language
 from superbiz.access import Reader
-from superbiz.governance.decision import GOOD_LEVELS, DedupReason
+from superbiz.governance.observer import UNOBSERVED, CallObserver
+from superbiz.governance.results import (
+    LookupResult,
+    PrimaryResult,
+    RetrievalDetails,
+    SupplementResult,
+)
 from superbiz.governance.tracker import SessionTracker
+from superbiz.governance.verdicts import GOOD_LEVELS, DedupReason
 from superbiz.knowledge.access_rules import ReaderView
 from superbiz.knowledge.ingested import cited_page
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit
-from superbiz.telemetry import default_tracer
-
-
-@dataclass(frozen=True, slots=True)
-class PrimaryResult:
-    title: str
-    domain: str
-    path: str
-    heading: str
-    content: str
-    #: for a PDF, the page its best passage starts on (cited as ``path#page=N``)
-    page: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SupplementResult:
-    title: str
-    domain: str
-    path: str
-    excerpt: str
-    page: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LookupResult:
-    """What the model sees after ``lookup_knowledge`` (docs/design.md §3.1)."""
-
-    found: bool
-    relevance_level: RelevanceLevel | None
-    completeness_hint: str
-    retrieved_domains_this_session: list[str]
-    message: str
-    primary: PrimaryResult | None = None
-    supplement: list[SupplementResult] = field(default_factory=list)
-    dedup_reason: DedupReason | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        # a page only where there is one: the model reads no ``"page": null`` per document
-        for doc in [data["primary"], *data["supplement"]]:
-            if doc is not None and doc["page"] is None:
-                del doc["page"]
-        return data
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetrievalDetails:
-    """Scores behind a result (docs/design.md §3.2), kept for recording, never shown to
-    the model. The API's ``RetrievalRecord`` is derived from these fields, in this order."""
-
-    #: the level's inputs (``relevance_level``), over the documents the session has not
-    #: retrieved; the titles and the ``l1_`` lists below are of the whole ranking
-    l0_match_count: int
-    l0_titles: list[str]
-    l1_top_score: float | None
-    l1_top_similarity: float | None
-    l1_match_count: int
-    l1_scores: list[float | None]  # raw backend scores (squared L2); None: BM25-only hit
-    l1_similarities: list[float] = field(default_factory=list)
-    l1_fused_scores: list[float] = field(default_factory=list)
-    #: the answer model's cosines of the same documents (``retrieval.answers``; None where
-    #: it did not rank, empty without an answer model)
-    answer_similarities: list[float | None] = field(default_factory=list)
-    #: ``advanced.retrieval.levels: evidence``: the probability that the primary answers the query
-    primary_probability: float | None = None
-    relevance_level: str | None
-    completeness_hint: str
-    retrieved_domains: list[str]
-    dedup_reason: DedupReason | None
-    already_retrieved: list[str] = field(default_factory=list)
-    shown: list[str] = field(default_factory=list)
-    #: the lookup named a domain that had no answer and searched the whole KB instead
-    widened: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,15 +90,19 @@ class EvidenceSource(Protocol):
 
 
 class GovernedLookup:
-    """``lookup()`` runs one governed retrieval for a session. ``tracer`` traces each
-    governed call (``LookupTurn``) of every entry point that uses this lookup."""
+    """``lookup()`` runs one governed retrieval for a session. ``observer`` watches each
+    governed call (``LookupTurn``) of every entry point that uses this lookup (the
+    runtime installs its tracing there)."""
 
     def __init__(
-        self, source: EvidenceSource, tracker: SessionTracker, tracer: Tracer | None = None
+        self,
+        source: EvidenceSource,
+        tracker: SessionTracker,
+        observer: CallObserver = UNOBSERVED,
     ) -> None:
         self.source = source
         self.tracker = tracker
-        self.tracer = tracer or default_tracer()
+        self.observer = observer
 
     def lookup(
         self,

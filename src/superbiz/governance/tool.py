@@ -12,45 +12,32 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar
-
-from opentelemetry.trace import Span
+from typing import Any, TypeVar
 
 from superbiz._messages import localized
 from superbiz._text import CONTROL_CHARACTERS, MAX_QUESTION_CHARS, Language, clip, key_terms
 from superbiz.access import Reader
 from superbiz.config import GovernanceConfig
 from superbiz.exceptions import UnknownDomainError
-from superbiz.governance.decision import (
+from superbiz.governance.decision import TurnGovernor
+from superbiz.governance.lookup import GovernedLookup
+from superbiz.governance.observer import GovernedCall
+from superbiz.governance.results import LookupResult, Origin, RetrievalDetails, ToolOutcome
+from superbiz.governance.verdicts import (
     GOOD_LEVELS,
     Constraint,
     DedupReason,
     LookupRequest,
-    TurnGovernor,
-    Verdict,
     WaterLevel,
 )
-from superbiz.governance.lookup import GovernedLookup, LookupResult, RetrievalDetails
 from superbiz.llm import deadline
 from superbiz.llm.messages import ToolSpec
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.storage.invocations import TOOL_NAME, Invocation, InvocationRepository
 from superbiz.storage.models import DOMAIN_MAX
-from superbiz.telemetry import (
-    GEN_AI_CONVERSATION_ID,
-    GEN_AI_OPERATION,
-    GEN_AI_TOOL_CALL_ID,
-    GEN_AI_TOOL_NAME,
-    set_attributes,
-    trace_id,
-)
 
 T = TypeVar("T")
-#: who asked for a call: the model, the plan (code, before the model's first step) or a
-#: person (``superbiz lookup``)
-Origin = Literal["model", "plan", "user"]
 #: share of an earlier query's key terms a new query must repeat to count as its paraphrase
 PARAPHRASE_OVERLAP = 0.6
 #: the key under which a malformed call's text is recorded, and how much of it
@@ -92,56 +79,6 @@ LOOKUP_KNOWLEDGE = ToolSpec(
         "additionalProperties": False,
     },
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """What one tool call did, for the model (``model_view``) and for the caller."""
-
-    call_id: str
-    arguments: dict[str, Any]
-    executed: bool
-    domain: str | None
-    result: LookupResult | None
-    details: RetrievalDetails | None
-    error: str | None
-    #: the water level the call was admitted at; ``constraint`` (its verdict, budget and
-    #: water level) is what the governor says after it, for the model's next step
-    water_level: WaterLevel
-    constraint: Constraint
-    latency_ms: float
-    origin: Origin = "model"
-    #: the call could not be a lookup at all (arguments not a JSON object, no query,
-    #: another tool): the model's mistake, unlike an unknown domain or a blocked call
-    malformed: bool = False
-
-    @property
-    def level(self) -> RelevanceLevel | None:
-        return self.result.relevance_level if self.result else None
-
-    @property
-    def dedup_reason(self) -> DedupReason | None:
-        return self.result.dedup_reason if self.result else None
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.constraint.verdict
-
-    @property
-    def shown(self) -> list[str]:
-        """Documents this call put in front of the model."""
-        return self.details.shown if self.details else []
-
-    @property
-    def redundant(self) -> bool:
-        """Executed, yet it brought nothing new: only already-retrieved documents."""
-        return self.executed and self.dedup_reason == DedupReason.DOC_RETRIEVED
-
-    def model_view(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"error": self.error}
-        assert self.result is not None
-        return self.result.as_dict()
 
 
 class LookupTurn:
@@ -196,26 +133,15 @@ class LookupTurn:
         origin: Origin = "model",
         raw_arguments: str = "",
     ) -> ToolOutcome:
-        """Run one call, in a span of its own (its record keeps the trace id).
-        ``raw_arguments``: the text the model sent, recorded as ``{"_raw": …}`` when it
-        did not parse (``arguments`` is ``None``), so the record shows what the model
-        wrote, not an empty object."""
-        with self.lookup.tracer.start_as_current_span(f"execute_tool {TOOL_NAME}") as span:
-            set_attributes(
-                span,
-                {
-                    GEN_AI_OPERATION: "execute_tool",
-                    GEN_AI_TOOL_NAME: tool_name,
-                    GEN_AI_TOOL_CALL_ID: call_id or None,
-                    GEN_AI_CONVERSATION_ID: self.session_id,
-                    "superbiz.turn": self.turn,
-                    "superbiz.step": step,
-                    "superbiz.lookup.origin": origin,
-                },
-            )
-            outcome = self._call(arguments, call_id, step, tool_name, error, origin, raw_arguments)
-            _annotate(span, outcome)
-            return outcome
+        """Run one call, watched by the lookup's observer (the runtime traces it; its
+        record keeps the trace id). ``raw_arguments``: the text the model sent, recorded
+        as ``{"_raw": …}`` when it did not parse (``arguments`` is ``None``), so the
+        record shows what the model wrote, not an empty object."""
+        observed = GovernedCall(self.session_id, self.turn, step, tool_name, call_id, origin)
+        return self.lookup.observer.around(
+            observed,
+            lambda: self._call(arguments, call_id, step, tool_name, error, origin, raw_arguments),
+        )
 
     def _call(
         self,
@@ -367,39 +293,10 @@ class LookupTurn:
                     latency_ms=round(latency, 3),
                     error=error,
                     origin=origin,
-                    trace_id=trace_id(),
+                    trace_id=self.lookup.observer.trace_id(),
                 )
             )
         return outcome
-
-
-def _annotate(span: Span, outcome: ToolOutcome) -> None:
-    """The lookup's outcome on its span; the governor's decision as an event."""
-    set_attributes(
-        span,
-        {
-            "superbiz.lookup.executed": outcome.executed,
-            "superbiz.lookup.domain": outcome.domain,
-            "superbiz.lookup.relevance_level": outcome.level.value if outcome.level else None,
-            "superbiz.lookup.dedup_reason": outcome.dedup_reason,
-            "superbiz.lookup.water_level": outcome.water_level.value,
-            "superbiz.lookup.documents": outcome.shown,
-            "superbiz.lookup.latency_ms": round(outcome.latency_ms, 3),
-            "superbiz.lookup.error": outcome.error,
-            "superbiz.lookup.verdict": "error" if outcome.error else outcome.verdict.value,
-        },
-    )
-    if span.is_recording():
-        constraint = outcome.constraint
-        span.add_event(
-            "governance.decision",
-            {
-                "superbiz.verdict": constraint.verdict.value,
-                "superbiz.water_level": constraint.water_level.value,
-                "superbiz.budget_left": constraint.budget_left,
-                "superbiz.tools_allowed": constraint.tools_allowed,
-            },
-        )
 
 
 def raw_record(raw_arguments: str) -> dict[str, Any]:

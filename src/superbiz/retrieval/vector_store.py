@@ -8,6 +8,8 @@ Every call goes through the pymilvus client, except on a Milvus Lite file, where
 ``_lite.InProcessLite`` (the one gate to Lite's internals) inserts, queries and
 searches Lite's engine collection in this process; when the gate is unavailable or a
 call through it fails, the client does the same work (slower, same results).
+The client's guard (``milvus_client``), the collection's layout (``milvus_schema``) and
+the filter expressions (``milvus_filters``) are modules of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,161 +26,22 @@ import numpy as np
 from superbiz._text import segmenter
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
 from superbiz.retrieval._lite import InProcessLite
+from superbiz.retrieval.milvus_client import LITE_GRPC_OPTIONS, SERVER_GRPC_OPTIONS, GuardedClient
+from superbiz.retrieval.milvus_filters import Filter, search_filter
+from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection
 from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
 from superbiz.retrieval.visibility import Visibility
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-_TEXT_MAX = 16384
 _QUERY_BATCH = 200
 #: rows per page when reading many chunks back (Milvus caps one query at 16,384)
 QUERY_PAGE = 4096
 
-#: gRPC channel options for Milvus Lite, the in-process server: no keepalive pings. The
-#: client's default (a ping every 10 s, idle too) breaks the server's ping policy while a
-#: turn waits for a slow model: after about two minutes it answers GOAWAY
-#: ENHANCE_YOUR_CALM "too_many_pings", which gRPC prints to the terminal. A loopback
-#: connection in the same process has nothing to keep alive.
-LITE_GRPC_OPTIONS: dict[str, Any] = {
-    "grpc.keepalive_time_ms": 2**31 - 1,  # gRPC's "never"
-    "grpc.keepalive_permit_without_calls": 0,
-}
-#: gRPC channel options for a Milvus server: no keepalive pings while no call is under
-#: way, and one per ten minutes during a call. The client's default (a ping every 10 s,
-#: idle too) is more than a gRPC server's default ping policy allows (one per five
-#: minutes without data): ``milvus-lite server`` answered GOAWAY "too_many_pings" after
-#: 30 s of an ingest's embedding, printed on the terminal. A connection that died while
-#: idle is found at the next call, which opens a new one (``_GuardedClient``).
-SERVER_GRPC_OPTIONS: dict[str, Any] = {
-    "grpc.keepalive_time_ms": 600_000,
-    "grpc.keepalive_permit_without_calls": 0,
-}
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
 _OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
-
-
-# What Milvus Lite's filter lexer understands inside a double-quoted string literal.
-_LITERAL_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
-
-
-def literal(value: str) -> str:
-    """``value`` as a filter string literal (Milvus Lite has no templated filters).
-
-    >>> print(literal('a"b\\nc'))
-    "a\\"b\\nc"
-    """
-    return f'"{value.translate(_LITERAL_ESCAPES)}"'
-
-
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """A filter template (``doc_path in {paths}``) with its values kept apart.
-
-    A Milvus server gets the values as ``filter_params``, never parsed as expression
-    text; Milvus Lite 3.x has no templates, so ``rendered`` writes them as literals
-    with every escape its lexer knows (quotes, backslash, newline, CR, tab).
-    """
-
-    template: str
-    params: dict[str, str | list[str]]
-
-    def rendered(self) -> str:
-        values = {
-            name: f"[{', '.join(map(literal, value))}]"
-            if isinstance(value, list)
-            else literal(value)
-            for name, value in self.params.items()
-        }
-        return self.template.format(**values)
-
-
-def domain_filter(domain: str | None) -> Filter | None:
-    return Filter("domain == {domain}", {"domain": domain}) if domain else None
-
-
-#: the longest access list a chunk keeps (``superbiz.access``: 64 groups of 128 characters)
-ACCESS_MAX = 16384
-
-
-def search_filter(
-    domain: str | None, visibility: Visibility | None, *, has_access: bool
-) -> Filter | None:
-    """The filter of one search: its domain, and what ``visibility`` admits
-    (``Visibility.admits_chunk``). An index whose chunks have no list field (built
-    before superbiz stored it) filters by domain alone, which is exact only while no
-    document has a list of its own.
-
-    >>> v = Visibility(frozenset(), frozenset({"hr"}), frozenset({'["sre"]'}), True)
-    >>> print(search_filter("ops", v, has_access=True).rendered())
-    domain == "ops" and ((access == "" and domain not in ["hr"]) or access in ["[\\"sre\\"]"])
-    """
-    found = domain_filter(domain)
-    if visibility is None:
-        return found
-    params: dict[str, str | list[str]] = dict(found.params) if found else {}
-    denied = sorted(visibility.denied_domains)
-    if denied:
-        params["denied"] = denied
-    if has_access:
-        unlisted = 'access == ""' + (" and domain not in {denied}" if denied else "")
-        clause = f"({unlisted})"
-        if visibility.admitted_lists:
-            params["admitted"] = sorted(visibility.admitted_lists)
-            clause = f"({clause} or access in {{admitted}})"
-    elif visibility.lists_in_use:
-        raise IndexMismatchError(
-            "documents carry access lists (frontmatter 'access:') but the vector index was "
-            "built before superbiz stored them with its chunks, so it cannot filter by "
-            "them; re-ingest with `superbiz ingest PATH --rebuild`"
-        )
-    elif denied:
-        clause = "domain not in {denied}"
-    else:
-        return found
-    template = f"{found.template} and {clause}" if found else clause
-    return Filter(template, params)
-
-
-#: Milvus' ErrCollectionNotLoaded: a restarted server may hold the collection released
-_NOT_LOADED = 101
-
-
-class _GuardedClient:
-    """The pymilvus client with every failure turned into a ``StoreError`` that names the
-    server, so that a Milvus server that is down answers 503 with the store named (see
-    ``superbiz.api.errors``) and the first call after it is back works: a lost connection
-    is dropped and the next call opens a new one (pymilvus' own recovery gives up on the
-    channel of a restarted server), and a collection found released is loaded again."""
-
-    def __init__(self, connect: Callable[[], Any], uri: str) -> None:
-        self._connect = connect
-        self._uri = uri
-        self._client: Any = connect()
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            from pymilvus.client.types import Status
-            from pymilvus.exceptions import MilvusException
-
-            try:
-                if self._client is None:
-                    self._client = self._connect()
-                try:
-                    return getattr(self._client, name)(*args, **kwargs)
-                except MilvusException as exc:
-                    if exc.code != _NOT_LOADED or not args:
-                        raise
-                    self._client.load_collection(args[0])
-                    return getattr(self._client, name)(*args, **kwargs)
-            except MilvusException as exc:
-                if exc.code == Status.CONNECT_FAILED and self._client is not None:
-                    self._client, lost = None, self._client
-                    lost.close()
-                raise StoreError(f"vector store (Milvus at {self._uri}): {exc.message}") from exc
-
-        return call
 
 
 class MilvusChunkStore:
@@ -206,9 +68,9 @@ class MilvusChunkStore:
         try:
             # dedicated: a Lite file reopened later in the same process must not reuse a
             # pooled gRPC channel that the in-process server has since dropped, nor a
-            # reconnecting server client a broken one (see _GuardedClient).
+            # reconnecting server client a broken one (see GuardedClient).
             options = LITE_GRPC_OPTIONS if local else SERVER_GRPC_OPTIONS
-            self._client = _GuardedClient(
+            self._client = GuardedClient(
                 lambda: MilvusClient(
                     uri=uri, token=token or "", dedicated=True, grpc_options=options
                 ),
@@ -277,48 +139,14 @@ class MilvusChunkStore:
         self.dimension = dimension
 
     def _create(self, dimension: int, analyzer: dict[str, Any] | None) -> None:
-        from pymilvus import DataType, Function, FunctionType
-
-        schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=128)
-        schema.add_field("doc_path", DataType.VARCHAR, max_length=1024)
-        schema.add_field("domain", DataType.VARCHAR, max_length=128)
-        schema.add_field("title", DataType.VARCHAR, max_length=1024)
-        schema.add_field("heading", DataType.VARCHAR, max_length=2048)
-        schema.add_field("chunk_index", DataType.INT64)
-        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
-        schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX)
-        bm25 = analyzer is not None
-        text_args: dict[str, Any] = (
-            {"enable_analyzer": True, "analyzer_params": analyzer} if bm25 else {}
-        )
-        schema.add_field("search_text", DataType.VARCHAR, max_length=_TEXT_MAX, **text_args)
-        schema.add_field("access", DataType.VARCHAR, max_length=ACCESS_MAX)
-        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dimension)
-        index = self._client.prepare_index_params()
-        index.add_index("dense", index_type="AUTOINDEX", metric_type=DENSE_METRIC)
-        index.add_index("domain", index_type="INVERTED")
-        # a reader's filter then reads two scalar indexes, not every row's text: on Lite,
-        # dense p50 through the filter 9.7 ms without it (7.6 ms unfiltered; README)
-        index.add_index("access", index_type="INVERTED")
-        if bm25:
-            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-            schema.add_function(
-                Function(
-                    name="text_bm25",
-                    function_type=FunctionType.BM25,
-                    input_field_names=["search_text"],
-                    output_field_names=["sparse"],
-                )
-            )
-            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        schema, index = chunk_collection(self._client, dimension, analyzer)
         self._client.create_collection(self.collection, schema=schema, consistency_level="Strong")
         # Not ``create_collection(index_params=...)``: pymilvus then polls each index's
         # state after sleeping 0.5 s first, 1.5 s for three indexes on an empty
         # collection. Rows are indexed as they come; ``flush`` waits for that.
         self._client.create_index(self.collection, index, sync=False)
         self._client.load_collection(self.collection)
-        self.has_bm25 = bm25
+        self.has_bm25 = analyzer is not None
         self.has_access = True
         self._analyzer = analyzer
         self.outdated = False
@@ -353,8 +181,8 @@ class MilvusChunkStore:
                     "heading": c.heading[:2048],
                     "chunk_index": c.chunk_index,
                     "content_hash": c.content_hash,
-                    "text": c.text[: _TEXT_MAX // 4],
-                    "search_text": c.search_text[: _TEXT_MAX // 4],
+                    "text": c.text[: TEXT_MAX // 4],
+                    "search_text": c.search_text[: TEXT_MAX // 4],
                     "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
                     **({"access": c.access} if self.has_access else {}),
                 }

@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 
 from superbiz.agents.planner import PlanSource
 from superbiz.agents.supervisor import SupervisedTurn
-from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
-from superbiz.governance.tool import Origin, ToolOutcome
+from superbiz.governance.results import Origin, ToolOutcome
+from superbiz.governance.verdicts import DedupReason, Verdict, WaterLevel
 from superbiz.retrieval.relevance import RelevanceLevel
 
 ORIGIN_MEANS = (

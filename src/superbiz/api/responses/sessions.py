@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from superbiz.api.responses.chat import ORIGIN_MEANS, AnswerCitation, AnswerPlan
-from superbiz.governance.decision import DedupReason, Verdict, WaterLevel
-from superbiz.governance.lookup import RetrievalDetails
-from superbiz.governance.tool import Origin
+from superbiz.governance.results import Origin, RetrievalDetails
+from superbiz.governance.verdicts import DedupReason, Verdict, WaterLevel
 from superbiz.retrieval.relevance import RelevanceLevel
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from superbiz.api.responses.chat import (
     TurnEvent,
 )
 from superbiz.exceptions import TurnCancelledError
-from superbiz.governance.tool import ToolOutcome
+from superbiz.governance.results import ToolOutcome
 from superbiz.knowledge.sources import web_links
 from superbiz.llm import deadline
 from superbiz.storage.invocations import TOOL_NAME

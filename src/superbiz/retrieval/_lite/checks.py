@@ -1,0 +1,243 @@
+"""The gate's self-checks: before a store uses an acceleration, it is compared with Lite's
+own code on a small case, once per process.
+
+``self_check`` analyses sample texts both ways (block cache and Lite's jieba analysis)
+and scores a tiny segment both ways (``VectorizedBm25`` and Lite's BM25);
+``search_check`` builds a small collection through every case the live-row masks must
+get right and compares ``search_dense``/``search_bm25`` with Lite's searches after each
+change. A disagreement (a Lite upgrade) is said once, and the gate leaves that work to
+Lite's own code.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
+from superbiz.retrieval._lite.ingest import cache_analysis
+from superbiz.retrieval._lite.live_rows import LiveRows
+from superbiz.retrieval._lite.search import search_bm25, search_dense
+
+#: the gate logs under one name, whichever of its modules speaks
+log = logging.getLogger(__package__)
+
+
+#: the Milvus Lite minor version the self-check and the patches were written for
+LITE_SERIES = "3.2"
+#: texts the self-check analyses and scores: CJK, Latin, digits, symbols, repeats
+CHECK_TEXTS = (
+    "## TiKV 如何扩容？是否需要重启，the Region 的 leader 吗",
+    "Payment gateway timeout: check the Redis pool (redis-cli info clients); 连接池耗尽时重试。",
+    "支付回调超时 支付回调超时 payment-gateway v1.2.3 50% C++ C# a&b 3.14 -- ``` **bold**",
+    "Redis 连接池耗尽 redis pool exhausted, 连接池 连接池 重试 retry",
+    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ　中文　全角 émigré naïve 🙂 \t\n\n",
+    "",
+)
+CHECK_QUERIES = ("Redis 连接池 耗尽", "支付回调超时 payment", "TiKV 扩容 leader", "无关 words")
+
+
+#: self-check verdicts by analyzer parameters (None: agreed; else what differed)
+_verdicts: dict[str, str | None] = {}
+#: the search check's verdict, once per process (None: not run yet)
+_search_verdict: list[str | None] = []
+
+
+def self_check(analyzer: dict[str, Any] | None) -> str | None:
+    """None when this Lite scores and analyses as the accelerations assume, else what
+    differed (logged once per process and analyzer). Run once per analyzer: a store
+    that opens again reuses the verdict."""
+    key = repr(analyzer)
+    if key not in _verdicts:
+        try:
+            problem = _disagreement(analyzer)
+        except Exception as exc:  # Lite reorganised: its public path still works
+            problem = f"the self-check could not run ({type(exc).__name__}: {exc})"
+        _verdicts[key] = problem
+        if problem is not None:
+            log.warning(
+                "Milvus Lite %s differs from what superbiz expects (written for %s.x): %s; "
+                "using the pymilvus client only (slower, same results)",
+                _lite_version(),
+                LITE_SERIES,
+                problem,
+            )
+    return _verdicts[key]
+
+
+def _lite_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("milvus-lite")
+    except Exception:
+        return "(unknown version)"
+
+
+def _disagreement(params: dict[str, Any] | None) -> str | None:
+    if SparseInvertedIndex is None:
+        return "no SparseInvertedIndex in milvus_lite.index.sparse_inverted"
+    from milvus_lite.analyzer.factory import create_analyzer
+
+    plain, cached = create_analyzer(params), create_analyzer(params)
+    cache_analysis(cached)
+    for text in (*CHECK_TEXTS, *CHECK_TEXTS, " ".join(CHECK_TEXTS)):  # twice: the cache
+        if cached.analyze(text) != plain.analyze(text):
+            return f"jieba block cache gives other term ids for {text[:40]!r}"
+    corpus = [{int(t): float(n) for t, n in Counter(plain.analyze(t)).items()} for t in CHECK_TEXTS]
+    queries = [{int(t): 1.0 for t in plain.analyze(q)} for q in CHECK_QUERIES]
+    lite = SparseInvertedIndex()
+    lite.build(corpus)
+    fast = VectorizedBm25.from_index(lite)
+    for valid in (None, np.array([i % 2 == 0 for i in range(len(corpus))])):
+        lite_ids, lite_distances = lite.search(queries, len(corpus), valid_mask=valid)
+        fast_ids, fast_distances = fast.search(queries, len(corpus), valid_mask=valid)
+        if not np.allclose(fast_distances, lite_distances, rtol=1e-6) or not np.array_equal(
+            _by_id(fast_ids, fast_distances), _by_id(lite_ids, lite_distances)
+        ):
+            return "VectorizedBm25 scores a test segment otherwise than Lite's BM25"
+    return None
+
+
+def _by_id(ids: np.ndarray, distances: np.ndarray) -> np.ndarray:
+    """Each query's (id, rounded distance) pairs in id order: ties may come in any order."""
+    rows = []
+    for row_ids, row_distances in zip(ids.tolist(), distances.tolist(), strict=True):
+        rows.append(sorted(zip(row_ids, np.round(row_distances, 5).tolist(), strict=True)))
+    return np.asarray(rows, dtype=np.float64)
+
+
+def search_check() -> str | None:
+    """None when ``search_dense``/``search_bm25`` return what Lite's own searches return
+    on a small collection through every case the live-row masks must get right, else
+    what differed (logged once per process; searches then go through Lite's own code)."""
+    if not _search_verdict:
+        try:
+            problem = _search_disagreement()
+        except Exception as exc:  # Lite reorganised: its own searches still work
+            problem = f"the search check could not run ({type(exc).__name__}: {exc})"
+        _search_verdict.append(problem)
+        if problem is not None:
+            log.warning(
+                "Milvus Lite %s searches otherwise than superbiz's live-row search expects "
+                "(written for %s.x): %s; using Lite's own searches (slower, same results)",
+                _lite_version(),
+                LITE_SERIES,
+                problem,
+            )
+    return _search_verdict[0]
+
+
+def _search_disagreement() -> str | None:
+    from milvus_lite.engine.collection import Collection
+    from milvus_lite.schema.types import (
+        CollectionSchema,
+        DataType,
+        FieldSchema,
+        Function,
+        FunctionType,
+    )
+
+    schema = CollectionSchema(
+        fields=[
+            FieldSchema("id", DataType.VARCHAR, is_primary=True, max_length=64),
+            FieldSchema("domain", DataType.VARCHAR, max_length=64),
+            FieldSchema(
+                "text",
+                DataType.VARCHAR,
+                max_length=512,
+                enable_analyzer=True,
+                analyzer_params={"tokenizer": "jieba"},
+            ),
+            FieldSchema("dense", DataType.FLOAT_VECTOR, dim=4),
+            FieldSchema("sparse", DataType.SPARSE_FLOAT_VECTOR, is_function_output=True),
+        ],
+        functions=[Function("bm25", FunctionType.BM25, ["text"], ["sparse"])],
+    )
+    rng = np.random.default_rng(36)
+    probes = rng.standard_normal((4, 4)).astype(np.float32)
+
+    def rows(first: int, last: int, version: int) -> list[dict[str, Any]]:
+        # every fifth row repeats a probe: equal distances across segments (ties)
+        return [
+            {
+                "id": f"r{i}",
+                "domain": "ab"[i % 2],
+                "text": f"{CHECK_TEXTS[i % 4]} {i} v{version}",
+                "dense": (probes[i % 4] if i % 5 == 0 else rng.standard_normal(4)).tolist(),
+            }
+            for i in range(first, last)
+        ]
+
+    with tempfile.TemporaryDirectory(prefix="superbiz-lite-check-") as folder:
+        collection = Collection("check", folder, schema)
+        try:
+            collection.create_index("dense", {"index_type": "AUTOINDEX", "metric_type": "L2"})
+            collection.create_index("domain", {"index_type": "INVERTED"})
+            collection.create_index(
+                "sparse", {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "BM25"}
+            )
+            collection.load()
+            live = LiveRows(collection)
+            steps: list[Callable[[], object]] = [
+                lambda: collection.insert(rows(0, 30, 0)),
+                collection.flush,
+                lambda: collection.insert(rows(20, 45, 1)),  # newer versions, memtable
+                lambda: collection.delete(["r3", "r22", "r40"]),  # pending deletes
+                collection.flush,
+                lambda: collection.insert(rows(40, 55, 2)),
+                lambda: collection.delete(["r5", "r44", "r50"]),
+            ]
+            for number, step in enumerate(steps):
+                step()
+                # Lite compacts and indexes in the background after a flush: both searches
+                # must see the same segments and indexes (a segment searched by brute force
+                # by one and by HNSW by the other gives other float roundings)
+                collection._wait_for_bg()
+                problem = _searches_differ(collection, live, probes, number)
+                if problem is not None:
+                    return problem
+        finally:
+            collection.close()
+    return None
+
+
+def _searches_differ(collection: Any, live: LiveRows, probes: np.ndarray, step: int) -> str | None:
+    """What differs between Lite's searches and the live-row ones after ``step``."""
+    for limit in (3, 60):
+        for expr in (None, 'domain == "a"'):
+            for probe in probes[:2]:
+                args = (probe.tolist(), "dense", "L2", limit, expr, ["domain", "text"])
+                if search_dense(live, *args) != _lite_search(collection, *args):
+                    return f"a dense search differs after step {step} ({limit}, {expr})"
+            for query in CHECK_QUERIES[:2]:
+                args = (query, "sparse", "BM25", limit, expr, ["domain", "text", "dense"])
+                expected = _lite_search(collection, *args)
+                if search_bm25(live, *args) != expected:
+                    return f"a BM25 search differs after step {step} ({limit}, {expr})"
+    return None
+
+
+def _lite_search(
+    collection: Any,
+    data: list[float] | str,
+    field: str,
+    metric: str,
+    limit: int,
+    expr: str | None,
+    output_fields: list[str],
+) -> list[dict[str, Any]]:
+    result = collection.search(
+        [data],
+        top_k=limit,
+        metric_type=metric,
+        output_fields=output_fields,
+        anns_field=field,
+        expr=expr,
+    )
+    return list(result[0])

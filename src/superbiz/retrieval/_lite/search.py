@@ -1,0 +1,207 @@
+"""Lite's dense and BM25 searches over ``LiveRows``: Lite's own indexes, filters and merge,
+with the live-row masks instead of Lite's per-row walk. ``search_check`` compares them
+with Lite's own searches before a store uses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from superbiz.retrieval._lite.bm25 import segment_scorer
+from superbiz.retrieval._lite.live_rows import LiveRows
+
+
+def search_dense(
+    live: LiveRows,
+    vector: list[float] | str,
+    field: str,
+    metric: str,
+    limit: int,
+    expr: str | None,
+    output_fields: list[str],
+) -> list[dict[str, Any]]:
+    """Lite's dense search (``Collection.search`` over ``execute_search_with_index``) for
+    one query vector, with the live rows of ``live``'s current view: each segment's index
+    (or brute force) with the filter and the live mask, the memtable by brute force, the
+    hits merged by (distance, source, row) and projected as Lite projects them."""
+    from milvus_lite.engine.collection import _internal_distance_to_milvus_distance
+    from milvus_lite.index.brute_force import BruteForceIndex
+    from milvus_lite.search.filter import evaluate_mask
+    from milvus_lite.search.indexed_filter import evaluate_segment_filter
+
+    collection = live.collection
+    collection._require_loaded()
+    metric = collection.resolve_search_metric(field, metric)
+    view = live.view()
+    query = np.asarray([vector], dtype=np.float32)
+    compiled = collection._compile_filter(expr) if expr else None
+    plan = collection._indexed_filter_plan(compiled)
+    candidates: list[tuple[float, int, int]] = []
+    sources: list[Any] = []  # the segments with rows, then the memtable
+    for seg, alive in zip(view.segments, view.dense, strict=True):
+        if seg.num_rows == 0:
+            continue
+        sources.append(seg)
+        vectors, valid = seg.vector_data(field)
+        mask = alive if compiled is None else alive & evaluate_segment_filter(seg, compiled, plan)
+        mask = mask if valid is None else mask & valid
+        if mask.any():
+            index = seg.indexes.get(field)
+            if index is None:
+                index = BruteForceIndex.build(vectors, metric)
+            found = index.search(query, limit, valid_mask=None if mask.all() else mask)
+            candidates += _ranked(found, len(sources) - 1)
+    pks, vectors, refs, table, alive = view.memtable_dense(field)
+    if pks:
+        sources.append(None)
+        mask = alive if compiled is None else alive & evaluate_mask(compiled, table)
+        if mask.any():
+            index = BruteForceIndex.build(vectors, metric)
+            found = index.search(query, limit, valid_mask=None if mask.all() else mask)
+            candidates += _ranked(found, len(sources) - 1)
+    candidates.sort()
+    entity = _Projection(collection, output_fields)
+    hits = []
+    for distance, source, row in candidates[:limit]:
+        seg = sources[source]
+        if seg is None:  # the memtable's row, as Lite materialises it
+            record = view.memtable.materialize_row(*refs[row])
+            key = record.get(collection._pk_name, pks[row])
+            hits.append({"id": key, "distance": distance, "entity": entity.of_record(record)})
+        else:
+            hits.append(
+                {"id": seg.pks[row], "distance": distance, "entity": entity.of_row(seg, row)}
+            )
+    for hit in hits:
+        hit["distance"] = _internal_distance_to_milvus_distance(hit["distance"], metric)
+    return hits
+
+
+def _ranked(found: tuple[np.ndarray, np.ndarray], source: int) -> list[tuple[float, int, int]]:
+    """One source's hits (one query) as (distance, source, row), up to the padding."""
+    ids, distances = found
+    out = []
+    for row, distance in zip(ids[0].tolist(), distances[0].tolist(), strict=True):
+        if row < 0:
+            break
+        out.append((float(distance), source, row))
+    return out
+
+
+def search_bm25(
+    live: LiveRows,
+    text: list[float] | str,
+    field: str,
+    metric: str,
+    limit: int,
+    expr: str | None,
+    output_fields: list[str],
+) -> list[dict[str, Any]]:
+    """Lite's BM25 search (``Collection._search_sparse``) for one query text, with the
+    live rows of ``live``'s current view: each segment's cached scorer with the live
+    mask and the filter, the memtable scored on its own, one hit per key (its newest
+    version), ordered by distance as Lite's stable sort orders them."""
+    from milvus_lite.engine.collection import _internal_distance_to_milvus_distance
+    from milvus_lite.index.sparse_factory import (
+        _search_prepared_sparse_index,
+        create_sparse_index,
+        sparse_index_matches,
+    )
+    from milvus_lite.search.filter.eval.python_backend import _eval_row
+    from milvus_lite.search.indexed_filter import evaluate_segment_filter
+
+    collection = live.collection
+    collection._require_loaded()
+    metric = collection.resolve_search_metric(field, metric)
+    view = live.view()
+    spec = collection._index_specs.get(field)
+    params = spec.build_params if spec else {}
+    queries = collection._prepare_sparse_queries([text], field)
+    compiled = collection._compile_filter(expr) if expr else None
+    plan = collection._indexed_filter_plan(compiled)
+    # (distance, key, (segment, row) or (record, seq))
+    candidates: list[tuple[float, Any, tuple[Any, Any]]] = []
+    for seg, alive in zip(view.segments, view.sparse, strict=True):
+        if seg.table is None or len(seg.table) == 0:
+            continue
+        scorer = seg.sparse_indexes.get(field)
+        if not sparse_index_matches(scorer, metric, params):
+            scorer = seg.sparse_indexes[field] = segment_scorer(seg, field, metric, params)
+        mask = alive if compiled is None else alive & evaluate_segment_filter(seg, compiled, plan)
+        if not mask.any():
+            continue
+        ids, distances = _search_prepared_sparse_index(scorer, queries, limit, valid_mask=mask)
+        for row, distance in zip(ids[0].tolist(), distances[0].tolist(), strict=True):
+            if row < 0:
+                break
+            candidates.append((float(distance), seg.pks[row], (seg, row)))
+    records = view.memtable_records()
+    if records:
+        valid = np.ones(len(records), dtype=bool)
+        if compiled is not None:
+            for i, (_, _, record) in enumerate(records):
+                valid[i] = bool(_eval_row(compiled.ast, record))
+        scorer = create_sparse_index(metric, params)
+        scorer.build(view.memtable_sparse(field), valid_mask=valid)
+        ids, distances = _search_prepared_sparse_index(scorer, queries, limit)
+        for row, distance in zip(ids[0].tolist(), distances[0].tolist(), strict=True):
+            if row < 0:
+                break
+            pk, seq, record = records[row]
+            candidates.append((float(distance), pk, (record, seq)))
+    newest: dict[Any, tuple[int, tuple[float, Any, tuple[Any, Any]]]] = {}
+    for candidate in candidates:
+        where, at = candidate[2]
+        seq = int(at) if isinstance(where, dict) else int(where.seqs[at])
+        if candidate[1] not in newest or seq > newest[candidate[1]][0]:
+            newest[candidate[1]] = (seq, candidate)
+    kept = sorted((candidate for _, candidate in newest.values()), key=lambda c: c[0])
+    entity = _Projection(collection, output_fields)
+    return [
+        {
+            "id": pk,
+            "distance": _internal_distance_to_milvus_distance(distance, metric),
+            "entity": entity.of_record(where)
+            if isinstance(where, dict)
+            else entity.of_row(where, at),
+        }
+        for distance, pk, (where, at) in kept[:limit]
+    ]
+
+
+class _Projection:
+    """A hit's entity as Lite's search projects it (``project_record``). A collection
+    without dynamic fields projects only the requested schema fields, so only those
+    are read from a segment's row, a dense vector from the segment's own array (Lite
+    reads every column value by value: 512 Python floats per vector)."""
+
+    def __init__(self, collection: Any, output_fields: list[str]) -> None:
+        from milvus_lite.engine.projection import build_projection_plan
+        from milvus_lite.schema.types import DataType
+
+        self._schema = collection._schema
+        self._plan = build_projection_plan(output_fields, self._schema, api_kind="search")
+        self._fields = self._plan.engine_fields if not self._schema.enable_dynamic_field else None
+        self._vectors = {f.name for f in self._schema.fields if f.dtype == DataType.FLOAT_VECTOR}
+
+    def of_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        from milvus_lite.engine.projection import project_record
+
+        return dict(project_record(record, self._schema, self._plan))
+
+    def of_row(self, seg: Any, row: int) -> dict[str, Any]:
+        table = seg.table
+        names = self._fields if self._fields is not None else table.column_names
+        record = {}
+        for name in names:
+            if name in ("_seq", "_partition") or name not in table.column_names:
+                continue
+            if name in self._vectors:
+                vectors, valid = seg.vector_data(name)
+                if valid is None:  # float32 values as Python floats, as ``as_py`` gives
+                    record[name] = vectors[row].tolist()
+                    continue
+            record[name] = table.column(name)[row].as_py()
+        return self.of_record(record)
