@@ -29,10 +29,10 @@ from access_probe import (
 from conftest import write_kb
 from superbiz.access import Reader
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import chunk_markdown
-from superbiz.knowledge.documents import parse_document
-from superbiz.knowledge.ingest import Ingestor, _record
+from superbiz.knowledge.documents.chunking import chunk_markdown
+from superbiz.knowledge.documents.document import parse_document
+from superbiz.knowledge.ingest.ingestor import Ingestor, _record
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.store import ChunkStore

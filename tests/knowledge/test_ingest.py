@@ -18,11 +18,11 @@ from superbiz.config import EmbeddingConfig
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge import ingest as ingest_module
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import embedding_text
-from superbiz.knowledge.documents import SourceDocument, content_hash
-from superbiz.knowledge.ingest import Ingestor, chunk_id
+from superbiz.knowledge.documents.chunking import embedding_text
+from superbiz.knowledge.documents.document import SourceDocument, content_hash
+from superbiz.knowledge.ingest import ingestor as ingest_module
+from superbiz.knowledge.ingest.ingestor import Ingestor, chunk_id
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument

@@ -38,9 +38,9 @@ from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.results import Origin, ToolOutcome
 from superbiz.governance.tool import LookupTurn
 from superbiz.governance.tracker import SessionTracker, make_tracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.coverage.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.db import relational_store_error

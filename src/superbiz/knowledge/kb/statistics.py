@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from superbiz.knowledge.base import (
+from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
     KnowledgeBase,

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.discovery import gone
-from superbiz.knowledge.git import (
+from superbiz.knowledge.ingest.discovery import gone
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.sources.git import (
     SUBMODULE_MODE,
     SYMLINK_MODE,
     BareRepository,
@@ -32,9 +34,7 @@ from superbiz.knowledge.git import (
     check_url,
     redact,
 )
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.report import IngestReport
-from superbiz.knowledge.source_list import SourceView
+from superbiz.knowledge.sources.source_list import SourceView
 from superbiz.storage.models import utcnow
 from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 

@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
-from superbiz.knowledge._mirror import DocumentMirror
-from superbiz.knowledge.access_rules import AccessRules, ReaderView, domain_lists
-from superbiz.knowledge.documents import normalize_domain
+from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.kb._mirror import DocumentMirror
+from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
-#: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.statistics``)
+#: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.kb.statistics``)
 KEY_FREQUENCY_KEY = "key_frequency"
 LEVEL_CALIBRATION_KEY = "level_calibration"
 #: readers' views kept at once (one per distinct set of groups; emptied when full)

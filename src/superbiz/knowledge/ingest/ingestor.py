@@ -26,9 +26,11 @@ from sqlalchemy.exc import DataError
 
 from superbiz.access import encode_access
 from superbiz.exceptions import DocumentError, first_line
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import Chunk, chunk_markdown, embedding_text, search_text
-from superbiz.knowledge.discovery import (
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text, search_text
+from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
+from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
+from superbiz.knowledge.ingest.discovery import (
     Candidate,
     Unreadable,
     discover,
@@ -39,11 +41,9 @@ from superbiz.knowledge.discovery import (
     stored_roots,
     under,
 )
-from superbiz.knowledge.documents import SourceDocument, conversion_limits, load_document
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.metadata import MetadataWriter, enrich
-from superbiz.knowledge.report import IngestReport
-from superbiz.knowledge.statistics import refresh_statistics
+from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
