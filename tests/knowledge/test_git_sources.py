@@ -20,8 +20,8 @@ from fakes.git_remote import Remote, git
 from superbiz.exceptions import SourceError
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.knowledge.sources.git_sources import web_link
 from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources.links import web_link
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.sources import SourceRepository
 

@@ -23,9 +23,9 @@ from superbiz.api.responses.documents import (
 from superbiz.exceptions import NotFoundError, SuperbizError
 from superbiz.knowledge.documents.ingested import document_text
 from superbiz.knowledge.documents.metadata import LLMMetadataWriter
-from superbiz.knowledge.sources.git_sources import SyncResult
 from superbiz.knowledge.sources.lifecycle import UPLOADS, DocumentLifecycle, inside
 from superbiz.knowledge.sources.source_list import SourceList
+from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.kb_writes import KnowledgeWriteLock
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT

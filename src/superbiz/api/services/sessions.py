@@ -33,7 +33,7 @@ from superbiz.exceptions import NotFoundError
 from superbiz.knowledge.documents.ingested import document_text
 from superbiz.knowledge.kb.access_rules import reader_limits
 from superbiz.knowledge.kb.withheld import visible_turns
-from superbiz.knowledge.sources.git_sources import web_links
+from superbiz.knowledge.sources.links import web_links
 from superbiz.storage.chat import ChatMessage, SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
 

@@ -35,7 +35,8 @@ from superbiz.knowledge.ingest.ingestor import Ingestor, Progress
 from superbiz.knowledge.ingest.report import IngestReport
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
-from superbiz.knowledge.sources.git_sources import GitSources, SyncResult, source_name
+from superbiz.knowledge.sources.git_sources import GitSources, source_name
+from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
