@@ -304,7 +304,7 @@ class Ingestor:
         )
         if report.changed or report.answers_encoded:
             kb.store.flush(waiting=self.outside_stores)
-            kb.invalidate()
+            kb.changed()
         # what the KB measures about itself (key frequency, level thresholds), again after
         # any change, and once for a KB ingested before it was measured
         if report.changed or kb.key_frequency is None:

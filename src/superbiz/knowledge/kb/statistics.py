@@ -172,6 +172,6 @@ def refresh_statistics(
             LEVEL_CALIBRATION_KEY: stats.calibration.to_json(),
         }
     )
-    kb.invalidate()
+    kb.changed()
     log.info("knowledge statistics measured in %.1f s", stats.seconds)
     return stats

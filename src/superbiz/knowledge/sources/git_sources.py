@@ -322,7 +322,7 @@ class GitSources:
             report = ran
         elif report.removed:
             self.kb.store.flush()
-            self.kb.invalidate()
+            self.kb.changed()
             if self.ingestor.domains is not None:
                 self.ingestor.domains.refresh(report.domains_changed)
         moved = {str(self._target(source, b)) for _, b in renamed}

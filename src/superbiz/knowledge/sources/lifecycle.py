@@ -331,7 +331,7 @@ class DocumentLifecycle:
             # key frequency and thresholds, without the document (computed outside the
             # store lock: turns go on)
             refresh_statistics(kb, outside_stores=self.outside_stores)
-            kb.invalidate()
+            kb.changed()
             if self.domains is not None:
                 self.domains.refresh({doc.domain})
             return Removed(path, doc.domain, removed_file, note)
