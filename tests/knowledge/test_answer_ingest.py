@@ -25,7 +25,7 @@ from superbiz.config import (
 from superbiz.exceptions import EmbeddingError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.ingest import ingestor as ingest
+from superbiz.knowledge.ingest import answers as ingest_answers
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.answers import E5_MODEL, answer_head
@@ -153,8 +153,8 @@ def test_a_backfill_tells_other_processes_now_and_then_not_per_batch(
     Ingestor(open_kb(answers=False)).ingest([corpus])
     kb = open_kb()
     before = knowledge_version(kb.engine)
-    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
-    monkeypatch.setattr(ingest, "ANSWER_ANNOUNCE_S", every_s)
+    monkeypatch.setattr(ingest_answers, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(ingest_answers, "ANSWER_ANNOUNCE_S", every_s)
     assert Ingestor(kb).ingest([corpus]).answers_encoded == len(WITH_TEXT)
     assert knowledge_version(kb.engine) - before == announcements
 
@@ -177,7 +177,7 @@ def test_a_backfill_the_model_stops_announces_what_it_encoded(
             raise EmbeddingError("the answer model (multilingual-e5-small-q4) failed: test")
         return works(texts)
 
-    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(ingest_answers, "ANSWER_BATCH", 2)
     monkeypatch.setattr(encoder, "passages", second_batch_fails)
     with pytest.raises(EmbeddingError):
         Ingestor(kb).ingest([corpus])

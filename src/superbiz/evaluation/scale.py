@@ -47,7 +47,8 @@ from superbiz.knowledge.coverage.gaps import gap_report
 from superbiz.knowledge.coverage.map import estimate_tokens
 from superbiz.knowledge.documents.chunking import chunk_markdown, embedding_text
 from superbiz.knowledge.documents.document import load_document
-from superbiz.knowledge.ingest.ingestor import EMBED_BATCH, EMBED_WORKERS, Ingestor
+from superbiz.knowledge.ingest.batches import EMBED_BATCH, EMBED_WORKERS
+from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 
 Profile = Literal["embedded", "server"]

@@ -11,25 +11,29 @@ that cannot be read is reported and skipped; the rest goes on.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from sqlalchemy.exc import DataError
 
-from superbiz.access import encode_access
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
-from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text, search_text
+from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text
 from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
+from superbiz.knowledge.ingest.answers import encode_answers
+from superbiz.knowledge.ingest.batches import (
+    EMBED_WORKERS,
+    INDEX_CHUNKS,
+    Group,
+    Pending,
+    chunk_id,
+    chunk_record,
+)
 from superbiz.knowledge.ingest.discovery import (
     Candidate,
     Unreadable,
@@ -42,76 +46,19 @@ from superbiz.knowledge.ingest.discovery import (
     under,
 )
 from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.ingest.run import IngestRun, Progress
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
-from superbiz.retrieval.answers import AnswerEncoder, answer_head, to_bytes
-from superbiz.retrieval.records import ChunkRecord
+from superbiz.retrieval.answers import answer_head
 from superbiz.storage.repository import StoredDocument
 
-EMBED_BATCH = 128
-#: batches embedded at once, in threads, while the current one is inserted and the next
-#: files are read: USE spends most of its time in BLAS (off the GIL), so a second core
-#: embeds too when it is free
-EMBED_WORKERS = 2
-#: chunks of small files gathered before they are indexed together: enough batches for
-#: the embedding threads to overlap the inserts (with one batch per call they took turns)
-INDEX_CHUNKS = 8 * EMBED_BATCH
-#: document openings encoded (and saved) at a time by the answer model
-ANSWER_BATCH = 32
-#: how often a long answer-model backfill tells serving processes of its new vectors: each
-#: time they rebuild their exact and answer indexes, so not at every batch (1-4 s)
-ANSWER_ANNOUNCE_S = 30.0
-
-
-Progress = Callable[[str], None]
-
-
-class _Pending(NamedTuple):
-    doc: SourceDocument
-    file: Path
-    outcome: list[str]
-    chunks: list[Chunk]
-
-
-_Batch = list[tuple[SourceDocument, Chunk]]
-
-
-class _Group:
-    """Documents being indexed together: their chunks in ``EMBED_BATCH`` batches, the
-    first ``EMBED_WORKERS`` of them already embedding in the run's pool."""
-
-    def __init__(
-        self,
-        pending: list[_Pending],
-        pool: ThreadPoolExecutor,
-        embed: Callable[[_Batch], np.ndarray],
-    ) -> None:
-        self.pending = pending
-        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
-        self.batches = [work[i : i + EMBED_BATCH] for i in range(0, len(work), EMBED_BATCH)]
-        self._pool, self._embed = pool, embed
-        self._next = min(EMBED_WORKERS, len(self.batches))
-        self.upcoming: deque[Future[np.ndarray]] = deque(
-            pool.submit(embed, batch) for batch in self.batches[: self._next]
-        )
-
-    def embed_next(self) -> None:
-        """Start the next batch not embedding yet (one is taken: one more may start)."""
-        if self._next < len(self.batches):
-            self.upcoming.append(self._pool.submit(self._embed, self.batches[self._next]))
-            self._next += 1
-
-
-def chunk_id(doc_path: str, index: int, version: str) -> str:
-    """A chunk's id: its document, the content ``version`` (hash) and its place. The
-    version keeps an update's new chunks apart from the earlier ones, which stay
-    searchable until the new ones are in."""
-    return f"{hashlib.sha1(doc_path.encode()).hexdigest()[:20]}:{version[:12]}:{index}"
+__all__ = ["IngestReport", "IngestRun", "Ingestor", "Progress"]
 
 
 class Ingestor:
     """Ingests files into ``kb``; ``metadata`` writes missing covers/when_to_retrieve
-    (an LLM), else they are derived; ``domains`` recomputes the changed domains.
+    (an LLM), else they are derived; ``domains`` recomputes the changed domains. Each
+    ``ingest`` is one ``IngestRun``: nothing of a run stays here.
 
     ``outside_stores`` is entered while the ingest does work that touches no store: reading
     and converting each file (a 2,000-page PDF: seconds), waiting for its embeddings (13
@@ -132,15 +79,9 @@ class Ingestor:
         self.metadata = metadata
         self.domains = domains
         self.outside_stores = outside_stores
-        self._report = IngestReport()
-        #: this run's document openings, so that the answer model needs no store read
-        self._heads: dict[str, str] = {}
         #: files already read and converted by the caller (an upload, checked before it
         #: was stored), taken by ``load`` instead of converting them again
         self.parsed: dict[Path, SourceDocument] = {}
-        #: the run's embedding threads, and the group embedding while files are read
-        self._pool: ThreadPoolExecutor | None = None
-        self._started: _Group | None = None
 
     def ingest(
         self,
@@ -156,31 +97,35 @@ class Ingestor:
         get their paths from it); one writer at a time, in any process
         (``KnowledgeBase.write_lock``): its first step drops index entries with no
         document row, which would be another writer's chunks not yet recorded."""
+        run = IngestRun(paths, prune, rebuild, root, on_total, on_progress)
         with self.kb.write_lock.held():
             try:
-                return self._ingest(paths, prune, rebuild, on_total, on_progress, root)
+                self._run(run)
             finally:  # a run that stopped part-way leaves its last group unwritten, whole
-                self._started = None
-                if self._pool is not None:
-                    self._pool.shutdown(cancel_futures=True)
-                    self._pool = None
+                run.started = None
+                if run.pool is not None:
+                    run.pool.shutdown(cancel_futures=True)
+                    run.pool = None
+        return run.report
 
-    def _ingest(
-        self,
-        paths: Sequence[Path],
-        prune: bool,
-        rebuild: bool,
-        on_total: Callable[[int], None] | None,
-        on_progress: Progress | None,
-        root: Path | None,
-    ) -> IngestReport:
-        kb, settings = self.kb, self.kb.settings.ingest
-        report = self._report = IngestReport()
-        self._heads = {}
-        # a rebuild indexes again every stored document whose file is still there (other
-        # folders', uploads), not only those under ``paths``: nothing disappears with it
+    def _run(self, run: IngestRun) -> None:
+        again = self._open_index(run)
+        self._survey(run, again)
+        for item in run.found:
+            self._read(run, item)
+        self._index(run, run.pending)
+        self._finish_indexing(run)
+        self._tidy(run)
+        self._announce(run)
+
+    # -- steps ----------------------------------------------------------------
+    def _open_index(self, run: IngestRun) -> list[Candidate]:
+        """Check the index against the embedder; a rebuild empties it first, and returns
+        every stored document whose file is still there (other folders', uploads), not
+        only those under the run's paths: nothing disappears with it."""
+        kb = self.kb
         again: list[Candidate] = []
-        if rebuild:
+        if run.rebuild:
             again = [
                 Candidate(Path(doc.source_file), root_of(Path(doc.source_file), doc.path))
                 for doc in kb.documents.all()
@@ -192,126 +137,125 @@ class Ingestor:
         kb.check_index()
         kb.store.ensure_collection(kb.embedder.dimension)
         kb.record_embedder()
+        return again
 
-        stored = {doc.path: doc for doc in kb.documents.all()}
-        #: stored documents by the real path of their file
-        by_source: dict[str, list[StoredDocument]] = {}
-        for row in stored.values():
-            by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
-        broken = self._reconcile(stored)
-
-        found = each_file_once([*discover(paths, settings.extensions, root), *again])
-        if on_total:
-            on_total(len(found))
-        # Each file is stored once, under its path in the widest KB folder that holds it
-        # (given now, or ingested before): the root to load it against, and the copies
-        # stored under narrower folders' paths, removed once it has landed.
-        kb_roots = stored_roots(stored.values())
-        placed = {
-            item.file: placement(item, by_source.get(os.path.realpath(item.file), []), kb_roots)
-            for item in found
+    def _survey(self, run: IngestRun, again: list[Candidate]) -> None:
+        """What is stored, what disagrees with the index, what the paths hold, and where
+        each file goes. Each file is stored once, under its path in the widest KB folder
+        that holds it (given now, or ingested before): the root to load it against, and
+        the copies stored under narrower folders' paths, removed once it has landed."""
+        run.stored = {doc.path: doc for doc in self.kb.documents.all()}
+        for row in run.stored.values():
+            run.by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
+        run.broken = self._reconcile(run.stored)
+        extensions = self.kb.settings.ingest.extensions
+        run.found = each_file_once([*discover(run.paths, extensions, run.root), *again])
+        if run.on_total:
+            run.on_total(len(run.found))
+        kb_roots = stored_roots(run.stored.values())
+        run.placed = {
+            item.file: placement(item, run.by_source.get(os.path.realpath(item.file), []), kb_roots)
+            for item in run.found
             if isinstance(item, Candidate)
         }
-        moving = {old: item for item, (_, olds) in placed.items() for old in olds}
-        followed: list[StoredDocument] = []  # unchanged files whose folder moved
-        pending: list[_Pending] = []
-        seen: dict[str, Path] = {}
-        unlisted: list[Path] = []  # folders that could not be read: nothing under them is gone
-        unloaded: set[str] = set()  # real files that could not be loaded: their rows stay
-        for item in found:
-            if isinstance(item, Unreadable):
-                report.skipped.append((item.label, item.reason))
-                unlisted.append(item.folder)
-                self._tick(on_progress, item.label)
-                continue
-            if isinstance(item, tuple):
-                report.skipped.append(item)
-                self._tick(on_progress, item[0])
-                continue
-            label = item.file.relative_to(item.root).as_posix()
-            real = os.path.realpath(item.file)
-            earlier = next(iter(by_source.get(real, [])), None)
-            try:
-                # reading and converting a file touches no store: turns go on meanwhile
-                with self.outside_stores():
-                    doc = self.load(item.file, placed[item.file][0])
-            except DocumentError as exc:
-                unloaded.add(real)
-                report.skipped.append((exc.path, exc.reason + _kept(earlier, exc.path)))
-                self._tick(on_progress, label)
-                continue
-            except OSError as exc:
-                unloaded.add(real)
-                kept = _kept(earlier, label)
-                report.skipped.append((label, f"cannot read: {exc.strerror or exc}{kept}"))
-                self._tick(on_progress, label)
-                continue
-            if doc.path in seen:
-                report.skipped.append((doc.path, f"same relative path as {seen[doc.path]}"))
-                self._tick(on_progress, label)
-                continue
-            previous = stored.get(doc.path)
-            other = previous.source_file if previous else None
-            moved = bool(other) and os.path.realpath(other or "") != real
-            # another file's document is never replaced while that file is there, unless it
-            # is a copy of a file this run has already stored under its KB path
-            freed = doc.path in moving and moving[doc.path] in seen.values()  # rare: a copy
-            if other and moved and not freed and not gone(other):
-                report.skipped.append((doc.path, _clash(real, other)))
-                self._tick(on_progress, label)
-                continue
-            seen[doc.path] = item.file
-            report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
-            if (
-                previous
-                and previous.content_hash == doc.content_hash
-                and previous.access == doc.access  # stored before superbiz read ``access``
-                and doc.path not in broken
-            ):
-                if moved:  # the file's folder moved (or was renamed): follow it
-                    followed.append(dataclasses.replace(previous, source_file=str(item.file)))
-                report.unchanged.append(doc.path)
-                self._tick(on_progress, label)
-                continue
-            outcome = (
-                report.added
-                if previous is None
-                else report.repaired
-                if doc.path in broken and previous.content_hash == doc.content_hash
-                else report.updated
-            )
-            pending.append(self._prepare(doc, item.file, outcome))
-            if sum(len(p.chunks) for p in pending) >= INDEX_CHUNKS:
-                self._index(pending, on_progress)
-                pending = []
-        self._index(pending, on_progress)
-        self._finish_indexing(on_progress)
-        kb.documents.save_all(followed)
-        self._drop_copies(moving, seen, report)
+        run.moving = {old: item for item, (_, olds) in run.placed.items() for old in olds}
 
+    def _read(self, run: IngestRun, item: Candidate | Unreadable | tuple[str, str]) -> None:
+        """One thing discovery found: skipped with its reason, unchanged, or read and
+        chunked into ``run.pending`` (indexed once enough chunks are gathered)."""
+        report = run.report
+        if isinstance(item, Unreadable):
+            run.unlisted.append(item.folder)
+            run.skip(item.label, item.reason)
+            return
+        if isinstance(item, tuple):
+            run.skip(*item)
+            return
+        label = item.file.relative_to(item.root).as_posix()
+        real = os.path.realpath(item.file)
+        earlier = next(iter(run.by_source.get(real, [])), None)
+        try:
+            # reading and converting a file touches no store: turns go on meanwhile
+            with self.outside_stores():
+                doc = self.load(item.file, run.placed[item.file][0])
+        except DocumentError as exc:
+            run.unloaded.add(real)
+            run.skip(exc.path, exc.reason + _kept(earlier, exc.path), label)
+            return
+        except OSError as exc:
+            run.unloaded.add(real)
+            run.skip(label, f"cannot read: {exc.strerror or exc}{_kept(earlier, label)}")
+            return
+        if doc.path in run.seen:
+            run.skip(doc.path, f"same relative path as {run.seen[doc.path]}", label)
+            return
+        previous = run.stored.get(doc.path)
+        other = previous.source_file if previous else None
+        moved = bool(other) and os.path.realpath(other or "") != real
+        # another file's document is never replaced while that file is there, unless it
+        # is a copy of a file this run has already stored under its KB path
+        freed = doc.path in run.moving and run.moving[doc.path] in run.seen.values()
+        if other and moved and not freed and not gone(other):
+            run.skip(doc.path, _clash(real, other), label)
+            return
+        run.seen[doc.path] = item.file
+        report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
+        if (
+            previous
+            and previous.content_hash == doc.content_hash
+            and previous.access == doc.access  # stored before superbiz read ``access``
+            and doc.path not in run.broken
+        ):
+            if moved:  # the file's folder moved (or was renamed): follow it
+                run.followed.append(dataclasses.replace(previous, source_file=str(item.file)))
+            report.unchanged.append(doc.path)
+            run.tick(label)
+            return
+        outcome = (
+            report.added
+            if previous is None
+            else report.repaired
+            if doc.path in run.broken and previous.content_hash == doc.content_hash
+            else report.updated
+        )
+        run.pending.append(self._prepare(run, doc, item.file, outcome))
+        if sum(len(p.chunks) for p in run.pending) >= INDEX_CHUNKS:
+            self._index(run, run.pending)
+            run.pending = []
+
+    def _tidy(self, run: IngestRun) -> None:
+        """After every file is in: rows follow their moved files, copies under narrower
+        folders go, broken documents this run did not see are repaired, vanished files'
+        documents pruned, and the answer model encodes what it lacks."""
+        report, stored = run.report, run.stored
+        self.kb.documents.save_all(run.followed)
+        self._drop_copies(run.moving, run.seen, report)
         # Documents whose index was broken and that this run did not see again; not one
         # whose file this run could not load: its skip line says the row is kept, and the
         # run after the file is fixed repairs it
-        for path in sorted(broken - seen.keys() - moving.keys()):
+        for path in sorted(run.broken - run.seen.keys() - run.moving.keys()):
             source = stored[path].source_file
-            if not under(source, unlisted) and os.path.realpath(source) not in unloaded:
-                self._repair_unseen(stored[path], report)
-        if prune:
-            self._prune(stored, seen, paths, unlisted, report)
-        self._encode_answers(len(found), on_total, on_progress)
+            if not under(source, run.unlisted) and os.path.realpath(source) not in run.unloaded:
+                self._repair_unseen(run, stored[path])
+        if run.prune:
+            self._prune(run)
+        encode_answers(self.kb, run)
         report.domains_changed.update(
             stored[path].domain for path in [*report.updated, *report.removed] if path in stored
         )
+
+    def _announce(self, run: IngestRun) -> None:
+        """Tell readers of the change: the index flushed, the caches built again, the
+        statistics measured again (and once for a KB ingested before it was measured),
+        the changed domains summarised again."""
+        kb, report = self.kb, run.report
         if report.changed or report.answers_encoded:
             kb.store.flush(waiting=self.outside_stores)
             kb.changed()
-        # what the KB measures about itself (key frequency, level thresholds), again after
-        # any change, and once for a KB ingested before it was measured
         if report.changed or kb.key_frequency is None:
             refresh_statistics(kb, outside_stores=self.outside_stores)
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
-        return report
 
     def load(self, file: Path, root: Path) -> SourceDocument:
         """Read one file into a document, its path relative to ``root``: the one place a
@@ -323,7 +267,7 @@ class Ingestor:
             file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
         )
 
-    # -- steps ----------------------------------------------------------------
+    # -- the steps' parts -----------------------------------------------------
     def _drop_copies(
         self,
         moving: dict[str, Path],
@@ -356,37 +300,39 @@ class Ingestor:
             and not (doc.chunk_count == 0 and path not in state)
         }
 
-    def _prepare(self, doc: SourceDocument, file: Path, outcome: list[str]) -> _Pending:
+    def _prepare(
+        self, run: IngestRun, doc: SourceDocument, file: Path, outcome: list[str]
+    ) -> Pending:
         settings = self.kb.settings.ingest
         enrichment = enrich(doc, self.metadata)
         if enrichment.failure:
-            self._report.metadata_failures.append((doc.path, enrichment.failure))
+            run.report.metadata_failures.append((doc.path, enrichment.failure))
         doc = enrichment.document
         chunks = chunk_markdown(doc.body, settings.chunk_size, settings.chunk_overlap)
         if chunks and self.kb.answer_encoder is not None:
             chars = self.kb.settings.advanced.retrieval.answers.head_chars
-            self._heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
-        return _Pending(doc, file, outcome, chunks)
+            run.heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
+        return Pending(doc, file, outcome, chunks)
 
-    def _index(self, pending: list[_Pending], on_progress: Progress | None) -> None:
+    def _index(self, run: IngestRun, pending: list[Pending], *, tick: bool = True) -> None:
         """Start indexing ``pending`` documents, and finish the group started before:
         ``pending`` is embedded in the run's threads while the earlier group is inserted
         and, after this returns, while the run reads and converts its next files (which
         took turns with embedding before). ``_finish_indexing`` finishes the last group."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
-        started = _Group(pending, self._pool, self._embed) if pending else None
-        earlier, self._started = self._started, started
+        if run.pool is None:
+            run.pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
+        started = Group(pending, run.pool, self._embed) if pending else None
+        earlier, run.started = run.started, started
         if earlier is not None:
-            self._write(earlier, on_progress)
+            self._write(run, earlier, tick=tick)
 
-    def _finish_indexing(self, on_progress: Progress | None) -> None:
+    def _finish_indexing(self, run: IngestRun, *, tick: bool = True) -> None:
         """Write the group still embedding: every document of the run is in after it."""
-        group, self._started = self._started, None
+        group, run.started = run.started, None
         if group is not None:
-            self._write(group, on_progress)
+            self._write(run, group, tick=tick)
 
-    def _write(self, group: _Group, on_progress: Progress | None) -> None:
+    def _write(self, run: IngestRun, group: Group, *, tick: bool) -> None:
         """Write ``group``'s documents beside their earlier versions: the new chunks
         inserted ``EMBED_BATCH`` at a time as their vectors come (a large file never holds
         all its vectors at once) under ids of their own (``chunk_id``), then each row, and
@@ -412,7 +358,7 @@ class Ingestor:
                 vectors = group.upcoming.popleft().result()
             group.embed_next()
             pairs = zip(batch, vectors, strict=True)
-            store.insert([_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
+            store.insert([chunk_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
         rows = [
             StoredDocument(
                 path=doc.path,
@@ -439,68 +385,14 @@ class Ingestor:
             if doc.path in refused:
                 stale |= new - old
                 problem = refused[doc.path] + _kept(self.kb.documents.get(doc.path), doc.path)
-                self._report.skipped.append((doc.path, f"refused by the database: {problem}"))
+                run.report.skipped.append((doc.path, f"refused by the database: {problem}"))
             else:
                 stale |= old - new
                 outcome.append(doc.path)
-                self._report.domains_changed.add(doc.domain)
-            self._tick(on_progress, doc.path)
+                run.report.domains_changed.add(doc.domain)
+            if tick:
+                run.tick(doc.path)
         store.delete_chunks(stale)
-
-    def _encode_answers(
-        self,
-        files: int,
-        on_total: Callable[[int], None] | None,
-        on_progress: Progress | None,
-    ) -> None:
-        """Encode the opening of every document without an answer vector for its current
-        content: the ones this run wrote, and all of them when ``retrieval.answers`` was
-        just turned on. A no-op without an answer model. The progress total grows by the
-        documents to encode (about 0.13 s each on two cores)."""
-        encoder = self.kb.answer_encoder
-        if encoder is None:
-            return
-        chars = self.kb.settings.advanced.retrieval.answers.head_chars
-        missing = self.kb.documents.without_answer_vector(encoder.name)
-        if missing and on_total:
-            on_total(files + len(missing))
-        announced, unannounced = time.monotonic(), False
-        try:
-            for start in range(0, len(missing), ANSWER_BATCH):
-                batch = missing[start : start + ANSWER_BATCH]
-                rows = self._answer_rows(batch, encoder, chars)
-                announce = start + ANSWER_BATCH >= len(missing) or (
-                    time.monotonic() - announced >= ANSWER_ANNOUNCE_S
-                )
-                self.kb.documents.save_answer_vectors(encoder.name, rows, announce=announce)
-                if announce:
-                    announced = time.monotonic()
-                unannounced = not announce
-                self._report.answers_encoded += len(batch)
-                for doc in batch:
-                    self._tick(on_progress, f"answer model: {doc.path}")
-        finally:
-            if unannounced:  # the run stopped part-way: what it saved is used
-                self.kb.documents.announce_change()
-
-    def _answer_rows(
-        self, batch: list[StoredDocument], encoder: AnswerEncoder, chars: int
-    ) -> list[tuple[str, str, bytes]]:
-        """``(path, content_hash, vector)`` of each document's opening in ``batch``."""
-        unread = [doc.path for doc in batch if doc.path not in self._heads]
-        # the first chunk of each document an earlier ingest wrote, in one query
-        first = {
-            path: chunks[0].text
-            for path, chunks in self.kb.store.chunks_of_documents(unread).items()
-        }
-        heads = [
-            self._heads.get(doc.path) or answer_head(doc.title, first.get(doc.path, ""), chars)
-            for doc in batch
-        ]
-        vectors = encoder.passages(heads)
-        return [
-            (doc.path, doc.content_hash, to_bytes(v)) for doc, v in zip(batch, vectors, strict=True)
-        ]
 
     def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
         """Save ``rows`` one by one; the path and reason of each the database refuses."""
@@ -516,7 +408,7 @@ class Ingestor:
         texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
         return self.kb.embedder.embed(texts)
 
-    def _repair_unseen(self, doc: StoredDocument, report: IngestReport) -> None:
+    def _repair_unseen(self, run: IngestRun, doc: StoredDocument) -> None:
         source = Path(doc.source_file)
         root = root_of(source, doc.path)
         try:
@@ -524,54 +416,26 @@ class Ingestor:
         except (DocumentError, OSError, ValueError):
             self.kb.store.delete_documents([doc.path])
             self.kb.documents.delete([doc.path])
-            report.removed.append(doc.path)
+            run.report.removed.append(doc.path)
             return
-        self._index([self._prepare(fresh, source, report.repaired)], None)
-        self._finish_indexing(None)
+        self._index(run, [self._prepare(run, fresh, source, run.report.repaired)], tick=False)
+        self._finish_indexing(run, tick=False)
 
-    def _prune(
-        self,
-        stored: dict[str, StoredDocument],
-        seen: dict[str, Path],
-        paths: Sequence[Path],
-        unlisted: Sequence[Path],
-        report: IngestReport,
-    ) -> None:
+    def _prune(self, run: IngestRun) -> None:
         """Drop the documents under the ingested folders whose files are gone; never one
         under a folder this run could not read, nor one whose file cannot be checked."""
-        roots = [p.resolve() for p in paths if p.is_dir()]
+        roots = [p.resolve() for p in run.paths if p.is_dir()]
         vanished = [
             doc.path
-            for doc in stored.values()
-            if doc.path not in seen
+            for doc in run.stored.values()
+            if doc.path not in run.seen
             and any(Path(doc.source_file).is_relative_to(root) for root in roots)
-            and not under(doc.source_file, unlisted)
+            and not under(doc.source_file, run.unlisted)
             and gone(doc.source_file)
         ]
         self.kb.store.delete_documents(vanished)
         self.kb.documents.delete(vanished)
-        report.removed.extend(vanished)
-
-    @staticmethod
-    def _tick(on_progress: Progress | None, label: str) -> None:
-        if on_progress:
-            on_progress(label)
-
-
-def _record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecord:
-    return ChunkRecord(
-        id=chunk_id(doc.path, chunk.index, doc.content_hash),
-        doc_path=doc.path,
-        domain=doc.domain,
-        title=doc.title,
-        heading=chunk.heading,
-        chunk_index=chunk.index,
-        content_hash=doc.content_hash,
-        text=chunk.text,
-        search_text=search_text(doc.title, chunk.heading, chunk.text),
-        vector=vector,
-        access=encode_access(doc.access),
-    )
+        run.report.removed.extend(vanished)
 
 
 def _clash(real: str, other: str) -> str:

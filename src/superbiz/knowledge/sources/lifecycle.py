@@ -31,8 +31,9 @@ from superbiz.knowledge.documents.document import (
 )
 from superbiz.knowledge.documents.metadata import MetadataWriter
 from superbiz.knowledge.ingest.discovery import stored_roots
-from superbiz.knowledge.ingest.ingestor import Ingestor, Progress
+from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.ingest.run import Progress
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.knowledge.sources.git_sources import GitSources, source_name
