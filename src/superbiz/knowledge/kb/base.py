@@ -374,12 +374,13 @@ class KnowledgeBase:
         return self._version
 
     def sync(self) -> bool:
-        """Drop what another process's document changes made stale; True if anything changed.
+        """Count another process's document changes as a change here (``changed``); True
+        if anything changed.
 
-        One point query. The exact and answer indexes are brought up to date on next use
-        (the changed documents only); a configured vector
-        store that had no collection yet is reopened, so that the collection another
-        process created is searched (a collection's chunks are always read live).
+        One point query. The caches are built again on next use (the indexes for the
+        changed documents only); a configured vector store that had no collection yet is
+        reopened, so that the collection another process created is searched (a
+        collection's chunks are always read live).
         """
         current = knowledge_version(self.engine)
         if current == self._version:
