@@ -97,7 +97,14 @@ class Ingestor:
         get their paths from it); one writer at a time, in any process
         (``KnowledgeBase.write_lock``): its first step drops index entries with no
         document row, which would be another writer's chunks not yet recorded."""
-        run = IngestRun(paths, prune, rebuild, root, on_total, on_progress)
+        run = IngestRun(
+            paths,
+            prune=prune,
+            rebuild=rebuild,
+            root=root,
+            on_total=on_total,
+            on_progress=on_progress,
+        )
         with self.kb.write_lock.held():
             try:
                 self._run(run)
