@@ -20,8 +20,8 @@ from superbiz.access import Reader
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import AccessSettings, Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 HR_DOC = "hr/parental-leave.md"
 RECON_DOC = "payment/nightly-reconciliation.md"

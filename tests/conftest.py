@@ -327,8 +327,8 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
     Shared read-only: tests give each turn a fresh session id and their own tracker and
     recorder, so nothing one test does is seen by another.
     """
-    from superbiz.knowledge.base import KnowledgeBase
-    from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.ingest.ingestor import Ingestor
+    from superbiz.knowledge.kb.base import KnowledgeBase
 
     root = tmp_path_factory.mktemp("governed-kb")
     folder = write_kb(root / "kb")

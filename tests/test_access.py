@@ -17,8 +17,8 @@ from superbiz.access import (
 )
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import ConfigError, DocumentError
-from superbiz.knowledge.access_rules import AccessRules, domain_lists
-from superbiz.knowledge.documents import parse_document
+from superbiz.knowledge.documents.document import parse_document
+from superbiz.knowledge.kb.access_rules import AccessRules, domain_lists
 
 PAYMENTS = Reader.of_groups("ann", ["payments"])
 

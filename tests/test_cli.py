@@ -35,7 +35,7 @@ RANKING_KEYS = {"recall@1", "recall@5", "recall@10", "mrr@10"}
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         yield
 
 

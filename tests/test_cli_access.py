@@ -25,7 +25,7 @@ BOB = ("--as-group", "sre")
 def data_dir(tmp_path_factory: pytest.TempPathFactory, use_embedder: Embedder) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("cli-access")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         data = root / "data"
         assert invoke("ingest", write_access_kb(root / "kb"), "--data-dir", data).exit_code == 0
         yield data

@@ -22,7 +22,7 @@ from superbiz.config import Settings
 from superbiz.evaluation.profiles import make_profile
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import make_tracker
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.invocations import InvocationRepository
 
@@ -56,7 +56,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         patch.setattr(cli.console, "_width", 200)  # table rows on one line each
         yield
 

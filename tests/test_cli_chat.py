@@ -35,7 +35,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         for console in (cli.console, cli.err):
             patch.setattr(console, "_width", 200)  # one line per plan or lookup
         yield

@@ -14,8 +14,8 @@ from typer.testing import CliRunner, Result
 from superbiz.agents.runtime import open_runtime
 from superbiz.cli import app
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 runner = CliRunner()
@@ -31,7 +31,7 @@ KAFKA = ("How do I rotate the Kafka TLS certificates?", "Kafka TLS certificate r
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         yield
 
 

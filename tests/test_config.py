@@ -10,7 +10,7 @@ import pytest
 
 from superbiz.config import CONFIG_ENV, load_settings
 from superbiz.exceptions import ConfigError
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 

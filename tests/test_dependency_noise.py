@@ -69,8 +69,8 @@ SLOW_TURN = textwrap.dedent(
     from pathlib import Path
     from superbiz.agents.runtime import open_runtime
     from superbiz.config import Settings
-    from superbiz.knowledge.domains import DomainService
-    from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.coverage.domains import DomainService
+    from superbiz.knowledge.ingest.ingestor import Ingestor
     from superbiz.testing import ScriptedChatModel, answer
 
     data, kb, wait = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])

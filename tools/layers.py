@@ -44,19 +44,33 @@ def _owner(module: str, layers: list[list[str]]) -> int | None:
     return None
 
 
-def _floors(module: str) -> list[str]:
-    """A package layer's subpackages (its floors), e.g. knowledge's ``formats``."""
+def _floors(module: str, ordered: dict[str, list[str]]) -> list[str]:
+    """A package layer's subpackages (its floors), e.g. knowledge's ``formats``: top first
+    where a layers contract orders them (``containers``), else by name."""
     path = ROOT / "src" / Path(*module.split("."))
     if not path.is_dir():
         return []
-    return sorted(
-        p.name + "/"
-        for p in path.iterdir()
-        if (p / "__init__.py").is_file() and p.name != "migrations"
-    )
+    found = {
+        p.name for p in path.iterdir() if (p / "__init__.py").is_file() and p.name != "migrations"
+    }
+    order = [f for f in ordered.get(module, []) if f in found]
+    return [f + "/" for f in order + sorted(found - set(order))]
 
 
-def draw(layers: list[list[str]], graph: grimp.ImportGraph) -> str:
+def floor_contracts(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, list[str]]:
+    """Each container's floors, top first, from the layers contracts that name containers."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return {
+        container: list(contract["layers"])
+        for contract in config["contracts"]
+        if contract.get("type") == "layers"
+        for container in contract.get("containers", [])
+    }
+
+
+def draw(
+    layers: list[list[str]], graph: grimp.ImportGraph, ordered: dict[str, list[str]] | None = None
+) -> str:
     """One box a layer, top to bottom, its floors inside and, under it, the lower layers its
     code imports. Counts are left out on purpose: the drawing changes when a new kind of
     dependency appears, not with every import."""
@@ -71,12 +85,18 @@ def draw(layers: list[list[str]], graph: grimp.ImportGraph) -> str:
                 reaches[source].add(target)
     out = []
     for index, layer in enumerate(layers):
-        names = []
+        names, inside = [], []
         for module in layer:
-            floors = _floors(module)
-            names.append(short(module) + (f" ({', '.join(floors)})" if floors else ""))
+            floors = _floors(module, ordered or {})
+            if module in (ordered or {}):
+                # floors in their contract's order, on a line of their own: top first
+                names.append(short(module))
+                inside.append("floors: " + " → ".join(floors))
+            else:
+                names.append(short(module) + (f" ({', '.join(floors)})" if floors else ""))
         out.append("┌" + "─" * (WIDTH - 2) + "┐")
-        out.append("│ " + " · ".join(names).ljust(WIDTH - 4) + " │")
+        for line in [" · ".join(names), *inside]:
+            out.append("│ " + line.ljust(WIDTH - 4) + " │")
         out.append("└" + "─" * (WIDTH - 2) + "┘")
         if index < len(layers) - 1:
             below = [" / ".join(short(m) for m in layers[t]) for t in sorted(reaches[index])]
@@ -112,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     layers = contract_layers()
     graph = grimp.build_graph(PACKAGE)
     targets = {
-        ROOT / "docs" / "design.md": (DRAWING, "```text\n" + draw(layers, graph) + "\n```"),
+        ROOT / "docs" / "design.md": (
+            DRAWING,
+            "```text\n" + draw(layers, graph, floor_contracts()) + "\n```",
+        ),
         ROOT / "docs" / "reference" / "layout.md": (
             SUMMARY,
             "```text\n" + summary(layers) + "\n```",

@@ -60,8 +60,8 @@ from superbiz.exceptions import ForbiddenError, NotFoundError, SessionBusyError
 from superbiz.governance.results import ToolOutcome
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.governance.tracker import SessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.coverage.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.invocations import TOOL_NAME
 

@@ -13,7 +13,7 @@ the example knowledge base that ships in ``superbiz/examples/corpus``)::
     from superbiz.agents.executor import Executor
     from superbiz.agents.runtime import open_lookup
     from superbiz.config import load_settings
-    from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.ingest.ingestor import Ingestor
     from superbiz.testing import ScriptedChatModel, answer, lookup
 
     KB = Path("kb")  # your Markdown folder

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 

@@ -27,8 +27,8 @@ from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.governance.verdicts import DedupReason
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 
 @pytest.fixture(scope="module")

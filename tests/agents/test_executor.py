@@ -32,7 +32,7 @@ from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.results import ToolOutcome
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.governance.verdicts import Situation, breaker_message
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.storage.invocations import InvocationRepository

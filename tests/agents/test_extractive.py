@@ -27,8 +27,8 @@ from superbiz.evaluation.agent import builtin_dataset
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm import ChatModel, ResponseDone, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,

@@ -19,7 +19,7 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_LIVE_TURN3, replaying
 from superbiz.agents.runtime import Runtime, open_runtime
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 PAYMENT = "用户付了钱但订单一直显示未支付，回调没收到怎么办？"
 FOLLOW_UP = "那 max-active 应该调到多少？"

@@ -22,7 +22,7 @@ from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_LIVE_TURN4, replaying
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.turn_result import TurnResult
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 WEBHOOK = "商户说 webhook 一直没收到，我们这边要查什么？"
 FOLLOW_UP = "重试几次之后会放弃？"

@@ -22,10 +22,10 @@ from superbiz.agents.planner import MapPlanner, Plan, PlannedDomain, PlanRequest
 from superbiz.config import GovernanceConfig, PlannerConfig, Settings
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.map import KnowledgeMap, build_map
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 

@@ -29,10 +29,10 @@ from superbiz.agents.planner import (
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import LLMSettings, PlannerConfig, Settings
 from superbiz.exceptions import LLMUnavailableError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.map import KnowledgeMap, MapDocument, MapDomain, build_map
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.coverage.map import KnowledgeMap, MapDocument, MapDomain, build_map
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.llm.structured import parse_structured

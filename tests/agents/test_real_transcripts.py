@@ -19,7 +19,7 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_EXAMPLE_KB, QWEN_LIVE_TURN3, replaying
 from superbiz.agents.runtime import Runtime
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 QUESTIONS = [
     "支付回调超时，是不是 Redis 连接池的问题？",

@@ -19,9 +19,9 @@ from superbiz.config import LLMSettings, Settings
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import StoreError
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm import make_chat_model
 from superbiz.retrieval.embedders import Embedder
 from superbiz.testing import ScriptedChatModel

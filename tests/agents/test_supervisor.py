@@ -28,9 +28,9 @@ from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.agents.supervisor import SupervisedTurn
 from superbiz.config import Settings
 from superbiz.governance.results import ToolOutcome
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import (
     AssistantMessage,
     ChatResponse,

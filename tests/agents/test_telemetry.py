@@ -31,8 +31,8 @@ from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import Settings, TelemetrySettings
 from superbiz.evaluation.hostile import silent_collector
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import ChatResponse, Message, ToolSpec, Usage
 
 QUESTION = "How do I raise the API rate limit after 429 Too Many Requests?"

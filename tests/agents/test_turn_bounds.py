@@ -17,9 +17,9 @@ from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import ChatSettings, Settings
 from superbiz.exceptions import EmbeddingError, LLMTimeoutError, LLMUnavailableError
 from superbiz.governance.results import ToolOutcome
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm import deadline
 from superbiz.llm.messages import Message, ToolSpec
 from superbiz.retrieval.embedders import Embedder

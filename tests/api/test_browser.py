@@ -23,7 +23,7 @@ from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.evaluation._service_server import LiveServer
 from superbiz.exceptions import SourceError
-from superbiz.knowledge.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 
 # Read at import: the shared fixtures remove every SUPERBIZ_* variable before tests run.
 SCREENSHOT_DIR = os.environ.get("SUPERBIZ_SCREENSHOT_DIR")

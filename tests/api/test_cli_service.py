@@ -17,7 +17,7 @@ runner = CliRunner()
 
 @pytest.fixture(autouse=True)
 def _shared_embedder(use_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+    monkeypatch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
 
 
 def test_serve_builds_the_app_and_runs_uvicorn(

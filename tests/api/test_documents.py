@@ -13,7 +13,7 @@ from format_files import pdf_bytes, scanned_pdf_bytes
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
 from superbiz.knowledge.formats.pdf import NO_TEXT_LAYER
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
 
 LIMIT = 4096
 REFUND = """# 退款到账延迟处理

@@ -28,9 +28,9 @@ from superbiz.api.guard import UPLOAD_OVERHEAD
 from superbiz.config import ServiceSettings, Settings
 from superbiz.evaluation._service_server import LiveServer
 from superbiz.governance.tool import TOOL_NAME
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import ToolCall
 from superbiz.retrieval.embedders import Embedder

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from fakes.git_remote import Remote
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
-from superbiz.knowledge.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 
 WAIT_S = 60.0  # a bound on waiting for the background sync, not a speed assertion
 

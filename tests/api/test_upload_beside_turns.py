@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-import superbiz.knowledge.documents as documents
+import superbiz.knowledge.documents.document as documents
 from conftest import write_kb
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api import create_app
 from superbiz.config import Settings
 from superbiz.evaluation._bombs import text_pdf
 from superbiz.evaluation._service_server import LiveServer
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.exact_index import ExactIndex
 

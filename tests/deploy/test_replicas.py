@@ -39,8 +39,8 @@ from conftest import (
 )
 from superbiz import cli
 from superbiz.config import Settings, VectorSettings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 REDIS_DOC = "infrastructure/redis-pool.md"
 START_S = 240.0

@@ -17,8 +17,8 @@ from conftest import MilvusServer, free_port
 from superbiz.agents.runtime import open_runtime
 from superbiz.config import Settings, VectorSettings
 from superbiz.exceptions import StoreError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.repository import knowledge_version
 

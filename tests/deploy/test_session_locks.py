@@ -18,7 +18,7 @@ from conftest import _require_postgres
 from superbiz.agents.turn_order import session_locks
 from superbiz.config import DatabasePoolSettings, Settings
 from superbiz.exceptions import ConfigError, SessionBusyError, StoreError
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.storage.replica_turn_order import LOCK_NAMESPACE, PostgresSessionLocks
 
 

@@ -33,8 +33,8 @@ from superbiz.evaluation.profiles import ISS003_SCRIPT, make_profile
 from superbiz.exceptions import SuperbizError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 PAYMENT = "payment/支付失败排查.md"
@@ -67,7 +67,7 @@ REPORT_KEYS = NUMBER_KEYS | {
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         yield
 
 

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from superbiz.config import Settings
 from superbiz.evaluation.calibrate import calibrate, render_calibration
-from superbiz.knowledge.base import LEVEL_CALIBRATION_KEY, KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import LEVEL_CALIBRATION_KEY, KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 

@@ -113,7 +113,7 @@ def test_reciprocal_rank_keeps_the_earlier_row_first_among_equals() -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         yield
 
 

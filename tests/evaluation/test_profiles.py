@@ -17,7 +17,7 @@ from superbiz.config import GovernanceConfig
 from superbiz.evaluation.profiles import ISS003_SCRIPT, PROFILES, make_profile, paraphrase
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 QUESTION = "Redis 连接池耗尽"
 REDIS = "infrastructure/redis-pool.md"

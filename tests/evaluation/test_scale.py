@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from superbiz.cli import app
 from superbiz.evaluation._scale_corpus import ScaleCorpus
 from superbiz.evaluation.scale import sizes
-from superbiz.knowledge.documents import split_frontmatter
+from superbiz.knowledge.documents.frontmatter import split_frontmatter
 
 RUNBOOKS = {
     "payment/callback-timeout.md": (

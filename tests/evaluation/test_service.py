@@ -19,8 +19,8 @@ from superbiz.evaluation._service_audit import Audit
 from superbiz.evaluation._service_load import SessionRun, Turn
 from superbiz.evaluation._service_server import LiveServer
 from superbiz.evaluation.service import ServiceBenchmarkError, benchmark_service
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import ToolSpec, UserMessage
 
 

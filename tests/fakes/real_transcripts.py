@@ -19,7 +19,7 @@ from typing import Any
 from fakes.openai_server import FakeOpenAIServer
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import LLMSettings
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 TRANSCRIPTS = Path(__file__).parents[1] / "data" / "llm-transcripts"
 QWEN_EXAMPLE_KB = "qwen2.5-coder-1.5b-example-kb.jsonl"

@@ -17,8 +17,8 @@ from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup, LookupOutcome
 from superbiz.governance.results import LookupResult
 from superbiz.governance.tracker import InMemorySessionTracker, SqlSessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint, relevance_level
 

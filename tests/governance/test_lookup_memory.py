@@ -14,8 +14,8 @@ from superbiz.config import Settings
 from superbiz.exceptions import UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.relevance import RelevanceLevel
 

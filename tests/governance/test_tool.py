@@ -24,7 +24,7 @@ from superbiz.governance.results import LookupResult, ToolOutcome
 from superbiz.governance.tool import LOOKUP_KNOWLEDGE, LookupTurn
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.governance.verdicts import DomainState, Situation, Verdict, breaker_message
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.storage.db import open_database
 from superbiz.storage.invocations import TOOL_NAME, Invocation, InvocationRepository

@@ -29,10 +29,11 @@ from access_probe import (
 from conftest import write_kb
 from superbiz.access import Reader
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import chunk_markdown
-from superbiz.knowledge.documents import parse_document
-from superbiz.knowledge.ingest import Ingestor, _record
+from superbiz.knowledge.documents.chunking import chunk_markdown
+from superbiz.knowledge.documents.document import parse_document
+from superbiz.knowledge.ingest.batches import chunk_record
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.store import ChunkStore
@@ -160,7 +161,7 @@ def test_a_new_restricted_document_is_hidden_from_its_first_chunk(
         doc = parse_document(RESTRICTED[RECON_DOC].encode(), PurePosixPath(RECON_DOC))
         chunks = chunk_markdown(doc.body, 800, 100)
         vectors = use_embedder.embed([c.text for c in chunks])
-        kb.store.insert([_record(doc, c, v) for c, v in zip(chunks, vectors, strict=True)])
+        kb.store.insert([chunk_record(doc, c, v) for c, v in zip(chunks, vectors, strict=True)])
         kb.store.flush()
         for reader in (BOB, ALICE):  # no row yet: nobody restricted sees it
             found = kb.retrieve("kingfisher ledger mismatch", reader=reader)

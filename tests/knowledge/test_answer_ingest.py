@@ -25,9 +25,9 @@ from superbiz.config import (
 from superbiz.exceptions import EmbeddingError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge import ingest
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest import answers as ingest_answers
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.answers import E5_MODEL, answer_head
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.relevance import EVIDENCE_LEVELS, RelevanceLevel
@@ -123,7 +123,7 @@ def test_turning_the_model_on_encodes_what_an_earlier_ingest_stored(
     plain.close()
 
     kb = open_kb()
-    with caplog.at_level("WARNING", logger="superbiz.knowledge.base"):
+    with caplog.at_level("WARNING", logger="superbiz.knowledge.kb.base"):
         assert len(kb.answer_index) == 0  # lookups rank as before, and the log says why
     assert "4 documents have no answer vector yet; `superbiz ingest`" in caplog.text
     report = Ingestor(kb).ingest([corpus])
@@ -153,8 +153,8 @@ def test_a_backfill_tells_other_processes_now_and_then_not_per_batch(
     Ingestor(open_kb(answers=False)).ingest([corpus])
     kb = open_kb()
     before = knowledge_version(kb.engine)
-    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
-    monkeypatch.setattr(ingest, "ANSWER_ANNOUNCE_S", every_s)
+    monkeypatch.setattr(ingest_answers, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(ingest_answers, "ANSWER_ANNOUNCE_S", every_s)
     assert Ingestor(kb).ingest([corpus]).answers_encoded == len(WITH_TEXT)
     assert knowledge_version(kb.engine) - before == announcements
 
@@ -177,7 +177,7 @@ def test_a_backfill_the_model_stops_announces_what_it_encoded(
             raise EmbeddingError("the answer model (multilingual-e5-small-q4) failed: test")
         return works(texts)
 
-    monkeypatch.setattr(ingest, "ANSWER_BATCH", 2)
+    monkeypatch.setattr(ingest_answers, "ANSWER_BATCH", 2)
     monkeypatch.setattr(encoder, "passages", second_batch_fails)
     with pytest.raises(EmbeddingError):
         Ingestor(kb).ingest([corpus])
@@ -280,7 +280,7 @@ def test_a_failing_answer_model_loses_no_document_and_the_next_ingest_catches_up
 
 def _whole(kb: KnowledgeBase) -> tuple[Any, ...]:
     """What the exact index, the answer index and the map hold, for comparison."""
-    from superbiz.knowledge.map import build_map
+    from superbiz.knowledge.coverage.map import build_map
 
     index, answers = kb.exact_index, kb.answer_index
     titles = [doc.title for doc in kb.documents.all()]

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy.exc import DataError
 
 from conftest import refuse_titles, write_kb
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.milvus_filters import Filter, literal
 

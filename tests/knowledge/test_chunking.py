@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from superbiz.config import IngestSettings
-from superbiz.knowledge.chunking import chunk_markdown, split_sections
+from superbiz.knowledge.documents.chunking import chunk_markdown, split_sections
 
 
 def _filler(label: str, n: int = 70) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 
 from conftest import write_kb
 from superbiz.evaluation._bombs import docx_bomb, html_entity_bomb, pdf_stream_bomb, text_pdf
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 #: a stream of 400 MB of ``q Q`` (PDFium held about twice that), 0.4 MB on disk

@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from superbiz.exceptions import DocumentError
-from superbiz.knowledge.documents import (
+from superbiz.knowledge.documents.document import (
     DEFAULT_DOMAIN,
     content_hash,
     load_document,

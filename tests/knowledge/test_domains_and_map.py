@@ -27,11 +27,8 @@ from conftest import SMALL_KB, SMALL_KB_DOMAINS
 from superbiz import cli
 from superbiz.config import Settings
 from superbiz.exceptions import LLMUnavailableError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.documents import load_document
-from superbiz.knowledge.domains import DESCRIPTION_CHARS, DomainService, derive_domain
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.map import (
+from superbiz.knowledge.coverage.domains import DESCRIPTION_CHARS, DomainService, derive_domain
+from superbiz.knowledge.coverage.map import (
     DEFAULT_TOKEN_BUDGET,
     KnowledgeMap,
     MapDocument,
@@ -39,7 +36,10 @@ from superbiz.knowledge.map import (
     build_map,
     estimate_tokens,
 )
-from superbiz.knowledge.metadata import enrich
+from superbiz.knowledge.documents.document import load_document
+from superbiz.knowledge.documents.metadata import enrich
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolSpec
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.db import open_database

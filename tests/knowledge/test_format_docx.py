@@ -12,7 +12,7 @@ import pytest
 
 from format_files import docx_bytes, pdf_bytes, zip_bomb_docx_bytes
 from superbiz.exceptions import DocumentError
-from superbiz.knowledge.chunking import chunk_markdown
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.formats.docx import MAX_UNZIPPED_BYTES, convert_docx
 
 

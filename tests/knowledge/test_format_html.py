@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from superbiz.exceptions import DocumentError
-from superbiz.knowledge.chunking import chunk_markdown
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.formats.html import convert_html
 
 SITE_PAGE = """<!DOCTYPE html>

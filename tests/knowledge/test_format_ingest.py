@@ -25,9 +25,9 @@ from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.base import KnowledgeBase
 from superbiz.knowledge.formats.pdf import NO_TEXT_LAYER
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 #: page 1 fills a chunk of its own (800 characters), so page 2 starts a new one

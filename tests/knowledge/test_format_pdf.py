@@ -8,7 +8,7 @@ import pytest
 
 from format_files import dense_pdf_bytes, pdf_bytes, scanned_pdf_bytes
 from superbiz.exceptions import DocumentError
-from superbiz.knowledge.chunking import chunk_markdown
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.formats.pdf import (
     MAX_PAGE_CHARS,
     MAX_PAGES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from superbiz.knowledge.chunking import chunk_markdown
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.formats.rst import convert_rst
 
 RUNBOOK = """\

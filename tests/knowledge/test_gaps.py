@@ -13,9 +13,9 @@ import pytest
 
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.gaps import gap_report, normalise, parse_since
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.coverage.gaps import gap_report, normalise, parse_since
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.mcp_server import GovernedRetrieval
 
 #: answered at PRECISE level by the small KB

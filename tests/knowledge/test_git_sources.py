@@ -19,9 +19,9 @@ import pytest
 from fakes.git_remote import Remote, git
 from superbiz.exceptions import SourceError
 from superbiz.governance.tracker import SqlSessionTracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.lifecycle import DocumentLifecycle
-from superbiz.knowledge.sources import web_link
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources.links import web_link
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.sources import SourceRepository
 

@@ -18,11 +18,13 @@ from superbiz.config import EmbeddingConfig
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge import ingest as ingest_module
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import embedding_text
-from superbiz.knowledge.documents import SourceDocument, content_hash
-from superbiz.knowledge.ingest import Ingestor, chunk_id
+from superbiz.knowledge.documents.chunking import embedding_text
+from superbiz.knowledge.documents.document import SourceDocument, content_hash
+from superbiz.knowledge.ingest import batches
+from superbiz.knowledge.ingest import ingestor as ingest_module
+from superbiz.knowledge.ingest.batches import chunk_id
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
@@ -641,7 +643,7 @@ def test_batches_embedded_in_parallel_keep_each_chunk_with_its_vector(
     tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several batches are embedded at once; every stored vector is its own chunk's."""
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 2)
+    monkeypatch.setattr(batches, "EMBED_BATCH", 2)
     root = tmp_path / "kb"
     root.mkdir()
     (root / "long.md").write_text(_long_doc("parallel", 20), encoding="utf-8")
@@ -651,9 +653,9 @@ def test_batches_embedded_in_parallel_keep_each_chunk_with_its_vector(
 
     chunks = kb.store.chunks_of("long.md")
     # more batches of 2 than the workers embed at once
-    assert len(chunks) > 2 * (ingest_module.EMBED_WORKERS + 1)
+    assert len(chunks) > 2 * (batches.EMBED_WORKERS + 1)
     assert embedder.calls == 1 + (len(chunks) + 1) // 2  # the probe, then one per batch
-    assert embedder.most_at_once <= ingest_module.EMBED_WORKERS
+    assert embedder.most_at_once <= batches.EMBED_WORKERS
     for chunk in chunks:
         expected = _HashEmbedder.row(embedding_text("Long runbook", chunk.heading, chunk.text))
         assert chunk.vector is not None
@@ -811,7 +813,7 @@ def test_the_next_files_are_read_while_the_current_ones_are_embedded(
 ) -> None:
     """Reading and converting files overlaps embedding: a file is read while the first
     group's first batch is being embedded, and every chunk still gets its own vector."""
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 2)
+    monkeypatch.setattr(batches, "EMBED_BATCH", 2)
     monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 4)
     root = tmp_path / "kb"
     root.mkdir()

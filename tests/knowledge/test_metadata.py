@@ -23,11 +23,9 @@ from fakes.openai_server import FakeOpenAIServer
 from superbiz import cli
 from superbiz.config import LLMSettings, Settings
 from superbiz.exceptions import LLMUnavailableError
-from superbiz.knowledge.base import KnowledgeBase, exact_entry
-from superbiz.knowledge.documents import SourceDocument, parse_document
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor, IngestReport
-from superbiz.knowledge.metadata import (
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.documents.document import SourceDocument, parse_document
+from superbiz.knowledge.documents.metadata import (
     MAX_COVER_CHARS,
     MAX_COVERS,
     MAX_WHEN_CHARS,
@@ -36,6 +34,8 @@ from superbiz.knowledge.metadata import (
     derive_metadata,
     enrich,
 )
+from superbiz.knowledge.ingest.ingestor import Ingestor, IngestReport
+from superbiz.knowledge.kb.base import KnowledgeBase, exact_entry
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.llm.structured import parse_structured
@@ -507,7 +507,7 @@ def test_ingest_with_an_llm_failing_twice_keeps_the_document_and_reports_it(
 @pytest.fixture
 def shared_embedder(use_embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("superbiz.knowledge.base.make_embedder", lambda settings: use_embedder)
+        patch.setattr("superbiz.knowledge.kb.base.make_embedder", lambda settings: use_embedder)
         yield
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from superbiz.config import Settings
-from superbiz.knowledge.base import KEY_FREQUENCY_KEY, KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.statistics import refresh_statistics
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KEY_FREQUENCY_KEY, KnowledgeBase
+from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.calibration import MIN_PROBES
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, RelevanceLevel
@@ -198,7 +198,7 @@ def test_a_setting_against_a_measured_value_wins_without_an_error(
 def test_past_the_whole_measure_a_change_counts_only_the_documents_it_touched(
     tmp_path: Path, open_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from superbiz.knowledge import statistics
+    from superbiz.knowledge.kb import statistics
 
     monkeypatch.setattr(statistics, "WHOLE_DOCUMENTS", 2)
     root = _write(tmp_path / "kb", RUNBOOKS)

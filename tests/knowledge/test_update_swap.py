@@ -17,8 +17,8 @@ import pytest
 
 from conftest import write_kb
 from superbiz.config import Settings, VectorSettings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.vector_store import MilvusChunkStore
 

@@ -24,8 +24,8 @@ from access_probe import (
     write_access_kb,
 )
 from superbiz.access import Reader
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.mcp_server import MAP_URI, GovernedRetrieval, build_server
 
 

@@ -12,8 +12,8 @@ import pytest
 from milvus_lite.index.sparse_inverted import SparseInvertedIndex
 
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval._lite.bm25 import VectorizedBm25, accelerate_bm25
 
 

@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 
 from superbiz.access import Reader
-from superbiz.knowledge.access_rules import AccessRules
+from superbiz.knowledge.kb.access_rules import AccessRules
 from superbiz.storage.db import alembic_config, open_database
 from superbiz.storage.repository import DocumentRepository
 

@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 
 from conftest import write_kb
 from superbiz.config import Settings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor, IngestReport
+from superbiz.knowledge.ingest.ingestor import Ingestor, IngestReport
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.storage.db import open_database
 from superbiz.storage.kb_writes import KnowledgeWriteLock

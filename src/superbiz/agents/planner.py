@@ -31,8 +31,8 @@ from superbiz.agents.grounding import copied_from
 from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerConfig
 from superbiz.exceptions import LLMError
-from superbiz.knowledge.documents import normalize_domain
-from superbiz.knowledge.map import KnowledgeMap, MapDocument
+from superbiz.knowledge.coverage.map import KnowledgeMap, MapDocument
+from superbiz.knowledge.documents.document import normalize_domain
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured

@@ -38,9 +38,10 @@ from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.results import Origin, ToolOutcome
 from superbiz.governance.tool import LookupTurn
 from superbiz.governance.tracker import SessionTracker, make_tracker
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.coverage.map import KnowledgeMap, build_map, map_for
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.cache import Versioned
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.db import relational_store_error
@@ -48,6 +49,9 @@ from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.models import MAX_TURN
 from superbiz.telemetry import TracerProvider, open_telemetry
+
+#: each reader's map, by the reader's groups
+_ReaderMaps = dict[tuple[bool, frozenset[str]], KnowledgeMap]
 
 #: the session a warm-up lookup runs in (cleared right after)
 WARM_UP_SESSION = "superbiz:warm-up"
@@ -210,10 +214,9 @@ class Runtime(LookupRuntime):
         llm = None if self.extractive else self.store_lock.releasing(self.model)
         self.domains = DomainService(self.kb, llm)
         self.planner = self._planner(llm)
-        self._map: KnowledgeMap | None = None
-        self._map_version = -1
-        #: each reader's view of ``_map`` (by its groups), for the version it was built at
-        self._reader_maps: dict[tuple[bool, frozenset[str]], KnowledgeMap] = {}
+        #: the whole map and each reader's view of it (by its groups), stamped with the
+        #: knowledge base's change it was built at
+        self._map = Versioned(lambda: (build_map(self.kb, self.domains), _ReaderMaps()))
 
     @property
     def extractive(self) -> bool:
@@ -232,24 +235,20 @@ class Runtime(LookupRuntime):
         at once while one waits for the LLM to summarise a domain: no lock here, as the
         other may hold the store lock the first needs back.)"""
         self.kb.sync()
-        version = self.kb.version
-        if self._map is None or self._map_version != version:
-            self._reader_maps = {}
-            self._map = build_map(self.kb, self.domains)
-            self._map_version = version
+        whole, reader_maps = self._map.get(self.kb.changes)
         view = self.kb.view(reader)
         if not view.restricted:
-            return self._map
+            return whole
         key = view.reader.key
-        seen = self._reader_maps.get(key)
+        seen = reader_maps.get(key)
         if seen is None:
-            seen = self._reader_maps[key] = map_for(self._map, view)
+            seen = reader_maps[key] = map_for(whole, view)
         return seen
 
     def invalidate_map(self) -> None:
-        self._map = None
-        self._reader_maps = {}
-        self.kb.invalidate()
+        """Documents changed here: the map (and every cache of the knowledge base) is
+        built again on next use."""
+        self.kb.changed()
 
     def ask(
         self,

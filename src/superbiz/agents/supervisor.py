@@ -27,8 +27,8 @@ from superbiz.agents.planner import Plan, Planner, PlanRequest
 from superbiz.agents.turn_result import TurnResult
 from superbiz.config import ChatSettings
 from superbiz.exceptions import QuestionError
-from superbiz.knowledge.map import KnowledgeMap, estimate_tokens
-from superbiz.knowledge.withheld import readable_messages
+from superbiz.knowledge.coverage.map import KnowledgeMap, estimate_tokens
+from superbiz.knowledge.kb.withheld import readable_messages
 from superbiz.llm.deadline import turn_deadline
 from superbiz.llm.messages import AssistantMessage, Message, UserMessage
 from superbiz.storage.chat import ChatMessage, ChatRepository, evidence_of

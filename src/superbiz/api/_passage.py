@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from superbiz.knowledge.chunking import split_sections
+from superbiz.knowledge.documents.chunking import split_sections
 
 #: characters of the passage's start looked for in the document's sections
 _PROBE = 60

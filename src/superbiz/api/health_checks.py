@@ -8,7 +8,7 @@ from sqlalchemy import text
 from superbiz.agents.store_access import StoreLock
 from superbiz.api.responses.status import Health, HealthChecks
 from superbiz.exceptions import first_line
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 #: how long a health check waits for the stores before calling them busy
 HEALTH_WAIT_S = 10.0

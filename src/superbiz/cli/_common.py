@@ -34,7 +34,7 @@ from superbiz.config import Settings, load_settings
 from superbiz.exceptions import QuestionError, SuperbizError
 
 if TYPE_CHECKING:
-    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.kb.base import KnowledgeBase
 
 #: piped output is read by people too (``superbiz trace S | less``): wide enough that a
 #: table keeps its columns and a sentence is not broken at rich's default 80 columns
@@ -113,7 +113,7 @@ def _settings(data_dir: Path | None) -> Settings:
 @contextmanager
 def _knowledge_base(settings: Settings) -> Iterator[KnowledgeBase]:
     """The data dir's knowledge base, closed afterwards; errors become one red line."""
-    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.kb.base import KnowledgeBase
 
     with _errors():
         kb = KnowledgeBase(settings)

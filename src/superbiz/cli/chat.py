@@ -277,8 +277,8 @@ def trace(
     --as-group, without the turns that used anything that group may not read."""
     from superbiz.agents.runtime import open_lookup
     from superbiz.governance.tool import RAW_ARGUMENTS
-    from superbiz.knowledge.access_rules import reader_limits
-    from superbiz.knowledge.withheld import visible_turns
+    from superbiz.knowledge.kb.access_rules import reader_limits
+    from superbiz.knowledge.kb.withheld import visible_turns
 
     reader = _reader(as_group)
     with _errors(), open_lookup(_settings(data_dir)) as runtime:

@@ -60,9 +60,9 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    from superbiz.knowledge.domains import DomainService
-    from superbiz.knowledge.lifecycle import DocumentLifecycle
-    from superbiz.knowledge.metadata import LLMMetadataWriter
+    from superbiz.knowledge.coverage.domains import DomainService
+    from superbiz.knowledge.documents.metadata import LLMMetadataWriter
+    from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
     from superbiz.llm import make_chat_model
 
     settings = _settings(data_dir)
@@ -123,10 +123,10 @@ def sources(
 ) -> None:
     """Every source documents came from (folders, Git repositories) and its last sync."""
     from superbiz.exceptions import SourceError
-    from superbiz.knowledge.domains import DomainService
-    from superbiz.knowledge.lifecycle import DocumentLifecycle
-    from superbiz.knowledge.metadata import LLMMetadataWriter
-    from superbiz.knowledge.source_list import SourceList
+    from superbiz.knowledge.coverage.domains import DomainService
+    from superbiz.knowledge.documents.metadata import LLMMetadataWriter
+    from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
+    from superbiz.knowledge.sources.source_list import SourceList
     from superbiz.llm import make_chat_model
     from superbiz.storage.sources import GIT
 
@@ -195,7 +195,7 @@ def knowledge_map(
     as_group: AsGroup = None,
 ) -> None:
     """Print the knowledge map the Planner sees (YAML); with --as-group, that group's."""
-    from superbiz.knowledge.map import build_map, map_for
+    from superbiz.knowledge.coverage.map import build_map, map_for
 
     settings = _settings(data_dir)
     reader = _reader(as_group)

@@ -24,7 +24,7 @@ from superbiz.cli._common import (
 from superbiz.config import Settings
 
 if TYPE_CHECKING:
-    from superbiz.knowledge.gaps import GapReport
+    from superbiz.knowledge.coverage.gaps import GapReport
 
 
 def gaps(
@@ -40,7 +40,7 @@ def gaps(
     meaning, the runbook most worth writing first."""
     from datetime import UTC, datetime
 
-    from superbiz.knowledge.gaps import parse_since, reader_gap_report
+    from superbiz.knowledge.coverage.gaps import parse_since, reader_gap_report
 
     try:
         start = parse_since(since, datetime.now(UTC))

@@ -166,7 +166,7 @@ def audit(
     from datetime import UTC, datetime
 
     from superbiz.auth.audit import AuditLog
-    from superbiz.knowledge.gaps import parse_since
+    from superbiz.knowledge.coverage.gaps import parse_since
     from superbiz.storage.db import open_database
 
     settings = _settings(data_dir)

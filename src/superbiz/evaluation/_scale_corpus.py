@@ -30,7 +30,7 @@ import yaml
 
 from superbiz._text import is_cjk, segmenter
 from superbiz.evaluation.retrieval import EvalQuery, load_queries
-from superbiz.knowledge.documents import split_frontmatter
+from superbiz.knowledge.documents.frontmatter import split_frontmatter
 
 #: words of each script that every copy keeps (the most frequent: function words; an
 #: eighth of a small seed's)

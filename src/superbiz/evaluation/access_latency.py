@@ -16,7 +16,7 @@ from superbiz.access import Reader
 from superbiz.agents.runtime import open_lookup
 from superbiz.config import AccessSettings, Settings
 from superbiz.evaluation.metrics import percentile
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 #: the group the restricted domains are given, and the readers of the probe
 PROBE_GROUP = "access-probe"

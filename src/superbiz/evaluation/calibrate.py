@@ -1,6 +1,6 @@
 """``superbiz calibrate``: the level thresholds this KB measured, and which ones lookups use.
 
-Every change of documents measures them again (``superbiz.knowledge.statistics``; how:
+Every change of documents measures them again (``superbiz.knowledge.kb.statistics``; how:
 ``superbiz.retrieval.calibration``). This command shows the stored measurement, how it
 was derived (probes, their cosines, the precision it aimed at) and, per threshold, where
 the one in use comes from: the settings, the measurement, or the shipped per-embedder
@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.statistics import refresh_statistics
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.calibration import MIN_PROBES, MIN_SUPPORT
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS
 

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from superbiz._text import detect_language
 from superbiz.exceptions import SuperbizError
-from superbiz.knowledge.withheld import withheld_turns
+from superbiz.knowledge.kb.withheld import withheld_turns
 from superbiz.storage.chat import ChatMessage, ChatRepository
 from superbiz.storage.feedback import FeedbackRepository
 from superbiz.storage.invocations import InvocationRepository

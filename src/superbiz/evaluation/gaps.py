@@ -24,7 +24,7 @@ from rich.table import Table
 from sqlalchemy import insert
 
 from superbiz.config import Settings
-from superbiz.knowledge.gaps import GapReport, gap_report
+from superbiz.knowledge.coverage.gaps import GapReport, gap_report
 from superbiz.retrieval.embedders import make_embedder
 from superbiz.storage.db import open_database
 from superbiz.storage.invocations import TOOL_NAME

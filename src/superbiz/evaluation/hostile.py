@@ -177,7 +177,7 @@ def benchmark_upload(settings: Settings, pages: int = 2000, alone: int = 5) -> d
     from superbiz.agents.runtime import open_runtime
     from superbiz.api import create_app
     from superbiz.evaluation._service_server import LiveServer
-    from superbiz.knowledge.ingest import Ingestor
+    from superbiz.knowledge.ingest.ingestor import Ingestor
 
     corpus = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     pdf = text_pdf(pages=pages)

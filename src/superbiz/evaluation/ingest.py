@@ -21,8 +21,8 @@ from rich.console import Console
 
 from superbiz._text import load_segmenter
 from superbiz.config import AdvancedSettings, IngestSettings, Settings, VectorSettings
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 # Words of the kind a runbook holds, English and Chinese, for the synthetic file.
 _WORDS = (

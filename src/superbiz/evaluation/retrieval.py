@@ -26,8 +26,8 @@ from superbiz.evaluation.metrics import (
     wilson_interval,
 )
 from superbiz.exceptions import SuperbizError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 #: digits kept for a ratio in the JSON: the report prints three (or a percentage with one),
 #: and printing three from four would round twice (392/462 = 0.848485 → 0.8485 → 0.849)

@@ -43,12 +43,13 @@ from superbiz.config import IngestSettings, Settings, VectorSettings
 from superbiz.evaluation._scale_corpus import ScaleCorpus, ScaleQuery
 from superbiz.evaluation._scale_server import MilvusLiteServer, PostgresSchema
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.chunking import chunk_markdown, embedding_text
-from superbiz.knowledge.documents import load_document
-from superbiz.knowledge.gaps import gap_report
-from superbiz.knowledge.ingest import EMBED_BATCH, EMBED_WORKERS, Ingestor
-from superbiz.knowledge.map import estimate_tokens
+from superbiz.knowledge.coverage.gaps import gap_report
+from superbiz.knowledge.coverage.map import estimate_tokens
+from superbiz.knowledge.documents.chunking import chunk_markdown, embedding_text
+from superbiz.knowledge.documents.document import load_document
+from superbiz.knowledge.ingest.batches import EMBED_BATCH, EMBED_WORKERS
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 Profile = Literal["embedded", "server"]
 #: the multiples of the seed's size measured before ``max_documents``

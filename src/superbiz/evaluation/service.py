@@ -43,7 +43,7 @@ from superbiz.evaluation._service_report import render_service_report
 from superbiz.evaluation._service_server import LiveServer
 from superbiz.evaluation.agent import builtin_dataset
 from superbiz.exceptions import SuperbizError
-from superbiz.knowledge.ingest import Ingestor
+from superbiz.knowledge.ingest.ingestor import Ingestor
 
 __all__ = [
     "ServiceBenchmarkError",

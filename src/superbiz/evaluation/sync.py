@@ -24,8 +24,8 @@ from rich.console import Console
 from superbiz._text import load_segmenter
 from superbiz.config import AdvancedSettings, Settings, VectorSettings
 from superbiz.evaluation.ingest import _WORDS
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.lifecycle import DocumentLifecycle
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 
 TARGET_RATIO = 0.05
 _DOMAINS = ("payment", "login", "deploy", "database", "network", "storage", "alerts", "billing")

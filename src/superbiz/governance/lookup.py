@@ -24,8 +24,8 @@ from superbiz.governance.results import (
 )
 from superbiz.governance.tracker import SessionTracker
 from superbiz.governance.verdicts import GOOD_LEVELS, DedupReason
-from superbiz.knowledge.access_rules import ReaderView
-from superbiz.knowledge.ingested import cited_page
+from superbiz.knowledge.documents.ingested import cited_page
+from superbiz.knowledge.kb.access_rules import ReaderView
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
 from superbiz.retrieval.search import DocHit

@@ -163,7 +163,7 @@ def _first_unit(key: str) -> str:
 class KeyFrequency:
     """How many of the knowledge base's ``documents`` use each exact key in their text
     (``counts``; a key found only inside URLs or identifiers is not used), measured
-    whenever documents change (``superbiz.knowledge.statistics``)."""
+    whenever documents change (``superbiz.knowledge.kb.statistics``)."""
 
     documents: int
     counts: Mapping[str, int] = field(default_factory=dict)

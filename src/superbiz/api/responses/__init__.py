@@ -9,6 +9,6 @@ its model is the JSON of the event's ``data:`` line.
 One module per route group: ``chat`` (a turn and the stream's events), ``sessions``,
 ``documents`` (documents, uploads and the knowledge map), ``status`` (info and health),
 ``auth`` (sign-in, people and the audit trail) and ``errors`` (every failure's body). The
-gaps and sources reports are the knowledge base's own shapes (``superbiz.knowledge.gaps``,
-``superbiz.knowledge.source_list``), served as they are.
+gaps and sources reports are the knowledge base's own shapes (``superbiz.knowledge.coverage.gaps``,
+``superbiz.knowledge.sources.source_list``), served as they are.
 """

@@ -1,5 +1,5 @@
 """Documents (list, upload, delete) and the knowledge map as the routes return them; the
-sources report is ``superbiz.knowledge.source_list``'s."""
+sources report is ``superbiz.knowledge.sources.source_list``'s."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from superbiz.knowledge.report import SkippedFile
+from superbiz.knowledge.ingest.report import SkippedFile
 
 
 class DocumentView(BaseModel):

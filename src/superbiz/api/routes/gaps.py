@@ -15,7 +15,7 @@ from superbiz.api._reader import ReaderDep
 from superbiz.api._threads import in_thread
 from superbiz.api.deps import Authorized, GapsDep
 from superbiz.api.errors import INTERNAL, INVALID, UNAUTHORIZED
-from superbiz.knowledge.gaps import GapReport, parse_since
+from superbiz.knowledge.coverage.gaps import GapReport, parse_since
 
 router = APIRouter(
     prefix="/api",

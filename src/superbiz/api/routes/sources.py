@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from superbiz.api._threads import in_thread
 from superbiz.api.deps import Authorized, DocumentsDep
 from superbiz.api.errors import INTERNAL, UNAUTHORIZED
-from superbiz.knowledge.source_list import SourceList
+from superbiz.knowledge.sources.source_list import SourceList
 
 router = APIRouter(
     prefix="/api/sources",

@@ -25,7 +25,7 @@ from superbiz.api.responses.auth import (
     UserRemoved,
 )
 from superbiz.auth.directory import Person
-from superbiz.knowledge.gaps import parse_since
+from superbiz.knowledge.coverage.gaps import parse_since
 from superbiz.storage.audit import AuditEvent
 
 FORBIDDEN = documented_error(403, "`forbidden`: only admins manage people and read the trail.")

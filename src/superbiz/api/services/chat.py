@@ -32,7 +32,7 @@ from superbiz.api.responses.chat import (
 )
 from superbiz.exceptions import TurnCancelledError
 from superbiz.governance.results import ToolOutcome
-from superbiz.knowledge.sources import web_links
+from superbiz.knowledge.sources.links import web_links
 from superbiz.llm import deadline
 from superbiz.storage.invocations import TOOL_NAME
 

@@ -21,11 +21,11 @@ from superbiz.api.responses.documents import (
     Uploaded,
 )
 from superbiz.exceptions import NotFoundError, SuperbizError
-from superbiz.knowledge.ingested import document_text
-from superbiz.knowledge.lifecycle import UPLOADS, DocumentLifecycle, inside
-from superbiz.knowledge.metadata import LLMMetadataWriter
-from superbiz.knowledge.source_list import SourceList
-from superbiz.knowledge.sources import SyncResult
+from superbiz.knowledge.documents.ingested import document_text
+from superbiz.knowledge.documents.metadata import LLMMetadataWriter
+from superbiz.knowledge.sources.lifecycle import UPLOADS, DocumentLifecycle, inside
+from superbiz.knowledge.sources.source_list import SourceList
+from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.kb_writes import KnowledgeWriteLock
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT

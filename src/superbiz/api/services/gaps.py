@@ -8,8 +8,8 @@ from datetime import datetime
 from superbiz.access import Reader
 from superbiz.agents.store_access import StoreLock
 from superbiz.config import GapConfig
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.gaps import GapReport, reader_gap_report
+from superbiz.knowledge.coverage.gaps import GapReport, reader_gap_report
+from superbiz.knowledge.kb.base import KnowledgeBase
 
 
 class GapService:

@@ -2,7 +2,7 @@
 a cited passage, rename, delete, and a rating of one turn's answer.
 
 A reader who may not read everything sees a session without the turns that used
-anything withheld from it (``superbiz.knowledge.withheld``). Reads take the store lock
+anything withheld from it (``superbiz.knowledge.kb.withheld``). Reads take the store lock
 for their store calls only; a document's text is read outside it.
 """
 
@@ -30,10 +30,10 @@ from superbiz.api.responses.sessions import (
     SessionSummaryView,
 )
 from superbiz.exceptions import NotFoundError
-from superbiz.knowledge.access_rules import reader_limits
-from superbiz.knowledge.ingested import document_text
-from superbiz.knowledge.sources import web_links
-from superbiz.knowledge.withheld import visible_turns
+from superbiz.knowledge.documents.ingested import document_text
+from superbiz.knowledge.kb.access_rules import reader_limits
+from superbiz.knowledge.kb.withheld import visible_turns
+from superbiz.knowledge.sources.links import web_links
 from superbiz.storage.chat import ChatMessage, SessionSummary
 from superbiz.storage.feedback import Feedback, Rating
 

@@ -30,7 +30,7 @@ class ConvertedDocument:
 
 Converter = Callable[[bytes, str, Sequence[str]], ConvertedDocument]
 
-#: Markdown and plain text are read as they are (``knowledge.documents``)
+#: Markdown and plain text are read as they are (``knowledge.documents.document``)
 TEXT_EXTENSIONS = (".md", ".markdown", ".txt")
 
 

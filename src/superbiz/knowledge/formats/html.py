@@ -20,6 +20,7 @@ from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
 from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
 from superbiz.knowledge.formats._sniff import binary_kind
+from superbiz.knowledge.formats.decode import decode
 
 #: elements whose content is never text of the article
 _DROPPED = (
@@ -60,8 +61,6 @@ _MAX_DEPTH = 60
 
 def convert_html(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
     """Title and Markdown of an HTML page."""
-    from superbiz.knowledge.documents import decode
-
     kind = binary_kind(data)
     if kind:
         raise DocumentError(label, f"the extension lies: its content is {kind}, not HTML")

@@ -3,7 +3,7 @@
 Headings come from the file's outline (bookmarks) when it has one, else from clearly
 larger fonts; whole lines in a monospaced font become code blocks. Every page after
 the first opens with a ``\f<page>`` line, so each chunk's heading path names the page
-it starts on (``knowledge.chunking``) and a citation can point there
+it starts on (``knowledge.documents.chunking``) and a citation can point there
 (``manual.pdf#page=12``).
 
 Bounded: at most ``MAX_PAGES`` pages and ``MAX_PAGE_CHARS`` characters of text a page

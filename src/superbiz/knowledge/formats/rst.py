@@ -16,6 +16,7 @@ from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
 from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
 from superbiz.knowledge.formats._sniff import binary_kind
+from superbiz.knowledge.formats.decode import decode
 
 _SETTINGS = {
     "file_insertion_enabled": False,  # no ``include``, no ``csv-table :file:``
@@ -34,8 +35,6 @@ _MAX_DEPTH = 60
 def convert_rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
     """Title and Markdown of a reStructuredText file."""
     from docutils.core import publish_doctree
-
-    from superbiz.knowledge.documents import decode
 
     kind = binary_kind(data)
     if kind:

@@ -30,10 +30,10 @@ from pydantic import BaseModel, Field
 
 from superbiz.access import Reader
 from superbiz.config import GapConfig
-from superbiz.knowledge._clusters import leader_clusters
-from superbiz.knowledge.access_rules import ReaderLimits, reader_limits
-from superbiz.knowledge.documents import normalize_domain
-from superbiz.knowledge.withheld import visible_turns
+from superbiz.knowledge.coverage._clusters import leader_clusters
+from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.kb.access_rules import ReaderLimits, reader_limits
+from superbiz.knowledge.kb.withheld import visible_turns
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.feedback import Feedback, FeedbackRepository
@@ -42,7 +42,7 @@ from superbiz.storage.invocations import InvocationRepository
 from superbiz.storage.repository import DocumentRepository
 
 if TYPE_CHECKING:
-    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.kb.base import KnowledgeBase
 
 #: how many documents a cluster lists as the closest
 CLOSEST_DOCUMENTS = 3
@@ -264,7 +264,7 @@ def gap_report(
 ) -> GapReport:
     """The report ``superbiz gaps`` prints and ``GET /api/gaps`` returns; with ``limits``
     (a restricted reader's), of the questions about what that reader may read: a
-    question whose turn used anything it may not (``superbiz.knowledge.withheld``) is
+    question whose turn used anything it may not (``superbiz.knowledge.kb.withheld``) is
     left out before anything is counted or clustered."""
     started = time.perf_counter()
     asked = recorded = asked_questions(engine, since, weak_only=True)

@@ -1,6 +1,6 @@
 """The verbs that change which documents the knowledge base holds: add (an upload),
 update (an upload that replaces an earlier one), remove, ingest a folder, and sync a
-Git source (``superbiz.knowledge.sources``).
+Git source (``superbiz.knowledge.sources.git_sources``).
 
 The CLI and the HTTP service call these and nothing below them: where an upload's file
 is placed, which document may replace which, and what a delete removes (the uploaded
@@ -22,20 +22,22 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.access import Reader
 from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.discovery import stored_roots
-from superbiz.knowledge.documents import (
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.documents.document import (
     DEFAULT_DOMAIN,
     conversion_limits,
     normalize_domain,
     parse_document,
 )
-from superbiz.knowledge.domains import DomainService
-from superbiz.knowledge.ingest import Ingestor, Progress
-from superbiz.knowledge.metadata import MetadataWriter
-from superbiz.knowledge.report import IngestReport
-from superbiz.knowledge.sources import GitSources, SyncResult, source_name
-from superbiz.knowledge.statistics import refresh_statistics
+from superbiz.knowledge.documents.metadata import MetadataWriter
+from superbiz.knowledge.ingest.discovery import stored_roots
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.ingest.run import Progress
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.statistics import refresh_statistics
+from superbiz.knowledge.sources.git_sources import GitSources, source_name
+from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
@@ -330,7 +332,7 @@ class DocumentLifecycle:
             # key frequency and thresholds, without the document (computed outside the
             # store lock: turns go on)
             refresh_statistics(kb, outside_stores=self.outside_stores)
-            kb.invalidate()
+            kb.changed()
             if self.domains is not None:
                 self.domains.refresh({doc.domain})
             return Removed(path, doc.domain, removed_file, note)

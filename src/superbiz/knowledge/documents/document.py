@@ -8,7 +8,6 @@ can keep (NUL, control characters in fields) is refused with its reason.
 
 from __future__ import annotations
 
-import codecs
 import errno
 import hashlib
 import json
@@ -19,44 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents.frontmatter import (
+    ACCESS_KEY,
+    FRONTMATTER_KEYS,
+    split_frontmatter,
+)
 from superbiz.knowledge.formats import convert
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
+from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
-DEFAULT_ENCODINGS = ("utf-8",)
-#: frontmatter may expand through YAML aliases to at most this many characters, or
-#: twice its own size when larger: enough for any real document, not for an alias bomb
-FRONTMATTER_EXPANSION = 100_000
-# Byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one).
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-#: the shortest file that may be called UTF-16 text without a byte-order mark (4 characters)
-UTF16_MIN_BYTES = 8
-#: frontmatter fields that are text, and that are lists of texts
-_TEXT_KEYS = ("title", "category", "when_to_retrieve")
-_LIST_KEYS = ("covers", "tags", "aliases")
-#: who may read the document (``superbiz.access``): a list of groups, checked on its own
-_ACCESS_KEY = "access"
-#: the frontmatter keys a document may set; any other is kept in ``extra`` with a warning
-FRONTMATTER_KEYS = (*_TEXT_KEYS, *_LIST_KEYS, _ACCESS_KEY)
-#: YAML 1.1 reads these plain scalars as non-text (``yes`` → True, ``no`` → False, dates…);
-#: a text field keeps what was written instead
-_TYPED_TAGS = frozenset(
-    f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")
-)
-_STR_TAG = "tag:yaml.org,2002:str"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 
@@ -258,220 +234,10 @@ def _check_keys(
     )
 
 
-def decode(data: bytes, label: str, encodings: Sequence[str] = DEFAULT_ENCODINGS) -> str:
-    """Text of ``data``: by its byte-order mark (UTF-8, UTF-16, UTF-32), else by the first
-    of ``encodings`` that decodes it; a refusal names the likely encoding and the fix."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            name = codec.removesuffix("-sig").upper()
-            try:
-                return data.decode(codec)
-            except UnicodeDecodeError as exc:
-                raise DocumentError(
-                    label, f"not {name} text despite its {name} byte-order mark (byte {exc.start})"
-                ) from exc
-    if b"\x00" in data[:8192]:
-        raise DocumentError(label, "binary file (contains NUL bytes)" + _utf16_hint(data))
-    problem: UnicodeDecodeError | None = None
-    for encoding in encodings:
-        try:
-            return data.decode("utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding)
-        except UnicodeDecodeError as exc:
-            problem = problem or exc
-    assert problem is not None  # settings require at least one encoding
-    names = " or ".join(codecs.lookup(e).name.upper() for e in encodings)
-    reason = f"not {names} text (byte {problem.start}: {problem.reason})"
-    raise DocumentError(label, reason + _gb18030_hint(data))
-
-
-def _gb18030_hint(data: bytes) -> str:
-    """A hint when the bytes decode as GB18030 (which includes GBK) to Chinese."""
-    try:
-        chinese = re.search(r"[\u4e00-\u9fff]", data.decode("gb18030")) is not None
-    except UnicodeDecodeError:
-        return ""
-    if not chinese:
-        return ""
-    return (
-        "; it looks like GB18030/GBK Chinese: convert it with "
-        "`iconv -f GB18030 -t UTF-8 FILE > FILE.utf8` or add gb18030 to ingest.encodings"
-    )
-
-
-def _utf16_hint(data: bytes) -> str:
-    """A hint when the NUL bytes sit where UTF-16 without a byte-order mark puts them and
-    the bytes read as text in it: a few bytes of binary (``00 01 02 03 04``) match the
-    NUL pattern by chance, so an odd length, under ``UTF16_MIN_BYTES`` or control
-    characters once decoded get no hint."""
-    head = data[:8192]
-    if len(data) % 2 or len(data) < UTF16_MIN_BYTES:
-        return ""
-    even, odd = head[0::2].count(0), head[1::2].count(0)
-    if max(even, odd) < len(head) // 4 or min(even, odd) > max(even, odd) // 10:
-        return ""
-    source = "UTF-16LE" if odd > even else "UTF-16BE"
-    if CONTROL_CHARACTERS.search(head.decode(source.lower(), errors="ignore")):
-        return ""
-    return (
-        f"; it looks like {source} without a byte-order mark: "
-        f"convert it with `iconv -f {source} -t UTF-8`"
-    )
-
-
 def normalize_domain(domain: str) -> str:
     """Domains are compared lower-case with inner spaces as hyphens: ``Payment Ops`` →
     ``payment-ops``."""
     return "-".join(domain.strip().lower().split()) or DEFAULT_DOMAIN
-
-
-def split_frontmatter(text: str, label: str = "<text>") -> tuple[dict[str, Any], str]:
-    """``(frontmatter, body)``; a document without frontmatter has ``{}``.
-
-    >>> split_frontmatter("---\\ntitle: A\\n---\\n# Body\\n")
-    ({'title': 'A'}, '# Body\\n')
-    """
-    if not text.startswith("---\n") and text.strip() != "---":
-        return {}, text
-    lines = text.split("\n")
-    for end in range(1, len(lines)):
-        if lines[end].rstrip() in ("---", "..."):
-            break
-    else:
-        raise DocumentError(label, "malformed frontmatter: no closing '---' line")
-    raw = "\n".join(lines[1:end])
-    try:
-        front = _load_bounded(raw, label) if raw.strip() else {}
-    except yaml.YAMLError as exc:
-        raise DocumentError(label, f"malformed frontmatter: {_yaml_problem(exc)}") from exc
-    if front is None:
-        front = {}
-    if not isinstance(front, dict):
-        raise DocumentError(label, "malformed frontmatter: expected a mapping of keys")
-    return {str(k): v for k, v in front.items()}, "\n".join(lines[end + 1 :])
-
-
-#: libyaml's parser when PyYAML has it (the same nodes, parsed in C: the pure-Python
-#: parser was 1.1 s of CPU for the dev corpus's 401 frontmatters)
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load_bounded(raw: str, label: str) -> Any:
-    """``yaml.safe_load`` that sizes the composed node graph before constructing it:
-    aliases share nodes, so a 400-byte alias bomb is a small graph that would expand
-    to gigabytes; it is refused here, and so is an alias that contains itself."""
-    loader = _SAFE_LOADER(raw)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        limit = max(FRONTMATTER_EXPANSION, 2 * len(raw))
-        try:
-            size = _expanded_size(node, {}, limit, label)
-        except RecursionError as exc:
-            raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
-        if size > limit:
-            raise DocumentError(
-                label,
-                f"frontmatter refused: its YAML aliases expand it past {limit} characters",
-            )
-        _keep_text(node)
-        try:
-            return loader.construct_document(node)
-        except (ValueError, OverflowError) as exc:  # 2024-02-30, a 5,000-digit number
-            raise DocumentError(label, _unreadable(node, exc)) from exc
-    except RecursionError as exc:
-        raise DocumentError(label, "malformed frontmatter: nested too deeply") from exc
-    finally:
-        loader.dispose()
-
-
-def _unreadable(node: yaml.Node, exc: Exception) -> str:
-    """Why a frontmatter whose nodes parsed cannot be built, naming its top-level key and
-    the value (YAML reads ``2024-02-30`` as a date, and a date it cannot be)."""
-    if not isinstance(node, yaml.MappingNode):
-        return "malformed frontmatter: expected a mapping of keys"
-    for key, value in node.value:
-        for part in (key, value):
-            scalar = _first_unreadable(part, set())
-            if scalar is not None:
-                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-                return (
-                    f"frontmatter field {clip(name, 40)!r}: {_what(scalar, exc)}; "
-                    "quote it to keep it as text"
-                )
-    return f"malformed frontmatter: {exc}"  # pragma: no cover - every failure is a scalar's
-
-
-def _first_unreadable(node: yaml.Node, seen: set[int]) -> yaml.ScalarNode | None:
-    """The first scalar under ``node`` that YAML's constructor refuses, if any."""
-    if id(node) in seen:
-        return None
-    seen.add(id(node))
-    if isinstance(node, yaml.ScalarNode):
-        try:
-            yaml.constructor.SafeConstructor().construct_object(node)
-        except (ValueError, OverflowError):
-            return node
-        return None
-    children = (
-        [part for pair in node.value for part in pair]
-        if isinstance(node, yaml.MappingNode)
-        else node.value
-    )
-    for child in children:
-        if (found := _first_unreadable(child, seen)) is not None:
-            return found
-    return None
-
-
-def _what(scalar: yaml.ScalarNode, exc: Exception) -> str:
-    if scalar.tag.endswith(":timestamp"):
-        return f"{clip(scalar.value, 40)} is not a date ({exc})"
-    if scalar.tag.endswith(":int"):
-        return f"a number of {len(scalar.value)} characters is too long to read"
-    return f"{clip(scalar.value, 40)} cannot be read ({exc})"
-
-
-def _keep_text(node: yaml.Node) -> None:
-    """Text fields (and the items of list fields) keep their scalars as written: YAML 1.1
-    would make ``title: yes`` True and ``category: no`` the domain ``false``. A null
-    stays null (the field is then unset)."""
-    if not isinstance(node, yaml.MappingNode):
-        return
-    for key, value in node.value:
-        if not isinstance(key, yaml.ScalarNode) or key.value.lower() not in FRONTMATTER_KEYS:
-            continue
-        items = value.value if isinstance(value, yaml.SequenceNode) else [value]
-        for item in items:
-            if isinstance(item, yaml.ScalarNode) and item.tag in _TYPED_TAGS:
-                item.tag = _STR_TAG
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int, label: str) -> int:
-    """Characters and values ``node`` expands to, each shared node sized once; stops
-    counting past ``limit``. ``sizes`` holds -1 while a node is being sized: meeting
-    one again is an alias inside itself."""
-    known = sizes.get(id(node))
-    if known == -1:
-        raise DocumentError(label, "frontmatter refused: a YAML alias refers to itself")
-    if known is not None:
-        return known
-    sizes[id(node)] = -1
-    if isinstance(node, yaml.ScalarNode):
-        total = 1 + len(node.value)
-    else:
-        children = (
-            [part for pair in node.value for part in pair]
-            if isinstance(node, yaml.MappingNode)
-            else node.value
-        )
-        total = 1
-        for child in children:
-            total += _expanded_size(child, sizes, limit, label)
-            if total > limit:
-                break
-    sizes[id(node)] = total
-    return total
 
 
 def _refuse_unstorable(front: dict[str, Any], label: str) -> None:
@@ -519,12 +285,6 @@ def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     return safe
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
-    return f"{problem} (line {mark.line + 2})" if mark is not None else str(problem)
-
-
 def _str_field(front: dict[str, Any], key: str, label: str) -> str | None:
     value = front.get(key)
     if value is None:
@@ -540,10 +300,10 @@ def _access_field(front: dict[str, Any], label: str) -> tuple[str, ...] | None:
     """The groups ``access`` names; a value that names none, or not as a list of group
     names, refuses the document (its earlier version, if any, stays as it was): read as
     "no list", a typo would open it to everyone."""
-    if _ACCESS_KEY not in front:
+    if ACCESS_KEY not in front:
         return None
     try:
-        return parse_access(front[_ACCESS_KEY])
+        return parse_access(front[ACCESS_KEY])
     except AccessListError as exc:
         raise DocumentError(label, f"frontmatter field 'access' {exc}") from None
 

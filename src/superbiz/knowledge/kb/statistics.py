@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from superbiz.knowledge.base import (
+from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
     KnowledgeBase,
@@ -172,6 +172,6 @@ def refresh_statistics(
             LEVEL_CALIBRATION_KEY: stats.calibration.to_json(),
         }
     )
-    kb.invalidate()
+    kb.changed()
     log.info("knowledge statistics measured in %.1f s", stats.seconds)
     return stats

@@ -17,14 +17,15 @@ import posixpath
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.discovery import gone
-from superbiz.knowledge.git import (
+from superbiz.knowledge.ingest.discovery import gone
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.sources.git import (
     SUBMODULE_MODE,
     SYMLINK_MODE,
     BareRepository,
@@ -32,9 +33,7 @@ from superbiz.knowledge.git import (
     check_url,
     redact,
 )
-from superbiz.knowledge.ingest import Ingestor
-from superbiz.knowledge.report import IngestReport
-from superbiz.knowledge.source_list import SourceView
+from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
 from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 
@@ -45,45 +44,6 @@ KEPT_SKIPS = 50
 #: blob bytes read from Git at a time when a tree is written (each file is within
 #: ``ingest.max-file-bytes``; a repository of thousands of them is read in parts)
 BLOB_BATCH_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class SyncResult:
-    """What one sync of a Git source did."""
-
-    source: SourceRecord
-    report: IngestReport
-    #: ``(old, new)`` document paths whose file was renamed
-    renamed: list[tuple[str, str]] = field(default_factory=list)
-    #: ``incremental``, ``full`` (first sync or after a force-push) or ``unchanged``
-    mode: str = "incremental"
-    note: str | None = None
-
-    def counts(self) -> dict[str, int]:
-        r = self.report
-        return {
-            "added": len(r.added),
-            "updated": len(r.updated),
-            "renamed": len(self.renamed),
-            "removed": len(r.removed),
-            "unchanged": len(r.unchanged),
-            "skipped": len(r.skipped),
-        }
-
-    def summary(self) -> str:
-        c = self.counts()
-        head = f"{self.source.name} at {(self.source.commit or '')[:12]} ({self.mode})"
-        body = ", ".join(f"{n} {k}" for k, n in c.items())
-        return f"{head}: {body}" + (f"; {self.note}" if self.note else "")
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "source": SourceView.of(self.source).model_dump(mode="json"),
-            "mode": self.mode,
-            "note": self.note,
-            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
-            "report": self.report.as_dict(),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,52 +89,6 @@ def source_name(url: str, taken: set[str]) -> str:
         number += 1
         name = f"{base[:100]}-{number}"
     return name
-
-
-def web_link(pattern: str | None, source: SourceRecord, doc_path: str) -> str | None:
-    """The link ``pattern`` gives a document of ``source``: ``{commit}``, ``{branch}`` and
-    ``{path}`` (its path in the repository)."""
-    if not pattern or not source.commit:
-        return None
-    path = doc_path
-    if source.domain:
-        path = path.removeprefix(f"{source.domain}/")
-    if source.subdir:
-        path = f"{source.subdir}/{path}"
-    return (
-        pattern.replace("{commit}", source.commit)
-        .replace("{branch}", source.branch or "")
-        .replace("{path}", path)
-    )
-
-
-def web_links(kb: KnowledgeBase, paths: Iterable[str]) -> dict[str, str]:
-    """Links to the documents ``paths`` that come from a Git source with a
-    ``sources.<name>.web-url`` pattern, at the commit they were synced from. Only
-    ``http(s)`` links are given: a pattern is configuration, but a page renders it."""
-    settings = kb.settings.sources
-    if not settings.model_extra:
-        return {}
-    patterns = {
-        source.name: (source, link.web_url)
-        for source in SourceRepository(kb.engine).all()
-        if source.kind == GIT
-        and (link := settings.link(source.name)) is not None
-        and link.web_url
-        and link.web_url.startswith(("https://", "http://"))
-    }
-    if not patterns:
-        return {}
-    home = (kb.settings.data_dir / SOURCES).resolve()
-    links = {}
-    for path in dict.fromkeys(paths):
-        doc = kb.documents.get(path)
-        if doc is None or not Path(doc.source_file).resolve().is_relative_to(home):
-            continue
-        name = Path(doc.source_file).resolve().relative_to(home).parts[0]
-        if name in patterns and (url := web_link(patterns[name][1], patterns[name][0], path)):
-            links[path] = url
-    return links
 
 
 class GitSources:
@@ -408,7 +322,7 @@ class GitSources:
             report = ran
         elif report.removed:
             self.kb.store.flush()
-            self.kb.invalidate()
+            self.kb.changed()
             if self.ingestor.domains is not None:
                 self.ingestor.domains.refresh(report.domains_changed)
         moved = {str(self._target(source, b)) for _, b in renamed}

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from superbiz._text import detect_language
 from superbiz.exceptions import SuperbizError
-from superbiz.knowledge.chunking import split_sections
-from superbiz.knowledge.documents import SourceDocument
+from superbiz.knowledge.documents.chunking import split_sections
+from superbiz.knowledge.documents.document import SourceDocument
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
@@ -55,7 +55,7 @@ def derive_metadata(doc: SourceDocument) -> tuple[tuple[str, ...], str]:
     """Deterministic metadata: distinctive headings and the first paragraph.
 
     >>> from pathlib import PurePosixPath
-    >>> from superbiz.knowledge.documents import parse_document
+    >>> from superbiz.knowledge.documents.document import parse_document
     >>> doc = parse_document(
     ...     b"# Redis pool\\nWhen the pool is exhausted.\\n## Symptoms\\nx\\n## Pool sizing\\ny",
     ...     PurePosixPath("infra/redis.md"))

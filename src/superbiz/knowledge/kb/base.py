@@ -15,9 +15,10 @@ from sqlalchemy import Engine
 from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
-from superbiz.knowledge._mirror import DocumentMirror
-from superbiz.knowledge.access_rules import AccessRules, ReaderView, domain_lists
-from superbiz.knowledge.documents import normalize_domain
+from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.kb._mirror import DocumentMirror
+from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
+from superbiz.knowledge.kb.cache import Versioned
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 EMBEDDER_KEY = "embedder"
 DIMENSION_KEY = "dimension"
-#: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.statistics``)
+#: ``kb_meta`` keys of what the KB measures about itself (``superbiz.knowledge.kb.statistics``)
 KEY_FREQUENCY_KEY = "key_frequency"
 LEVEL_CALIBRATION_KEY = "level_calibration"
 #: readers' views kept at once (one per distinct set of groups; emptied when full)
@@ -85,24 +86,43 @@ class KnowledgeBase:
         self._embedder = embedder
         self._store = store
         self._owns_store = store is None
+        #: changes of the documents seen so far (``changed``): every cache below is
+        #: stamped with the count it was built at (``superbiz.knowledge.kb.cache``)
+        self._changes = 0
+        self._cache_lock = threading.RLock()
         #: the documents, the exact and the answer index, each brought up to date by
-        #: difference after a change (``_stale`` says which are behind)
+        #: difference after a change
         self._mirror = DocumentMirror(self.documents)
+        self._documents = Versioned(self._refresh_documents)
         self._exact = ExactIndex()
         self._exact_docs: dict[str, StoredDocument] = {}  # the document of each entry
-        self._answers = AnswerIndex.from_rows([])
+        self._exact_cache = Versioned(self._update_exact)
         self._answer_rows: dict[str, tuple[tuple[str, str], tuple[str, str, bytes]]] = {}
-        self._stale = {"documents", "exact", "answers"}
-        self._cache_lock = threading.RLock()
+        self._answers = Versioned(self._update_answers)
         #: rows each index redid at its last refreshes, counted (what a change costs)
         self.work = {"exact_entries": 0, "answer_rows": 0}
-        #: the stored measurements, read once per knowledge version (False: not read yet)
-        self._frequency: KeyFrequency | bool | None = False
-        self._calibration: LevelCalibration | bool | None = False
-        #: who may read what (``access_rules``) and each reader's view, per version
-        self._access: AccessRules | None = None
-        self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
+        #: the stored measurements, read once per change
+        self._frequency = Versioned(
+            lambda: KeyFrequency.from_json(self.meta.get(KEY_FREQUENCY_KEY))
+        )
+        self._calibration = Versioned(
+            lambda: LevelCalibration.from_json(self.meta.get(LEVEL_CALIBRATION_KEY))
+        )
+        #: who may read what (``access_rules``) and each reader's view of them
         self._domain_lists = domain_lists(settings.access.domains)
+        self._access = Versioned(
+            lambda: AccessRules.of(self.documents.access_lists(), self._domain_lists)
+        )
+        self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
+        #: the retriever holds the thresholds, measured per change
+        self._retriever = Versioned(
+            lambda: Retriever(
+                self.searcher,
+                lambda: self.exact_index,
+                self.thresholds,
+                self.settings.retrieval_config,
+            )
+        )
         self._version = knowledge_version(self.engine)
 
     @property
@@ -138,11 +158,9 @@ class KnowledgeBase:
             answers=AnswerSource(encoder, lambda: self.answer_index) if encoder else None,
         )
 
-    @cached_property
+    @property
     def retriever(self) -> Retriever:
-        return Retriever(
-            self.searcher, lambda: self.exact_index, self.thresholds, self.settings.retrieval_config
-        )
+        return self._retriever.get(self._changes)
 
     def retrieve(
         self,
@@ -171,9 +189,7 @@ class KnowledgeBase:
     @property
     def access_rules(self) -> AccessRules:
         """Who may read each document, as stored now (read once per knowledge version)."""
-        if self._access is None:
-            self._access = AccessRules.of(self.documents.access_lists(), self._domain_lists)
-        return self._access
+        return self._access.get(self._changes)
 
     def view(self, reader: Reader | None) -> ReaderView:
         """What ``reader`` (None: an unrestricted reader) may see, computed once per
@@ -247,9 +263,7 @@ class KnowledgeBase:
     @property
     def calibration(self) -> LevelCalibration | None:
         """The levels' measurement stored by the last change of documents, if any."""
-        if self._calibration is False:
-            self._calibration = LevelCalibration.from_json(self.meta.get(LEVEL_CALIBRATION_KEY))
-        return self._calibration if isinstance(self._calibration, LevelCalibration) else None
+        return self._calibration.get(self._changes)
 
     @property
     def measured_thresholds(self) -> Thresholds | None:
@@ -270,19 +284,18 @@ class KnowledgeBase:
     def key_frequency(self) -> KeyFrequency | None:
         """How many documents use each exact key, as stored by the last change of
         documents; None before the first measurement (every key counts as specific)."""
-        if self._frequency is False:
-            self._frequency = KeyFrequency.from_json(self.meta.get(KEY_FREQUENCY_KEY))
-        return self._frequency if isinstance(self._frequency, KeyFrequency) else None
+        return self._frequency.get(self._changes)
 
     def current_documents(self, *, fresh: bool = False) -> dict[str, StoredDocument]:
         """The stored documents by path (in path order) as of the last ``sync`` or
-        ``invalidate`` (``fresh``: as stored now), read by difference
+        ``changed`` (``fresh``: as stored now), read by difference
         (``DocumentMirror``): an unchanged document is the same object as before."""
         with self._cache_lock:
-            if fresh or "documents" in self._stale:
-                self._mirror.refresh()
-                self._stale.discard("documents")
-            return self._mirror.rows
+            return self._documents.get(self._changes, fresh=fresh)
+
+    def _refresh_documents(self) -> dict[str, StoredDocument]:
+        self._mirror.refresh()
+        return self._mirror.rows
 
     @property
     def documents_read(self) -> int:
@@ -293,22 +306,23 @@ class KnowledgeBase:
     def exact_index(self) -> ExactIndex:
         """The exact index, its entries redone only for the documents that changed."""
         with self._cache_lock:
-            if "exact" in self._stale:
-                docs = self.current_documents()
-                index, used = self._exact, self._exact_docs
-                for path in used.keys() - docs.keys():
+            return self._exact_cache.get(self._changes)
+
+    def _update_exact(self) -> ExactIndex:
+        docs = self.current_documents()
+        index, used = self._exact, self._exact_docs
+        for path in used.keys() - docs.keys():
+            index.remove(path)
+            del used[path]
+        for path, doc in docs.items():
+            if used.get(path) is not doc:
+                if path in used:
                     index.remove(path)
-                    del used[path]
-                for path, doc in docs.items():
-                    if used.get(path) is not doc:
-                        if path in used:
-                            index.remove(path)
-                        index.add(exact_entry(doc))
-                        used[path] = doc
-                        self.work["exact_entries"] += 1
-                index.key_frequency = self.key_frequency
-                self._stale.discard("exact")
-            return self._exact
+                index.add(exact_entry(doc))
+                used[path] = doc
+                self.work["exact_entries"] += 1
+        index.key_frequency = self.key_frequency
+        return index
 
     @property
     def answer_index(self) -> AnswerIndex:
@@ -316,46 +330,43 @@ class KnowledgeBase:
         documents without one (the model was turned on after their ingest) are logged,
         once per change."""
         with self._cache_lock:
-            if "answers" not in self._stale:
-                return self._answers
-            encoder = self.answer_encoder
-            if encoder is None:
-                self._answers, self._answer_rows = AnswerIndex.from_rows([]), {}
-                self._stale.discard("answers")
-                return self._answers
-            prints = self.documents.answer_fingerprints(encoder.name)
-            rows = {
-                path: held
-                for path, held in self._answer_rows.items()
-                if prints.get(path) == held[0]
-            }
-            for row in self.documents.answer_vectors(encoder.name, sorted(prints.keys() - rows)):
-                rows[row[0]] = (prints[row[0]], row)
-                self.work["answer_rows"] += 1
-            self._answer_rows = rows
-            self._answers = AnswerIndex.from_rows([rows[path][1] for path in sorted(rows)])
-            self._stale.discard("answers")
-            if missing := self.documents.count_without_answer_vector(encoder.name):
-                log.warning(
-                    "retrieval.answers is on but %d documents have no answer vector yet; "
-                    "`superbiz ingest` encodes them (the answer model ranks the others)",
-                    missing,
-                )
-            return self._answers
+            return self._answers.get(self._changes)
 
-    def invalidate(self) -> None:
-        """Call after documents change: the documents, the exact and the answer index are
-        brought up to date on next use (the changed documents only), the access rules read
-        again, and the stored measurements (key frequency, thresholds) read again."""
+    def _update_answers(self) -> AnswerIndex:
+        encoder = self.answer_encoder
+        if encoder is None:
+            self._answer_rows = {}
+            return AnswerIndex.from_rows([])
+        prints = self.documents.answer_fingerprints(encoder.name)
+        rows = {
+            path: held for path, held in self._answer_rows.items() if prints.get(path) == held[0]
+        }
+        for row in self.documents.answer_vectors(encoder.name, sorted(prints.keys() - rows)):
+            rows[row[0]] = (prints[row[0]], row)
+            self.work["answer_rows"] += 1
+        self._answer_rows = rows
+        answers = AnswerIndex.from_rows([rows[path][1] for path in sorted(rows)])
+        if missing := self.documents.count_without_answer_vector(encoder.name):
+            log.warning(
+                "retrieval.answers is on but %d documents have no answer vector yet; "
+                "`superbiz ingest` encodes them (the answer model ranks the others)",
+                missing,
+            )
+        return answers
+
+    def changed(self) -> None:
+        """Call after documents change: every cache derived from them (the documents, the
+        exact and the answer index, the access rules, the stored measurements, the
+        retriever that holds the thresholds) is built again on next use, the indexes by
+        difference."""
         with self._cache_lock:
-            self._stale.update(("documents", "exact", "answers"))
-            self._access = None
-        self._forget_measurements()
+            self._changes += 1
 
-    def _forget_measurements(self) -> None:
-        self._frequency = False
-        self._calibration = False
-        self.__dict__.pop("retriever", None)  # it holds the thresholds
+    @property
+    def changes(self) -> int:
+        """How many changes of the documents this process has seen: what a cache built
+        from them (here, or the runtime's map) is stamped with."""
+        return self._changes
 
     @property
     def version(self) -> int:
@@ -363,26 +374,23 @@ class KnowledgeBase:
         return self._version
 
     def sync(self) -> bool:
-        """Drop what another process's document changes made stale; True if anything changed.
+        """Count another process's document changes as a change here (``changed``); True
+        if anything changed.
 
-        One point query. The exact and answer indexes are brought up to date on next use
-        (the changed documents only); a configured vector
-        store that had no collection yet is reopened, so that the collection another
-        process created is searched (a collection's chunks are always read live).
+        One point query. The caches are built again on next use (the indexes for the
+        changed documents only); a configured vector store that had no collection yet is
+        reopened, so that the collection another process created is searched (a
+        collection's chunks are always read live).
         """
         current = knowledge_version(self.engine)
         if current == self._version:
             return False
         self._version = current
-        with self._cache_lock:
-            self._stale.update(("documents", "exact", "answers"))
-            self._access = None
-        self._forget_measurements()
+        self.changed()
         if self._owns_store and self._store is not None and self._store.dimension is None:
             self._store.close()
             self._store = None
             self._close_searcher()
-            self.__dict__.pop("retriever", None)
         return True
 
     def domains(self, reader: Reader | None = None) -> dict[str, int]:

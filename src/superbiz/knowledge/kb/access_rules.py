@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from superbiz.access import Reader, encode_access, may_read
 from superbiz.exceptions import ConfigError
-from superbiz.knowledge.documents import normalize_domain
+from superbiz.knowledge.documents.document import normalize_domain
 from superbiz.retrieval.visibility import Visibility
 
 if TYPE_CHECKING:  # the knowledge base uses these rules: no import cycle at run time
-    from superbiz.knowledge.base import KnowledgeBase
+    from superbiz.knowledge.kb.base import KnowledgeBase
 
 
 def domain_lists(configured: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:

@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from superbiz._text import clip, is_cjk
-from superbiz.knowledge.access_rules import ReaderView
-from superbiz.knowledge.base import KnowledgeBase
-from superbiz.knowledge.domains import DomainService, derived_summary
+from superbiz.knowledge.coverage.domains import DomainService, derived_summary
+from superbiz.knowledge.kb.access_rules import ReaderView
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.storage.repository import StoredDocument
 
 DEFAULT_TOKEN_BUDGET = 2000

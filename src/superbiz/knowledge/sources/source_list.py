@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from superbiz.knowledge.report import SkippedFile
+from superbiz.knowledge.ingest.report import SkippedFile
 from superbiz.storage.sources import SourceRecord
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, StringConstraints
 
 from superbiz._text import clip
 from superbiz.exceptions import SuperbizError
-from superbiz.knowledge.base import KnowledgeBase
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured

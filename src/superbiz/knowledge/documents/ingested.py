@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
-from superbiz.knowledge.documents import conversion_limits, parse_document
+from superbiz.knowledge.documents.document import conversion_limits, parse_document
 from superbiz.knowledge.formats import CONVERTERS
 from superbiz.storage.repository import StoredDocument
 

@@ -1,0 +1,89 @@
+"""Chunks embedded in batches, in threads, while a run reads its next files and inserts
+the batch before: the ids and records the vector store gets."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from superbiz.access import encode_access
+from superbiz.knowledge.documents.chunking import Chunk, search_text
+from superbiz.knowledge.documents.document import SourceDocument
+from superbiz.retrieval.records import ChunkRecord
+
+EMBED_BATCH = 128
+#: batches embedded at once, in threads, while the current one is inserted and the next
+#: files are read: USE spends most of its time in BLAS (off the GIL), so a second core
+#: embeds too when it is free
+EMBED_WORKERS = 2
+#: chunks of small files gathered before they are indexed together: enough batches for
+#: the embedding threads to overlap the inserts (with one batch per call they took turns)
+INDEX_CHUNKS = 8 * EMBED_BATCH
+
+
+class Pending(NamedTuple):
+    """A document read and chunked, waiting to be embedded and written; ``outcome`` is
+    the report's list it joins once written."""
+
+    doc: SourceDocument
+    file: Path
+    outcome: list[str]
+    chunks: list[Chunk]
+
+
+Batch = list[tuple[SourceDocument, Chunk]]
+
+
+class Group:
+    """Documents being indexed together: their chunks in ``EMBED_BATCH`` batches, the
+    first ``EMBED_WORKERS`` of them already embedding in the run's pool."""
+
+    def __init__(
+        self,
+        pending: list[Pending],
+        pool: ThreadPoolExecutor,
+        embed: Callable[[Batch], np.ndarray],
+    ) -> None:
+        self.pending = pending
+        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
+        self.batches = [work[i : i + EMBED_BATCH] for i in range(0, len(work), EMBED_BATCH)]
+        self._pool, self._embed = pool, embed
+        self._next = min(EMBED_WORKERS, len(self.batches))
+        self.upcoming: deque[Future[np.ndarray]] = deque(
+            pool.submit(embed, batch) for batch in self.batches[: self._next]
+        )
+
+    def embed_next(self) -> None:
+        """Start the next batch not embedding yet (one is taken: one more may start)."""
+        if self._next < len(self.batches):
+            self.upcoming.append(self._pool.submit(self._embed, self.batches[self._next]))
+            self._next += 1
+
+
+def chunk_id(doc_path: str, index: int, version: str) -> str:
+    """A chunk's id: its document, the content ``version`` (hash) and its place. The
+    version keeps an update's new chunks apart from the earlier ones, which stay
+    searchable until the new ones are in."""
+    return f"{hashlib.sha1(doc_path.encode()).hexdigest()[:20]}:{version[:12]}:{index}"
+
+
+def chunk_record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> ChunkRecord:
+    return ChunkRecord(
+        id=chunk_id(doc.path, chunk.index, doc.content_hash),
+        doc_path=doc.path,
+        domain=doc.domain,
+        title=doc.title,
+        heading=chunk.heading,
+        chunk_index=chunk.index,
+        content_hash=doc.content_hash,
+        text=chunk.text,
+        search_text=search_text(doc.title, chunk.heading, chunk.text),
+        vector=vector,
+        access=encode_access(doc.access),
+    )

@@ -1,0 +1,466 @@
+"""Ingestion: files → documents → chunks → vectors, idempotent by content hash.
+
+Per document the vector index is written first and the relational row last, so a
+crash leaves at worst a row that disagrees with the index; every run starts by
+reconciling the two (chunk count and content hash per document) and repairs what
+disagrees. An updated document's earlier chunks are deleted only once its new ones and
+its row are in: it stays searchable throughout, and whole when the update fails. A file
+that cannot be read is reported and skipped; the rest goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.exc import DataError
+
+from superbiz.exceptions import DocumentError, first_line
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text
+from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
+from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
+from superbiz.knowledge.ingest.answers import encode_answers
+from superbiz.knowledge.ingest.batches import (
+    EMBED_WORKERS,
+    INDEX_CHUNKS,
+    Group,
+    Pending,
+    chunk_id,
+    chunk_record,
+)
+from superbiz.knowledge.ingest.discovery import (
+    Candidate,
+    Unreadable,
+    discover,
+    each_file_once,
+    gone,
+    placement,
+    root_of,
+    stored_roots,
+    under,
+)
+from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.ingest.run import IngestRun, Progress
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.statistics import refresh_statistics
+from superbiz.retrieval.answers import answer_head
+from superbiz.storage.repository import StoredDocument
+
+__all__ = ["IngestReport", "IngestRun", "Ingestor", "Progress"]
+
+
+class Ingestor:
+    """Ingests files into ``kb``; ``metadata`` writes missing covers/when_to_retrieve
+    (an LLM), else they are derived; ``domains`` recomputes the changed domains. Each
+    ``ingest`` is one ``IngestRun``: nothing of a run stays here.
+
+    ``outside_stores`` is entered while the ingest does work that touches no store: reading
+    and converting each file (a 2,000-page PDF: seconds), waiting for its embeddings (13
+    of 17 s for a 1.5 MB file), measuring the KB's statistics and waiting for the vector
+    index to build: the HTTP service lets go of its store lock there, so turns and reads
+    go on beside an upload's ingest as they do beside a ``superbiz ingest`` on server
+    stores."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        *,
+        metadata: MetadataWriter | None = None,
+        domains: DomainService | None = None,
+        outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:
+        self.kb = kb
+        self.metadata = metadata
+        self.domains = domains
+        self.outside_stores = outside_stores
+        #: files already read and converted by the caller (an upload, checked before it
+        #: was stored), taken by ``load`` instead of converting them again
+        self.parsed: dict[Path, SourceDocument] = {}
+
+    def ingest(
+        self,
+        paths: Sequence[Path],
+        *,
+        prune: bool = False,
+        rebuild: bool = False,
+        on_total: Callable[[int], None] | None = None,
+        on_progress: Progress | None = None,
+        root: Path | None = None,
+    ) -> IngestReport:
+        """Bring the knowledge base in line with ``paths`` (files in the KB folder ``root``
+        get their paths from it); one writer at a time, in any process
+        (``KnowledgeBase.write_lock``): its first step drops index entries with no
+        document row, which would be another writer's chunks not yet recorded."""
+        run = IngestRun(
+            paths,
+            prune=prune,
+            rebuild=rebuild,
+            root=root,
+            on_total=on_total,
+            on_progress=on_progress,
+        )
+        with self.kb.write_lock.held():
+            try:
+                self._run(run)
+            finally:  # a run that stopped part-way leaves its last group unwritten, whole
+                run.started = None
+                if run.pool is not None:
+                    run.pool.shutdown(cancel_futures=True)
+                    run.pool = None
+        return run.report
+
+    def _run(self, run: IngestRun) -> None:
+        again = self._open_index(run)
+        self._survey(run, again)
+        for item in run.found:
+            self._read(run, item)
+        self._index(run, run.pending)
+        self._finish_indexing(run)
+        self._tidy(run)
+        self._announce(run)
+
+    # -- steps ----------------------------------------------------------------
+    def _open_index(self, run: IngestRun) -> list[Candidate]:
+        """Check the index against the embedder; a rebuild empties it first, and returns
+        every stored document whose file is still there (other folders', uploads), not
+        only those under the run's paths: nothing disappears with it."""
+        kb = self.kb
+        again: list[Candidate] = []
+        if run.rebuild:
+            again = [
+                Candidate(Path(doc.source_file), root_of(Path(doc.source_file), doc.path))
+                for doc in kb.documents.all()
+                if not gone(doc.source_file)
+            ]
+            kb.store.drop()
+            kb.documents.delete_all()
+            kb.record_embedder()
+        kb.check_index()
+        kb.store.ensure_collection(kb.embedder.dimension)
+        kb.record_embedder()
+        return again
+
+    def _survey(self, run: IngestRun, again: list[Candidate]) -> None:
+        """What is stored, what disagrees with the index, what the paths hold, and where
+        each file goes. Each file is stored once, under its path in the widest KB folder
+        that holds it (given now, or ingested before): the root to load it against, and
+        the copies stored under narrower folders' paths, removed once it has landed."""
+        run.stored = {doc.path: doc for doc in self.kb.documents.all()}
+        for row in run.stored.values():
+            run.by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
+        run.broken = self._reconcile(run.stored)
+        extensions = self.kb.settings.ingest.extensions
+        run.found = each_file_once([*discover(run.paths, extensions, run.root), *again])
+        if run.on_total:
+            run.on_total(len(run.found))
+        kb_roots = stored_roots(run.stored.values())
+        run.placed = {
+            item.file: placement(item, run.by_source.get(os.path.realpath(item.file), []), kb_roots)
+            for item in run.found
+            if isinstance(item, Candidate)
+        }
+        run.moving = {old: item for item, (_, olds) in run.placed.items() for old in olds}
+
+    def _read(self, run: IngestRun, item: Candidate | Unreadable | tuple[str, str]) -> None:
+        """One thing discovery found: skipped with its reason, unchanged, or read and
+        chunked into ``run.pending`` (indexed once enough chunks are gathered)."""
+        report = run.report
+        if isinstance(item, Unreadable):
+            run.unlisted.append(item.folder)
+            run.skip(item.label, item.reason)
+            return
+        if isinstance(item, tuple):
+            run.skip(*item)
+            return
+        label = item.file.relative_to(item.root).as_posix()
+        real = os.path.realpath(item.file)
+        earlier = next(iter(run.by_source.get(real, [])), None)
+        try:
+            # reading and converting a file touches no store: turns go on meanwhile
+            with self.outside_stores():
+                doc = self.load(item.file, run.placed[item.file][0])
+        except DocumentError as exc:
+            run.unloaded.add(real)
+            run.skip(exc.path, exc.reason + _kept(earlier, exc.path), label)
+            return
+        except OSError as exc:
+            run.unloaded.add(real)
+            run.skip(label, f"cannot read: {exc.strerror or exc}{_kept(earlier, label)}")
+            return
+        if doc.path in run.seen:
+            run.skip(doc.path, f"same relative path as {run.seen[doc.path]}", label)
+            return
+        previous = run.stored.get(doc.path)
+        other = previous.source_file if previous else None
+        moved = bool(other) and os.path.realpath(other or "") != real
+        # another file's document is never replaced while that file is there, unless it
+        # is a copy of a file this run has already stored under its KB path
+        freed = doc.path in run.moving and run.moving[doc.path] in run.seen.values()
+        if other and moved and not freed and not gone(other):
+            run.skip(doc.path, _clash(real, other), label)
+            return
+        run.seen[doc.path] = item.file
+        report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
+        if (
+            previous
+            and previous.content_hash == doc.content_hash
+            and previous.access == doc.access  # stored before superbiz read ``access``
+            and doc.path not in run.broken
+        ):
+            if moved:  # the file's folder moved (or was renamed): follow it
+                run.followed.append(dataclasses.replace(previous, source_file=str(item.file)))
+            report.unchanged.append(doc.path)
+            run.tick(label)
+            return
+        outcome = (
+            report.added
+            if previous is None
+            else report.repaired
+            if doc.path in run.broken and previous.content_hash == doc.content_hash
+            else report.updated
+        )
+        run.pending.append(self._prepare(run, doc, item.file, outcome))
+        if sum(len(p.chunks) for p in run.pending) >= INDEX_CHUNKS:
+            self._index(run, run.pending)
+            run.pending = []
+
+    def _tidy(self, run: IngestRun) -> None:
+        """After every file is in: rows follow their moved files, copies under narrower
+        folders go, broken documents this run did not see are repaired, vanished files'
+        documents pruned, and the answer model encodes what it lacks."""
+        report, stored = run.report, run.stored
+        self.kb.documents.save_all(run.followed)
+        self._drop_copies(run.moving, run.seen, report)
+        # Documents whose index was broken and that this run did not see again; not one
+        # whose file this run could not load: its skip line says the row is kept, and the
+        # run after the file is fixed repairs it
+        for path in sorted(run.broken - run.seen.keys() - run.moving.keys()):
+            source = stored[path].source_file
+            if not under(source, run.unlisted) and os.path.realpath(source) not in run.unloaded:
+                self._repair_unseen(run, stored[path])
+        if run.prune:
+            self._prune(run)
+        encode_answers(self.kb, run)
+        report.domains_changed.update(
+            stored[path].domain for path in [*report.updated, *report.removed] if path in stored
+        )
+
+    def _announce(self, run: IngestRun) -> None:
+        """Tell readers of the change: the index flushed, the caches built again, the
+        statistics measured again (and once for a KB ingested before it was measured),
+        the changed domains summarised again."""
+        kb, report = self.kb, run.report
+        if report.changed or report.answers_encoded:
+            kb.store.flush(waiting=self.outside_stores)
+            kb.changed()
+        if report.changed or kb.key_frequency is None:
+            refresh_statistics(kb, outside_stores=self.outside_stores)
+        if self.domains is not None:
+            self.domains.refresh(report.domains_changed)
+
+    def load(self, file: Path, root: Path) -> SourceDocument:
+        """Read one file into a document, its path relative to ``root``: the one place a
+        run reads a file, so that how a file is read (its format) is decided here alone."""
+        settings = self.kb.settings.ingest
+        if (parsed := self.parsed.pop(file, None)) is not None:
+            return parsed
+        return load_document(
+            file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
+        )
+
+    # -- the steps' parts -----------------------------------------------------
+    def _drop_copies(
+        self,
+        moving: dict[str, Path],
+        seen: dict[str, Path],
+        report: IngestReport,
+    ) -> None:
+        """Remove the copies of a file stored under a narrower folder's path, once the file
+        is stored under its path in the wider one (a copy whose path another file of this
+        run took was replaced already). ``seen``: path → the file this run stored there."""
+        landed = {file: path for path, file in seen.items()}
+        copies = []
+        for old, file in moving.items():
+            if old in seen or file not in landed:
+                continue
+            row = self.kb.documents.get(landed[file])
+            if row is not None and os.path.realpath(row.source_file) == os.path.realpath(file):
+                copies.append(old)
+        self.kb.store.delete_documents(copies)
+        self.kb.documents.delete(copies)
+        report.removed.extend(copies)
+
+    def _reconcile(self, stored: dict[str, StoredDocument]) -> set[str]:
+        """Drop index entries with no row; return rows whose index disagrees."""
+        self.kb.store.delete_other_documents(list(stored))
+        state = self.kb.store.index_state(list(stored))
+        return {
+            path
+            for path, doc in stored.items()
+            if state.get(path) != (doc.chunk_count, frozenset([doc.content_hash]))
+            and not (doc.chunk_count == 0 and path not in state)
+        }
+
+    def _prepare(
+        self, run: IngestRun, doc: SourceDocument, file: Path, outcome: list[str]
+    ) -> Pending:
+        settings = self.kb.settings.ingest
+        enrichment = enrich(doc, self.metadata)
+        if enrichment.failure:
+            run.report.metadata_failures.append((doc.path, enrichment.failure))
+        doc = enrichment.document
+        chunks = chunk_markdown(doc.body, settings.chunk_size, settings.chunk_overlap)
+        if chunks and self.kb.answer_encoder is not None:
+            chars = self.kb.settings.advanced.retrieval.answers.head_chars
+            run.heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
+        return Pending(doc, file, outcome, chunks)
+
+    def _index(self, run: IngestRun, pending: list[Pending], *, tick: bool = True) -> None:
+        """Start indexing ``pending`` documents, and finish the group started before:
+        ``pending`` is embedded in the run's threads while the earlier group is inserted
+        and, after this returns, while the run reads and converts its next files (which
+        took turns with embedding before). ``_finish_indexing`` finishes the last group."""
+        if run.pool is None:
+            run.pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
+        started = Group(pending, run.pool, self._embed) if pending else None
+        earlier, run.started = run.started, started
+        if earlier is not None:
+            self._write(run, earlier, tick=tick)
+
+    def _finish_indexing(self, run: IngestRun, *, tick: bool = True) -> None:
+        """Write the group still embedding: every document of the run is in after it."""
+        group, run.started = run.started, None
+        if group is not None:
+            self._write(run, group, tick=tick)
+
+    def _write(self, run: IngestRun, group: Group, *, tick: bool) -> None:
+        """Write ``group``'s documents beside their earlier versions: the new chunks
+        inserted ``EMBED_BATCH`` at a time as their vectors come (a large file never holds
+        all its vectors at once) under ids of their own (``chunk_id``), then each row, and
+        only then the earlier chunks deleted. Readers find every document throughout; an
+        embedder or store failure, or a crash, leaves the earlier version whole (the next
+        run's reconcile repairs a doubled index). A row the database refuses is a skipped
+        file: its new chunks are deleted, its earlier version kept."""
+        pending = group.pending
+        store = self.kb.store
+        earlier = store.chunk_ids([p.doc.path for p in pending])
+        fresh = {
+            p.doc.path: {chunk_id(p.doc.path, c.index, p.doc.content_hash) for c in p.chunks}
+            for p in pending
+        }
+        # the same version written again (a repair) replaces its own chunks in place
+        store.delete_chunks(
+            {i for path, ids in fresh.items() for i in ids & earlier.get(path, set())}
+        )
+        # The next batches are embedded (numpy, mostly off the GIL) while this one is
+        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
+        for batch in group.batches:
+            with self.outside_stores():
+                vectors = group.upcoming.popleft().result()
+            group.embed_next()
+            pairs = zip(batch, vectors, strict=True)
+            store.insert([chunk_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
+        rows = [
+            StoredDocument(
+                path=doc.path,
+                title=doc.title,
+                domain=doc.domain,
+                content_hash=doc.content_hash,
+                size_bytes=doc.size_bytes,
+                chunk_count=len(chunks),
+                source_file=str(file),
+                metadata=doc.metadata(),
+                access=doc.access,
+            )
+            for doc, file, _, chunks in pending
+        ]
+        try:  # every row in one transaction; when one is refused, each on its own
+            self.kb.documents.save_all(rows)
+            refused: dict[str, str] = {}
+        except DataError:
+            refused = self._save_each(rows)
+        stale: set[str] = set()  # the earlier version of each saved document, the new one
+        # of each refused (its earlier version stays, as a broken file's does)
+        for doc, _, outcome, _ in pending:
+            old, new = earlier.get(doc.path, set()), fresh[doc.path]
+            if doc.path in refused:
+                stale |= new - old
+                problem = refused[doc.path] + _kept(self.kb.documents.get(doc.path), doc.path)
+                run.report.skipped.append((doc.path, f"refused by the database: {problem}"))
+            else:
+                stale |= old - new
+                outcome.append(doc.path)
+                run.report.domains_changed.add(doc.domain)
+            if tick:
+                run.tick(doc.path)
+        store.delete_chunks(stale)
+
+    def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
+        """Save ``rows`` one by one; the path and reason of each the database refuses."""
+        refused = {}
+        for row in rows:
+            try:
+                self.kb.documents.save(row)
+            except DataError as exc:
+                refused[row.path] = first_line(exc)
+        return refused
+
+    def _embed(self, batch: list[tuple[SourceDocument, Chunk]]) -> np.ndarray:
+        texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
+        return self.kb.embedder.embed(texts)
+
+    def _repair_unseen(self, run: IngestRun, doc: StoredDocument) -> None:
+        source = Path(doc.source_file)
+        root = root_of(source, doc.path)
+        try:
+            fresh = self.load(source, root)
+        except (DocumentError, OSError, ValueError):
+            self.kb.store.delete_documents([doc.path])
+            self.kb.documents.delete([doc.path])
+            run.report.removed.append(doc.path)
+            return
+        self._index(run, [self._prepare(run, fresh, source, run.report.repaired)], tick=False)
+        self._finish_indexing(run, tick=False)
+
+    def _prune(self, run: IngestRun) -> None:
+        """Drop the documents under the ingested folders whose files are gone; never one
+        under a folder this run could not read, nor one whose file cannot be checked."""
+        roots = [p.resolve() for p in run.paths if p.is_dir()]
+        vanished = [
+            doc.path
+            for doc in run.stored.values()
+            if doc.path not in run.seen
+            and any(Path(doc.source_file).is_relative_to(root) for root in roots)
+            and not under(doc.source_file, run.unlisted)
+            and gone(doc.source_file)
+        ]
+        self.kb.store.delete_documents(vanished)
+        self.kb.documents.delete(vanished)
+        run.report.removed.extend(vanished)
+
+
+def _clash(real: str, other: str) -> str:
+    """Why ``real`` is not stored over the document of ``other``, and what to do."""
+    return (
+        f"another file is stored at this path, from another folder: {other} (still there) "
+        f"is not replaced by {real}; rename one of them, or delete {other} if this file "
+        "replaces it"
+    )
+
+
+def _kept(stored: StoredDocument | None, label: str) -> str:
+    """What a skip line adds when the file was ingested before: that version is kept (a
+    file emptied or broken by mistake loses nothing), and so stays in lookups."""
+    if stored is None:
+        return ""
+    name = "its earlier version" if stored.path == label else f"its earlier version ({stored.path})"
+    return (
+        f"; {name} stays searchable until the file is fixed "
+        "(or deleted, then `superbiz ingest --prune`)"
+    )

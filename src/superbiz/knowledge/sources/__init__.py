@@ -1,0 +1,2 @@
+"""Where documents come from and the verbs that change them: uploads, folders, Git
+repositories, and the list of sources."""
