@@ -233,7 +233,7 @@ class GovernedRetrieval:
 
     def _map(self, reader: Reader | None) -> KnowledgeMap:
         kb = self.runtime.kb
-        kb.sync()
+        kb.catch_up()
         return map_for(build_map(kb), kb.view(reader or self.reader))
 
     def close(self) -> None:

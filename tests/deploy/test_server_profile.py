@@ -132,10 +132,10 @@ def test_every_document_or_domain_change_bumps_the_version(
         assert ingested > start  # one bump per transaction: a batch's rows are written in one
         assert kb.documents.delete(["no/such.md"]) == 0
         assert knowledge_version(kb.engine) == ingested
-        assert not kb.sync() or kb.version == ingested
-        assert not kb.sync()
+        assert not kb.catch_up() or kb.version == ingested
+        assert not kb.catch_up()
         kb.documents.delete(["glossary.md"])
-        assert kb.sync() and kb.version == ingested + 1
+        assert kb.catch_up() and kb.version == ingested + 1
     finally:
         kb.close()
 

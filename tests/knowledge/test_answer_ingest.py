@@ -182,7 +182,7 @@ def test_a_backfill_the_model_stops_announces_what_it_encoded(
     with pytest.raises(EmbeddingError):
         Ingestor(kb).ingest([corpus])
     assert answer_rows(kb) == 2
-    assert reader.sync() and len(reader.answer_index) == 2
+    assert reader.catch_up() and len(reader.answer_index) == 2
 
 
 def test_lookups_are_ranked_with_the_answer_model_in_every_process(
@@ -322,7 +322,7 @@ def test_a_one_document_change_redoes_that_document_only(tmp_path: Path, open_kb
     assert doc is not None
     other.documents.save(dataclasses.replace(doc, title="TLS certificate expiry"))
     read, work = kb.documents_read, dict(kb.work)
-    assert kb.sync()
+    assert kb.catch_up()
     ours = _whole(kb)
     assert kb.documents_read - read == 1
     assert kb.work == {

@@ -270,7 +270,7 @@ def test_reingest_is_unchanged_when_chunks_span_many_query_pages(
     root = tmp_path / "kb"
     sections = "\n\n".join(f"## Step {i}\n" + f"Check item {i} carefully. " * 12 for i in range(30))
     write_kb(root, {f"ops/runbook-{n}.md": f"# Runbook {n}\n\n{sections}\n" for n in range(10)})
-    kb.store.page_size = 3
+    kb.store.batch_size = 3
     first = Ingestor(kb).ingest([root])
     assert len(first.added) == 10
     counts = [doc.chunk_count for doc in kb.documents.all()]

@@ -163,12 +163,12 @@ def test_another_process_reads_the_new_measurements_after_a_refresh(
     open_kb.meta.set(KEY_FREQUENCY_KEY, "")  # as if not measured yet when the other read
     other = KnowledgeBase(Settings(data_dir=tmp_path / "data"), embedder=use_embedder)
     try:
-        other.sync()
+        other.catch_up()
         assert other.key_frequency is None
 
         refresh_statistics(open_kb)
 
-        assert other.sync() is True
+        assert other.catch_up() is True
         assert other.key_frequency is not None and other.key_frequency.counts["kafka"] == 5
     finally:
         other.close()

@@ -85,9 +85,9 @@ class Executor:
         self.lookup = lookup
         #: where the answer selection reads the shown documents' passages (the knowledge
         #: base the lookup searches, unless given); without one it scores what was shown
-        source = lookup.source
-        if passages is None and isinstance(source, PassageSource):
-            passages = source
+        knowledge = lookup.knowledge
+        if passages is None and isinstance(knowledge, PassageSource):
+            passages = knowledge
         self.passages = passages
         #: whose turns these are (None: an unrestricted reader; see ``LookupTurn``)
         self.reader = reader

@@ -234,7 +234,7 @@ class Runtime(LookupRuntime):
         A build that fails leaves the map stale, not marked fresh. (Two turns may build it
         at once while one waits for the LLM to summarise a domain: no lock here, as the
         other may hold the store lock the first needs back.)"""
-        self.kb.sync()
+        self.kb.catch_up()
         whole, reader_maps = self._map.get(self.kb.changes)
         view = self.kb.view(reader)
         if not view.restricted:

@@ -54,7 +54,7 @@ def _titles(titles: list[str], language: Language) -> str:
     return localized("common.title_separator", language).join(quoted)
 
 
-class EvidenceSource(Protocol):
+class SearchedKnowledge(Protocol):
     """What a governed lookup needs from the knowledge base (``KnowledgeBase`` is one)."""
 
     @property
@@ -96,11 +96,11 @@ class GovernedLookup:
 
     def __init__(
         self,
-        source: EvidenceSource,
+        knowledge: SearchedKnowledge,
         tracker: SessionTracker,
         observer: CallObserver = UNOBSERVED,
     ) -> None:
-        self.source = source
+        self.knowledge = knowledge
         self.tracker = tracker
         self.observer = observer
 
@@ -124,17 +124,17 @@ class GovernedLookup:
         ``reader``: whose lookup it is (None: an unrestricted reader); it searches what
         the reader may read, and the session's memory of anything else stays out of it."""
         if domain:
-            domain = self.source.require_domain(domain, reader)
+            domain = self.knowledge.require_domain(domain, reader)
         text = f"{query} {missing_dimension}" if missing_dimension else query
         language = asker_language(query)
         # all the session retrieved is excluded (what the reader may not read is not
         # searched anyway); what it is told it retrieved is what it may read, decided
         # after the search brought the knowledge base up to date
         seen = self.tracker.retrieved_docs(session_id)
-        found = self.source.retrieve(text, domain, exclude=seen, page=page, reader=reader)
+        found = self.knowledge.retrieve(text, domain, exclude=seen, page=page, reader=reader)
         widened = False
         if domain and widen and found.level not in GOOD_LEVELS:
-            whole = self.source.retrieve(text, None, exclude=seen, reader=reader)
+            whole = self.knowledge.retrieve(text, None, exclude=seen, reader=reader)
             if level_rank(whole.level) >= level_rank(found.level):
                 found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
@@ -202,12 +202,12 @@ class GovernedLookup:
 
     def infer_domain(self, query: str, reader: Reader | None = None) -> str | None:
         """The domain a lookup without one is about, decided before any result is shown."""
-        return self.source.infer_domain(query, reader)
+        return self.knowledge.infer_domain(query, reader)
 
     def require_domain(self, domain: str, reader: Reader | None = None) -> str:
         """``domain`` normalised, or ``UnknownDomainError`` listing the ones ``reader``
         may read."""
-        return self.source.require_domain(domain, reader)
+        return self.knowledge.require_domain(domain, reader)
 
     def retrieved_docs(self, session_id: str, reader: Reader | None = None) -> dict[str, str]:
         """What the session retrieved (doc_path → domain) that ``reader`` may read: a
@@ -216,7 +216,7 @@ class GovernedLookup:
         return self._readable(self.tracker.retrieved_docs(session_id), reader)
 
     def _readable(self, retrieved: dict[str, str], reader: Reader | None) -> dict[str, str]:
-        view = self.source.view(reader)
+        view = self.knowledge.view(reader)
         if not view.restricted:
             return retrieved
         return {path: domain for path, domain in retrieved.items() if view.may_read(path)}
@@ -230,7 +230,7 @@ class GovernedLookup:
         unit. The best one is cut last: when it came second, cutting the two joined
         dropped the end of the very section the heading names (the Redis runbook's
         ``max-active`` advice, under "排查步骤 > 处理", behind its opening)."""
-        budget = self.source.excerpt_chars * 2
+        budget = self.knowledge.excerpt_chars * 2
         best, *rest = doc.chunks[:2]
         texts = {best.hit.chunk_index: _cut(best.hit.text, budget)}
         for chunk in rest:
@@ -248,7 +248,7 @@ class GovernedLookup:
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
         text = doc.chunks[0].hit.text
-        limit = self.source.excerpt_chars // 2
+        limit = self.knowledge.excerpt_chars // 2
         return SupplementResult(
             title=doc.title,
             domain=doc.domain,

@@ -36,8 +36,8 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _QUERY_BATCH = 200
-#: rows per page when reading many chunks back (Milvus caps one query at 16,384)
-QUERY_PAGE = 4096
+#: rows per batch when reading many chunks back (Milvus caps one query at 16,384)
+QUERY_BATCH = 4096
 
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
@@ -84,7 +84,7 @@ class MilvusChunkStore:
                     f"vector.uri to a Milvus server); Milvus Lite said: {first_line(exc)}"
                 ) from exc
             raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
-        self.page_size = QUERY_PAGE
+        self.batch_size = QUERY_BATCH
         self._filter_templates: bool | None = None  # see _templates
         self.has_bm25 = False
         #: whether chunks keep their document's access list (collections built before
@@ -305,8 +305,8 @@ class MilvusChunkStore:
         self, doc_paths: Sequence[str], *, vectors: bool = True
     ) -> dict[str, list[ChunkHit]]:
         """One query for all of ``doc_paths``: in-process on Milvus Lite (2.3 ms for one
-        document, 4.1 ms for five, against 10.8 ms each through the client's paged
-        iterator), paged through the client elsewhere or when a page comes back full.
+        document, 4.1 ms for five, against 10.8 ms each through the client's batched
+        iterator), read in batches through the client elsewhere or when one comes back full.
         ``vectors=False`` leaves the vectors out (a tenth of the memory)."""
         if not doc_paths:
             return {}
@@ -321,13 +321,13 @@ class MilvusChunkStore:
     def _rows(self, query: Filter, output: list[str]) -> list[dict[str, Any]]:
         """Every row matching ``query``: one query in process on Milvus Lite (the
         reconciliation of 2,385 documents at the start of an ingest: 0.7 s of CPU
-        against 1.6 s through the client's paged iterator), paged through the client
-        elsewhere or when the page comes back full."""
-        page = self.page_size
+        against 1.6 s through the client's batched iterator), read in batches through the
+        client elsewhere or when the one query comes back full."""
+        batch = self.batch_size
 
         def direct(local: InProcessLite) -> list[dict[str, Any]] | None:
-            found = local.query(query.rendered(), output, page)
-            return found if len(found) < page else None  # more: the client pages through
+            found = local.query(query.rendered(), output, batch)
+            return found if len(found) < batch else None  # more: the client reads on
 
         rows = self._in_process(direct, lambda: list(self._query_all(query, output)))
         return rows if rows is not None else list(self._query_all(query, output))
@@ -365,19 +365,19 @@ class MilvusChunkStore:
         return self._filter_templates
 
     def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:
-        """Every row matching ``query``, read ``page_size`` rows at a time: one query may
+        """Every row matching ``query``, read ``batch_size`` rows at a time: one query may
         return at most 16,384 rows, and a large document has more chunks than that."""
         args = self._filter(query)
         if "filter_params" in args:  # the iterator hands its options to each query call
             args["expr_params"] = args.pop("filter_params")
-        pages = self._client.query_iterator(
-            self.collection, batch_size=self.page_size, output_fields=output, **args
+        batches = self._client.query_iterator(
+            self.collection, batch_size=self.batch_size, output_fields=output, **args
         )
         try:
-            while page := pages.next():
-                yield from page
+            while batch := batches.next():
+                yield from batch
         finally:
-            pages.close()
+            batches.close()
 
     def search_dense(
         self,

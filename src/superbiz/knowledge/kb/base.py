@@ -61,7 +61,7 @@ class KnowledgeBase:
     ``store`` passed in (e.g. ``InMemoryChunkStore``) replaces the configured Milvus one.
 
     Several processes may serve one knowledge base (replicas on one PostgreSQL and one
-    Milvus server, ``superbiz ingest`` while they run): ``sync()`` notices the changes any
+    Milvus server, ``superbiz ingest`` while they run): ``catch_up()`` notices the changes any
     of them made, through the relational store's ``knowledge_version``.
     """
 
@@ -173,9 +173,9 @@ class KnowledgeBase:
     ) -> Retrieval:
         """Ranked, levelled evidence for ``query`` among the documents not in ``exclude``
         that ``reader`` may read (None: an unrestricted reader), from the knowledge base as
-        it is now (``sync`` first: an MCP lookup is a turn); ``page``: see
+        it is now (``catch_up`` first: an MCP lookup is a turn); ``page``: see
         ``Retriever.retrieve``."""
-        self.sync()
+        self.catch_up()
         visibility = self.view(reader).visibility
         return self.retriever.retrieve(
             query, domain, exclude=exclude, page=page, visibility=visibility
@@ -287,7 +287,7 @@ class KnowledgeBase:
         return self._frequency.get(self._changes)
 
     def current_documents(self, *, fresh: bool = False) -> dict[str, StoredDocument]:
-        """The stored documents by path (in path order) as of the last ``sync`` or
+        """The stored documents by path (in path order) as of the last ``catch_up`` or
         ``changed`` (``fresh``: as stored now), read by difference
         (``DocumentMirror``): an unchanged document is the same object as before."""
         with self._cache_lock:
@@ -370,10 +370,10 @@ class KnowledgeBase:
 
     @property
     def version(self) -> int:
-        """The ``knowledge_version`` this process's caches are at (see ``sync``)."""
+        """The ``knowledge_version`` this process's caches are at (see ``catch_up``)."""
         return self._version
 
-    def sync(self) -> bool:
+    def catch_up(self) -> bool:
         """Count another process's document changes as a change here (``changed``); True
         if anything changed.
 

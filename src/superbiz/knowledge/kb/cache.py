@@ -1,7 +1,7 @@
 """A value derived from the documents, remembered with the change it was built at.
 
 The knowledge base counts every change of its documents (its own writes, and another
-process's seen by ``sync``). A cache asked at a later count builds its value again; a
+process's seen by ``catch_up``). A cache asked at a later count builds its value again; a
 builder that can update by difference (the exact index, the answer index) keeps its own
 state and redoes only what changed. Nothing resets a cache by hand, so a new cache cannot
 be forgotten in a reset.
