@@ -117,7 +117,10 @@ def test_bob_gets_what_a_knowledge_base_without_them_gives(
         assert restricted["naming"] == without["naming"], query
         assert restricted["shown"] == without["shown"], query
         assert sorted(restricted["ranked"]) == sorted(without["ranked"]), query
-        assert sorted(restricted["similarities"]) == sorted(without["similarities"]), query
+        # two collections, two float32 searches: a cosine may differ in its last digit
+        assert sorted(restricted["similarities"]) == pytest.approx(
+            sorted(without["similarities"]), abs=1e-4
+        ), query
 
 
 def test_alice_gets_what_an_unrestricted_reader_gets(
