@@ -348,8 +348,7 @@ def test_a_failing_call_through_the_gate_is_done_by_the_client(
 
 def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
     """Dense and BM25 hits through the live-row searches and through Lite's own."""
-    from superbiz.retrieval._lite.checks import _lite_search
-    from superbiz.retrieval._lite.search import search_bm25, search_dense
+    from superbiz.retrieval._lite.search import collection_search, search_bm25, search_dense
 
     where = f'domain == "{domain}"' if domain else None
     out = []
@@ -357,8 +356,8 @@ def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
     for limit in (4, 40):
         dense = (probe, "dense", "L2", limit, where, ["doc_path", "domain", "text"])
         bm25 = ("Redis 连接池 payment", "sparse", "BM25", limit, where, ["doc_path", "dense"])
-        out.append((search_dense(gate.live, *dense), _lite_search(gate.collection, *dense)))
-        out.append((search_bm25(gate.live, *bm25), _lite_search(gate.collection, *bm25)))
+        out.append((search_dense(gate.live, *dense), collection_search(gate.collection, *dense)))
+        out.append((search_bm25(gate.live, *bm25), collection_search(gate.collection, *bm25)))
     return out
 
 

@@ -55,7 +55,7 @@ from superbiz.retrieval._lite.bm25 import accelerate_bm25
 from superbiz.retrieval._lite.checks import search_check, self_check
 from superbiz.retrieval._lite.ingest import analyzers, cache_analysis, columnar_flush
 from superbiz.retrieval._lite.live_rows import LiveRows
-from superbiz.retrieval._lite.search import search_bm25, search_dense
+from superbiz.retrieval._lite.search import collection_search, search_bm25, search_dense
 
 __all__ = ["InProcessLite"]
 
@@ -119,15 +119,7 @@ class InProcessLite:
         if self.live is not None:
             search = search_bm25 if metric == "BM25" else search_dense
             return search(self.live, data, field, metric, limit, expr, output_fields)
-        result = self.collection.search(
-            [data],
-            top_k=limit,
-            metric_type=metric,
-            output_fields=output_fields,
-            anns_field=field,
-            expr=expr,
-        )
-        return list(result[0])
+        return collection_search(self.collection, data, field, metric, limit, expr, output_fields)
 
     def wait_for_index_build(self) -> None:
         wait_for_index_build(self.collection)

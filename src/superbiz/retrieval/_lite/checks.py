@@ -22,7 +22,7 @@ import numpy as np
 from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
 from superbiz.retrieval._lite.ingest import cache_analysis
 from superbiz.retrieval._lite.live_rows import LiveRows
-from superbiz.retrieval._lite.search import search_bm25, search_dense
+from superbiz.retrieval._lite.search import collection_search, search_bm25, search_dense
 
 #: the gate logs under one name, whichever of its modules speaks
 log = logging.getLogger(__package__)
@@ -213,31 +213,11 @@ def _searches_differ(collection: Any, live: LiveRows, probes: np.ndarray, step: 
         for expr in (None, 'domain == "a"'):
             for probe in probes[:2]:
                 args = (probe.tolist(), "dense", "L2", limit, expr, ["domain", "text"])
-                if search_dense(live, *args) != _lite_search(collection, *args):
+                if search_dense(live, *args) != collection_search(collection, *args):
                     return f"a dense search differs after step {step} ({limit}, {expr})"
             for query in CHECK_QUERIES[:2]:
                 args = (query, "sparse", "BM25", limit, expr, ["domain", "text", "dense"])
-                expected = _lite_search(collection, *args)
+                expected = collection_search(collection, *args)
                 if search_bm25(live, *args) != expected:
                     return f"a BM25 search differs after step {step} ({limit}, {expr})"
     return None
-
-
-def _lite_search(
-    collection: Any,
-    data: list[float] | str,
-    field: str,
-    metric: str,
-    limit: int,
-    expr: str | None,
-    output_fields: list[str],
-) -> list[dict[str, Any]]:
-    result = collection.search(
-        [data],
-        top_k=limit,
-        metric_type=metric,
-        output_fields=output_fields,
-        anns_field=field,
-        expr=expr,
-    )
-    return list(result[0])

@@ -205,3 +205,25 @@ class _Projection:
                     continue
             record[name] = table.column(name)[row].as_py()
         return self.of_record(record)
+
+
+def collection_search(
+    collection: Any,
+    data: list[float] | str,
+    field: str,
+    metric: str,
+    limit: int,
+    expr: str | None,
+    output_fields: list[str],
+) -> list[dict[str, Any]]:
+    """Lite's own search of ``collection`` (its row-by-row scan): what the live rows'
+    searches stand in for, and what the self-check compares them with."""
+    result = collection.search(
+        [data],
+        top_k=limit,
+        metric_type=metric,
+        output_fields=output_fields,
+        anns_field=field,
+        expr=expr,
+    )
+    return list(result[0])
