@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy.exc import DataError
 
+from superbiz._process import release_freed_memory
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text
@@ -263,6 +264,8 @@ class Ingestor:
             refresh_statistics(kb, outside_stores=self.outside_stores)
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
+        if report.changed:
+            release_freed_memory()  # a run's copies and batches, not kept while serving
 
     def load(self, file: Path, root: Path) -> SourceDocument:
         """Read one file into a document, its path relative to ``root``: the one place a
