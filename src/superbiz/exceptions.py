@@ -24,11 +24,21 @@ class DocumentError(SuperbizError):
         self.reason = reason
 
 
-class NotFoundError(LookupError):
+class _Withholding(Exception):
+    """``withheld``: the path of a document that exists but the caller may not read. The
+    caller is told only what the message says (the same words as for any such path); the
+    service writes the refusal to the audit trail."""
+
+    def __init__(self, message: str, *, withheld: str | None = None) -> None:
+        super().__init__(message)
+        self.withheld = withheld
+
+
+class NotFoundError(_Withholding, LookupError):
     """A document, session or source the caller named does not exist (→ 404)."""
 
 
-class ConflictError(Exception):
+class ConflictError(_Withholding, Exception):
     """A change would replace a document it must not, or not without asking (→ 409)."""
 
 

@@ -40,6 +40,7 @@ from oidc_provider import id_token, running_provider
 from superbiz import cli
 from superbiz.agents.runtime import Runtime
 from superbiz.api import create_app
+from superbiz.api.routes.documents import WITHHELD
 from superbiz.auth._reader import reader_of
 from superbiz.auth.directory import UserDirectory
 from superbiz.config import AuthSettings, OidcSettings
@@ -270,6 +271,11 @@ def test_the_documents_api_is_as_if_they_did_not_exist(
     ada = service.as_("ada")
     assert "kingfisher" in client.get(f"/api/documents/{ledger}", headers=ada).text
     assert "kingfisher" in client.get(f"/api/documents/{quote(RECON_DOC)}", headers=ada).text
+    # bob heard "not found"; the audit trail says which document he was refused (once a
+    # minute each), and never a path that does not exist or one he may read
+    trail = client.get("/api/audit?action=denied&actor=bob", headers=ada).json()["events"]
+    withheld = {e["target"] for e in trail if e["detail"]["reason"] == WITHHELD}
+    assert withheld == {*HIDDEN_DOCS, ledger}
 
 
 def test_the_gaps_report_is_an_admins_and_an_admin_reads_everything(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import PlainTextResponse
@@ -22,6 +23,9 @@ from superbiz.api.errors import (
 )
 from superbiz.api.responses.documents import Deleted, DocumentList, Uploaded
 from superbiz.auth import audit
+from superbiz.auth.audit import AuditLog
+from superbiz.auth.principal import User
+from superbiz.exceptions import ConflictError, NotFoundError
 
 router = APIRouter(
     prefix="/api/documents",
@@ -29,6 +33,24 @@ router = APIRouter(
     dependencies=Authorized,
     responses={**UNAUTHORIZED, **INTERNAL},
 )
+
+T = TypeVar("T")
+
+#: the audit trail's reason for a request about a document its caller may not read
+WITHHELD = "a document the caller may not read (answered as if it did not exist)"
+
+
+async def _withholding(
+    auth: AuditLog, user: User, address: str | None, function: Callable[..., T], *args: Any
+) -> T:
+    """``function(*args)`` in a thread; a refusal that withheld a document (answered 404
+    or 409 in the words of any such path) is written to the audit trail first."""
+    try:
+        return await in_thread(function, *args)
+    except (NotFoundError, ConflictError) as refusal:
+        if refusal.withheld is not None:
+            await in_thread(auth.denied, user.name, refusal.withheld, WITHHELD, address)
+        raise
 
 
 @router.get("")
@@ -83,8 +105,16 @@ async def upload(
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise HTTPException(413, f"the file is over the {limit}-byte limit (ingest.max-file-bytes)")
-    uploaded = await in_thread(
-        documents.upload, file.filename or "", data, domain, overwrite, reader
+    uploaded = await _withholding(
+        auth.audit,
+        user,
+        address,
+        documents.upload,
+        file.filename or "",
+        data,
+        domain,
+        overwrite,
+        reader,
     )
     await in_thread(
         auth.audit.record,
@@ -107,11 +137,16 @@ async def upload(
     },
 )
 async def document_text(
-    document_id: str, documents: DocumentsDep, reader: ReaderDep
+    document_id: str,
+    documents: DocumentsDep,
+    reader: ReaderDep,
+    user: CurrentUser,
+    auth: AuthDep,
+    address: ClientAddress,
 ) -> PlainTextResponse:
     """The whole document (its id is its path), as the file it was ingested from: plain
     text, so a browser shows its Markdown and any HTML in it as text."""
-    text = await in_thread(documents.text, document_id, reader)
+    text = await _withholding(auth.audit, user, address, documents.text, document_id, reader)
     return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
 
 
@@ -132,7 +167,7 @@ async def delete_document(
     stores and recompute its domain. An uploaded file is deleted too; a knowledge-base
     file stays, and so does its path: the next `superbiz ingest` brings it back, and no
     upload takes its path meanwhile (`note` says so)."""
-    deleted = await in_thread(documents.delete, document_id, reader)
+    deleted = await _withholding(auth.audit, user, address, documents.delete, document_id, reader)
     await in_thread(
         auth.audit.record, user.name, audit.DELETE_DOCUMENT, deleted.deleted, None, address
     )

@@ -73,17 +73,16 @@ class DocumentService:
         """A stored document's file, as it was ingested; not found for a reader who may
         not read it (404, not 403: whether it exists is not said either)."""
         with self.stores.held():
-            stored = self._readable(path, reader)
-        text = document_text(stored, self.settings.ingest) if stored else None
+            stored = self.assistant.kb.documents.get(path)
+            hidden = stored is not None and not self._may_read(path, reader)
+        text = document_text(stored, self.settings.ingest) if stored and not hidden else None
         if text is None:
-            raise NotFoundError(f"no document {path!r}")
+            raise NotFoundError(f"no document {path!r}", withheld=path if hidden else None)
         return text
 
-    def _readable(self, path: str, reader: Reader) -> StoredDocument | None:
-        """The stored document at ``path`` when ``reader`` may read it (stores held)."""
-        kb = self.assistant.kb
-        stored = kb.documents.get(path)
-        return stored if stored is not None and kb.view(reader).may_read(path) else None
+    def _may_read(self, path: str, reader: Reader) -> bool:
+        """Whether ``reader`` may read the document at ``path`` (stores held)."""
+        return self.assistant.kb.view(reader).may_read(path)
 
     def upload(
         self,
@@ -109,8 +108,8 @@ class DocumentService:
         """Remove a document from both stores: ``DocumentLifecycle.remove``; one ``reader``
         may not read is not found (404)."""
         with self.writes.held(), self.stores.held():
-            if self.assistant.kb.documents.get(path) and not self._readable(path, reader):
-                raise NotFoundError(f"no document {path!r}")
+            if self.assistant.kb.documents.get(path) and not self._may_read(path, reader):
+                raise NotFoundError(f"no document {path!r}", withheld=path)
             removed = self._lifecycle().remove(path)
             self.assistant.invalidate_map()
         return Deleted(

@@ -299,7 +299,8 @@ class DocumentLifecycle:
             raise ConflictError(
                 f"{path} is the path of a document an upload never replaces (from a "
                 "knowledge-base folder, or one you may not read); rename the file or upload it "
-                "to another domain"
+                "to another domain",
+                withheld=path if hidden else None,
             )
         if not overwrite and not (target.is_file() and target.read_bytes() == data):
             raise ConflictError(f"{path} was uploaded before; send overwrite=true to replace it")
