@@ -366,3 +366,62 @@ def test_block_boundaries_are_jiebas_boundaries_of_the_whole_text() -> None:
         blocks = _BlockBoundaries(text)
         found = {pos for pos in range(len(text) + 1) if pos in blocks}
         assert found == set(_boundaries(text)), text
+
+
+# -- large buckets ---------------------------------------------------------------------------
+
+#: many keys starting with one word (a KB of generated copies: "kube …" titles by the
+#: thousand), many of one length, one document with two keys of one length and field
+CROWDED = [
+    *[
+        ExactEntry(f"alerts/kube-{n}.md", f"Kube {word} down", "alerts", tags=(f"kube {n}",))
+        for n, word in enumerate(
+            ["pod", "node", "api", "job", "dns", "etcd", "proxy", "quota"] * 6 + ["scheduler"]
+        )
+    ],
+    ExactEntry("alerts/twins.md", "Kube twin", "alerts", aliases=("kube abc", "kube xyz")),
+    ExactEntry("alerts/kube-oom.md", "Kube 内存溢出", "alerts", covers=("kube oom killed",)),
+]
+
+CROWDED_QUERIES = [
+    "kube pod down and kube node down again",
+    "Kube scheduler down since the kube 7 rollout",
+    "alerts: kube xyz, then kube abc",
+    "kube 内存溢出 in prod; kube oom killed twice",
+    "kubernetes kube-proxy down",
+    "nothing to see",
+]
+
+
+def test_a_crowded_bucket_matches_and_counts_as_trying_each_key_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``_SCANNED_BUCKET`` keys a bucket is looked up by key length: the same
+    matches and the same key counts as trying every key."""
+    import superbiz.retrieval.exact_index as exact
+
+    texts = [(f"t{n}.md", query) for n, query in enumerate(CROWDED_QUERIES)]
+
+    def observed() -> tuple[list[list[tuple[str, str]]], dict[str, int]]:
+        index = ExactIndex(CROWDED)
+        matches = [[(m.doc_path, m.key) for m in index.match(q)] for q in CROWDED_QUERIES]
+        return matches, index.frequency(texts).counts
+
+    crowded = max(len(b) for b in ExactIndex(CROWDED)._buckets.values())
+    assert crowded > exact._SCANNED_BUCKET
+    looked_up = observed()
+    monkeypatch.setattr(exact, "_SCANNED_BUCKET", 10_000)
+    scanned = observed()
+    assert looked_up == scanned
+    matches, counts = looked_up
+    assert ("alerts/twins.md", "kube xyz") in matches[2]  # the first of its two aliases here
+    assert counts["kube pod down"] == 1 and counts["kube oom killed"] == 1
+
+
+def test_a_crowded_bucket_follows_adds_and_removes() -> None:
+    index = ExactIndex(CROWDED)
+    assert "alerts/twins.md" in docs(index, "kube abc")
+    index.remove("alerts/twins.md")
+    assert docs(index, "kube abc") == []
+    index.add(ExactEntry("alerts/new.md", "Kube brand new", "alerts"))
+    assert docs(index, "the kube brand new alert") == ["alerts/new.md"]

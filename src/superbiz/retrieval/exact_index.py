@@ -301,6 +301,14 @@ def _block_boundaries(block: str) -> frozenset[int]:
     return _boundaries(block)
 
 
+#: a key, its field and its document, as a bucket holds them
+_Keyed = tuple[str, MatchField, ExactEntry]
+#: a bucket's keys by length, then by key
+_ByLength = dict[int, dict[str, list[_Keyed]]]
+#: buckets up to this many keys are tried key by key (a dictionary per length costs more)
+_SCANNED_BUCKET = 32
+
+
 class ExactIndex:
     """``frequency`` (kept as ``key_frequency``), when given, leaves out of the matches
     the keys too common in this KB to name a document (``KeyFrequency.names_a_document``):
@@ -310,9 +318,11 @@ class ExactIndex:
     def __init__(
         self, entries: Iterable[ExactEntry] = (), frequency: KeyFrequency | None = None
     ) -> None:
-        self._buckets: dict[str, list[tuple[str, MatchField, ExactEntry]]] = defaultdict(list)
+        self._buckets: dict[str, list[_Keyed]] = defaultdict(list)
         #: the buckets holding each document's keys
         self._units_of: dict[str, set[str]] = defaultdict(set)
+        #: large buckets by key length (``_starting_at``), with the bucket they were made of
+        self._by_length: dict[str, tuple[list[_Keyed], int, _ByLength]] = {}
         self.key_frequency = frequency
         self.size = 0
         for entry in entries:
@@ -350,6 +360,7 @@ class ExactIndex:
                 self._buckets[unit] = kept
             else:
                 self._buckets.pop(unit, None)
+            self._by_length.pop(unit, None)
 
     def match(
         self, query: str, domain: str | None = None, hidden: Collection[str] = ()
@@ -387,7 +398,10 @@ class ExactIndex:
             count += 1
             # a document is segmented only where a Chinese key occurs in it
             blocks = lru_cache(maxsize=1)(_BlockBoundaries)
-            for key in {key for key, _, _ in self._occurrences(text, blocks)}:
+            found: set[str] = set()  # a key found once is not checked again in this text
+            for key, _, _ in self._occurrences(text, blocks, known=found):
+                found.add(key)
+            for key in found:
                 used_by[key].append(path)
         return KeyFrequency(
             count,
@@ -400,18 +414,54 @@ class ExactIndex:
         )
 
     def _occurrences(
-        self, query: str, boundaries: Callable[[str], Container[int]]
+        self,
+        query: str,
+        boundaries: Callable[[str], Container[int]],
+        known: Container[str] = (),
     ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
+        """Each key ``query`` holds where a key may stand (word boundaries, not inside a
+        compound), with its field and document; keys in ``known`` are skipped."""
         text, compounds = compound_spans(query)
         for start, unit in self._units(text):
-            for key, field_, entry in self._buckets.get(unit, ()):
+            for key, field_, entry in self._starting_at(text, start, unit):
+                if key in known:
+                    continue
                 end = start + len(key)
-                if (
-                    text.startswith(key, start)
-                    and self._on_boundary(text, start, key, boundaries)
-                    and not _inside_compound(start, end, compounds)
+                if self._on_boundary(text, start, key, boundaries) and not _inside_compound(
+                    start, end, compounds
                 ):
                     yield key, field_, entry
+
+    def _starting_at(self, text: str, start: int, unit: str) -> list[_Keyed]:
+        """The keys of ``unit``'s bucket that ``text`` holds at ``start``. A small bucket
+        is tried key by key; a large one (the first word of many titles: thousands of keys
+        in a KB of tens of thousands of documents, where trying each made the key count
+        after an ingest grow with documents × keys) is looked up once per key length it
+        holds. Keys found at one place differ in length, or are one key (of several
+        documents or fields), so the order they come in changes no match."""
+        bucket = self._buckets.get(unit)
+        if not bucket:
+            return []
+        if len(bucket) <= _SCANNED_BUCKET:
+            return [item for item in bucket if text.startswith(item[0], start)]
+        return [
+            item
+            for length, keyed in self._lengths(unit, bucket).items()
+            for item in keyed.get(text[start : start + length], ())
+        ]
+
+    def _lengths(self, unit: str, bucket: list[_Keyed]) -> _ByLength:
+        """``bucket``'s keys by length, then by key; made again when the bucket changed
+        (``add`` appends to it, ``remove`` replaces it)."""
+        cached = self._by_length.get(unit)
+        if cached is not None and cached[0] is bucket and cached[1] == len(bucket):
+            return cached[2]
+        size = len(bucket)  # a key appended meanwhile is left to the next table
+        table: _ByLength = defaultdict(lambda: defaultdict(list))
+        for item in bucket[:size]:
+            table[len(item[0])][item[0]].append(item)
+        self._by_length[unit] = (bucket, size, table)
+        return table
 
     @staticmethod
     def naming(matches: list[ExactMatch]) -> list[ExactMatch]:
