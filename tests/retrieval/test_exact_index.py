@@ -10,11 +10,11 @@ from superbiz._text import segmenter
 from superbiz.retrieval.exact_index import (
     ExactEntry,
     ExactIndex,
-    KeyFrequency,
     MatchField,
     is_specific,
     match_form,
 )
+from superbiz.retrieval.key_frequency import KeyFrequency
 
 ENTRIES = [
     ExactEntry(

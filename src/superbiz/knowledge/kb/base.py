@@ -25,9 +25,9 @@ from superbiz.retrieval.embedders import Embedder, make_embedder
 from superbiz.retrieval.exact_index import (
     ExactEntry,
     ExactIndex,
-    KeyFrequency,
     names_by_file_name,
 )
+from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds

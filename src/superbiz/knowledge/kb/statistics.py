@@ -32,7 +32,8 @@ from superbiz.retrieval.calibration import (
     calibrate_levels,
     choose_probes,
 )
-from superbiz.retrieval.exact_index import ExactIndex, KeyFrequency
+from superbiz.retrieval.exact_index import ExactIndex
+from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.records import ChunkHit
 from superbiz.storage.repository import StoredDocument
 
