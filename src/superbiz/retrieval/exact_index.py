@@ -208,7 +208,7 @@ def _block_boundaries(block: str) -> frozenset[int]:
 _Keyed = tuple[str, MatchField, ExactEntry]
 #: a bucket's keys by length, then by key
 _ByLength = dict[int, dict[str, list[_Keyed]]]
-#: buckets up to this many keys are tried key by key (a dictionary per length costs more)
+#: buckets up to this many keys are tried key by key, as every bucket was before (not tuned)
 _SCANNED_BUCKET = 32
 
 
