@@ -40,6 +40,7 @@ class Window:
         self.store = store
         self.seen: list[tuple[str, set[str], set[str]]] = []
         self.fail_deletes = False
+        self.asked: list[list[str]] = []  # the documents each ``chunk_ids`` named
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -54,6 +55,10 @@ class Window:
         self.look("embedded, not yet inserted")
         self.store.insert(chunks)
         self.look("inserted")
+
+    def chunk_ids(self, doc_paths: Sequence[str]) -> dict[str, set[str]]:
+        self.asked.append(list(doc_paths))
+        return self.store.chunk_ids(doc_paths)
 
     def delete_chunks(self, ids: Collection[str]) -> None:
         if self.fail_deletes and ids:
@@ -169,3 +174,27 @@ def test_a_crash_before_the_earlier_version_is_deleted_is_repaired(
     assert Ingestor(kb).ingest([root]).repaired == PATHS
     assert window.found(OLD_WORD) == set()
     consistent(kb, NEW_WORD, window)
+
+
+def test_only_stored_documents_are_looked_up_for_earlier_chunks(
+    tmp_path: Path, watched: tuple[KnowledgeBase, Window, Embedder]
+) -> None:
+    """A new document has no chunks to replace: the run's first step dropped any a crash
+    left without a row. Asking the index for them anyway scanned it once a group, so a
+    bulk ingest slowed as the KB grew."""
+    kb, window, _ = watched
+    root = write_kb(tmp_path / "kb", {path: runbook(n, OLD_WORD) for n, path in enumerate(PATHS)})
+    Ingestor(kb).ingest([root])
+    kb.documents.delete([PATHS[2]])  # a crash before its row: its chunks stay, orphaned
+    window.asked.clear()
+
+    write_kb(root, {PATHS[0]: runbook(0, NEW_WORD), PATHS[2]: runbook(2, NEW_WORD)})
+    report = Ingestor(kb).ingest([root])
+    assert (report.updated, report.unchanged, report.added) == ([PATHS[0]], [PATHS[1]], [PATHS[2]])
+    assert [path for asked in window.asked for path in asked] == [PATHS[0]]
+    assert window.found(OLD_WORD) == {PATHS[1]}
+    assert window.found(NEW_WORD) == {PATHS[0], PATHS[2]}
+    rows = {doc.path: doc for doc in kb.documents.all()}
+    assert kb.store.index_state(PATHS) == {
+        path: (doc.chunk_count, frozenset([doc.content_hash])) for path, doc in rows.items()
+    }

@@ -352,7 +352,10 @@ class Ingestor:
         file: its new chunks are deleted, its earlier version kept."""
         pending = group.pending
         store = self.kb.store
-        earlier = store.chunk_ids([p.doc.path for p in pending])
+        # Only a stored document can have chunks: ``_reconcile`` dropped every other's at
+        # the start of the run, under the write lock. Asking for the rest scanned the
+        # whole index once a group, so a bulk ingest slowed as the KB grew.
+        earlier = store.chunk_ids([p.doc.path for p in pending if p.doc.path in run.stored])
         fresh = {
             p.doc.path: {chunk_id(p.doc.path, c.index, p.doc.content_hash) for c in p.chunks}
             for p in pending
