@@ -124,3 +124,20 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     # wall and CPU time of each lookup (CPU: what another process's load moves least)
     assert second["lookup_ms"]["cpu_p50"] > 0 and second["lookup_ms"]["p50"] > 0
     assert "scale (embedded profile" in result.output
+
+
+def test_every_copy_of_a_numbered_seed_is_a_file_of_its_own(tmp_path: Path) -> None:
+    """Numbers are drawn per copy, not permuted: ``faq-012`` and ``faq-047`` may both
+    become ``faq-389``, and the later copy overwrote the earlier (321 of 50,000 on dev2)."""
+    root = tmp_path / "seed"
+    for n in range(120):
+        file = root / "corpus" / "faq" / f"faq-{n:03d}.md"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(f"---\ntitle: Question {n}\n---\n\nAnswer number {n}.\n", "utf-8")
+    (root / "queries.jsonl").write_text("", encoding="utf-8")
+    corpus = ScaleCorpus([root], tmp_path / "out")
+    assert corpus.write(4 * 120) == 480
+    assert sum(1 for p in (tmp_path / "out").rglob("*.md")) == 480
+    paths = list(corpus.iter_paths(480))
+    assert len(set(paths)) == 480
+    assert corpus.copy_path("faq/faq-007.md", 2) == paths[2 * 120 + 7]

@@ -168,6 +168,7 @@ class ScaleCorpus:
             [d.body + "\n" + str(d.front.get("title", "")) for d in self.documents]
         )
         self._substitutions: dict[int, Substitution] = {}
+        self._paths: dict[int, dict[str, str]] = {}
         self._written = 0
 
     @property
@@ -180,9 +181,33 @@ class ScaleCorpus:
         return self._substitutions[copy]
 
     def copy_path(self, path: str, copy: int) -> str:
-        """Where copy ``copy`` of the seed document ``path`` lives."""
+        """Where copy ``copy`` of the seed document ``path`` lives: a path of its own.
+
+        The substitution of a path's words and numbers can give two seed paths the same
+        one (``faq-012`` and ``faq-047`` may both become ``faq-389``: numbers are drawn,
+        not permuted), and the later document overwrote the earlier (321 of 50,000 on
+        dev2); such a path gets the seed document's number.
+        """
         if copy == 0:
             return path
+        if copy not in self._paths:
+            self._paths[copy] = self._copy_paths(copy)
+        return self._paths[copy].get(path) or self._moved(path, copy)
+
+    def _copy_paths(self, copy: int) -> dict[str, str]:
+        """Every seed document's path in copy ``copy``, each distinct."""
+        paths: dict[str, str] = {}
+        taken: set[str] = set()
+        for number, doc in enumerate(self.documents):
+            moved = self._moved(doc.path, copy)
+            while moved in taken:
+                stem, dot, suffix = moved.rpartition(".")
+                moved = f"{stem}-{number}{dot}{suffix}" if dot else f"{moved}-{number}"
+            taken.add(moved)
+            paths[doc.path] = moved
+        return paths
+
+    def _moved(self, path: str, copy: int) -> str:
         swap = self.substitution(copy)
         stem, dot, suffix = path.rpartition(".")
         moved = swap.text(stem) + dot + suffix if dot else swap.text(path)
