@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from milvus_lite.analyzer.sparse import sparse_to_bytes
 from milvus_lite.index.sparse_inverted import SparseInvertedIndex
 
 from superbiz.config import Settings
@@ -25,13 +26,23 @@ def _random_corpus(rng: np.random.Generator, docs: int, vocabulary: int) -> list
     return corpus
 
 
+def _vectorized(lite: Any, corpus: list[dict[int, float]], built_from: str) -> Any:
+    """The vectorised scorer of ``corpus``: from Lite's index, or from the rows as a
+    segment stores them (packed bytes; dicts where a column holds them)."""
+    if built_from == "index":
+        return VectorizedBm25.from_index(lite)
+    rows = [sparse_to_bytes(v) for v in corpus] if built_from == "packed" else list(corpus)
+    return VectorizedBm25.of_rows(rows, k1=lite.k1, b=lite.b)
+
+
+@pytest.mark.parametrize("built_from", ["index", "packed", "dicts"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_vectorized_bm25_matches_lite_scores_and_order(seed: int) -> None:
+def test_vectorized_bm25_matches_lite_scores_and_order(seed: int, built_from: str) -> None:
     rng = np.random.default_rng(seed)
     corpus = _random_corpus(rng, docs=300, vocabulary=60)
     lite = SparseInvertedIndex(k1=1.2, b=0.6)
     lite.build(corpus)
-    fast = VectorizedBm25.from_index(lite)
+    fast = _vectorized(lite, corpus, built_from)
     queries = [{int(t): 1.0 for t in rng.choice(70, size=4, replace=False)} for _ in range(40)]
     queries.append({})  # no terms: no hits
     mask = rng.random(300) > 0.3
@@ -53,10 +64,28 @@ def test_vectorized_bm25_matches_lite_scores_and_order(seed: int) -> None:
         assert (fast_ids[-1] == -1).all()
 
 
-def test_vectorized_bm25_is_empty_for_an_empty_segment() -> None:
+def test_built_from_stored_rows_it_scores_as_built_from_lites_index() -> None:
+    """Bit for bit: the same postings, in row order, and the same contributions, so a
+    segment scored from its rows ranks exactly as before (empty rows included)."""
+    corpus = _random_corpus(np.random.default_rng(7), docs=500, vocabulary=90)
+    lite = SparseInvertedIndex()
+    lite.build(corpus)
+    expected = VectorizedBm25.from_index(lite)
+    for built_from in ("packed", "dicts"):
+        fast = _vectorized(lite, corpus, built_from)
+        assert (fast.doc_count, fast.avgdl) == (expected.doc_count, expected.avgdl)
+        assert np.array_equal(fast._doc_lengths, lite._doc_lengths)
+        assert fast._postings.keys() == expected._postings.keys()
+        for term, (rows, weights) in expected._postings.items():
+            assert np.array_equal(fast._postings[term][0], rows)
+            assert np.array_equal(fast._postings[term][1], weights)
+
+
+@pytest.mark.parametrize("built_from", ["index", "packed", "dicts"])
+def test_vectorized_bm25_is_empty_for_an_empty_segment(built_from: str) -> None:
     lite = SparseInvertedIndex()
     lite.build([])
-    ids, distances = VectorizedBm25.from_index(lite).search([{1: 1.0}], 3)
+    ids, distances = _vectorized(lite, [], built_from).search([{1: 1.0}], 3)
     assert (ids == -1).all() and np.isinf(distances).all()
 
 
@@ -294,8 +323,9 @@ def test_a_vectorised_scorer_that_disagrees_with_lite_closes_the_gate_once(
 
     contributions = VectorizedBm25._contributions
 
-    def skewed(self: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        return {t: (rows, w * (1.0 + rows)) for t, (rows, w) in contributions(self).items()}
+    def skewed(self: Any, *postings: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        scored = contributions(self, *postings)
+        return {t: (rows, w * (1.0 + rows)) for t, (rows, w) in scored.items()}
 
     monkeypatch.setattr(VectorizedBm25, "_contributions", skewed)
     monkeypatch.setattr(checks, "_verdicts", {})

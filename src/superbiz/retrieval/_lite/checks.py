@@ -83,6 +83,7 @@ def _disagreement(params: dict[str, Any] | None) -> str | None:
     if SparseInvertedIndex is None:
         return "no SparseInvertedIndex in milvus_lite.index.sparse_inverted"
     from milvus_lite.analyzer.factory import create_analyzer
+    from milvus_lite.analyzer.sparse import sparse_to_bytes
 
     plain, cached = create_analyzer(params), create_analyzer(params)
     cache_analysis(cached)
@@ -93,14 +94,19 @@ def _disagreement(params: dict[str, Any] | None) -> str | None:
     queries = [{int(t): 1.0 for t in plain.analyze(q)} for q in CHECK_QUERIES]
     lite = SparseInvertedIndex()
     lite.build(corpus)
-    fast = VectorizedBm25.from_index(lite)
-    for valid in (None, np.array([i % 2 == 0 for i in range(len(corpus))])):
-        lite_ids, lite_distances = lite.search(queries, len(corpus), valid_mask=valid)
-        fast_ids, fast_distances = fast.search(queries, len(corpus), valid_mask=valid)
-        if not np.allclose(fast_distances, lite_distances, rtol=1e-6) or not np.array_equal(
-            _by_id(fast_ids, fast_distances), _by_id(lite_ids, lite_distances)
-        ):
-            return "VectorizedBm25 scores a test segment otherwise than Lite's BM25"
+    # from Lite's index, and from the rows as Lite stores them (packed bytes)
+    stored: list[bytes | dict[int, float] | None] = [sparse_to_bytes(v) for v in corpus]
+    for fast in (
+        VectorizedBm25.from_index(lite),
+        VectorizedBm25.of_rows(stored, k1=lite.k1, b=lite.b),
+    ):
+        for valid in (None, np.array([i % 2 == 0 for i in range(len(corpus))])):
+            lite_ids, lite_distances = lite.search(queries, len(corpus), valid_mask=valid)
+            fast_ids, fast_distances = fast.search(queries, len(corpus), valid_mask=valid)
+            if not np.allclose(fast_distances, lite_distances, rtol=1e-6) or not np.array_equal(
+                _by_id(fast_ids, fast_distances), _by_id(lite_ids, lite_distances)
+            ):
+                return "VectorizedBm25 scores a test segment otherwise than Lite's BM25"
     return None
 
 
