@@ -9,6 +9,7 @@ kept within a token budget for a large KB. Real USE, Milvus Lite, SQLite and Pos
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 from collections import Counter
@@ -583,6 +584,35 @@ def test_a_map_of_many_domains_shows_the_nearest_within_the_budget() -> None:
     assert ids == nearest[: len(ids)]
     assert all(d.get("documents") for d in data["available_knowledge_domains"])
     assert f"of 300 domains nearest the question, to fit the {DEFAULT_TOKEN_BUDGET}" in data["note"]
+
+
+def test_a_narrowed_map_shows_as_many_of_the_nearest_domains_as_fit() -> None:
+    """Not one fewer than fit (nor one more), with domains of very different sizes, and
+    the same for every question asked of one map (its whole-map check is kept)."""
+    kmap = KnowledgeMap(
+        [
+            MapDomain(
+                f"d{n:03d}",
+                "runbooks " * (1 + n % 17),
+                "问题 " * (n % 5),
+                n % 7,
+                [
+                    MapDocument(f"Runbook {n}.{d} " + "x" * (n % 40), f"d{n}/{d}.md")
+                    for d in range(n % 7)
+                ],
+            )
+            for n in range(240)
+        ]
+    )
+    for seed in range(5):
+        order = random.Random(seed).sample(range(240), 240)
+        nearness = {f"d{n:03d}": -float(rank) for rank, n in enumerate(order)}
+        shown = kmap.nearest(nearness, DEFAULT_TOKEN_BUDGET).domains
+        ranked = [kmap.domains[n] for n in order]
+        assert shown == ranked[: len(shown)] and 1 < len(shown) < 240
+        fitting, bigger = KnowledgeMap(shown), KnowledgeMap(ranked[: len(shown) + 1])
+        assert fitting.nearest({}, DEFAULT_TOKEN_BUDGET) is fitting
+        assert bigger.nearest({}, DEFAULT_TOKEN_BUDGET) is not bigger
 
 
 def test_a_map_that_fits_is_shown_whole() -> None:
