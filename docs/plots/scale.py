@@ -30,9 +30,7 @@ PANELS: tuple[tuple[str, Callable[[Row], Any]], ...] = (
 
 def figure(data_dir: Path) -> Any:
     runs = [
-        load(path)
-        for profile in PROFILES
-        if (path := data_dir / f"scale-{profile}.json").is_file()
+        load(path) for profile in PROFILES if (path := data_dir / f"scale-{profile}.json").is_file()
     ]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for axis, (title, value) in zip(axes.flat, PANELS, strict=True):
