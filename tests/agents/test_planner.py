@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pytest
 
 from conftest import SMALL_KB_DOMAINS, write_kb
+from fakes.embedders import CountingEmbedder
 from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import load_transcript
 from superbiz.agents.context import Citation
@@ -44,23 +44,6 @@ REDIS = "infrastructure/redis-pool.md"
 PAYMENT_EVIDENCE = Citation(ref=1, path=PAYMENT, title="支付失败排查", domain="payment")
 REDIS_EVIDENCE = Citation(ref=2, path=REDIS, title="Redis 连接池耗尽", domain="infrastructure")
 BOTH = "支付回调超时，同时 Redis connection pool exhausted 怎么办"
-
-
-class CountingEmbedder:
-    """The real embedder, counting the texts it embeds."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dimension = inner.dimension
-        self.texts = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts += len(texts)
-        return self.inner.embed(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
 
 
 @pytest.fixture(scope="module")

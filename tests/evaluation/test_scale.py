@@ -120,6 +120,7 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     assert first["recall"]["seed"]["queries"] == 2 and second["recall"]["copies"]["queries"] == 2
     assert second["recall"]["copies"]["recall@5"] > 0
     assert 0 < second["planner"]["map_tokens"] <= 2000
+    assert second["planner"]["new_process_first_plan_ms"] > 0
     assert second["ingest"]["embedder_chunks_per_s"] > 0 and second["peak_rss_mb"] > 0
     # wall and CPU time of each lookup (CPU: what another process's load moves least)
     assert second["lookup_ms"]["cpu_p50"] > 0 and second["lookup_ms"]["p50"] > 0

@@ -2,7 +2,8 @@
 
 ``TableEmbedder`` returns chosen vectors, so a test sets exact cosines;
 ``KeywordEmbedder`` counts a few keywords, so ingested documents about the same
-keyword land close together.
+keyword land close together; ``CountingEmbedder`` wraps a real one and counts what it
+embeds.
 """
 
 from __future__ import annotations
@@ -43,3 +44,20 @@ class KeywordEmbedder(Embedder):
             for text in texts
         ]
         return np.asarray(rows, dtype=np.float32)
+
+
+class CountingEmbedder:
+    """``inner``, counting the texts it embeds (queries are not counted)."""
+
+    def __init__(self, inner: Embedder, name: str | None = None) -> None:
+        self.inner = inner
+        self.name = name or inner.name
+        self.dimension = inner.dimension
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)

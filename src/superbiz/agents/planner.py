@@ -105,6 +105,24 @@ class Planner(Protocol):
     def plan(self, request: PlanRequest) -> Plan: ...
 
 
+class EntryVectors(Protocol):
+    """Vectors of the map's texts, each ``(path, text)`` of its document
+    (``KeptMapVectors`` keeps them in the knowledge base's store)."""
+
+    def vectors(self, kind: str, items: Sequence[tuple[str, str]]) -> np.ndarray: ...
+
+
+class _Embedded:
+    """Map texts embedded every time they are asked for: a planner with nowhere to keep
+    them."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def vectors(self, kind: str, items: Sequence[tuple[str, str]]) -> np.ndarray:
+        return self.embedder.embed([text for _, text in items])
+
+
 class MapPlanner:
     """Deterministic planning from the map.
 
@@ -122,11 +140,15 @@ class MapPlanner:
     to answer from that evidence.
     """
 
-    def __init__(self, embedder: Embedder, settings: PlannerConfig) -> None:
+    def __init__(
+        self, embedder: Embedder, settings: PlannerConfig, kept: EntryVectors | None = None
+    ) -> None:
         self.embedder = embedder
         self.settings = settings
+        #: where entry vectors outlive this process (None: embedded by each process)
+        self.kept = kept or _Embedded(embedder)
         self._entries: dict[tuple[str, str], np.ndarray] = {}
-        self._titles: dict[str, np.ndarray] = {}
+        self._titles: dict[tuple[str, str], np.ndarray] = {}
         # (map, its clear margins), swapped whole: turns of several sessions plan at once
         self._margin_built: tuple[KnowledgeMap, dict[str, float]] | None = None
         # (map, its entries in one matrix), likewise: a plan multiplies, never stacks
@@ -237,27 +259,21 @@ class MapPlanner:
         return near[: self.settings.max_domains], False
 
     def _title_vectors(self, docs: list[MapDocument]) -> np.ndarray:
-        """Each document's title embedded as a question, once per title."""
-        missing = list({d.title for d in docs if d.title not in self._titles})
-        if missing:
-            for title, vector in zip(missing, self.embedder.embed(missing), strict=True):
-                self._titles[title] = vector
-        return np.stack([self._titles[d.title] for d in docs])
+        """Each document's title embedded, once per (path, title) and reused across maps."""
+        return self._held(self._titles, "title", [(d.path, d.title) for d in docs])
 
     def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
         """Entry vectors, embedded once per (path, text) and reused across maps."""
-        texts = [_entry_text(d) for d in docs]
-        missing = [
-            (d.path, t)
-            for d, t in zip(docs, texts, strict=True)
-            if (d.path, t) not in self._entries
-        ]
+        return self._held(self._entries, "entry", [(d.path, _entry_text(d)) for d in docs])
+
+    def _held(
+        self, held: dict[tuple[str, str], np.ndarray], kind: str, keys: list[tuple[str, str]]
+    ) -> np.ndarray:
+        """The rows of ``keys`` from ``held``, the missing ones asked of ``kept`` first."""
+        missing = list(dict.fromkeys(key for key in keys if key not in held))
         if missing:
-            for (path, text), vector in zip(
-                missing, self.embedder.embed([t for _, t in missing]), strict=True
-            ):
-                self._entries[(path, text)] = vector
-        return np.stack([self._entries[(d.path, t)] for d, t in zip(docs, texts, strict=True)])
+            held.update(zip(missing, self.kept.vectors(kind, missing), strict=True))
+        return np.stack([held[key] for key in keys])
 
 
 class _MapEntries:

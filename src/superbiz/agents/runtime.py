@@ -224,7 +224,7 @@ class Runtime(LookupRuntime):
         return isinstance(self.model, ExtractiveChatModel)
 
     def _planner(self, llm: ChatModel | None) -> Planner:
-        fallback = MapPlanner(self.kb.embedder, self.settings.planner_config)
+        fallback = MapPlanner(self.kb.embedder, self.settings.planner_config, self.kb.map_vectors)
         return LLMPlanner(llm, fallback, self.settings.planner_config) if llm else fallback
 
     def knowledge_map(self, reader: Reader | None = None) -> KnowledgeMap:

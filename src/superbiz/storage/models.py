@@ -92,6 +92,25 @@ class AnswerVectorRow(Base):
     vector: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class MapVectorRow(Base):
+    """A knowledge-map entry's vector (``kind`` ``entry``: title, covers and
+    when-to-retrieve; ``title``: the title alone), as the deterministic planner embeds it.
+
+    Kept so that a new process (each ``superbiz ask``, each replica) does not embed the
+    whole map again: valid while ``text_hash`` is its text's and ``model`` the embedder's.
+    Deleted with its document.
+    """
+
+    __tablename__ = "map_vector"
+
+    path: Mapped[str] = mapped_column(String(PATH_MAX), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    model: Mapped[str] = mapped_column(String(64))
+    text_hash: Mapped[str] = mapped_column(String(64))
+    #: float32, little-endian
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class SessionRetrievalRow(Base):
     """Action memory: which document (and its domain) a session already retrieved."""
 

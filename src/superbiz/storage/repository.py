@@ -26,6 +26,7 @@ from superbiz.storage.models import (
     KbMetaRow,
     KnowledgeDomainRow,
     KnowledgeVersionRow,
+    MapVectorRow,
     SessionRetrievalRow,
     utcnow,
 )
@@ -235,6 +236,7 @@ class DocumentRepository:
             return 0
         with Session(self.engine) as session, session.begin():
             session.execute(delete(AnswerVectorRow).where(AnswerVectorRow.path.in_(paths)))
+            session.execute(delete(MapVectorRow).where(MapVectorRow.path.in_(paths)))
             deleted = _deleted(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
             if deleted:
                 _bump_version(session)
@@ -255,6 +257,8 @@ class DocumentRepository:
             session.execute(
                 update(AnswerVectorRow).where(AnswerVectorRow.path == old).values(path=new)
             )
+            session.execute(delete(MapVectorRow).where(MapVectorRow.path == new))
+            session.execute(update(MapVectorRow).where(MapVectorRow.path == old).values(path=new))
             had_old = select(SessionRetrievalRow.session_id).where(
                 SessionRetrievalRow.doc_path == old
             )
@@ -275,6 +279,7 @@ class DocumentRepository:
     def delete_all(self) -> None:
         with Session(self.engine) as session, session.begin():
             session.execute(delete(AnswerVectorRow))
+            session.execute(delete(MapVectorRow))
             session.execute(delete(DocumentRow))
             _bump_version(session)
 
@@ -347,6 +352,43 @@ class DocumentRepository:
             )
             if announce:
                 _bump_version(session)
+
+    # -- map vectors (the planner's entries) ----------------------------------
+    def map_vectors(
+        self, kind: str, model: str, paths: Iterable[str]
+    ) -> dict[str, tuple[str, bytes]]:
+        """Path → (text hash, vector) of those of ``paths`` with a ``kind`` vector made by
+        ``model``, read ``_PATHS_PER_QUERY`` at a time."""
+        query = select(MapVectorRow.path, MapVectorRow.text_hash, MapVectorRow.vector).where(
+            MapVectorRow.kind == kind, MapVectorRow.model == model
+        )
+        wanted, out = list(paths), {}
+        with self.engine.connect() as connection:
+            for start in range(0, len(wanted), _PATHS_PER_QUERY):
+                chunk = wanted[start : start + _PATHS_PER_QUERY]
+                rows = connection.execute(query.where(MapVectorRow.path.in_(chunk)))
+                out.update({path: (digest, vector) for path, digest, vector in rows})
+        return out
+
+    def save_map_vectors(
+        self, kind: str, model: str, vectors: Iterable[tuple[str, str, bytes]]
+    ) -> None:
+        """Insert or replace the ``kind`` vectors of ``(path, text_hash, vector)``: two
+        processes that embedded one entry at once both save it. Not a change of the
+        knowledge (its version stays): the vectors are derived from what is stored."""
+        rows = [
+            {"path": path, "kind": kind, "model": model, "text_hash": digest, "vector": vector}
+            for path, digest, vector in vectors
+        ]
+        with self.engine.begin() as connection:
+            for start in range(0, len(rows), _PATHS_PER_QUERY):
+                statement = upsert_insert(self.engine, MapVectorRow).values(
+                    rows[start : start + _PATHS_PER_QUERY]
+                )
+                replaced = {c: statement.excluded[c] for c in ("model", "text_hash", "vector")}
+                connection.execute(
+                    statement.on_conflict_do_update(index_elements=["path", "kind"], set_=replaced)
+                )
 
     def announce_change(self) -> None:
         """Move the knowledge version for what was saved without announcing it."""

@@ -19,6 +19,7 @@ from superbiz.knowledge.documents.document import normalize_domain
 from superbiz.knowledge.kb._mirror import DocumentMirror
 from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.knowledge.kb.cache import Versioned
+from superbiz.knowledge.kb.map_vectors import KeptMapVectors
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
@@ -139,6 +140,11 @@ class KnowledgeBase:
         if self._embedder is None:
             self._embedder = make_embedder(self.settings.embedding_config)
         return self._embedder
+
+    @cached_property
+    def map_vectors(self) -> KeptMapVectors:
+        """The map's entry vectors, kept in the store for every process (the planner's)."""
+        return KeptMapVectors(self.documents, self.embedder)
 
     @cached_property
     def answer_encoder(self) -> AnswerEncoder | None:

@@ -1,0 +1,137 @@
+"""The map's entry vectors are kept in the relational store (SQLite and PostgreSQL): a new
+process's planner reads them instead of embedding the whole map, embeds only what
+changed, never uses another embedder's, and plans on a store that fails."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine
+
+from conftest import write_kb
+from fakes.embedders import CountingEmbedder
+from superbiz.agents.planner import MapPlanner, PlanRequest
+from superbiz.config import PlannerConfig
+from superbiz.knowledge.coverage.domains import DomainService
+from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.map_vectors import KeptMapVectors
+from superbiz.retrieval.embedders import Embedder
+from superbiz.storage.repository import DocumentRepository
+
+QUESTION = "Redis 连接池耗尽怎么办？"
+REDIS = "infrastructure/redis-pool.md"
+
+
+@pytest.fixture
+def kb(
+    tmp_path: Path, database_url: str, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(make_settings(tmp_path, database_url), embedder=use_embedder)
+    try:
+        Ingestor(kb, domains=DomainService(kb)).ingest([write_kb(tmp_path / "kb")])
+        yield kb
+    finally:
+        kb.close()
+
+
+def new_process(kb: KnowledgeBase, name: str | None = None) -> tuple[MapPlanner, CountingEmbedder]:
+    """A planner as a new process builds it: nothing held in memory yet."""
+    embedder = CountingEmbedder(kb.embedder, name)
+    kept = KeptMapVectors(kb.documents, embedder)  # type: ignore[arg-type]
+    return MapPlanner(embedder, PlannerConfig(), kept), embedder  # type: ignore[arg-type]
+
+
+def entries(kmap: KnowledgeMap) -> int:
+    return sum(len(domain.documents) for domain in kmap.domains)
+
+
+def test_a_new_process_plans_from_the_kept_vectors_without_embedding_the_map(
+    kb: KnowledgeBase,
+) -> None:
+    kmap = build_map(kb)
+    first, first_embedder = new_process(kb)
+    plan = first.plan(PlanRequest(QUESTION, kmap))
+    # each entry, and each title (the map's clear margins)
+    assert first_embedder.texts == 2 * entries(kmap)
+
+    second, second_embedder = new_process(kb)
+    assert second.plan(PlanRequest(QUESTION, kmap)) == plan
+    assert second_embedder.texts == 0
+    assert second.domain_scores(QUESTION, kmap) == first.domain_scores(QUESTION, kmap)
+    assert second.clear_margins(kmap) == first.clear_margins(kmap)
+
+
+def test_only_an_entry_whose_text_changed_is_embedded_again(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
+    source = tmp_path / "kb" / REDIS
+    source.write_text(
+        source.read_text(encoding="utf-8").replace("covers: [", "covers: [maxTotal, "),
+        encoding="utf-8",
+    )
+    Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
+    kmap = build_map(kb)
+
+    planner, embedder = new_process(kb)
+    planner.plan(PlanRequest(QUESTION, kmap))
+
+    assert embedder.texts == 1  # the edited entry; its title did not change
+    fresh = MapPlanner(kb.embedder, PlannerConfig())
+    assert planner.domain_scores(QUESTION, kmap) == pytest.approx(
+        fresh.domain_scores(QUESTION, kmap), abs=1e-6
+    )
+
+
+def test_vectors_of_another_embedder_are_never_used(kb: KnowledgeBase) -> None:
+    kmap = build_map(kb)
+    new_process(kb)[0].plan(PlanRequest(QUESTION, kmap))
+
+    planner, embedder = new_process(kb, name="another-model")
+    planner.plan(PlanRequest(QUESTION, kmap))
+
+    assert embedder.texts == 2 * entries(kmap)
+
+
+def test_the_kept_vectors_go_and_move_with_their_document(kb: KnowledgeBase) -> None:
+    new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
+    name, documents = kb.embedder.name, kb.documents
+    kept = documents.map_vectors("entry", name, [REDIS, "api/rate-limit.md"])
+    assert set(kept) == {REDIS, "api/rate-limit.md"}
+
+    assert documents.rename(REDIS, "infrastructure/redis.md")
+    assert set(documents.map_vectors("entry", name, [REDIS, "infrastructure/redis.md"])) == {
+        "infrastructure/redis.md"
+    }
+    documents.delete(["infrastructure/redis.md"])
+    assert documents.map_vectors("title", name, ["infrastructure/redis.md"]) == {}
+    documents.delete_all()
+    assert documents.map_vectors("entry", name, ["api/rate-limit.md"]) == {}
+
+
+def test_a_store_that_fails_costs_only_time(
+    tmp_path: Path, use_embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No such table (a database never migrated): read and write fail, the vectors are the
+    embedder's and the failure is logged."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    try:
+        kept = KeptMapVectors(DocumentRepository(engine), use_embedder)
+        items = [(REDIS, "Redis 连接池耗尽"), ("api/rate-limit.md", "API rate limiting")]
+        with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb.map_vectors"):
+            vectors = kept.vectors("entry", items)
+    finally:
+        engine.dispose()
+
+    assert np.array_equal(vectors, use_embedder.embed([text for _, text in items]))
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "map vectors not read, embedding them instead",
+        "map vectors not kept, the next process embeds them again",
+    ]
