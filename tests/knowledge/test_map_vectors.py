@@ -21,9 +21,9 @@ from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.knowledge.kb.map_vectors import KeptMapVectors
+from superbiz.knowledge.kb.map_vectors import KeptMapVectors, text_hash
 from superbiz.retrieval.embedders import Embedder
-from superbiz.storage.repository import DocumentRepository
+from superbiz.storage.repository import DocumentRepository, KeptVectors
 
 QUESTION = "Redis 连接池耗尽怎么办？"
 REDIS = "infrastructure/redis-pool.md"
@@ -103,17 +103,17 @@ def test_vectors_of_another_embedder_are_never_used(kb: KnowledgeBase) -> None:
 def test_the_kept_vectors_go_and_move_with_their_document(kb: KnowledgeBase) -> None:
     new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
     name, documents = kb.embedder.name, kb.documents
-    kept = documents.map_vectors("entry", name, [REDIS, "api/rate-limit.md"])
+    kept = documents.map_vectors(name, [REDIS, "api/rate-limit.md"])
     assert set(kept) == {REDIS, "api/rate-limit.md"}
 
     assert documents.rename(REDIS, "infrastructure/redis.md")
-    assert set(documents.map_vectors("entry", name, [REDIS, "infrastructure/redis.md"])) == {
+    assert set(documents.map_vectors(name, [REDIS, "infrastructure/redis.md"])) == {
         "infrastructure/redis.md"
     }
     documents.delete(["infrastructure/redis.md"])
-    assert documents.map_vectors("title", name, ["infrastructure/redis.md"]) == {}
+    assert documents.map_vectors(name, ["infrastructure/redis.md"]) == {}
     documents.delete_all()
-    assert documents.map_vectors("entry", name, ["api/rate-limit.md"]) == {}
+    assert documents.map_vectors(name, ["api/rate-limit.md"]) == {}
 
 
 def test_a_store_that_fails_costs_only_time(
@@ -122,16 +122,40 @@ def test_a_store_that_fails_costs_only_time(
     """No such table (a database never migrated): read and write fail, the vectors are the
     embedder's and the failure is logged."""
     engine = create_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    entries = [
+        (REDIS, "Redis 连接池耗尽\n连接池", "Redis 连接池耗尽"),
+        ("api.md", "API\n429", "API"),
+    ]
     try:
         kept = KeptMapVectors(DocumentRepository(engine), use_embedder)
-        items = [(REDIS, "Redis 连接池耗尽"), ("api/rate-limit.md", "API rate limiting")]
         with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb.map_vectors"):
-            vectors = kept.vectors("entry", items)
+            vectors, titles = kept.vectors(entries)
     finally:
         engine.dispose()
 
-    assert np.array_equal(vectors, use_embedder.embed([text for _, text in items]))
+    assert np.array_equal(vectors, use_embedder.embed([entry for _, entry, _ in entries]))
+    assert np.array_equal(titles, use_embedder.embed([title for _, _, title in entries]))
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "map vectors not read, embedding them instead",
         "map vectors not kept, the next process embeds them again",
     ]
+
+
+def test_a_kept_vector_of_another_length_is_embedded_again(
+    kb: KnowledgeBase, use_embedder: Embedder
+) -> None:
+    """A row written by another build of the same-named model (a vector of another
+    dimension) is never read as this one's."""
+    entry = (REDIS, "Redis 连接池耗尽", "Redis")
+    name = kb.embedder.name
+    kb.documents.save_map_vectors(
+        name,
+        [(REDIS, KeptVectors(text_hash(entry[1]), b"\0" * 16, text_hash(entry[2]), b"\0" * 16))],
+    )
+    embedder = CountingEmbedder(use_embedder)
+    vectors, titles = KeptMapVectors(kb.documents, embedder).vectors([entry])  # type: ignore[arg-type]
+
+    assert embedder.texts == 2
+    assert np.array_equal(vectors[0], use_embedder.embed([entry[1]])[0])
+    assert np.array_equal(titles[0], use_embedder.embed([entry[2]])[0])
+    assert len(kb.documents.map_vectors(name, [REDIS])[REDIS].entry) == 4 * vectors.shape[1]

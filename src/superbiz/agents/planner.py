@@ -33,6 +33,7 @@ from superbiz.config import PlannerConfig
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.coverage.map import KnowledgeMap, MapDocument
 from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.kb.map_vectors import MapEntry
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
@@ -106,21 +107,23 @@ class Planner(Protocol):
 
 
 class EntryVectors(Protocol):
-    """Vectors of the map's texts, each ``(path, text)`` of its document
-    (``KeptMapVectors`` keeps them in the knowledge base's store)."""
+    """The vectors of map entries (``MapEntry``: path, entry text, title): a matrix of
+    entry vectors and one of title vectors (``KeptMapVectors`` keeps them in the
+    knowledge base's store)."""
 
-    def vectors(self, kind: str, items: Sequence[tuple[str, str]]) -> np.ndarray: ...
+    def vectors(self, entries: Sequence[MapEntry]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class _Embedded:
-    """Map texts embedded every time they are asked for: a planner with nowhere to keep
-    them."""
+    """Map entries embedded every time they are asked for: a planner with nowhere to
+    keep them."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def vectors(self, kind: str, items: Sequence[tuple[str, str]]) -> np.ndarray:
-        return self.embedder.embed([text for _, text in items])
+    def vectors(self, entries: Sequence[MapEntry]) -> tuple[np.ndarray, np.ndarray]:
+        embed = self.embedder.embed
+        return embed([e for _, e, _ in entries]), embed([t for _, _, t in entries])
 
 
 class MapPlanner:
@@ -260,20 +263,29 @@ class MapPlanner:
 
     def _title_vectors(self, docs: list[MapDocument]) -> np.ndarray:
         """Each document's title embedded, once per (path, title) and reused across maps."""
-        return self._held(self._titles, "title", [(d.path, d.title) for d in docs])
+        self._hold(docs)
+        return np.stack([self._titles[(d.path, d.title)] for d in docs])
 
     def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
         """Entry vectors, embedded once per (path, text) and reused across maps."""
-        return self._held(self._entries, "entry", [(d.path, _entry_text(d)) for d in docs])
+        self._hold(docs)
+        return np.stack([self._entries[(d.path, _entry_text(d))] for d in docs])
 
-    def _held(
-        self, held: dict[tuple[str, str], np.ndarray], kind: str, keys: list[tuple[str, str]]
-    ) -> np.ndarray:
-        """The rows of ``keys`` from ``held``, the missing ones asked of ``kept`` first."""
-        missing = list(dict.fromkeys(key for key in keys if key not in held))
-        if missing:
-            held.update(zip(missing, self.kept.vectors(kind, missing), strict=True))
-        return np.stack([held[key] for key in keys])
+    def _hold(self, docs: list[MapDocument]) -> None:
+        """Hold the entry and title vectors of ``docs``, the missing ones asked of ``kept``
+        (both at once: they are kept together)."""
+        missing = {
+            (d.path, text, d.title): None
+            for d in docs
+            if (d.path, text := _entry_text(d)) not in self._entries
+            or (d.path, d.title) not in self._titles
+        }
+        if not missing:
+            return
+        entries, titles = self.kept.vectors(list(missing))
+        for (path, text, title), entry, title_vector in zip(missing, entries, titles, strict=True):
+            self._entries[(path, text)] = entry
+            self._titles[(path, title)] = title_vector
 
 
 class _MapEntries:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -112,6 +112,16 @@ def _deleted(session: Session, statement: Delete) -> int:
     """Run a DELETE; how many rows it removed."""
     result = cast("CursorResult[Any]", session.execute(statement))
     return result.rowcount or 0
+
+
+class KeptVectors(NamedTuple):
+    """A map entry's two vectors (float32, little-endian), each with the hash of the text
+    it was made from (``MapVectorRow``)."""
+
+    entry_hash: str
+    entry: bytes
+    title_hash: str
+    title: bytes
 
 
 #: paths per ``IN (…)`` query (SQLite allows 32,766 parameters)
@@ -354,40 +364,37 @@ class DocumentRepository:
                 _bump_version(session)
 
     # -- map vectors (the planner's entries) ----------------------------------
-    def map_vectors(
-        self, kind: str, model: str, paths: Iterable[str]
-    ) -> dict[str, tuple[str, bytes]]:
-        """Path → (text hash, vector) of those of ``paths`` with a ``kind`` vector made by
-        ``model``, read ``_PATHS_PER_QUERY`` at a time."""
-        query = select(MapVectorRow.path, MapVectorRow.text_hash, MapVectorRow.vector).where(
-            MapVectorRow.kind == kind, MapVectorRow.model == model
-        )
+    def map_vectors(self, model: str, paths: Iterable[str]) -> dict[str, KeptVectors]:
+        """The vectors ``model`` made of those of ``paths`` that have them, read
+        ``_PATHS_PER_QUERY`` at a time."""
+        query = select(
+            MapVectorRow.path,
+            MapVectorRow.entry_hash,
+            MapVectorRow.entry,
+            MapVectorRow.title_hash,
+            MapVectorRow.title,
+        ).where(MapVectorRow.model == model)
         wanted, out = list(paths), {}
         with self.engine.connect() as connection:
             for start in range(0, len(wanted), _PATHS_PER_QUERY):
                 chunk = wanted[start : start + _PATHS_PER_QUERY]
                 rows = connection.execute(query.where(MapVectorRow.path.in_(chunk)))
-                out.update({path: (digest, vector) for path, digest, vector in rows})
+                out.update({row[0]: KeptVectors(*row[1:]) for row in rows})
         return out
 
-    def save_map_vectors(
-        self, kind: str, model: str, vectors: Iterable[tuple[str, str, bytes]]
-    ) -> None:
-        """Insert or replace the ``kind`` vectors of ``(path, text_hash, vector)``: two
+    def save_map_vectors(self, model: str, vectors: Iterable[tuple[str, KeptVectors]]) -> None:
+        """Insert or replace the vectors ``model`` made of each ``(path, vectors)``: two
         processes that embedded one entry at once both save it. Not a change of the
         knowledge (its version stays): the vectors are derived from what is stored."""
-        rows = [
-            {"path": path, "kind": kind, "model": model, "text_hash": digest, "vector": vector}
-            for path, digest, vector in vectors
-        ]
+        rows = [{"path": path, "model": model, **kept._asdict()} for path, kept in vectors]
         with self.engine.begin() as connection:
             for start in range(0, len(rows), _PATHS_PER_QUERY):
                 statement = upsert_insert(self.engine, MapVectorRow).values(
                     rows[start : start + _PATHS_PER_QUERY]
                 )
-                replaced = {c: statement.excluded[c] for c in ("model", "text_hash", "vector")}
+                replaced = {c: statement.excluded[c] for c in KeptVectors._fields}
                 connection.execute(
-                    statement.on_conflict_do_update(index_elements=["path", "kind"], set_=replaced)
+                    statement.on_conflict_do_update(index_elements=["path", "model"], set_=replaced)
                 )
 
     def announce_change(self) -> None:

@@ -18,9 +18,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz.exceptions import StoreError
 from superbiz.retrieval.embedders import Embedder
-from superbiz.storage.repository import DocumentRepository
+from superbiz.storage.repository import DocumentRepository, KeptVectors
 
 log = logging.getLogger(__name__)
+
+#: a map entry as the planner embeds it: its document's path, its entry text (title,
+#: covers, when-to-retrieve) and its title
+MapEntry = tuple[str, str, str]
 
 
 def text_hash(text: str) -> str:
@@ -33,44 +37,70 @@ def text_hash(text: str) -> str:
 
 
 class KeptMapVectors:
-    """Vectors of map texts keyed by their document's path, read from the store where
-    one was made from the same text by the same embedder, embedded and kept otherwise.
-    The store failing costs only time: the texts are embedded and the plan goes on."""
+    """Vectors of map entries, read from the store where they were made from the same
+    texts by the same embedder, embedded and kept otherwise. The store failing costs
+    only time: the texts are embedded and the plan goes on."""
 
     def __init__(self, documents: DocumentRepository, embedder: Embedder) -> None:
         self.documents = documents
         self.embedder = embedder
 
-    def vectors(self, kind: str, items: Sequence[tuple[str, str]]) -> np.ndarray:
-        """One row per ``(path, text)`` of ``items``, in their order; ``kind`` names which
-        of a document's texts they are (``entry``, ``title``)."""
-        dimension = self.embedder.dimension
-        out = np.empty((len(items), dimension), dtype=np.float32)
-        digests = [text_hash(text) for _, text in items]
-        kept = self._read(kind, [path for path, _ in items])
-        missing = []
-        for row, ((path, _), digest) in enumerate(zip(items, digests, strict=True)):
-            held = kept.get(path)
-            vector = np.frombuffer(held[1], dtype="<f4") if held and held[0] == digest else None
-            if vector is None or vector.shape != (dimension,):
-                missing.append(row)
+    def vectors(self, entries: Sequence[MapEntry]) -> tuple[np.ndarray, np.ndarray]:
+        """The entry vectors and the title vectors of ``entries``, a row each in their
+        order."""
+        count, dimension = len(entries), self.embedder.dimension
+        texts = [entry for _, entry, _ in entries] + [title for _, _, title in entries]
+        hashes = [text_hash(text) for text in texts]  # the entries' then the titles'
+        kept = self._read([path for path, _, _ in entries])
+        rows = np.empty((2 * count, dimension), dtype=np.float32)
+        stale = []  # rows whose text changed, or was never embedded by this embedder
+        for row, digest in enumerate(hashes):
+            vector = _valid(kept.get(entries[row % count][0]), row >= count, digest, dimension)
+            if vector is None:
+                stale.append(row)
             else:
-                out[row] = vector
-        if missing:
-            out[missing] = self.embedder.embed([items[row][1] for row in missing])
-            self._keep(kind, [(items[r][0], digests[r], out[r]) for r in missing])
-        return out
+                rows[row] = vector
+        if stale:
+            for part in ([r for r in stale if r < count], [r for r in stale if r >= count]):
+                # entries and titles apart: a batch's rows vary with its company in the
+                # last digits, and the entries' batch is what plans were measured with
+                rows[part] = self.embedder.embed([texts[row] for row in part])
+            self._keep(
+                [
+                    (
+                        entries[i][0],
+                        KeptVectors(
+                            hashes[i], _bytes(rows[i]), hashes[count + i], _bytes(rows[count + i])
+                        ),
+                    )
+                    for i in sorted({row % count for row in stale})
+                ]
+            )
+        return rows[:count], rows[count:]
 
-    def _read(self, kind: str, paths: list[str]) -> dict[str, tuple[str, bytes]]:
+    def _read(self, paths: list[str]) -> dict[str, KeptVectors]:
         try:
-            return self.documents.map_vectors(kind, self.embedder.name, paths)
+            return self.documents.map_vectors(self.embedder.name, paths)
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not read, embedding them instead: %s", exc)
             return {}
 
-    def _keep(self, kind: str, rows: list[tuple[str, str, np.ndarray]]) -> None:
-        encoded = [(path, digest, vector.astype("<f4").tobytes()) for path, digest, vector in rows]
+    def _keep(self, rows: list[tuple[str, KeptVectors]]) -> None:
         try:
-            self.documents.save_map_vectors(kind, self.embedder.name, encoded)
+            self.documents.save_map_vectors(self.embedder.name, rows)
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not kept, the next process embeds them again: %s", exc)
+
+
+def _valid(held: KeptVectors | None, title: bool, digest: str, dimension: int) -> np.ndarray | None:
+    """The kept title (or entry) vector, where it was made from the text of ``digest``."""
+    if held is None:
+        return None
+    kept_hash, data = (held.title_hash, held.title) if title else (held.entry_hash, held.entry)
+    if kept_hash != digest or len(data) != 4 * dimension:
+        return None
+    return np.frombuffer(data, dtype="<f4")
+
+
+def _bytes(vector: np.ndarray) -> bytes:
+    return vector.astype("<f4").tobytes()

@@ -1,6 +1,6 @@
-"""map_vector: each knowledge-map entry's vector as the deterministic planner embeds it,
-kept beside a hash of the text it was made from (a new process no longer embeds the whole
-map before its first plan).
+"""map_vector: each knowledge-map entry's vectors (entry and title) as the deterministic
+planner embeds them, kept beside hashes of the texts they were made from (a new process no
+longer embeds the whole map before its first plan).
 
 Revision ID: 0016
 Revises: 0015
@@ -22,10 +22,11 @@ def upgrade() -> None:
     op.create_table(
         "map_vector",
         sa.Column("path", sa.String(1024), primary_key=True),
-        sa.Column("kind", sa.String(8), primary_key=True),
-        sa.Column("model", sa.String(64), nullable=False),
-        sa.Column("text_hash", sa.String(64), nullable=False),
-        sa.Column("vector", sa.LargeBinary(), nullable=False),
+        sa.Column("model", sa.String(64), primary_key=True),
+        sa.Column("entry_hash", sa.String(64), nullable=False),
+        sa.Column("entry", sa.LargeBinary(), nullable=False),
+        sa.Column("title_hash", sa.String(64), nullable=False),
+        sa.Column("title", sa.LargeBinary(), nullable=False),
     )
 
 
