@@ -159,3 +159,12 @@ def test_a_kept_vector_of_another_length_is_embedded_again(
     assert np.array_equal(vectors[0], use_embedder.embed([entry[1]])[0])
     assert np.array_equal(titles[0], use_embedder.embed([entry[2]])[0])
     assert len(kb.documents.map_vectors(name, [REDIS])[REDIS].entry) == 4 * vectors.shape[1]
+
+
+def test_an_endpoints_long_model_name_keeps_its_vectors(kb: KnowledgeBase) -> None:
+    """``embedding.model`` names an endpoint's model, e.g. a path on a vLLM server."""
+    name = "/models/sentence-transformers/paraphrase-multilingual-mpnet-base-v2-" + "x" * 150
+    kept = KeptVectors(text_hash("e"), b"\1" * 8, text_hash("t"), b"\2" * 8)
+    kb.documents.save_map_vectors(name, [(REDIS, kept)])
+
+    assert kb.documents.map_vectors(name, [REDIS]) == {REDIS: kept}

@@ -30,6 +30,8 @@ JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postg
 PATH_MAX = 1024
 TITLE_MAX = 512
 DOMAIN_MAX = 128
+#: an embedder's name (``embedding.model``: an endpoint's model names run long)
+MODEL_MAX = 255
 #: the largest turn number an ``Integer`` column holds on every store (PostgreSQL's int4)
 MAX_TURN = 2**31 - 1
 
@@ -106,7 +108,7 @@ class MapVectorRow(Base):
     __tablename__ = "map_vector"
 
     path: Mapped[str] = mapped_column(String(PATH_MAX), primary_key=True)
-    model: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_MAX), primary_key=True)
     entry_hash: Mapped[str] = mapped_column(String(64))
     #: float32, little-endian, like ``title``
     entry: Mapped[bytes] = mapped_column(LargeBinary)

@@ -22,7 +22,7 @@ def upgrade() -> None:
     op.create_table(
         "map_vector",
         sa.Column("path", sa.String(1024), primary_key=True),
-        sa.Column("model", sa.String(64), primary_key=True),
+        sa.Column("model", sa.String(255), primary_key=True),
         sa.Column("entry_hash", sa.String(64), nullable=False),
         sa.Column("entry", sa.LargeBinary(), nullable=False),
         sa.Column("title_hash", sa.String(64), nullable=False),
