@@ -76,6 +76,25 @@ class KeyFrequency:
             dict(measured),
         )
 
+    def plus(self, other: KeyFrequency) -> KeyFrequency:
+        """The counts over ``self``'s documents and ``other``'s (none in both), as one
+        measurement of them all gives them: ``other``'s users after ``self``'s.
+
+        >>> a = KeyFrequency(2, {"kafka": 2, "lag": 1}, {"kafka": ("a", "b"), "lag": ("a",)})
+        >>> both = a.plus(KeyFrequency(2, {"kafka": 2}, {"kafka": ("c", "d")}))
+        >>> both.documents, both.counts, both.users
+        (4, {'kafka': 4, 'lag': 1}, {'lag': ('a',)})
+        """
+        counts = dict(self.counts)
+        for key, count in other.counts.items():
+            counts[key] = counts.get(key, 0) + count
+        users = {
+            key: (*self.users.get(key, ()), *other.users.get(key, ()))
+            for key in dict.fromkeys([*self.users, *other.users])
+            if counts[key] <= KEY_DOCUMENTS_LIMIT
+        }
+        return KeyFrequency(self.documents + other.documents, counts, users)
+
     def to_json(self) -> str:
         return json.dumps(
             {

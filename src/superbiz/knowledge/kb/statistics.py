@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from superbiz.knowledge.kb._key_count import count_keys
 from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
@@ -93,8 +94,8 @@ def measure(
     with outside_stores():
         # every key a document may be named by, the map's derived covers too: the planner
         # matches those (``MapPlanner``), and the same frequency judges them
-        keys = ExactIndex(exact_entry(doc, derived_covers=True) for doc in docs)
-        fresh = keys.frequency(texts)
+        entries = [exact_entry(doc, derived_covers=True) for doc in docs]
+        fresh = count_keys(entries, texts, ExactIndex(entries))
         if previous is not None and incremental:
             frequency = previous.updated(hashes, fresh, gone)
         else:
