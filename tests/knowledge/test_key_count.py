@@ -4,9 +4,11 @@ users as one core, and one core when the worker cannot start or fails."""
 from __future__ import annotations
 
 import logging
-import multiprocessing.context
+import subprocess
+import sys
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,9 @@ def corpus() -> tuple[list[ExactEntry], list[tuple[str, str]]]:
     return entries, texts
 
 
+Popen = subprocess.Popen
+
+
 def test_two_cores_count_what_one_counts(
     corpus: tuple[list[ExactEntry], list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -40,21 +45,40 @@ def test_two_cores_count_what_one_counts(
     index = ExactIndex(entries)
     alone = index.frequency(texts)
     monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
-    started: list[object] = []
-    real_start = multiprocessing.context.SpawnProcess.start
+    started: list[list[str]] = []
 
-    def start(process: multiprocessing.context.SpawnProcess) -> None:
-        started.append(process)
-        real_start(process)
+    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(args)
+        return Popen(args, **kwargs)
 
-    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start)
+    monkeypatch.setattr(_key_count.subprocess, "Popen", start)
 
     both = count_keys(entries, texts, index)
 
-    assert len(started) == 1  # the worker counted half
+    assert started == [[sys.executable, "-m", "superbiz.knowledge.kb._key_count"]]
     assert both == alone
     assert both.to_json() == alone.to_json()
     assert any(count > 3 for count in both.counts.values()) and both.users
+
+
+def test_a_worker_that_fails_leaves_its_half_here(
+    corpus: tuple[list[ExactEntry], list[tuple[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    entries, texts = corpus
+    index = ExactIndex(entries)
+    monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
+
+    def crash(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        return Popen([sys.executable, "-c", "import sys; sys.exit(3)"], **kwargs)
+
+    monkeypatch.setattr(_key_count.subprocess, "Popen", crash)
+    with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb._key_count"):
+        counted = count_keys(entries, texts, index)
+
+    assert counted == index.frequency(texts)
+    assert "the worker failed" in caplog.text
 
 
 def test_no_worker_process_counts_on_one_core(
@@ -66,10 +90,10 @@ def test_no_worker_process_counts_on_one_core(
     index = ExactIndex(entries)
     monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
 
-    def refuse(process: multiprocessing.context.SpawnProcess) -> None:
+    def refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         raise OSError("no processes here")
 
-    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", refuse)
+    monkeypatch.setattr(_key_count.subprocess, "Popen", refuse)
     with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb._key_count"):
         counted = count_keys(entries, texts, index)
 
@@ -82,8 +106,8 @@ def test_a_small_change_is_counted_here(
 ) -> None:
     entries, texts = corpus
 
-    def refuse(process: multiprocessing.context.SpawnProcess) -> None:
+    def refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         raise AssertionError("a worker was started for a small change")
 
-    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", refuse)
+    monkeypatch.setattr(_key_count.subprocess, "Popen", refuse)
     assert count_keys(entries, texts, ExactIndex(entries)) == ExactIndex(entries).frequency(texts)

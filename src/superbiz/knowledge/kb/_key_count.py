@@ -6,15 +6,22 @@ Python, on one core: about 7 of the 30 minutes of a 38,075-document upload into 
 in a worker process meanwhile, and the two counts added (``KeyFrequency.plus``): the same
 counts. Below ``PARALLEL_DOCUMENTS`` a worker's start (an interpreter, jieba's dictionary,
 the index of every key) costs more than it saves.
+
+The worker is ``python -m`` this module, given its half through a pipe: not a
+``multiprocessing`` child, which imports the host program's ``__main__`` again (a script
+that embeds superbiz without a ``__main__`` guard would run twice).
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
+import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from typing import IO
 
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
@@ -30,27 +37,57 @@ def count_keys(
 ) -> KeyFrequency:
     """``index.frequency(texts)`` (``index`` holds ``entries``), on two cores where there
     are two and ``texts`` is a list of at least ``PARALLEL_DOCUMENTS``. A worker that
-    cannot start or dies leaves its half to this process."""
+    cannot start or fails leaves its half to this process."""
     if not isinstance(texts, list) or len(texts) < PARALLEL_DOCUMENTS or (os.cpu_count() or 1) < 2:
         return index.frequency(texts)
     half = len(texts) // 2
-    spawn = multiprocessing.get_context("spawn")  # never fork a process with threads
     try:
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=spawn)
-        other = pool.submit(_frequency, list(entries), texts[half:])
-    except Exception as exc:  # no process to start here: one core it is
+        worker = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # jieba announces its dictionary there
+        )
+    except OSError as exc:
         log.warning("key count: no worker process (%s); counting on one core", exc)
         return index.frequency(texts)
-    with pool:
-        mine = index.frequency(texts[:half])
-        try:
-            theirs = other.result()
-        except Exception as exc:  # the worker died or could not be given its half
-            log.warning("key count: the worker failed (%s); counting its half here", exc)
-            theirs = index.frequency(texts[half:])
+    assert worker.stdin is not None and worker.stdout is not None
+    feeding = threading.Thread(
+        target=_send, args=(worker.stdin, (list(entries), texts[half:])), daemon=True
+    )
+    feeding.start()
+    mine = index.frequency(texts[:half])
+    try:
+        theirs = pickle.load(worker.stdout)
+        if not isinstance(theirs, KeyFrequency):
+            raise TypeError(f"the worker sent a {type(theirs).__name__}")
+    except (EOFError, pickle.UnpicklingError, TypeError) as exc:
+        log.warning("key count: the worker failed (%s); counting its half here", exc)
+        theirs = index.frequency(texts[half:])
+    finally:
+        worker.kill()  # done or failed: never left behind
+        worker.wait()
+        worker.stdout.close()
+        feeding.join()
     return mine.plus(theirs)
 
 
-def _frequency(entries: list[ExactEntry], texts: list[tuple[str, str]]) -> KeyFrequency:
-    """A worker's half: its own index of the same keys."""
-    return ExactIndex(entries).frequency(texts)
+def _send(pipe: IO[bytes], work: object) -> None:
+    """Write the worker's half; a worker gone meanwhile is found by the reader."""
+    try:
+        pickle.dump(work, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        pipe.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _serve() -> None:
+    """The worker: a half in, its counts out."""
+    entries, texts = pickle.load(sys.stdin.buffer)
+    counted = ExactIndex(entries).frequency(texts)
+    pickle.dump(counted, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _serve()
