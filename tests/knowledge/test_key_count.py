@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -36,24 +37,28 @@ def corpus() -> tuple[list[ExactEntry], list[tuple[str, str]]]:
 
 
 Popen = subprocess.Popen
+Corpus = tuple[list[ExactEntry], list[tuple[str, str]]]
+Start = Callable[..., "subprocess.Popen[bytes]"]
 
 
-def test_two_cores_count_what_one_counts(
-    corpus: tuple[list[ExactEntry], list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def workers_start_with(monkeypatch: pytest.MonkeyPatch, start: Start, *, threshold: int) -> None:
+    """The worker started by ``start`` instead of ``subprocess.Popen``, from ``threshold``
+    documents on."""
+    monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", threshold)
+    monkeypatch.setattr(_key_count.subprocess, "Popen", start)
+
+
+def test_two_cores_count_what_one_counts(corpus: Corpus, monkeypatch: pytest.MonkeyPatch) -> None:
     entries, texts = corpus
-    index = ExactIndex(entries)
-    alone = index.frequency(texts)
-    monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
+    alone = ExactIndex(entries).frequency(texts)
     started: list[list[str]] = []
 
     def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         started.append(args)
         return Popen(args, **kwargs)
 
-    monkeypatch.setattr(_key_count.subprocess, "Popen", start)
-
-    both = count_keys(entries, texts, index)
+    workers_start_with(monkeypatch, start, threshold=10)
+    both = count_keys(entries, texts)
 
     assert started == [[sys.executable, "-m", "superbiz.knowledge.kb._key_count"]]
     assert both == alone
@@ -61,53 +66,43 @@ def test_two_cores_count_what_one_counts(
     assert any(count > 3 for count in both.counts.values()) and both.users
 
 
-def test_a_worker_that_fails_leaves_its_half_here(
-    corpus: tuple[list[ExactEntry], list[tuple[str, str]]],
+def _crash(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    return Popen([sys.executable, "-c", "import sys; sys.exit(3)"], **kwargs)
+
+
+def _refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    raise OSError("no processes here")
+
+
+@pytest.mark.parametrize(
+    ("start", "said"),
+    [
+        (_crash, "the worker failed"),
+        (_refuse, "no worker process (no processes here)"),
+    ],
+    ids=["the worker fails", "no worker process"],
+)
+def test_without_a_worker_one_core_counts_it_all(
+    corpus: Corpus,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    start: Start,
+    said: str,
 ) -> None:
     entries, texts = corpus
-    index = ExactIndex(entries)
-    monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
-
-    def crash(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        return Popen([sys.executable, "-c", "import sys; sys.exit(3)"], **kwargs)
-
-    monkeypatch.setattr(_key_count.subprocess, "Popen", crash)
+    workers_start_with(monkeypatch, start, threshold=10)
     with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb._key_count"):
-        counted = count_keys(entries, texts, index)
+        counted = count_keys(entries, texts)
 
-    assert counted == index.frequency(texts)
-    assert "the worker failed" in caplog.text
-
-
-def test_no_worker_process_counts_on_one_core(
-    corpus: tuple[list[ExactEntry], list[tuple[str, str]]],
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    entries, texts = corpus
-    index = ExactIndex(entries)
-    monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", 10)
-
-    def refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        raise OSError("no processes here")
-
-    monkeypatch.setattr(_key_count.subprocess, "Popen", refuse)
-    with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.kb._key_count"):
-        counted = count_keys(entries, texts, index)
-
-    assert counted == index.frequency(texts)
-    assert "no worker process (no processes here)" in caplog.text
+    assert counted == ExactIndex(entries).frequency(texts)
+    assert said in caplog.text
 
 
-def test_a_small_change_is_counted_here(
-    corpus: tuple[list[ExactEntry], list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_small_change_is_counted_here(corpus: Corpus, monkeypatch: pytest.MonkeyPatch) -> None:
     entries, texts = corpus
 
     def refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         raise AssertionError("a worker was started for a small change")
 
-    monkeypatch.setattr(_key_count.subprocess, "Popen", refuse)
-    assert count_keys(entries, texts, ExactIndex(entries)) == ExactIndex(entries).frequency(texts)
+    workers_start_with(monkeypatch, refuse, threshold=_key_count.PARALLEL_DOCUMENTS)
+    assert count_keys(entries, texts) == ExactIndex(entries).frequency(texts)

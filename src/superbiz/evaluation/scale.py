@@ -284,13 +284,7 @@ def _planning(runtime: Runtime, questions: Sequence[ScaleQuery]) -> dict[str, An
     started = time.perf_counter()
     kmap = runtime.knowledge_map()
     build_s = time.perf_counter() - started
-    planner = (
-        runtime.planner
-        if isinstance(runtime.planner, MapPlanner)
-        else MapPlanner(
-            runtime.kb.embedder, runtime.settings.planner_config, runtime.kb.map_vectors
-        )
-    )
+    planner = runtime.planner if isinstance(runtime.planner, MapPlanner) else _map_planner(runtime)
     budget = runtime.settings.advanced.planner.map_token_budget
     latencies: list[float] = []
     first_ms = None
@@ -331,12 +325,15 @@ def _new_process_plan(
     nothing in memory: it reads the entry vectors the first plan kept."""
     if not questions:
         return None
-    planner = MapPlanner(
-        runtime.kb.embedder, runtime.settings.planner_config, runtime.kb.map_vectors
-    )
+    planner = _map_planner(runtime)
     started = time.perf_counter()
     planner.plan(PlanRequest(questions[0].query, kmap))
     return (time.perf_counter() - started) * 1000
+
+
+def _map_planner(runtime: Runtime) -> MapPlanner:
+    """A map planner with nothing in memory, as a new process makes it."""
+    return MapPlanner(runtime.kb.embedder, runtime.settings.planner_config, runtime.kb.map_vectors)
 
 
 def _gaps(runtime: Runtime, questions: Sequence[ScaleQuery], documents: int) -> dict[str, Any]:

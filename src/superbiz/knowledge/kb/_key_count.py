@@ -14,6 +14,7 @@ that embeds superbiz without a ``__main__`` guard would run twice).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -32,12 +33,11 @@ log = logging.getLogger(__name__)
 PARALLEL_DOCUMENTS = 4_000
 
 
-def count_keys(
-    entries: Sequence[ExactEntry], texts: Iterable[tuple[str, str]], index: ExactIndex
-) -> KeyFrequency:
-    """``index.frequency(texts)`` (``index`` holds ``entries``), on two cores where there
-    are two and ``texts`` is a list of at least ``PARALLEL_DOCUMENTS``. A worker that
-    cannot start or fails leaves its half to this process."""
+def count_keys(entries: Sequence[ExactEntry], texts: Iterable[tuple[str, str]]) -> KeyFrequency:
+    """``ExactIndex(entries).frequency(texts)``, on two cores where there are two and
+    ``texts`` is a list of at least ``PARALLEL_DOCUMENTS``. A worker that cannot start or
+    fails leaves its half to this process."""
+    index = ExactIndex(entries)
     if not isinstance(texts, list) or len(texts) < PARALLEL_DOCUMENTS or (os.cpu_count() or 1) < 2:
         return index.frequency(texts)
     half = len(texts) // 2
@@ -76,9 +76,11 @@ def _send(pipe: IO[bytes], work: object) -> None:
     """Write the worker's half; a worker gone meanwhile is found by the reader."""
     try:
         pickle.dump(work, pipe, protocol=pickle.HIGHEST_PROTOCOL)
-        pipe.close()
-    except (BrokenPipeError, OSError):
+    except OSError:  # a broken pipe among them
         pass
+    finally:
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 def _serve() -> None:

@@ -33,7 +33,6 @@ from superbiz.retrieval.calibration import (
     calibrate_levels,
     choose_probes,
 )
-from superbiz.retrieval.exact_index import ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.records import ChunkHit
 from superbiz.storage.repository import StoredDocument
@@ -95,7 +94,7 @@ def measure(
         # every key a document may be named by, the map's derived covers too: the planner
         # matches those (``MapPlanner``), and the same frequency judges them
         entries = [exact_entry(doc, derived_covers=True) for doc in docs]
-        fresh = count_keys(entries, texts, ExactIndex(entries))
+        fresh = count_keys(entries, texts)
         if previous is not None and incremental:
             frequency = previous.updated(hashes, fresh, gone)
         else:
