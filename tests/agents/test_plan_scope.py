@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import write_kb
+from superbiz.agents._domain_margin import UNMEASURED, clear_margins
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import ExtractiveChatModel
 from superbiz.agents.planner import MapPlanner, Plan, PlannedDomain, PlanRequest
@@ -235,3 +237,22 @@ def test_the_margin_is_measured_once_per_map(
     first = planner.clear_margins(kmap)
 
     assert planner.clear_margins(kmap) is first
+
+
+def test_the_margins_do_not_depend_on_whether_a_domains_entries_are_listed_together() -> None:
+    """A map lists each domain's entries together and is measured without copying them;
+    the same entries interleaved (copied into domain order) measure the same margins."""
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(4, 16))
+    entries = np.repeat(centres, 25, axis=0) + rng.normal(0, 0.6, (100, 16))
+    titles = entries + rng.normal(0, 0.3, (100, 16))
+    domains = [name for name in "dbca" for _ in range(25)]  # together, not in name order
+    shuffled = rng.permutation(100)
+
+    together = clear_margins(titles, entries, domains, 0.9)
+    interleaved = clear_margins(
+        titles[shuffled], entries[shuffled], [domains[i] for i in shuffled], 0.9
+    )
+
+    assert together == interleaved
+    assert any(margin != UNMEASURED for margin in together.values())

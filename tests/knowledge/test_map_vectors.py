@@ -5,7 +5,7 @@ changed, never uses another embedder's, and plans on a store that fails."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.knowledge.kb.map_vectors import KeptMapVectors, text_hash
+from superbiz.knowledge.kb.map_vectors import KeptMapVectors, MapEntry, text_hash
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.repository import DocumentRepository, KeptVectors
 
@@ -103,17 +103,17 @@ def test_vectors_of_another_embedder_are_never_used(kb: KnowledgeBase) -> None:
 def test_the_kept_vectors_go_and_move_with_their_document(kb: KnowledgeBase) -> None:
     new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
     name, documents = kb.embedder.name, kb.documents
-    kept = documents.map_vectors(name, [REDIS, "api/rate-limit.md"])
+    kept = dict(documents.map_vectors(name, [REDIS, "api/rate-limit.md"]))
     assert set(kept) == {REDIS, "api/rate-limit.md"}
 
     assert documents.rename(REDIS, "infrastructure/redis.md")
-    assert set(documents.map_vectors(name, [REDIS, "infrastructure/redis.md"])) == {
-        "infrastructure/redis.md"
-    }
+    assert {
+        path for path, _ in documents.map_vectors(name, [REDIS, "infrastructure/redis.md"])
+    } == {"infrastructure/redis.md"}
     documents.delete(["infrastructure/redis.md"])
-    assert documents.map_vectors(name, ["infrastructure/redis.md"]) == {}
+    assert not list(documents.map_vectors(name, ["infrastructure/redis.md"]))
     documents.delete_all()
-    assert documents.map_vectors(name, ["api/rate-limit.md"]) == {}
+    assert not list(documents.map_vectors(name, ["api/rate-limit.md"]))
 
 
 def test_a_store_that_fails_costs_only_time(
@@ -158,7 +158,7 @@ def test_a_kept_vector_of_another_length_is_embedded_again(
     assert embedder.texts == 2
     assert np.array_equal(vectors[0], use_embedder.embed([entry[1]])[0])
     assert np.array_equal(titles[0], use_embedder.embed([entry[2]])[0])
-    assert len(kb.documents.map_vectors(name, [REDIS])[REDIS].entry) == 4 * vectors.shape[1]
+    assert len(dict(kb.documents.map_vectors(name, [REDIS]))[REDIS].entry) == 4 * vectors.shape[1]
 
 
 def test_an_endpoints_long_model_name_keeps_its_vectors(kb: KnowledgeBase) -> None:
@@ -167,4 +167,44 @@ def test_an_endpoints_long_model_name_keeps_its_vectors(kb: KnowledgeBase) -> No
     kept = KeptVectors(text_hash("e"), b"\1" * 8, text_hash("t"), b"\2" * 8)
     kb.documents.save_map_vectors(name, [(REDIS, kept)])
 
-    assert kb.documents.map_vectors(name, [REDIS]) == {REDIS: kept}
+    assert list(kb.documents.map_vectors(name, [REDIS])) == [(REDIS, kept)]
+
+
+class AskedFor:
+    """``KeptMapVectors``, recording the entries it is asked for."""
+
+    def __init__(self, kept: KeptMapVectors) -> None:
+        self.kept = kept
+        self.asked: list[list[str]] = []
+
+    def vectors(self, entries: Sequence[MapEntry]) -> tuple[np.ndarray, np.ndarray]:
+        self.asked.append([path for path, _, _ in entries])
+        return self.kept.vectors(entries)
+
+
+def test_a_planner_asks_only_for_the_entries_a_new_map_changed(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """A process that plans on one map and then on the map after an edit and a delete
+    reuses what it holds: only the edited entry is asked for, and it plans as a new
+    process does."""
+    kept = AskedFor(kb.map_vectors)
+    planner = MapPlanner(kb.embedder, PlannerConfig(), kept)
+    before = build_map(kb)
+    planner.plan(PlanRequest(QUESTION, before))
+    source = tmp_path / "kb" / REDIS
+    source.write_text(
+        source.read_text(encoding="utf-8").replace("covers: [", "covers: [maxTotal, "),
+        encoding="utf-8",
+    )
+    (tmp_path / "kb" / "api" / "rate-limit.md").unlink()
+    Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"], prune=True)
+    after = build_map(kb)
+
+    plan = planner.plan(PlanRequest(QUESTION, after))
+
+    assert kept.asked == [[doc.path for d in before.domains for doc in d.documents], [REDIS]]
+    fresh = new_process(kb)[0]
+    assert fresh.plan(PlanRequest(QUESTION, after)) == plan
+    assert fresh.domain_scores(QUESTION, after) == planner.domain_scores(QUESTION, after)
+    assert fresh.clear_margins(after) == planner.clear_margins(after)

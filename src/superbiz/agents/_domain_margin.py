@@ -120,16 +120,22 @@ def _best_per_domain(
     titles: np.ndarray, entries: np.ndarray, owner: np.ndarray, rows: np.ndarray, count: int
 ) -> np.ndarray:
     """For each title in ``rows``, its best cosine with each domain's entries, its own
-    entry left out; a block of titles at a time, the entries grouped by domain."""
-    order = np.argsort(owner, kind="stable")
-    starts = np.searchsorted(owner[order], np.arange(count))
-    grouped = entries[order]
-    where = np.empty(len(order), dtype=np.int64)
-    where[order] = np.arange(len(order))  # an entry's column once grouped
+    entry left out; a block of titles at a time, the entries grouped by domain (copied
+    only where a domain's entries are not already together: 0.1 GB at 50,000)."""
+    runs = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    if len(runs) == count:  # each domain's entries together, as a map lists them: no copy
+        grouped, starts, columns = entries, runs, owner[runs]
+        where = np.arange(len(owner))
+    else:
+        order = np.argsort(owner, kind="stable")
+        starts = np.searchsorted(owner[order], np.arange(count))
+        grouped, columns = entries[order], np.arange(count)
+        where = np.empty(len(order), dtype=np.int64)
+        where[order] = np.arange(len(order))  # an entry's column once grouped
     out = np.empty((len(rows), count))
     for begin in range(0, len(rows), _BLOCK):
         block = rows[begin : begin + _BLOCK]
         similarity = titles[block] @ grouped.T
         similarity[np.arange(len(block)), where[block]] = -np.inf
-        out[begin : begin + len(block)] = np.maximum.reduceat(similarity, starts, axis=1)
+        out[begin : begin + len(block), columns] = np.maximum.reduceat(similarity, starts, axis=1)
     return out

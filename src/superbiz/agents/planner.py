@@ -150,11 +150,10 @@ class MapPlanner:
         self.settings = settings
         #: where entry vectors outlive this process (None: embedded by each process)
         self.kept = kept or _Embedded(embedder)
-        self._entries: dict[tuple[str, str], np.ndarray] = {}
-        self._titles: dict[tuple[str, str], np.ndarray] = {}
         # (map, its clear margins), swapped whole: turns of several sessions plan at once
         self._margin_built: tuple[KnowledgeMap, dict[str, float]] | None = None
-        # (map, its entries in one matrix), likewise: a plan multiplies, never stacks
+        # (map, its entries' and titles' vectors in two matrices), likewise: a plan
+        # multiplies, never stacks; the next map reuses the rows of entries it still has
         self._indexed: tuple[KnowledgeMap, _MapEntries] | None = None
 
     def plan(self, request: PlanRequest) -> Plan:
@@ -202,7 +201,7 @@ class MapPlanner:
             margins: dict[str, float] = {}
             if entries.documents:
                 margins = _domain_margin.clear_margins(
-                    self._title_vectors([doc for _, doc in entries.documents]),
+                    entries.titles,
                     entries.matrix,
                     entries.domains,
                     self.settings.scope_precision,
@@ -211,18 +210,17 @@ class MapPlanner:
         return built[1]
 
     def _entries_of(self, kmap: KnowledgeMap) -> _MapEntries:
-        """The map's documents and their entry vectors in one matrix, once per map."""
+        """The map's documents and their vectors, once per map: the rows of entries the
+        last map had are reused, the others asked of ``kept``."""
         indexed = self._indexed
         if indexed is None or indexed[0] is not kmap:
             documents = [
                 (domain.domain_id, doc) for domain in kmap.domains for doc in domain.documents
             ]
-            matrix = (
-                self._vectors([doc for _, doc in documents])
-                if documents
-                else np.zeros((0, self.embedder.dimension), dtype=np.float32)
+            entries = _MapEntries.of(
+                documents, self.embedder.dimension, indexed[1] if indexed else None, self.kept
             )
-            self._indexed = indexed = (kmap, _MapEntries(documents, matrix))
+            self._indexed = indexed = (kmap, entries)
         return indexed[1]
 
     def _scored(self, request: PlanRequest) -> tuple[_MapEntries, np.ndarray]:
@@ -237,8 +235,7 @@ class MapPlanner:
         keep = [
             i for i, (domain, _) in enumerate(entries.documents) if domain not in request.exclude
         ]
-        kept = _MapEntries([entries.documents[i] for i in keep], entries.matrix[keep])
-        return kept, scores[keep]
+        return entries.subset(keep), scores[keep]
 
     def _choose(
         self,
@@ -261,45 +258,55 @@ class MapPlanner:
         near = [d for d, s in ranked if top - s < margin]
         return near[: self.settings.max_domains], False
 
-    def _title_vectors(self, docs: list[MapDocument]) -> np.ndarray:
-        """Each document's title embedded, once per (path, title) and reused across maps."""
-        self._hold(docs)
-        return np.stack([self._titles[(d.path, d.title)] for d in docs])
-
-    def _vectors(self, docs: list[MapDocument]) -> np.ndarray:
-        """Entry vectors, embedded once per (path, text) and reused across maps."""
-        self._hold(docs)
-        return np.stack([self._entries[(d.path, _entry_text(d))] for d in docs])
-
-    def _hold(self, docs: list[MapDocument]) -> None:
-        """Hold the entry and title vectors of ``docs``, the missing ones asked of ``kept``
-        (both at once: they are kept together)."""
-        missing = {
-            (d.path, text, d.title): None
-            for d in docs
-            if (d.path, text := _entry_text(d)) not in self._entries
-            or (d.path, d.title) not in self._titles
-        }
-        if not missing:
-            return
-        entries, titles = self.kept.vectors(list(missing))
-        for (path, text, title), entry, title_vector in zip(missing, entries, titles, strict=True):
-            self._entries[(path, text)] = entry
-            self._titles[(path, title)] = title_vector
-
 
 class _MapEntries:
-    """A map's documents, each with its domain, and their entry vectors (rows)."""
+    """A map's documents, each with its domain, and their entry and title vectors (rows
+    of ``matrix`` and ``titles``)."""
 
-    def __init__(self, documents: list[tuple[str, MapDocument]], matrix: np.ndarray) -> None:
+    def __init__(
+        self, documents: list[tuple[str, MapDocument]], matrix: np.ndarray, titles: np.ndarray
+    ) -> None:
         self.documents = documents
         self.matrix = matrix
+        self.titles = titles
         self.domains = [domain for domain, _ in documents]
         # a map lists each domain's documents together: each run of a domain is one
         starts = [i for i, d in enumerate(self.domains) if i == 0 or d != self.domains[i - 1]]
         self._names = [self.domains[i] for i in starts]
         grouped = len(self._names) == len(set(self._names))
         self._starts = np.array(starts) if grouped and starts else None
+
+    @classmethod
+    def of(
+        cls,
+        documents: list[tuple[str, MapDocument]],
+        dimension: int,
+        previous: _MapEntries | None,
+        kept: EntryVectors,
+    ) -> _MapEntries:
+        """``documents`` with their vectors: ``previous``'s rows where an entry's text and
+        title are unchanged, ``kept``'s for the rest. One matrix each, no copies held."""
+        keys = [_entry_key(doc) for _, doc in documents]
+        matrix = np.empty((len(keys), dimension), dtype=np.float32)
+        titles = np.empty((len(keys), dimension), dtype=np.float32)
+        had = previous.rows() if previous is not None else {}
+        old = [(i, had[key]) for i, key in enumerate(keys) if key in had]
+        if old and previous is not None:
+            new_rows, old_rows = (list(rows) for rows in zip(*old, strict=True))
+            matrix[new_rows] = previous.matrix[old_rows]
+            titles[new_rows] = previous.titles[old_rows]
+        missing = [i for i, key in enumerate(keys) if key not in had]
+        if missing:
+            matrix[missing], titles[missing] = kept.vectors([keys[i] for i in missing])
+        return cls(documents, matrix, titles)
+
+    def rows(self) -> dict[MapEntry, int]:
+        """Each entry's row."""
+        return {_entry_key(doc): i for i, (_, doc) in enumerate(self.documents)}
+
+    def subset(self, keep: list[int]) -> _MapEntries:
+        """The entries at ``keep``, in that order."""
+        return _MapEntries([self.documents[i] for i in keep], self.matrix[keep], self.titles[keep])
 
     def domain_scores(self, scores: np.ndarray) -> dict[str, float]:
         """Each domain's best score among its entries, in the order of the documents."""
@@ -311,6 +318,10 @@ class _MapEntries:
 
 def _entry_text(doc: MapDocument) -> str:
     return "\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]).strip()
+
+
+def _entry_key(doc: MapDocument) -> MapEntry:
+    return doc.path, _entry_text(doc), doc.title
 
 
 class PlanReplyDomain(BaseModel):

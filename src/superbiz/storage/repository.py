@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
@@ -364,9 +365,10 @@ class DocumentRepository:
                 _bump_version(session)
 
     # -- map vectors (the planner's entries) ----------------------------------
-    def map_vectors(self, model: str, paths: Iterable[str]) -> dict[str, KeptVectors]:
+    def map_vectors(self, model: str, paths: Iterable[str]) -> Iterator[tuple[str, KeptVectors]]:
         """The vectors ``model`` made of those of ``paths`` that have them, read
-        ``_PATHS_PER_QUERY`` at a time."""
+        ``_PATHS_PER_QUERY`` at a time and handed on as read: a whole map's (0.2 GB at
+        50,000 documents) is never held as rows."""
         query = select(
             MapVectorRow.path,
             MapVectorRow.entry_hash,
@@ -374,24 +376,26 @@ class DocumentRepository:
             MapVectorRow.title_hash,
             MapVectorRow.title,
         ).where(MapVectorRow.model == model)
-        wanted, out = list(paths), {}
+        wanted = list(paths)
         with self.engine.connect() as connection:
             for start in range(0, len(wanted), _PATHS_PER_QUERY):
                 chunk = wanted[start : start + _PATHS_PER_QUERY]
-                rows = connection.execute(query.where(MapVectorRow.path.in_(chunk)))
-                out.update({row[0]: KeptVectors(*row[1:]) for row in rows})
-        return out
+                for row in connection.execute(query.where(MapVectorRow.path.in_(chunk))):
+                    yield row[0], KeptVectors(*row[1:])
 
     def save_map_vectors(self, model: str, vectors: Iterable[tuple[str, KeptVectors]]) -> None:
         """Insert or replace the vectors ``model`` made of each ``(path, vectors)``: two
         processes that embedded one entry at once both save it. Not a change of the
-        knowledge (its version stays): the vectors are derived from what is stored."""
-        rows = [{"path": path, "model": model, **kept._asdict()} for path, kept in vectors]
+        knowledge (its version stays): the vectors are derived from what is stored.
+        ``vectors`` is taken ``_PATHS_PER_QUERY`` at a time, so a generator is never
+        held whole."""
+        pending = iter(vectors)
         with self.engine.begin() as connection:
-            for start in range(0, len(rows), _PATHS_PER_QUERY):
-                statement = upsert_insert(self.engine, MapVectorRow).values(
-                    rows[start : start + _PATHS_PER_QUERY]
-                )
+            while rows := [
+                {"path": path, "model": model, **kept._asdict()}
+                for path, kept in islice(pending, _PATHS_PER_QUERY)
+            ]:
+                statement = upsert_insert(self.engine, MapVectorRow).values(rows)
                 replaced = {c: statement.excluded[c] for c in KeptVectors._fields}
                 connection.execute(
                     statement.on_conflict_do_update(index_elements=["path", "model"], set_=replaced)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
@@ -47,59 +47,65 @@ class KeptMapVectors:
 
     def vectors(self, entries: Sequence[MapEntry]) -> tuple[np.ndarray, np.ndarray]:
         """The entry vectors and the title vectors of ``entries``, a row each in their
-        order."""
+        order. Read into the two matrices as the store hands them over: the map's
+        vectors are held once, never also as rows or bytes."""
         count, dimension = len(entries), self.embedder.dimension
-        texts = [entry for _, entry, _ in entries] + [title for _, _, title in entries]
-        hashes = [text_hash(text) for text in texts]  # the entries' then the titles'
-        kept = self._read([path for path, _, _ in entries])
-        rows = np.empty((2 * count, dimension), dtype=np.float32)
-        stale = []  # rows whose text changed, or was never embedded by this embedder
-        for row, digest in enumerate(hashes):
-            vector = _valid(kept.get(entries[row % count][0]), row >= count, digest, dimension)
-            if vector is None:
-                stale.append(row)
-            else:
-                rows[row] = vector
-        if stale:
-            for part in ([r for r in stale if r < count], [r for r in stale if r >= count]):
+        texts = ([entry for _, entry, _ in entries], [title for _, _, title in entries])
+        hashes = ([text_hash(t) for t in texts[0]], [text_hash(t) for t in texts[1]])
+        matrices = (
+            np.empty((count, dimension), dtype=np.float32),
+            np.empty((count, dimension), dtype=np.float32),
+        )
+        found = (np.zeros(count, dtype=bool), np.zeros(count, dtype=bool))
+        self._read(entries, hashes, matrices, found)
+        stale = [np.flatnonzero(~held) for held in found]
+        for rows, matrix, part in zip(stale, matrices, texts, strict=True):
+            if rows.size:
                 # entries and titles apart: a batch's rows vary with its company in the
                 # last digits, and the entries' batch is what plans were measured with
-                rows[part] = self.embedder.embed([texts[row] for row in part])
+                matrix[rows] = self.embedder.embed([part[row] for row in rows])
+        if any(rows.size for rows in stale):
+            changed = np.union1d(*stale).tolist()
             self._keep(
-                [
-                    (
-                        entries[i][0],
-                        KeptVectors(
-                            hashes[i], _bytes(rows[i]), hashes[count + i], _bytes(rows[count + i])
-                        ),
-                    )
-                    for i in sorted({row % count for row in stale})
-                ]
+                (
+                    entries[i][0],
+                    KeptVectors(
+                        hashes[0][i], _bytes(matrices[0][i]), hashes[1][i], _bytes(matrices[1][i])
+                    ),
+                )
+                for i in changed
             )
-        return rows[:count], rows[count:]
+        return matrices
 
-    def _read(self, paths: list[str]) -> dict[str, KeptVectors]:
+    def _read(
+        self,
+        entries: Sequence[MapEntry],
+        hashes: tuple[list[str], list[str]],
+        matrices: tuple[np.ndarray, np.ndarray],
+        found: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        """Fill the rows whose kept vector was made from the same text, marking them
+        ``found``; a store that fails leaves the rest to be embedded."""
+        at: dict[str, list[int]] = {}
+        for row, (path, _, _) in enumerate(entries):
+            at.setdefault(path, []).append(row)
+        size = 4 * self.embedder.dimension
         try:
-            return self.documents.map_vectors(self.embedder.name, paths)
+            for path, held in self.documents.map_vectors(self.embedder.name, at):
+                pairs = ((held.entry_hash, held.entry), (held.title_hash, held.title))
+                for row in at.get(path, ()):
+                    for k, (digest, data) in enumerate(pairs):
+                        if digest == hashes[k][row] and len(data) == size:
+                            matrices[k][row] = np.frombuffer(data, dtype="<f4")
+                            found[k][row] = True
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not read, embedding them instead: %s", exc)
-            return {}
 
-    def _keep(self, rows: list[tuple[str, KeptVectors]]) -> None:
+    def _keep(self, rows: Iterable[tuple[str, KeptVectors]]) -> None:
         try:
             self.documents.save_map_vectors(self.embedder.name, rows)
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not kept, the next process embeds them again: %s", exc)
-
-
-def _valid(held: KeptVectors | None, title: bool, digest: str, dimension: int) -> np.ndarray | None:
-    """The kept title (or entry) vector, where it was made from the text of ``digest``."""
-    if held is None:
-        return None
-    kept_hash, data = (held.title_hash, held.title) if title else (held.entry_hash, held.entry)
-    if kept_hash != digest or len(data) != 4 * dimension:
-        return None
-    return np.frombuffer(data, dtype="<f4")
 
 
 def _bytes(vector: np.ndarray) -> bytes:
