@@ -1,15 +1,17 @@
-"""The key count of many documents on two cores.
+"""The key count of many documents, a batch at a time, on two cores.
 
 After a bulk ingest the statistics count every key in each new document (``measure``), in
-Python, on one core: about 7 of the 30 minutes of a 38,075-document upload into a
-50,000-document KB (``superbiz eval scale``, server profile). Half the documents are counted
-in a worker process meanwhile, and the two counts added (``KeyFrequency.plus``): the same
-counts. Below ``PARALLEL_DOCUMENTS`` a worker's start (an interpreter, jieba's dictionary,
-the index of every key) costs more than it saves.
+Python: about 7 of the 30 minutes of a 38,075-document upload into a 50,000-document KB
+(``superbiz eval scale``, server profile), on one core. Every other batch is counted in a
+worker process meanwhile, and the counts added in the batches' order
+(``KeyFrequency.plus``): the same counts and users. The documents come a batch at a time
+because their texts, read at once, held 0.47 GB at that size. Below
+``PARALLEL_DOCUMENTS`` a worker's start (an interpreter, jieba's dictionary, the index of
+every key) costs more than it saves.
 
-The worker is ``python -m`` this module, given its half through a pipe: not a
-``multiprocessing`` child, which imports the host program's ``__main__`` again (a script
-that embeds superbiz without a ``__main__`` guard would run twice).
+The worker is ``python -m`` this module, given the keys and then the batches through a
+pipe: not a ``multiprocessing`` child, which imports the host program's ``__main__``
+again (a script that embeds superbiz without a ``__main__`` guard would run twice).
 """
 
 from __future__ import annotations
@@ -20,73 +22,174 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
-from collections.abc import Iterable, Sequence
-from typing import IO
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
 
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
 
 log = logging.getLogger(__name__)
 
-#: documents counted at once from which half of them go to a worker process
+#: documents to count from which every other batch goes to a worker process
 PARALLEL_DOCUMENTS = 4_000
 
+Texts = list[tuple[str, str]]
 
-def count_keys(entries: Sequence[ExactEntry], texts: Iterable[tuple[str, str]]) -> KeyFrequency:
-    """``ExactIndex(entries).frequency(texts)``, on two cores where there are two and
-    ``texts`` is a list of at least ``PARALLEL_DOCUMENTS``. A worker that cannot start or
-    fails leaves its half to this process."""
-    index = ExactIndex(entries)
-    if not isinstance(texts, list) or len(texts) < PARALLEL_DOCUMENTS or (os.cpu_count() or 1) < 2:
-        return index.frequency(texts)
-    half = len(texts) // 2
+
+#: a context the counting runs in (the statistics let go of the store lock there)
+Outside = Callable[[], AbstractContextManager[object]]
+
+
+class WorkerFailed(Exception):
+    """The worker stopped before it sent its counts: count again on one core."""
+
+
+def count_keys(
+    entries: Sequence[ExactEntry],
+    batches: Callable[[], Iterable[Texts]],
+    *,
+    documents: int,
+    outside: Outside = nullcontext,
+) -> KeyFrequency:
+    """``ExactIndex(entries).frequency`` over the (path, text) of ``documents`` documents,
+    which ``batches()`` reads a batch at a time; each batch is counted inside
+    ``outside()``. From ``PARALLEL_DOCUMENTS`` on, on two cores; if the worker fails,
+    ``batches()`` is read again and counted on one.
+
+    >>> entries = [ExactEntry("a.md", "Kafka lag", "ops", (), (), ())]
+    >>> texts = [("a.md", "Kafka lag grows"), ("b.md", "see Kafka lag")]
+    >>> count_keys(entries, lambda: [texts[:1], texts[1:]], documents=2).counts["kafka lag"]
+    2
+    """
     try:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", __name__],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # jieba announces its dictionary there
-        )
-    except OSError as exc:
-        log.warning("key count: no worker process (%s); counting on one core", exc)
-        return index.frequency(texts)
+        return _count(entries, batches(), documents >= PARALLEL_DOCUMENTS, outside)
+    except WorkerFailed as exc:
+        log.warning("key count: the worker failed (%s); counting on one core", exc)
+        return _count(entries, batches(), False, outside)
+
+
+def _count(
+    entries: Sequence[ExactEntry], batches: Iterable[Texts], parallel: bool, outside: Outside
+) -> KeyFrequency:
+    with outside():
+        counter = _KeyCounter(entries, parallel=parallel)
+    with counter:
+        for texts in batches:
+            with outside():
+                counter.add(texts)
+        with outside():
+            return counter.result()
+
+
+class _KeyCounter:
+    """``ExactIndex(entries).frequency`` over documents handed over in batches (``add``),
+    in their order. Where ``parallel`` and there are two cores, every other batch is
+    counted by a worker process; ``result`` raises ``WorkerFailed`` if it stopped. A
+    context manager: the worker never outlives it."""
+
+    def __init__(self, entries: Sequence[ExactEntry], *, parallel: bool) -> None:
+        self.index = ExactIndex(entries)
+        self._counted: list[KeyFrequency | None] = []  # None: a batch the worker counts
+        self._worker = self._start(entries) if parallel and (os.cpu_count() or 1) > 1 else None
+
+    def add(self, texts: Texts) -> None:
+        """Count the (path, text) of a batch of documents."""
+        if self._worker is not None and len(self._counted) % 2:
+            _send(self._worker, texts)
+            self._counted.append(None)
+        else:
+            self._counted.append(self.index.frequency(texts))
+
+    def result(self) -> KeyFrequency:
+        """The counts of every batch added, as one pass over them gives them."""
+        theirs: list[KeyFrequency] = []
+        if self._worker is not None:
+            _send(self._worker, None)
+            theirs = _receive(self._worker, self._counted.count(None))
+        total = self.index.frequency(())
+        for counted in self._counted:
+            total = total.plus(counted if counted is not None else theirs.pop(0))
+        return total
+
+    def _start(self, entries: Sequence[ExactEntry]) -> subprocess.Popen[bytes] | None:
+        try:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # jieba announces its dictionary there
+            )
+        except OSError as exc:
+            log.warning("key count: no worker process (%s); counting on one core", exc)
+            return None
+        try:
+            _send(worker, list(entries))
+        except WorkerFailed as exc:
+            log.warning("key count: the worker failed (%s); counting on one core", exc)
+            _stop(worker)
+            return None
+        return worker
+
+    def __enter__(self) -> _KeyCounter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            _stop(worker)
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    """Done or failed: a worker is never left behind."""
+    worker.kill()
+    worker.wait()
+    for pipe in (worker.stdin, worker.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _send(worker: subprocess.Popen[bytes], work: object) -> None:
+    """Write to the worker; it reads while it is not counting (a full pipe waits)."""
+    assert worker.stdin is not None
+    try:
+        pickle.dump(work, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        worker.stdin.flush()
+    except OSError as exc:  # a broken pipe among them
+        raise WorkerFailed(f"it stopped reading: {exc}") from exc
+
+
+def _receive(worker: subprocess.Popen[bytes], batches: int) -> list[KeyFrequency]:
+    """The worker's counts, a ``KeyFrequency`` for each of its ``batches``."""
     assert worker.stdin is not None and worker.stdout is not None
-    feeding = threading.Thread(
-        target=_send, args=(worker.stdin, (list(entries), texts[half:])), daemon=True
-    )
-    feeding.start()
-    mine = index.frequency(texts[:half])
+    with contextlib.suppress(OSError):
+        worker.stdin.close()
     try:
-        theirs = pickle.load(worker.stdout)
-        if not isinstance(theirs, KeyFrequency):
-            raise TypeError(f"the worker sent a {type(theirs).__name__}")
-    except (EOFError, pickle.UnpicklingError, TypeError) as exc:
-        log.warning("key count: the worker failed (%s); counting its half here", exc)
-        theirs = index.frequency(texts[half:])
-    finally:
-        worker.kill()  # done or failed: never left behind
-        worker.wait()
-        worker.stdout.close()
-        feeding.join()
-    return mine.plus(theirs)
-
-
-def _send(pipe: IO[bytes], work: object) -> None:
-    """Write the worker's half; a worker gone meanwhile is found by the reader."""
-    try:
-        pickle.dump(work, pipe, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError:  # a broken pipe among them
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            pipe.close()
+        counted = pickle.load(worker.stdout)
+    except (EOFError, pickle.UnpicklingError) as exc:
+        raise WorkerFailed(f"it sent no counts: {exc!r}") from exc
+    if not (
+        isinstance(counted, list)
+        and len(counted) == batches
+        and all(isinstance(c, KeyFrequency) for c in counted)
+    ):
+        raise WorkerFailed(f"it sent a {type(counted).__name__}, not {batches} counts")
+    return counted
 
 
 def _serve() -> None:
-    """The worker: a half in, its counts out."""
-    entries, texts = pickle.load(sys.stdin.buffer)
-    counted = ExactIndex(entries).frequency(texts)
+    """The worker: the keys, then batches until ``None``; a count per batch out."""
+    source = sys.stdin.buffer
+    index = ExactIndex(pickle.load(source))
+    counted = []
+    while (texts := pickle.load(source)) is not None:
+        counted.append(index.frequency(texts))
     pickle.dump(counted, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
 

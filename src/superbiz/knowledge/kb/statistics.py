@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
-from superbiz.knowledge.kb._key_count import count_keys
+from superbiz.knowledge.kb._key_count import Outside, count_keys
 from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
@@ -57,10 +57,6 @@ class KnowledgeStatistics:
     seconds: float
 
 
-#: a context the measurement's computing runs in (an upload lets go of the store lock there)
-Outside = Callable[[], AbstractContextManager[object]]
-
-
 def measure(
     kb: KnowledgeBase, *, whole: bool = False, outside_stores: Outside = nullcontext
 ) -> KnowledgeStatistics:
@@ -71,8 +67,9 @@ def measure(
     counts (``KeyFrequency.updated``), and the level thresholds, measured on a
     reproducible sample of ``CALIBRATION_DOCUMENTS``, are kept until the KB has grown or
     shrunk by ``RECALIBRATE_CHANGE``: 50,000 documents measured whole took minutes and
-    gigabytes at every upload (``superbiz eval scale``). What it reads is read first; what
-    it computes from it (seconds for a large KB) runs inside ``outside_stores``."""
+    gigabytes at every upload (``superbiz eval scale``). It reads under the stores and
+    computes (seconds for a large KB) inside ``outside_stores``, the key count a batch of
+    documents at a time (``count_keys``)."""
     started = time.perf_counter()
     docs = kb.documents.all()
     hashes = {doc.path: doc.content_hash for doc in docs}
@@ -83,18 +80,18 @@ def measure(
     if previous is not None and incremental:
         counted = [doc for doc in docs if previous.measured.get(doc.path) != doc.content_hash]
         gone = [path for path, digest in previous.measured.items() if hashes.get(path) != digest]
-    texts: Iterable[tuple[str, str]] = _texts(kb, counted)
-    if not whole:  # read now, under the stores (``whole``: the CLI's, read in batches)
-        texts = list(texts)
+    with outside_stores():
+        # every key a document may be named by, the map's derived covers too: the planner
+        # matches those (``MapPlanner``), and the same frequency judges them
+        entries = [exact_entry(doc, derived_covers=True) for doc in docs]
+    fresh = count_keys(
+        entries, lambda: _texts(kb, counted), documents=len(counted), outside=outside_stores
+    )
     calibration = kb.calibration
     recalibrate = whole or not _still_holds(calibration, kb.embedder.name, len(docs))
     sample = _sample(docs) if recalibrate else []
     chunks = kb.store.chunks_of_documents([doc.path for doc in sample]) if sample else {}
     with outside_stores():
-        # every key a document may be named by, the map's derived covers too: the planner
-        # matches those (``MapPlanner``), and the same frequency judges them
-        entries = [exact_entry(doc, derived_covers=True) for doc in docs]
-        fresh = count_keys(entries, texts)
         if previous is not None and incremental:
             frequency = previous.updated(hashes, fresh, gone)
         else:
@@ -105,13 +102,15 @@ def measure(
     return KnowledgeStatistics(frequency, calibration, time.perf_counter() - started)
 
 
-def _texts(kb: KnowledgeBase, docs: list[StoredDocument]) -> Iterator[tuple[str, str]]:
-    """Each document's path and text (title and chunks), read ``_READ_BATCH`` at a time."""
+def _texts(kb: KnowledgeBase, docs: list[StoredDocument]) -> Iterator[list[tuple[str, str]]]:
+    """Each document's path and text (title and chunks), ``_READ_BATCH`` at a time."""
     for start in range(0, len(docs), _READ_BATCH):
         batch = docs[start : start + _READ_BATCH]
         chunks = kb.store.chunks_of_documents([doc.path for doc in batch], vectors=False)
-        for doc in batch:
-            yield doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))])
+        yield [
+            (doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]))
+            for doc in batch
+        ]
 
 
 def _still_holds(calibration: LevelCalibration | None, embedder: str, documents: int) -> bool:
