@@ -142,3 +142,19 @@ def test_every_copy_of_a_numbered_seed_is_a_file_of_its_own(tmp_path: Path) -> N
     paths = list(corpus.iter_paths(480))
     assert len(set(paths)) == 480
     assert corpus.copy_path("faq/faq-007.md", 2) == paths[2 * 120 + 7]
+
+
+def test_a_work_folder_left_by_a_larger_run_holds_only_this_sizes_documents(
+    tmp_path: Path,
+) -> None:
+    """Each size ingests the corpus folder: an earlier run's 8 documents left there made
+    the first size of the next run ingest 8 instead of 4."""
+    seed = _seed(tmp_path / "seed")
+    ScaleCorpus([seed], tmp_path / "w" / "corpus").write(8)
+
+    corpus = ScaleCorpus([seed], tmp_path / "w" / "corpus")
+    corpus.write(4)
+
+    assert sorted(p.relative_to(corpus.root).as_posix() for p in corpus.root.rglob("*.md")) == (
+        sorted(corpus.iter_paths(4))
+    )

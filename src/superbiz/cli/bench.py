@@ -207,7 +207,7 @@ def eval_scale(
     ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
     work: Annotated[
         Path | None,
-        typer.Option("--work", help="Keep the generated corpus (and the KB) here; reused."),
+        typer.Option("--work", help="Keep the generated corpus (and the KB) here."),
     ] = None,
     as_json: JsonFlag = False,
     output: OutputFile = None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -149,6 +150,8 @@ class ScaleCorpus:
 
     def __init__(self, seeds: Sequence[Path], root: Path, *, seed: int = 36) -> None:
         self.root = root
+        if root.exists():  # an earlier run's, perhaps larger: each size ingests the root
+            shutil.rmtree(root)
         self.seed = seed
         self.documents: list[SeedDocument] = []
         self.queries: list[ScaleQuery] = []

@@ -88,8 +88,9 @@ def benchmark_scale(
     on_size: Callable[[dict[str, Any]], None] | None = None,
     on_notice: Notice | None = None,
 ) -> dict[str, Any]:
-    """Grow one KB in ``work`` (the generated corpus is kept there and reused) and
-    measure it at each size; ``on_size`` gets the report so far after each size."""
+    """Grow one KB in ``work`` (the generated corpus is kept there, written anew by each
+    run) and measure it at each size; ``on_size`` gets the report so far after each
+    size."""
     notice = on_notice or (lambda _: None)
     work.mkdir(parents=True, exist_ok=True)
     corpus = ScaleCorpus(datasets, work / "corpus")
