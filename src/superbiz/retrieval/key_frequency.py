@@ -76,24 +76,36 @@ class KeyFrequency:
             dict(measured),
         )
 
-    def plus(self, other: KeyFrequency) -> KeyFrequency:
-        """The counts over ``self``'s documents and ``other``'s (none in both), as one
-        measurement of them all gives them: ``other``'s users after ``self``'s.
+    @staticmethod
+    def total(parts: Iterable[KeyFrequency]) -> KeyFrequency:
+        """The counts over every part's documents (none in two parts), as one measurement
+        of them all gives them: the users in the parts' order. One pass, however many
+        parts (adding them two at a time copied the growing counts at each step).
 
         >>> a = KeyFrequency(2, {"kafka": 2, "lag": 1}, {"kafka": ("a", "b"), "lag": ("a",)})
-        >>> both = a.plus(KeyFrequency(2, {"kafka": 2}, {"kafka": ("c", "d")}))
+        >>> both = KeyFrequency.total([a, KeyFrequency(2, {"kafka": 2}, {"kafka": ("c", "d")})])
         >>> both.documents, both.counts, both.users
         (4, {'kafka': 4, 'lag': 1}, {'lag': ('a',)})
         """
-        counts = dict(self.counts)
-        for key, count in other.counts.items():
-            counts[key] = counts.get(key, 0) + count
-        users = {
-            key: (*self.users.get(key, ()), *other.users.get(key, ()))
-            for key in dict.fromkeys([*self.users, *other.users])
-            if counts[key] <= KEY_DOCUMENTS_LIMIT
-        }
-        return KeyFrequency(self.documents + other.documents, counts, users)
+        documents, counts, users = 0, dict[str, int](), dict[str, list[str]]()
+        for part in parts:
+            documents += part.documents
+            for key, count in part.counts.items():
+                counts[key] = counts.get(key, 0) + count
+            for key, paths in part.users.items():
+                if counts[key] <= KEY_DOCUMENTS_LIMIT:
+                    users.setdefault(key, []).extend(paths)
+                else:  # counts only grow: it names no document from here on
+                    users.pop(key, None)
+        return KeyFrequency(
+            documents,
+            counts,
+            {
+                key: tuple(paths)
+                for key, paths in users.items()
+                if counts[key] <= KEY_DOCUMENTS_LIMIT
+            },
+        )
 
     def to_json(self) -> str:
         return json.dumps(

@@ -4,7 +4,7 @@ After a bulk ingest the statistics count every key in each new document (``measu
 Python: about 7 of the 30 minutes of a 38,075-document upload into a 50,000-document KB
 (``superbiz eval scale``, server profile), on one core. Every other batch is counted in a
 worker process meanwhile, and the counts added in the batches' order
-(``KeyFrequency.plus``): the same counts and users. The documents come a batch at a time
+(``KeyFrequency.total``): the same counts and users. The documents come a batch at a time
 because their texts, read at once, held 0.47 GB at that size. Below
 ``PARALLEL_DOCUMENTS`` a worker's start (an interpreter, jieba's dictionary, the index of
 every key) costs more than it saves.
@@ -22,7 +22,7 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 
@@ -103,14 +103,13 @@ class _KeyCounter:
 
     def result(self) -> KeyFrequency:
         """The counts of every batch added, as one pass over them gives them."""
-        theirs: list[KeyFrequency] = []
+        theirs: Iterator[KeyFrequency] = iter(())
         if self._worker is not None:
             _send(self._worker, None)
-            theirs = _receive(self._worker, self._counted.count(None))
-        total = self.index.frequency(())
-        for counted in self._counted:
-            total = total.plus(counted if counted is not None else theirs.pop(0))
-        return total
+            theirs = iter(_receive(self._worker, self._counted.count(None)))
+        return KeyFrequency.total(
+            counted if counted is not None else next(theirs) for counted in self._counted
+        )
 
     def _start(self, entries: Sequence[ExactEntry]) -> subprocess.Popen[bytes] | None:
         try:
