@@ -1,4 +1,6 @@
-"""Process-wide memory settings the ``superbiz`` command makes for itself.
+"""This process's memory settings, and the worker processes it hands work to.
+
+Memory: the settings the ``superbiz`` command makes for itself.
 
 Milvus Lite's flush copies a collection's new rows several times over (memtable,
 Parquet, segment); what a copy frees should go back to the system, not stay in the
@@ -19,6 +21,11 @@ Environment variables that are already set (``ARROW_DEFAULT_MEMORY_POOL``,
 the run freed goes back to the system instead of staying in the process's footprint
 for as long as it lives (a service, a chat). It changes no setting, so it is safe in
 any host process.
+
+Workers (``WorkerProcess``): ``python -m`` a module of superbiz, spoken to in pickles
+through its standard input and output; the key count's and the embedding's use it. Not
+a ``multiprocessing`` child, which imports the host program's ``__main__`` again (a
+script that embeds superbiz without a ``__main__`` guard would run twice).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pickle
+import subprocess
 import sys
 
 #: glibc's ``mallopt`` parameter number for the arena limit
@@ -53,3 +62,52 @@ def release_freed_memory() -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class WorkerFailed(Exception):
+    """A worker process stopped or cannot be reached: its caller does the work itself."""
+
+
+class WorkerProcess:
+    """``python -m module``, its standard input and output carrying pickles (both are
+    this package's own, on a pipe only this process holds). ``stop`` it, done or failed:
+    a worker is never left behind."""
+
+    def __init__(self, module: str) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # jieba and the model announce themselves there
+        )
+
+    def send(self, work: object) -> None:
+        """Write to the worker; it reads while it is not working (a full pipe waits)."""
+        assert self._process.stdin is not None
+        try:
+            pickle.dump(work, self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._process.stdin.flush()
+        except OSError as exc:  # a broken pipe among them
+            raise WorkerFailed(f"it stopped reading: {exc}") from exc
+
+    def receive(self, *, last: bool = False) -> object:
+        """The worker's next answer; ``last``: nothing more is sent first (its input is
+        closed, so a worker reading to the end answers)."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        if last:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
+        try:
+            return pickle.load(self._process.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError, ValueError) as exc:
+            # ValueError: the pipe was closed by ``stop`` from another thread meanwhile
+            raise WorkerFailed(f"it sent nothing: {exc!r}") from exc
+
+    def stop(self) -> None:
+        process = self._process
+        process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from superbiz import _process
 from superbiz.knowledge.documents.document import load_document
 from superbiz.knowledge.kb import _key_count
 from superbiz.knowledge.kb._key_count import Texts, count_keys
@@ -47,7 +48,7 @@ def workers_start_with(monkeypatch: pytest.MonkeyPatch, start: Start, *, thresho
     """The worker started by ``start`` instead of ``subprocess.Popen``, from ``threshold``
     documents on."""
     monkeypatch.setattr(_key_count, "PARALLEL_DOCUMENTS", threshold)
-    monkeypatch.setattr(_key_count.subprocess, "Popen", start)
+    monkeypatch.setattr(_process.subprocess, "Popen", start)
 
 
 def batched(texts: list[tuple[str, str]], size: int = 3) -> Callable[[], list[Texts]]:

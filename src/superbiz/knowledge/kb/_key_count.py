@@ -9,23 +9,21 @@ because their texts, read at once, held 0.47 GB at that size. Below
 ``PARALLEL_DOCUMENTS`` a worker's start (an interpreter, jieba's dictionary, the index of
 every key) costs more than it saves.
 
-The worker is ``python -m`` this module, given the keys and then the batches through a
-pipe: not a ``multiprocessing`` child, which imports the host program's ``__main__``
-again (a script that embeds superbiz without a ``__main__`` guard would run twice).
+The worker is ``python -m`` this module (``WorkerProcess``), given the keys and then the
+batches through a pipe.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import pickle
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 
+from superbiz._process import WorkerFailed, WorkerProcess
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
 
@@ -39,10 +37,6 @@ Texts = list[tuple[str, str]]
 
 #: a context the counting runs in (the statistics let go of the store lock there)
 Outside = Callable[[], AbstractContextManager[object]]
-
-
-class WorkerFailed(Exception):
-    """The worker stopped before it sent its counts: count again on one core."""
 
 
 def count_keys(
@@ -96,7 +90,7 @@ class _KeyCounter:
     def add(self, texts: Texts) -> None:
         """Count the (path, text) of a batch of documents."""
         if self._worker is not None and len(self._counted) % 2:
-            _send(self._worker, texts)
+            self._worker.send(texts)
             self._counted.append(None)
         else:
             self._counted.append(self.index.frequency(texts))
@@ -105,28 +99,23 @@ class _KeyCounter:
         """The counts of every batch added, as one pass over them gives them."""
         theirs: Iterator[KeyFrequency] = iter(())
         if self._worker is not None:
-            _send(self._worker, None)
+            self._worker.send(None)
             theirs = iter(_receive(self._worker, self._counted.count(None)))
         return KeyFrequency.total(
             counted if counted is not None else next(theirs) for counted in self._counted
         )
 
-    def _start(self, entries: Sequence[ExactEntry]) -> subprocess.Popen[bytes] | None:
+    def _start(self, entries: Sequence[ExactEntry]) -> WorkerProcess | None:
         try:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", __name__],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,  # jieba announces its dictionary there
-            )
+            worker = WorkerProcess(__name__)
         except OSError as exc:
             log.warning("key count: no worker process (%s); counting on one core", exc)
             return None
         try:
-            _send(worker, list(entries))
+            worker.send(list(entries))
         except WorkerFailed as exc:
             log.warning("key count: the worker failed (%s); counting on one core", exc)
-            _stop(worker)
+            worker.stop()
             return None
         return worker
 
@@ -141,38 +130,12 @@ class _KeyCounter:
     ) -> None:
         worker, self._worker = self._worker, None
         if worker is not None:
-            _stop(worker)
+            worker.stop()
 
 
-def _stop(worker: subprocess.Popen[bytes]) -> None:
-    """Done or failed: a worker is never left behind."""
-    worker.kill()
-    worker.wait()
-    for pipe in (worker.stdin, worker.stdout):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
-
-
-def _send(worker: subprocess.Popen[bytes], work: object) -> None:
-    """Write to the worker; it reads while it is not counting (a full pipe waits)."""
-    assert worker.stdin is not None
-    try:
-        pickle.dump(work, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        worker.stdin.flush()
-    except OSError as exc:  # a broken pipe among them
-        raise WorkerFailed(f"it stopped reading: {exc}") from exc
-
-
-def _receive(worker: subprocess.Popen[bytes], batches: int) -> list[KeyFrequency]:
+def _receive(worker: WorkerProcess, batches: int) -> list[KeyFrequency]:
     """The worker's counts, a ``KeyFrequency`` for each of its ``batches``."""
-    assert worker.stdin is not None and worker.stdout is not None
-    with contextlib.suppress(OSError):
-        worker.stdin.close()
-    try:
-        counted = pickle.load(worker.stdout)
-    except (EOFError, pickle.UnpicklingError) as exc:
-        raise WorkerFailed(f"it sent no counts: {exc!r}") from exc
+    counted = worker.receive(last=True)
     if not (
         isinstance(counted, list)
         and len(counted) == batches
