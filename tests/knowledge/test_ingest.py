@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from superbiz.config import EmbeddingConfig
+from superbiz import _process
+from superbiz.config import EmbeddingConfig, VectorSettings
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
@@ -660,6 +662,66 @@ def test_batches_embedded_in_parallel_keep_each_chunk_with_its_vector(
         expected = _HashEmbedder.row(embedding_text("Long runbook", chunk.heading, chunk.text))
         assert chunk.vector is not None
         np.testing.assert_allclose(chunk.vector, expected, atol=1e-6)
+    assert_consistent(kb)
+
+
+@pytest.mark.parametrize("processes", [2, 0])
+def test_a_large_ingest_on_milvus_lite_embeds_in_worker_processes(
+    small_kb: Path,
+    open_kb: OpenKB,
+    use_embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    processes: int,
+) -> None:
+    """Past ``THREADED_GROUPS`` full groups a run embeds in ``ingest.embedding-processes``
+    worker processes; every stored vector is its own chunk's as this process embeds it."""
+    monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 1)  # a group per document
+    monkeypatch.setattr(ingest_module, "THREADED_GROUPS", 1)
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(args)
+        return popen(args, **kwargs)
+
+    monkeypatch.setattr(_process.subprocess, "Popen", start)
+    kb = open_kb(ingest={"embedding_processes": processes})
+    report = Ingestor(kb).ingest([small_kb])
+
+    assert len(started) == processes
+    chunks = [chunk for doc in report.added for chunk in kb.store.chunks_of(doc)]
+    assert len(chunks) > 2
+    expected = use_embedder.embed([embedding_text(c.title, c.heading, c.text) for c in chunks])
+    np.testing.assert_allclose(np.stack([c.vector for c in chunks]), expected, atol=1e-6)
+    assert_consistent(kb)
+
+
+@pytest.mark.parametrize("run", ["small", "on a Milvus server"])
+def test_a_small_ingest_or_one_on_a_milvus_server_starts_no_worker_process(
+    small_kb: Path,
+    open_kb: OpenKB,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    run: str,
+) -> None:
+    """A small run embeds in this process's threads (a worker's start, an interpreter and
+    the model, costs more than it saves), and so does any run beside a Milvus server:
+    without Lite's Python in the process, the threads do not wait for the GIL."""
+    overrides: dict[str, Any] = {}
+    if run != "small":
+        monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 1)
+        monkeypatch.setattr(ingest_module, "THREADED_GROUPS", 0)
+        server = request.getfixturevalue("milvus_server")
+        collection = request.getfixturevalue("milvus_collection")
+        overrides["vector"] = VectorSettings(uri=server.uri, collection=collection)
+
+    def refuse(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        raise AssertionError("no worker process here")
+
+    monkeypatch.setattr(_process.subprocess, "Popen", refuse)
+    kb = open_kb(**overrides)
+    report = Ingestor(kb).ingest([small_kb])
+    assert report.added and not report.skipped
     assert_consistent(kb)
 
 

@@ -7,8 +7,8 @@ up to ``max_documents`` (the last size is ``max_documents`` itself). Each size i
 only what the previous one did not have (the same KB grows), then measures:
 
 * ingest: documents/s and chunks/s of the new documents, and the embedder's own time
-  for the same chunks (a sample of them embedded alone, with the ingest's batches and
-  threads), so the ratio says what ingest adds on top of embedding;
+  for the same chunks (a sample of them embedded alone, with the ingest's batches,
+  threads and worker processes), so the ratio says what ingest adds on top of embedding;
 * peak RSS of this process (and of the Milvus server on the server profile), disk;
 * lookups: p50/p95 and recall of the seed's own queries (the same ones at every size)
   and of questions of the copies;
@@ -50,6 +50,7 @@ from superbiz.knowledge.documents.document import load_document
 from superbiz.knowledge.ingest.batches import EMBED_BATCH, EMBED_WORKERS
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.retrieval.embedding_processes import EmbeddingProcesses
 
 Profile = Literal["embedded", "server"]
 #: the multiples of the seed's size measured before ``max_documents``
@@ -216,8 +217,9 @@ def _chunks(kb: KnowledgeBase) -> int:
 def _embedder_rate(
     kb: KnowledgeBase, settings: Settings, root: Path, paths: Sequence[str]
 ) -> float | None:
-    """Chunks per second of the embedder alone on a sample of ``paths``' chunks, with
-    the ingest's batch size and threads."""
+    """Chunks per second of the embedder alone on a sample of ``paths``' chunks, as a
+    large ingest runs it: its batch size, threads and, beside Milvus Lite, worker
+    processes (``Ingestor._embedding``)."""
     rng = random.Random(36)
     sample = rng.sample(list(paths), len(paths))
     ingest = settings.ingest
@@ -231,10 +233,14 @@ def _embedder_rate(
     if not texts:
         return None
     batches = [texts[i : i + EMBED_BATCH] for i in range(0, len(texts), EMBED_BATCH)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=EMBED_WORKERS) as pool:
-        list(pool.map(kb.embedder.embed, batches))
-    return len(texts) / (time.perf_counter() - started)
+    workers = ingest.embedding_processes if settings.uses_milvus_lite else 0
+    processes = kb.embedder.in_processes(workers)
+    with processes as embed, ThreadPoolExecutor(max_workers=EMBED_WORKERS) as pool:
+        if isinstance(processes, EmbeddingProcesses):
+            processes.ready()  # their start is the ingest's cost, not the embedder's
+        started = time.perf_counter()
+        list(pool.map(embed, batches))
+        return len(texts) / (time.perf_counter() - started)
 
 
 def _lookups(runtime: Runtime, queries: Sequence[ScaleQuery]) -> dict[str, Any]:

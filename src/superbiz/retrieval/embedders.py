@@ -8,8 +8,10 @@ its wheel: works offline). ``OpenAIEmbedder`` speaks to any OpenAI-compatible
 from __future__ import annotations
 
 import logging
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 from typing import Any
 
@@ -21,6 +23,8 @@ from superbiz.exceptions import EmbeddingError
 log = logging.getLogger(__name__)
 
 NORM_TOLERANCE = 1e-3
+#: ``Embedder.embed`` or what stands in for it (``Embedder.in_processes``)
+EmbedTexts = Callable[[Sequence[str]], np.ndarray]
 _PROBE = "superbiz embedding probe 探针"
 
 
@@ -52,6 +56,11 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         row: np.ndarray = self.embed([text])[0]
         return row
+
+    def in_processes(self, processes: int) -> AbstractContextManager[EmbedTexts]:
+        """What a bulk ingest's threads embed with: ``embed`` itself, unless the model
+        runs here and is better run in ``processes`` worker processes (``USEEmbedder``)."""
+        return nullcontext(self.embed)
 
     @cached_property
     def dimension(self) -> int:
@@ -106,6 +115,16 @@ class USEEmbedder(Embedder):
             texts = capped(self._model, texts, self.max_tokens)
             return np.asarray(self._model.encode(texts), dtype=np.float32)
         return self._fast.encode(texts, self.max_tokens)
+
+    def in_processes(self, processes: int) -> AbstractContextManager[EmbedTexts]:
+        """``embed`` in ``processes`` worker processes, on a machine of two cores or more
+        (``embedding_processes``: the model's Python and an ingest's take turns for one
+        GIL otherwise)."""
+        if processes < 1 or (os.cpu_count() or 1) < 2:
+            return nullcontext(self.embed)
+        from superbiz.retrieval.embedding_processes import EmbeddingProcesses
+
+        return EmbeddingProcesses(self, processes, self.max_tokens)
 
 
 class OpenAIEmbedder(Embedder):

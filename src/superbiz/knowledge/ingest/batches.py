@@ -13,8 +13,9 @@ from typing import NamedTuple
 import numpy as np
 
 from superbiz.access import encode_access
-from superbiz.knowledge.documents.chunking import Chunk, search_text
+from superbiz.knowledge.documents.chunking import Chunk, embedding_text, search_text
 from superbiz.knowledge.documents.document import SourceDocument
+from superbiz.retrieval.embedders import EmbedTexts
 from superbiz.retrieval.records import ChunkRecord
 
 EMBED_BATCH = 128
@@ -25,6 +26,9 @@ EMBED_WORKERS = 2
 #: chunks of small files gathered before they are indexed together: enough batches for
 #: the embedding threads to overlap the inserts (with one batch per call they took turns)
 INDEX_CHUNKS = 8 * EMBED_BATCH
+#: full groups a large run embeds in its own threads before its worker processes start
+#: (``Ingestor._embedding``)
+THREADED_GROUPS = 3
 
 
 class Pending(NamedTuple):
@@ -64,6 +68,11 @@ class Group:
         if self._next < len(self.batches):
             self.upcoming.append(self._pool.submit(self._embed, self.batches[self._next]))
             self._next += 1
+
+
+def embed_batch(embed: EmbedTexts, batch: Batch) -> np.ndarray:
+    """The vectors of a batch's chunks, each embedded with its title and headings."""
+    return embed([embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch])
 
 
 def chunk_id(doc_path: str, index: int, version: str) -> str:

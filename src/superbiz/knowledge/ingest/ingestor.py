@@ -15,25 +15,27 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 
-import numpy as np
 from sqlalchemy.exc import DataError
 
 from superbiz._process import release_freed_memory
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
-from superbiz.knowledge.documents.chunking import Chunk, chunk_markdown, embedding_text
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
 from superbiz.knowledge.ingest.answers import encode_answers
 from superbiz.knowledge.ingest.batches import (
     EMBED_WORKERS,
     INDEX_CHUNKS,
+    THREADED_GROUPS,
     Group,
     Pending,
     chunk_id,
     chunk_record,
+    embed_batch,
 )
 from superbiz.knowledge.ingest.discovery import (
     Candidate,
@@ -51,6 +53,7 @@ from superbiz.knowledge.ingest.run import IngestRun, Progress
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.answers import answer_head
+from superbiz.retrieval.embedders import EmbedTexts
 from superbiz.storage.repository import StoredDocument
 
 __all__ = ["IngestReport", "IngestRun", "Ingestor", "Progress"]
@@ -114,6 +117,7 @@ class Ingestor:
                 if run.pool is not None:
                     run.pool.shutdown(cancel_futures=True)
                     run.pool = None
+                run.closing.close()
         return run.report
 
     def _run(self, run: IngestRun) -> None:
@@ -228,7 +232,7 @@ class Ingestor:
         )
         run.pending.append(self._prepare(run, doc, item.file, outcome))
         if sum(len(p.chunks) for p in run.pending) >= INDEX_CHUNKS:
-            self._index(run, run.pending)
+            self._index(run, run.pending, bulk=True)
             run.pending = []
 
     def _tidy(self, run: IngestRun) -> None:
@@ -324,17 +328,38 @@ class Ingestor:
             run.heads[doc.path] = answer_head(doc.title, chunks[0].text, chars)
         return Pending(doc, file, outcome, chunks)
 
-    def _index(self, run: IngestRun, pending: list[Pending], *, tick: bool = True) -> None:
+    def _index(
+        self, run: IngestRun, pending: list[Pending], *, tick: bool = True, bulk: bool = False
+    ) -> None:
         """Start indexing ``pending`` documents, and finish the group started before:
         ``pending`` is embedded in the run's threads while the earlier group is inserted
         and, after this returns, while the run reads and converts its next files (which
-        took turns with embedding before). ``_finish_indexing`` finishes the last group."""
+        took turns with embedding before). ``_finish_indexing`` finishes the last group.
+        ``bulk``: the group is full and more may come (``_embedding``)."""
         if run.pool is None:
             run.pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
-        started = Group(pending, run.pool, self._embed) if pending else None
+        embed = self._embedding(run, bulk)
+        started = Group(pending, run.pool, partial(embed_batch, embed)) if pending else None
         earlier, run.started = run.started, started
         if earlier is not None:
             self._write(run, earlier, tick=tick)
+
+    def _embedding(self, run: IngestRun, bulk: bool) -> EmbedTexts:
+        """What the run's threads embed with: the embedder, and from the run's full group
+        after ``THREADED_GROUPS`` on its worker processes (``Embedder.in_processes``) where
+        Milvus Lite runs in this process: Lite's BM25 analysis is Python, and the embedding
+        threads waited for the GIL (``eval scale`` at 11,925 documents: an embedded ingest
+        took 288 s in threads, 224 s with the workers). Beside a Milvus server the threads
+        reach the embedder's own speed and the workers were slower (300 s against 272, the
+        server on the same two cores). A small run keeps its threads: a worker's start
+        (an interpreter and the model) costs about 2 s of a core."""
+        if bulk:
+            run.full_groups += 1
+        settings = self.kb.settings
+        if run.full_groups == THREADED_GROUPS + 1 and settings.uses_milvus_lite:
+            processes = self.kb.embedder.in_processes(settings.ingest.embedding_processes)
+            run.embed = run.closing.enter_context(processes)
+        return run.embed or self.kb.embedder.embed
 
     def _finish_indexing(self, run: IngestRun, *, tick: bool = True) -> None:
         """Write the group still embedding: every document of the run is in after it."""
@@ -416,10 +441,6 @@ class Ingestor:
             except DataError as exc:
                 refused[row.path] = first_line(exc)
         return refused
-
-    def _embed(self, batch: list[tuple[SourceDocument, Chunk]]) -> np.ndarray:
-        texts = [embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch]
-        return self.kb.embedder.embed(texts)
 
     def _repair_unseen(self, run: IngestRun, doc: StoredDocument) -> None:
         source = Path(doc.source_file)

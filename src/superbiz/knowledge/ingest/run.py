@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from superbiz.knowledge.ingest.batches import Group, Pending
 from superbiz.knowledge.ingest.discovery import Found
 from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.retrieval.embedders import EmbedTexts
 from superbiz.storage.repository import StoredDocument
 
 Progress = Callable[[str], None]
@@ -59,6 +61,11 @@ class IngestRun:
     #: the run's embedding threads, and the group embedding while files are read
     pool: ThreadPoolExecutor | None = None
     started: Group | None = None
+    #: full groups indexed so far; the worker processes the threads embed with from one
+    #: of them on (None: the embedder itself), and what closes them when the run ends
+    full_groups: int = 0
+    embed: EmbedTexts | None = None
+    closing: ExitStack = field(default_factory=ExitStack)
 
     def tick(self, label: str) -> None:
         """One file (or document) done: tell the caller."""
