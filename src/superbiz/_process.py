@@ -73,13 +73,21 @@ class WorkerProcess:
     this package's own, on a pipe only this process holds). ``stop`` it, done or failed:
     a worker is never left behind."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, setup: object) -> None:
+        """Start the worker and send it ``setup``, what it works with (the keys, the token
+        cap). ``OSError``: no process started; ``WorkerFailed``: it started and did not
+        take ``setup``, and is stopped."""
         self._process = subprocess.Popen(
             [sys.executable, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # jieba and the model announce themselves there
         )
+        try:
+            self.send(setup)
+        except WorkerFailed:
+            self.stop()
+            raise
 
     def send(self, work: object) -> None:
         """Write to the worker; it reads while it is not working (a full pipe waits)."""

@@ -41,12 +41,7 @@ class _Worker:
 
     def __init__(self, max_tokens: int | None) -> None:
         self.dimension: int | None = None
-        self.process = WorkerProcess(__name__)
-        try:
-            self.process.send(max_tokens)
-        except WorkerFailed:
-            self.process.stop()
-            raise
+        self.process = WorkerProcess(__name__, max_tokens)
 
     def wait_ready(self) -> None:
         """Wait for the model to load (the worker says its dimension)."""

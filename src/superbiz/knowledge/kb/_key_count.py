@@ -107,17 +107,12 @@ class _KeyCounter:
 
     def _start(self, entries: Sequence[ExactEntry]) -> WorkerProcess | None:
         try:
-            worker = WorkerProcess(__name__)
+            return WorkerProcess(__name__, list(entries))
         except OSError as exc:
             log.warning("key count: no worker process (%s); counting on one core", exc)
-            return None
-        try:
-            worker.send(list(entries))
         except WorkerFailed as exc:
             log.warning("key count: the worker failed (%s); counting on one core", exc)
-            worker.stop()
-            return None
-        return worker
+        return None
 
     def __enter__(self) -> _KeyCounter:
         return self
