@@ -674,21 +674,31 @@ def test_a_large_ingest_on_milvus_lite_embeds_in_worker_processes(
     processes: int,
 ) -> None:
     """Past ``THREADED_GROUPS`` full groups a run embeds in ``ingest.embedding-processes``
-    worker processes; every stored vector is its own chunk's as this process embeds it."""
+    worker processes, stopped once every chunk is in (not idle through the statistics);
+    every stored vector is its own chunk's as this process embeds it."""
     monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 1)  # a group per document
     monkeypatch.setattr(ingest_module, "THREADED_GROUPS", 1)
-    started: list[list[str]] = []
+    started: list[subprocess.Popen[bytes]] = []
     popen = subprocess.Popen
 
     def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        started.append(args)
-        return popen(args, **kwargs)
+        started.append(popen(args, **kwargs))
+        return started[-1]
+
+    running_at_statistics: list[int] = []
+    measure = ingest_module.refresh_statistics
+
+    def statistics(kb: KnowledgeBase, **kwargs: Any) -> Any:
+        running_at_statistics.append(sum(process.poll() is None for process in started))
+        return measure(kb, **kwargs)
 
     monkeypatch.setattr(_process.subprocess, "Popen", start)
+    monkeypatch.setattr(ingest_module, "refresh_statistics", statistics)
     kb = open_kb(ingest={"embedding_processes": processes})
     report = Ingestor(kb).ingest([small_kb])
 
     assert len(started) == processes
+    assert running_at_statistics == [0]
     chunks = [chunk for doc in report.added for chunk in kb.store.chunks_of(doc)]
     assert len(chunks) > 2
     expected = use_embedder.embed([embedding_text(c.title, c.heading, c.text) for c in chunks])

@@ -76,6 +76,24 @@ def test_two_workers_embed_the_rows_of_this_process(
     assert_rows_of(use_embedder, rows)
 
 
+def test_once_closed_a_call_embeds_here_without_a_failure(
+    use_embedder: USEEmbedder,
+    started: list[subprocess.Popen[bytes]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An ingest closes its workers once every chunk is in; a document it repairs after
+    that is embedded here, never sent to a stopped worker."""
+    processes = EmbeddingProcesses(use_embedder, 2, None)
+    with processes as embed:
+        assert processes.ready(timeout=60) == 2
+    with caplog.at_level(logging.WARNING):
+        rows = in_threads(embed)
+
+    assert all(process.poll() is not None for process in started)
+    assert_rows_of(use_embedder, rows)
+    assert "worker" not in caplog.text
+
+
 def test_a_worker_caps_the_tokens_as_its_embedder_does(
     use_embedder: USEEmbedder, started: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -111,6 +111,8 @@ class EmbeddingProcesses:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``embedder.embed(texts)``, in a free worker where there is one."""
+        if self._closed:  # its workers are stopped; one may still wait in the queue
+            return self._embedder.embed(texts)
         try:
             worker = self._idle.get_nowait()
         except queue.Empty:

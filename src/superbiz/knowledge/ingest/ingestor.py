@@ -127,6 +127,7 @@ class Ingestor:
             self._read(run, item)
         self._index(run, run.pending)
         self._finish_indexing(run)
+        run.closing.close()  # every chunk is in: no embedding worker idles through the rest
         self._tidy(run)
         self._announce(run)
 
