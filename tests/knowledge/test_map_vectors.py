@@ -1,11 +1,13 @@
-"""The map's entry vectors are kept in the relational store (SQLite and PostgreSQL): a new
-process's planner reads them instead of embedding the whole map, embeds only what
-changed, never uses another embedder's, and plans on a store that fails."""
+"""The map's entry vectors are kept in the relational store (SQLite and PostgreSQL): an
+ingest embeds the entries of the documents it wrote, a new process's planner reads them
+instead of embedding the whole map, only what changed is embedded again, another
+embedder's are never used, and a store that fails costs only time."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,11 @@ from conftest import write_kb
 from fakes.embedders import CountingEmbedder
 from superbiz.agents.planner import MapPlanner, PlanRequest
 from superbiz.config import PlannerConfig
+from superbiz.exceptions import EmbeddingError
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
 from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb import map_vectors
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.map_vectors import KeptMapVectors, MapEntry, text_hash
 from superbiz.retrieval.embedders import Embedder
@@ -52,56 +56,155 @@ def entries(kmap: KnowledgeMap) -> int:
     return sum(len(domain.documents) for domain in kmap.domains)
 
 
-def test_a_new_process_plans_from_the_kept_vectors_without_embedding_the_map(
+def test_after_an_ingest_a_new_process_plans_without_embedding_the_map(
     kb: KnowledgeBase,
 ) -> None:
+    """The ingest embedded the map's entries as the first plan would have: one batch of
+    entries and one of titles, in the map's order; so the plans and scores are those of a
+    planner that embeds the map itself, to the last digit."""
     kmap = build_map(kb)
-    first, first_embedder = new_process(kb)
-    plan = first.plan(PlanRequest(QUESTION, kmap))
-    # each entry, and each title (the map's clear margins)
-    assert first_embedder.texts == 2 * entries(kmap)
+    planner, embedder = new_process(kb)
+    plan = planner.plan(PlanRequest(QUESTION, kmap))
 
-    second, second_embedder = new_process(kb)
-    assert second.plan(PlanRequest(QUESTION, kmap)) == plan
-    assert second_embedder.texts == 0
-    assert second.domain_scores(QUESTION, kmap) == first.domain_scores(QUESTION, kmap)
-    assert second.clear_margins(kmap) == first.clear_margins(kmap)
+    assert embedder.texts == 0
+    itself = MapPlanner(kb.embedder, PlannerConfig())
+    assert itself.plan(PlanRequest(QUESTION, kmap)) == plan
+    assert planner.domain_scores(QUESTION, kmap) == itself.domain_scores(QUESTION, kmap)
+    assert planner.clear_margins(kmap) == itself.clear_margins(kmap)
 
 
-def test_only_an_entry_whose_text_changed_is_embedded_again(
-    kb: KnowledgeBase, tmp_path: Path
-) -> None:
-    new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
-    source = tmp_path / "kb" / REDIS
+class Kept:
+    """What each ``KeptMapVectors.keep`` was asked for (paths) and embedded (texts)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[list[str], int]] = []
+        keep = KeptMapVectors.keep
+
+        def spy(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
+            embedded = keep(kept, entries, **kwargs)
+            self.calls.append(([path for path, _, _ in entries], embedded))
+            return embedded
+
+        monkeypatch.setattr(KeptMapVectors, "keep", spy)
+
+
+def edit_redis(root: Path) -> None:
+    source = root / REDIS
     source.write_text(
         source.read_text(encoding="utf-8").replace("covers: [", "covers: [maxTotal, "),
         encoding="utf-8",
     )
+
+
+def test_only_an_entry_whose_text_changed_is_embedded_again(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = Kept(monkeypatch)
+    edit_redis(tmp_path / "kb")
     Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
     kmap = build_map(kb)
 
+    assert kept.calls == [([REDIS], 1)]  # the edited entry; its title did not change
     planner, embedder = new_process(kb)
     planner.plan(PlanRequest(QUESTION, kmap))
-
-    assert embedder.texts == 1  # the edited entry; its title did not change
+    assert embedder.texts == 0
     fresh = MapPlanner(kb.embedder, PlannerConfig())
     assert planner.domain_scores(QUESTION, kmap) == pytest.approx(
         fresh.domain_scores(QUESTION, kmap), abs=1e-6
     )
 
 
+def test_an_unchanged_ingest_embeds_no_entry(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = Kept(monkeypatch)
+    Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
+
+    assert kept.calls == []
+
+
+def test_the_entries_are_embedded_outside_the_store_lock(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns go on while a bulk upload's map entries are embedded (about 90 s at 50,000
+    documents): the ingest hands ``keep`` its ``outside_stores``, and ``keep`` embeds
+    inside it, a batch at a time."""
+    released: list[bool] = []
+
+    @contextmanager
+    def outside() -> Iterator[None]:
+        released.append(True)
+        try:
+            yield
+        finally:
+            released.pop()
+
+    handed: list[object] = []
+    keep = KeptMapVectors.keep
+
+    def spy(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
+        handed.append(kwargs.get("outside"))
+        return keep(kept, entries, **kwargs)
+
+    monkeypatch.setattr(KeptMapVectors, "keep", spy)
+    edit_redis(tmp_path / "kb")
+    Ingestor(kb, domains=DomainService(kb), outside_stores=outside).ingest([tmp_path / "kb"])
+    assert handed == [outside]
+
+    inside: list[bool] = []
+
+    class Watched(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            inside.append(bool(released))
+            return super().embed(texts)
+
+    monkeypatch.setattr(map_vectors, "KEEP_BATCH", 2)
+    kept = KeptMapVectors(kb.documents, Watched(kb.embedder, "another-model"))  # type: ignore[arg-type]
+    three = [(REDIS, "Redis 连接池", "Redis"), ("a.md", "API 429", "API"), ("b.md", "B", "B")]
+    assert kept.keep(three, outside=outside) == 6
+    assert inside == [True] * 4  # entries and titles of two batches
+    assert kept.keep(three, outside=outside) == 0
+
+
+def test_an_ingest_whose_entries_cannot_be_embedded_still_lands(
+    kb: KnowledgeBase,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The documents are stored and searchable; the first plan embeds the entries."""
+
+    def fail(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
+        raise EmbeddingError("embedding endpoint returned vectors of different lengths")
+
+    monkeypatch.setattr(KeptMapVectors, "keep", fail)
+    edit_redis(tmp_path / "kb")
+    with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.coverage.map"):
+        report = Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
+
+    assert report.updated == [REDIS]
+    assert "map entries not embedded, the first plan embeds them: embedding endpoint" in (
+        caplog.text
+    )
+    planner, embedder = new_process(kb)
+    planner.plan(PlanRequest(QUESTION, build_map(kb)))
+    assert embedder.texts == 1
+
+
 def test_vectors_of_another_embedder_are_never_used(kb: KnowledgeBase) -> None:
     kmap = build_map(kb)
-    new_process(kb)[0].plan(PlanRequest(QUESTION, kmap))
 
     planner, embedder = new_process(kb, name="another-model")
     planner.plan(PlanRequest(QUESTION, kmap))
 
+    # each entry, and each title (the map's clear margins); kept for the next process
     assert embedder.texts == 2 * entries(kmap)
+    again, embedder = new_process(kb, name="another-model")
+    assert again.plan(PlanRequest(QUESTION, kmap)) == planner.plan(PlanRequest(QUESTION, kmap))
+    assert embedder.texts == 0
 
 
 def test_the_kept_vectors_go_and_move_with_their_document(kb: KnowledgeBase) -> None:
-    new_process(kb)[0].plan(PlanRequest(QUESTION, build_map(kb)))
     name, documents = kb.embedder.name, kb.documents
     kept = dict(documents.map_vectors(name, [REDIS, "api/rate-limit.md"]))
     assert set(kept) == {REDIS, "api/rate-limit.md"}

@@ -299,7 +299,7 @@ class _MapIndex:
     ) -> _MapIndex:
         """``entries`` with their vectors: ``previous``'s rows where an entry's text and
         title are unchanged, ``kept``'s for the rest."""
-        keys = [_entry_key(doc) for _, doc in entries.documents]
+        keys = [doc.entry for _, doc in entries.documents]
         matrix = np.empty((len(keys), dimension), dtype=np.float32)
         titles = np.empty((len(keys), dimension), dtype=np.float32)
         had = previous.rows() if previous is not None else {}
@@ -315,15 +315,7 @@ class _MapIndex:
 
     def rows(self) -> dict[MapEntry, int]:
         """Each entry's row."""
-        return {_entry_key(doc): i for i, (_, doc) in enumerate(self.entries.documents)}
-
-
-def _entry_text(doc: MapDocument) -> str:
-    return "\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]).strip()
-
-
-def _entry_key(doc: MapDocument) -> MapEntry:
-    return doc.path, _entry_text(doc), doc.title
+        return {doc.entry: i for i, (_, doc) in enumerate(self.entries.documents)}
 
 
 class PlanReplyDomain(BaseModel):

@@ -286,8 +286,9 @@ def _recall(rows: list[tuple[list[str], tuple[str, ...]]]) -> dict[str, Any]:
 
 
 def _planning(runtime: Runtime, questions: Sequence[ScaleQuery]) -> dict[str, Any]:
-    """The map's build, a deterministic plan's latency (the first one embeds the map's
-    entries), the map an LLM planner is shown and the plans' domain recall."""
+    """The map's build, a deterministic plan's latency (the first one reads the map's
+    entry vectors the ingest kept), the map an LLM planner is shown and the plans' domain
+    recall."""
     started = time.perf_counter()
     kmap = runtime.knowledge_map()
     build_s = time.perf_counter() - started
@@ -329,7 +330,7 @@ def _new_process_plan(
     runtime: Runtime, kmap: KnowledgeMap, questions: Sequence[ScaleQuery]
 ) -> float | None:
     """A first plan as a new process (each ``superbiz ask``, a new replica) makes it, with
-    nothing in memory: it reads the entry vectors the first plan kept."""
+    nothing in memory: it reads the entry vectors the ingest kept."""
     if not questions:
         return None
     planner = _map_planner(runtime)

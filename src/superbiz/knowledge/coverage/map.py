@@ -17,17 +17,23 @@ do not fit even so is narrowed, per question, to the domains nearest it (``neare
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Collection, Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from superbiz._text import clip, is_cjk
+from superbiz.exceptions import EmbeddingError, first_line
 from superbiz.knowledge.coverage.domains import DomainService, derived_summary
 from superbiz.knowledge.kb.access_rules import ReaderView
 from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.map_vectors import MapEntry, Outside
 from superbiz.storage.repository import StoredDocument
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN_BUDGET = 2000
 #: documents each domain of a map narrowed to the nearest domains still lists
@@ -52,6 +58,21 @@ class MapDocument:
     #: not printed in the map (docs/design.md §6.4 keeps document-level timing out of the Planner's
     #: view) but used by the deterministic planner to score the document
     when_to_retrieve: str | None = None
+
+    @classmethod
+    def of(cls, doc: StoredDocument) -> MapDocument:
+        return cls(doc.title, doc.path, tuple(doc.covers), doc.when_to_retrieve)
+
+    @property
+    def entry(self) -> MapEntry:
+        """What the map planner embeds of it: its path, its entry text (title, covers,
+        when-to-retrieve line) and its title.
+
+        >>> MapDocument("Refunds", "pay/refunds.md", ("退款",), "a refund fails").entry
+        ('pay/refunds.md', 'Refunds\\n退款\\na refund fails', 'Refunds')
+        """
+        text = "\n".join([self.title, *self.covers, self.when_to_retrieve or ""]).strip()
+        return self.path, text, self.title
 
 
 @dataclass(slots=True)
@@ -233,11 +254,9 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
     row are built deterministically or by the service's model)."""
     service = domains or DomainService(kb)
     records = {r.domain_id: r for r in service.ensure_all()}
-    by_domain: dict[str, list[StoredDocument]] = {}
-    for doc in kb.current_documents().values():  # read by difference after a change
-        by_domain.setdefault(doc.domain, []).append(doc)
     entries = []
-    for domain_id, docs in sorted(by_domain.items()):
+    # read by difference after a change
+    for domain_id, docs in _by_domain(kb.current_documents().values()):
         record = records.get(domain_id)
         entries.append(
             MapDomain(
@@ -245,9 +264,33 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
                 description=(record.description if record else None) or domain_id,
                 when_to_retrieve=(record.when_to_retrieve if record else None) or "",
                 document_count=len(docs),
-                documents=[
-                    MapDocument(d.title, d.path, tuple(d.covers), d.when_to_retrieve) for d in docs
-                ],
+                documents=[MapDocument.of(d) for d in docs],
             )
         )
     return KnowledgeMap(entries)
+
+
+def keep_entry_vectors(
+    kb: KnowledgeBase, paths: Collection[str], *, outside: Outside = nullcontext
+) -> int:
+    """Embed and keep the map entries of the documents at ``paths`` (what an ingest
+    wrote) that are not kept yet, in the map's order, embedding inside ``outside()``; how
+    many texts were embedded. A plan then reads them: the first question after a bulk
+    upload no longer embeds the new part of the map. An embedder that fails costs only
+    time: the first plan embeds what is missing."""
+    chosen = (doc for doc in kb.current_documents().values() if doc.path in paths)
+    entries = [MapDocument.of(doc).entry for _, docs in _by_domain(chosen) for doc in docs]
+    try:
+        return kb.map_vectors.keep(entries, outside=outside)
+    except EmbeddingError as exc:
+        log.warning("map entries not embedded, the first plan embeds them: %s", first_line(exc))
+        return 0
+
+
+def _by_domain(docs: Iterable[StoredDocument]) -> list[tuple[str, list[StoredDocument]]]:
+    """``docs`` by domain, the domains sorted, each one's documents in their order: the
+    map's order."""
+    by_domain: dict[str, list[StoredDocument]] = {}
+    for doc in docs:
+        by_domain.setdefault(doc.domain, []).append(doc)
+    return sorted(by_domain.items())
