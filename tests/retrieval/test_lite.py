@@ -391,11 +391,25 @@ def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
     return out
 
 
+def _both_queries(gate: Any) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Rows queried through the live rows and through Lite's own query."""
+    from superbiz.retrieval._lite.search import query_live
+
+    out = []
+    for expr in (None, 'doc_path in ["b.md", "a.md"]', 'domain == "db"', 'doc_path == "c.md"'):
+        for fields in (["doc_path", "content_hash"], ["id", "text", "dense"]):
+            for limit in (3, 100):
+                ours = query_live(gate.live, expr, fields, limit)
+                lites = gate.collection.query(expr=expr, output_fields=fields, limit=limit)
+                out.append((ours, lites))
+    return out
+
+
 def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path: Path) -> None:
     """Documents replaced (their chunk ids deleted and written again), deleted, left in
-    Lite's memtable or flushed, searched with and without a domain filter: the searches
-    over the kept live rows return exactly Lite's own hits, and the rows are worked out
-    once per change of the collection, not once per search."""
+    Lite's memtable or flushed, searched and queried with and without a filter: the
+    searches and queries over the kept live rows return exactly Lite's own hits and rows,
+    and the rows are worked out once per change of the collection, not once per call."""
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
     store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
@@ -419,12 +433,33 @@ def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path:
             for domain in (None, "ops", "db"):
                 for ours, lites in _both_searches(store, gate, domain):
                     assert ours == lites
-            assert gate.live.views == views + 1  # one view for the six searches
+            queried = _both_queries(gate)
+            assert all(ours == lites for ours, lites in queried)
+            assert any(lites for _, lites in queried)
+            assert gate.live.views == views + 1  # one view for the searches and queries
         assert gate is not None
         every = store.search_dense(np.ones(8, dtype=np.float32), 40)
         assert sorted(h.doc_path for h in every) == ["a.md"] * 9 + ["b.md"] * 3  # newest only
     finally:
         store.close()
+
+
+def test_a_live_row_query_that_disagrees_with_lite_closes_the_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query over the live rows that loses one row (as after a Lite upgrade) is found by
+    the check before any store uses it."""
+    from superbiz.retrieval._lite import checks
+
+    query_live = checks.query_live
+
+    def loses_the_last(*args: Any) -> list[dict[str, Any]]:
+        return query_live(*args)[:-1]
+
+    monkeypatch.setattr(checks, "query_live", loses_the_last)
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    problem = checks.search_check()
+    assert problem is not None and problem.startswith("a query differs after step 0")
 
 
 def test_a_live_row_search_that_disagrees_with_lite_leaves_searches_to_lite(

@@ -268,7 +268,7 @@ class MilvusChunkStore:
             query = Filter(
                 "doc_path in {paths}", {"paths": list(doc_paths[start : start + _QUERY_BATCH])}
             )
-            for row in self._query_all(query, ["id", "doc_path"]):
+            for row in self._rows(query, ["id", "doc_path"]):
                 found[row["doc_path"]].add(row["id"])
         return dict(found)
 

@@ -26,7 +26,9 @@ speed, never results:
   (10,390 chunks) two thirds of a lookup's time, growing with the chunks. ``LiveRows``
   keeps those rows as one boolean mask per segment, computed once per change of the
   collection (a write, a flush, a compaction), and ``search_dense``/``search_bm25`` run
-  Lite's own indexes, filters and merge with it.
+  Lite's own indexes, filters and merge with it. Lite's queries walk the same rows, and
+  read each returned row value by value; ``query_live`` reads the live rows a column at
+  a time (an ingest's comparison of the index with 11,925 documents: 17.5 → 3.5 s).
 
 Patches go on this store's own objects (its collection's analyzers, memtables,
 segments and write entry point), never on Lite's classes: an application that embeds
@@ -36,12 +38,13 @@ sample texts both ways (block cache and Lite's own jieba analysis); if either di
 for example after a Lite upgrade, the store uses the public client only and says so
 once. ``search_check`` builds a small Lite collection with every case the live-row masks
 must get right (versions across segments and the memtable, deletes flushed and pending,
-a filter, ties) and compares ``search_dense``/``search_bm25`` with Lite's own searches
-after each change; if they differ, searches go through Lite's own code (said once).
+a filter, ties) and compares ``search_dense``/``search_bm25``/``query_live`` with Lite's
+own searches and queries after each change; if they differ, searches and queries go
+through Lite's own code (said once).
 The checks were written for Lite ``LITE_SERIES`` (pinned in pyproject.toml).
 
 The modules: ``ingest`` (analysis cache, columnar flush), ``bm25`` (``VectorizedBm25``),
-``live_rows`` (``LiveRows``), ``search`` (the live-row searches) and ``checks`` (the two
+``live_rows`` (``LiveRows``), ``search`` (the live-row searches and query) and ``checks`` (the two
 self-checks that guard all of them); this module is the gate that installs them.
 """
 
@@ -55,7 +58,12 @@ from superbiz.retrieval._lite.bm25 import accelerate_bm25
 from superbiz.retrieval._lite.checks import search_check, self_check
 from superbiz.retrieval._lite.ingest import analyzers, cache_analysis, columnar_flush
 from superbiz.retrieval._lite.live_rows import LiveRows
-from superbiz.retrieval._lite.search import collection_search, search_bm25, search_dense
+from superbiz.retrieval._lite.search import (
+    collection_search,
+    query_live,
+    search_bm25,
+    search_dense,
+)
 
 __all__ = ["InProcessLite"]
 
@@ -102,6 +110,9 @@ class InProcessLite:
         self.collection.insert(rows)
 
     def query(self, expr: str, output_fields: list[str], limit: int) -> list[dict[str, Any]]:
+        """The rows matching ``expr``, as Lite's query returns them."""
+        if self.live is not None:
+            return query_live(self.live, expr, output_fields, limit)
         return list(self.collection.query(expr=expr, output_fields=output_fields, limit=limit))
 
     def search(

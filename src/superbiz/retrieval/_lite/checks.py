@@ -4,9 +4,9 @@ own code on a small case, once per process.
 ``self_check`` analyses sample texts both ways (block cache and Lite's jieba analysis)
 and scores a tiny segment both ways (``VectorizedBm25`` and Lite's BM25);
 ``search_check`` builds a small collection through every case the live-row masks must
-get right and compares ``search_dense``/``search_bm25`` with Lite's searches after each
-change. A disagreement (a Lite upgrade) is said once, and the gate leaves that work to
-Lite's own code.
+get right and compares ``search_dense``/``search_bm25``/``query_live`` with Lite's
+searches and queries after each change. A disagreement (a Lite upgrade) is said once, and
+the gate leaves that work to Lite's own code.
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ import numpy as np
 from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
 from superbiz.retrieval._lite.ingest import cache_analysis
 from superbiz.retrieval._lite.live_rows import LiveRows
-from superbiz.retrieval._lite.search import collection_search, search_bm25, search_dense
+from superbiz.retrieval._lite.search import (
+    collection_search,
+    query_live,
+    search_bm25,
+    search_dense,
+)
 
 #: the gate logs under one name, whichever of its modules speaks
 log = logging.getLogger(__package__)
@@ -119,9 +124,10 @@ def _by_id(ids: np.ndarray, distances: np.ndarray) -> np.ndarray:
 
 
 def search_check() -> str | None:
-    """None when ``search_dense``/``search_bm25`` return what Lite's own searches return
-    on a small collection through every case the live-row masks must get right, else
-    what differed (logged once per process; searches then go through Lite's own code)."""
+    """None when ``search_dense``/``search_bm25``/``query_live`` return what Lite's own
+    searches and queries return on a small collection through every case the live-row
+    masks must get right, else what differed (logged once per process; searches and
+    queries then go through Lite's own code)."""
     if not _search_verdict:
         try:
             problem = _search_disagreement()
@@ -131,7 +137,8 @@ def search_check() -> str | None:
         if problem is not None:
             log.warning(
                 "Milvus Lite %s searches otherwise than superbiz's live-row search expects "
-                "(written for %s.x): %s; using Lite's own searches (slower, same results)",
+                "(written for %s.x): %s; using Lite's own searches and queries (slower, same "
+                "results)",
                 _lite_version(),
                 LITE_SERIES,
                 problem,
@@ -226,4 +233,9 @@ def _searches_differ(collection: Any, live: LiveRows, probes: np.ndarray, step: 
                 expected = collection_search(collection, *args)
                 if search_bm25(live, *args) != expected:
                     return f"a BM25 search differs after step {step} ({limit}, {expr})"
+        for expr in (None, 'domain == "a"', 'id in ["r3", "r21", "r44", "r52"]'):
+            for fields in (["domain"], ["id", "text", "dense"]):
+                expected = collection.query(expr=expr, output_fields=fields, limit=limit)
+                if query_live(live, expr, fields, limit) != expected:
+                    return f"a query differs after step {step} ({limit}, {expr}, {fields})"
     return None

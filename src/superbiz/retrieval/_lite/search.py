@@ -1,6 +1,6 @@
-"""Lite's dense and BM25 searches over ``LiveRows``: Lite's own indexes, filters and merge,
-with the live-row masks instead of Lite's per-row walk. ``search_check`` compares them
-with Lite's own searches before a store uses them.
+"""Lite's dense and BM25 searches and its query over ``LiveRows``: Lite's own indexes,
+filters and merge, with the live-row masks instead of Lite's per-row walk. ``search_check``
+compares them with Lite's own searches and queries before a store uses them.
 """
 
 from __future__ import annotations
@@ -171,19 +171,57 @@ def search_bm25(
     ]
 
 
-class _Projection:
-    """A hit's entity as Lite's search projects it (``project_record``). A collection
-    without dynamic fields projects only the requested schema fields, so only those
-    are read from a segment's row, a dense vector from the segment's own array (Lite
-    reads every column value by value: 512 Python floats per vector)."""
+def query_live(
+    live: LiveRows, expr: str | None, output_fields: list[str], limit: int
+) -> list[dict[str, Any]]:
+    """Lite's query (``Collection.query``) with the live rows of ``live``'s current view:
+    each segment's live rows that pass the filter, then the memtable's, in Lite's order,
+    projected as Lite projects them, up to ``limit``. Lite walks every row of every
+    segment in Python for each query: 0.4 s each at 11,925 documents, where an ingest
+    compares the whole index with the documents 200 at a time."""
+    from milvus_lite.search.filter import evaluate_mask
+    from milvus_lite.search.indexed_filter import evaluate_segment_filter
 
-    def __init__(self, collection: Any, output_fields: list[str]) -> None:
+    collection = live.collection
+    collection._require_loaded()
+    view = live.view()
+    compiled = collection._compile_filter(expr) if expr else None
+    plan = collection._indexed_filter_plan(compiled)
+    entity = _Projection(collection, output_fields, api="query")
+    found: list[dict[str, Any]] = []
+    for seg, alive in zip(view.segments, view.dense, strict=True):
+        if seg.num_rows == 0:
+            continue
+        mask = alive if compiled is None else alive & evaluate_segment_filter(seg, compiled, plan)
+        found += entity.of_rows(seg, np.flatnonzero(mask)[: limit - len(found)].tolist())
+        if len(found) >= limit:
+            return found
+    if collection._vector_name is None:  # no dense field: Lite's own query
+        return list(collection.query(expr=expr, output_fields=output_fields, limit=limit))
+    _, _, refs, table, alive = view.memtable_dense(collection._vector_name)
+    if refs:
+        mask = alive if compiled is None else alive & evaluate_mask(compiled, table)
+        for row in np.flatnonzero(mask)[: limit - len(found)].tolist():
+            found.append(entity.of_record(view.memtable.materialize_row(*refs[row])))
+    return found
+
+
+class _Projection:
+    """A hit's or a queried row's entity as Lite projects it (``project_record``). A
+    collection without dynamic fields projects only the requested schema fields, so only
+    those are read from a segment's row, a dense vector from the segment's own array
+    (Lite reads every column value by value: 512 Python floats per vector)."""
+
+    def __init__(self, collection: Any, output_fields: list[str], api: str = "search") -> None:
         from milvus_lite.engine.projection import build_projection_plan
         from milvus_lite.schema.types import DataType
 
         self._schema = collection._schema
-        self._plan = build_projection_plan(output_fields, self._schema, api_kind="search")
-        self._fields = self._plan.engine_fields if not self._schema.enable_dynamic_field else None
+        self._plan = build_projection_plan(output_fields, self._schema, api_kind=api)
+        fields = self._plan.engine_fields if not self._schema.enable_dynamic_field else None
+        if fields is not None and api != "search":  # a query's rows carry their key
+            fields = (collection._pk_name, *fields)
+        self._fields = fields
         self._vectors = {f.name for f in self._schema.fields if f.dtype == DataType.FLOAT_VECTOR}
 
     def of_record(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -192,12 +230,10 @@ class _Projection:
         return dict(project_record(record, self._schema, self._plan))
 
     def of_row(self, seg: Any, row: int) -> dict[str, Any]:
+        """One hit's row, read value by value (a few per search: cheaper than ``of_rows``)."""
         table = seg.table
-        names = self._fields if self._fields is not None else table.column_names
         record = {}
-        for name in names:
-            if name in ("_seq", "_partition") or name not in table.column_names:
-                continue
+        for name in self._names(table):
             if name in self._vectors:
                 vectors, valid = seg.vector_data(name)
                 if valid is None:  # float32 values as Python floats, as ``as_py`` gives
@@ -205,6 +241,28 @@ class _Projection:
                     continue
             record[name] = table.column(name)[row].as_py()
         return self.of_record(record)
+
+    def of_rows(self, seg: Any, rows: list[int]) -> list[dict[str, Any]]:
+        """Rows of one segment, read a column at a time (a query may return thousands)."""
+        if not rows:
+            return []
+        table = seg.table
+        names = self._names(table)
+        arrays: dict[str, Any] = {}  # float32 vectors as Python floats, as ``as_py`` gives
+        for name in self._vectors.intersection(names):
+            vectors, valid = seg.vector_data(name)
+            if valid is None:
+                arrays[name] = vectors[rows]
+        values = table.select([n for n in names if n not in arrays]).take(rows).to_pylist()
+        for name, array in arrays.items():
+            for record, vector in zip(values, array.tolist(), strict=True):
+                record[name] = vector
+        return [self.of_record(record) for record in values]
+
+    def _names(self, table: Any) -> list[str]:
+        """The columns of a segment's ``table`` a row is read from."""
+        names = self._fields if self._fields is not None else table.column_names
+        return [n for n in names if n not in ("_seq", "_partition") and n in table.column_names]
 
 
 def collection_search(
