@@ -6,6 +6,7 @@ embedder's are never used, and a store that fails costs only time."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,6 +165,42 @@ def test_the_entries_are_embedded_outside_the_store_lock(
     assert kept.keep(three, outside=outside) == 6
     assert inside == [True] * 4  # entries and titles of two batches
     assert kept.keep(three, outside=outside) == 0
+
+
+def test_an_ingest_embeds_two_batches_at_once_each_as_one_call_for_it(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One embedding call runs on one core, so a bulk upload's entries are embedded two
+    batches at once (the two batches' entry calls meet: one after the other they never
+    would); each batch's rows are what one call for that batch gives, as a plan's."""
+    monkeypatch.setattr(map_vectors, "KEEP_BATCH", 2)
+    meeting = threading.Barrier(2, timeout=10)
+
+    class Meeting(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            if texts[0] in {"Redis 连接池", "C 库"}:  # the first entry of each batch
+                meeting.wait()
+            return super().embed(texts)
+
+    four = [
+        (REDIS, "Redis 连接池", "Redis"),
+        ("a.md", "API 429", "API"),
+        ("b.md", "C 库", "B"),
+        ("c.md", "D", "D"),
+    ]
+    kept = KeptMapVectors(kb.documents, Meeting(kb.embedder, "another-model"))  # type: ignore[arg-type]
+    assert kept.keep(four) == 8
+    counted = CountingEmbedder(kb.embedder, "another-model")
+    matrices = KeptMapVectors(kb.documents, counted).vectors(four)  # type: ignore[arg-type]
+    assert counted.texts == 0  # all kept
+    for batch in (slice(0, 2), slice(2, 4)):
+        rows = four[batch]
+        np.testing.assert_allclose(
+            matrices[0][batch], kb.embedder.embed([e for _, e, _ in rows]), atol=1e-6
+        )
+        np.testing.assert_allclose(
+            matrices[1][batch], kb.embedder.embed([t for _, _, t in rows]), atol=1e-6
+        )
 
 
 def test_an_ingest_whose_entries_cannot_be_embedded_still_lands(

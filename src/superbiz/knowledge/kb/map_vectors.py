@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,6 +36,8 @@ Outside = Callable[[], AbstractContextManager[object]]
 #: entries an ingest embeds at a time (``keep``): the benchmark sets' maps fit in one, so
 #: their vectors are those a first plan embeds in its one batch
 KEEP_BATCH = 2048
+#: batches an ingest embeds at once, each in one call: a core each
+KEEP_THREADS = 2
 
 
 def text_hash(text: str) -> str:
@@ -58,20 +62,41 @@ class KeptMapVectors:
         """The entry vectors and the title vectors of ``entries``, a row each in their
         order. Read into the two matrices as the store hands them over: the map's
         vectors are held once, never also as rows or bytes."""
-        return self._filled(entries, nullcontext)[0]
+        batch = self._read(entries)
+        self._embed(batch)
+        self._keep(batch)
+        return batch.matrices
 
     def keep(self, entries: Sequence[MapEntry], *, outside: Outside = nullcontext) -> int:
         """Embed and keep the vectors of ``entries`` not kept yet, ``KEEP_BATCH`` at a
-        time, embedding inside ``outside()``; how many texts were embedded."""
-        return sum(
-            self._filled(entries[start : start + KEEP_BATCH], outside)[1]
-            for start in range(0, len(entries), KEEP_BATCH)
-        )
+        time and ``KEEP_THREADS`` batches at once, embedding inside ``outside()``; how
+        many texts were embedded. Each batch is embedded as ``vectors`` embeds it, on a
+        core of its own (one embedding call runs on one)."""
+        batches = [
+            entries[start : start + KEEP_BATCH] for start in range(0, len(entries), KEEP_BATCH)
+        ]
+        embedded = 0
+        with ThreadPoolExecutor(KEEP_THREADS) as pool:
+            for first in range(0, len(batches), KEEP_THREADS):
+                read = [self._read(batch) for batch in batches[first : first + KEEP_THREADS]]
+                with outside():
+                    list(pool.map(self._embed, read))
+                for batch in read:
+                    self._keep(batch)
+                    embedded += sum(rows.size for rows in batch.stale)
+        return embedded
 
-    def _filled(
-        self, entries: Sequence[MapEntry], outside: Outside
-    ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
-        """``vectors``, and how many texts were embedded for them."""
+    def _embed(self, batch: _Batch) -> None:
+        """Embed the rows of ``batch`` no kept vector was found for."""
+        for rows, matrix, part in zip(batch.stale, batch.matrices, batch.texts, strict=True):
+            if rows.size:
+                # entries and titles apart: a batch's rows vary with its company in the
+                # last digits, and the entries' batch is what plans were measured with
+                matrix[rows] = self.embedder.embed([part[row] for row in rows])
+
+    def _read(self, entries: Sequence[MapEntry]) -> _Batch:
+        """``entries`` with the rows whose kept vector was made from the same text
+        filled; a store that fails leaves them all to be embedded."""
         count, dimension = len(entries), self.embedder.dimension
         texts = ([entry for _, entry, _ in entries], [title for _, _, title in entries])
         hashes = ([text_hash(t) for t in texts[0]], [text_hash(t) for t in texts[1]])
@@ -80,40 +105,10 @@ class KeptMapVectors:
             np.empty((count, dimension), dtype=np.float32),
         )
         found = (np.zeros(count, dtype=bool), np.zeros(count, dtype=bool))
-        self._read(entries, hashes, matrices, found)
-        stale = [np.flatnonzero(~held) for held in found]
-        with outside():
-            for rows, matrix, part in zip(stale, matrices, texts, strict=True):
-                if rows.size:
-                    # entries and titles apart: a batch's rows vary with its company in
-                    # the last digits, and the entries' batch is what plans were measured with
-                    matrix[rows] = self.embedder.embed([part[row] for row in rows])
-        if any(rows.size for rows in stale):
-            changed = np.union1d(*stale).tolist()
-            self._keep(
-                (
-                    entries[i][0],
-                    KeptVectors(
-                        hashes[0][i], _bytes(matrices[0][i]), hashes[1][i], _bytes(matrices[1][i])
-                    ),
-                )
-                for i in changed
-            )
-        return matrices, sum(rows.size for rows in stale)
-
-    def _read(
-        self,
-        entries: Sequence[MapEntry],
-        hashes: tuple[list[str], list[str]],
-        matrices: tuple[np.ndarray, np.ndarray],
-        found: tuple[np.ndarray, np.ndarray],
-    ) -> None:
-        """Fill the rows whose kept vector was made from the same text, marking them
-        ``found``; a store that fails leaves the rest to be embedded."""
         at: dict[str, list[int]] = {}
         for row, (path, _, _) in enumerate(entries):
             at.setdefault(path, []).append(row)
-        size = 4 * self.embedder.dimension
+        size = 4 * dimension
         try:
             for path, held in self.documents.map_vectors(self.embedder.name, at):
                 pairs = ((held.entry_hash, held.entry), (held.title_hash, held.title))
@@ -124,12 +119,40 @@ class KeptMapVectors:
                             found[k][row] = True
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not read, embedding them instead: %s", exc)
+        stale = (np.flatnonzero(~found[0]), np.flatnonzero(~found[1]))
+        return _Batch(entries, texts, hashes, matrices, stale)
 
-    def _keep(self, rows: Iterable[tuple[str, KeptVectors]]) -> None:
+    def _keep(self, batch: _Batch) -> None:
+        """Keep the vectors ``batch`` embedded."""
+        changed = np.union1d(*batch.stale).tolist()
+        if not changed:
+            return
+        hashes, matrices = batch.hashes, batch.matrices
+        rows = (
+            (
+                batch.entries[i][0],
+                KeptVectors(
+                    hashes[0][i], _bytes(matrices[0][i]), hashes[1][i], _bytes(matrices[1][i])
+                ),
+            )
+            for i in changed
+        )
         try:
             self.documents.save_map_vectors(self.embedder.name, rows)
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not kept, the next process embeds them again: %s", exc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Map entries on their way to vectors: their entry and title texts and those texts'
+    hashes, the two matrices being filled, and the rows of each not found kept."""
+
+    entries: Sequence[MapEntry]
+    texts: tuple[list[str], list[str]]
+    hashes: tuple[list[str], list[str]]
+    matrices: tuple[np.ndarray, np.ndarray]
+    stale: tuple[np.ndarray, np.ndarray]
 
 
 def _bytes(vector: np.ndarray) -> bytes:
