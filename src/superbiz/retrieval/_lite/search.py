@@ -223,6 +223,7 @@ class _Projection:
             fields = (collection._pk_name, *fields)
         self._fields = fields
         self._vectors = {f.name for f in self._schema.fields if f.dtype == DataType.FLOAT_VECTOR}
+        self._columns: dict[int, list[str]] = {}
 
     def of_record(self, record: dict[str, Any]) -> dict[str, Any]:
         from milvus_lite.engine.projection import project_record
@@ -260,9 +261,15 @@ class _Projection:
         return [self.of_record(record) for record in values]
 
     def _names(self, table: Any) -> list[str]:
-        """The columns of a segment's ``table`` a row is read from."""
-        names = self._fields if self._fields is not None else table.column_names
-        return [n for n in names if n not in ("_seq", "_partition") and n in table.column_names]
+        """The columns of a segment's ``table`` a row is read from (worked out once per
+        table: a search reads a few rows of each segment)."""
+        names = self._columns.get(id(table))  # the tables outlive this projection
+        if names is None:
+            present = set(table.column_names)
+            wanted = self._fields if self._fields is not None else table.column_names
+            names = [n for n in wanted if n not in ("_seq", "_partition") and n in present]
+            self._columns[id(table)] = names
+        return names
 
 
 def collection_search(
