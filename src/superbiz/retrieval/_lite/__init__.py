@@ -82,8 +82,8 @@ class InProcessLite:
     @property
     def live(self) -> LiveRows | None:
         """The rows searches may return, kept per change (``LiveRows``), or None where
-        ``search_check`` failed: Lite's own searches. Checked at the first search, so a
-        process that never searches never pays the check."""
+        ``search_check`` failed: Lite's own searches. Checked at the first search or
+        query (about 1 s), so a process that does neither never pays the check."""
         if self._live is None:
             self._live = LiveRows.of(self.collection) if search_check() is None else False
         return self._live if isinstance(self._live, LiveRows) else None
