@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from superbiz.agents.runtime import Runtime
@@ -111,3 +112,28 @@ def test_a_relational_store_failing_at_the_end_of_a_turn_is_503_and_undone(
     again = client.post("/api/chat", json={"session_id": "r", "question": FIRST})
     assert again.status_code == 200 and again.json()["turn"] == 1
     assert not any(lookup["dedup_reason"] for lookup in again.json()["lookups"])
+
+
+def test_a_relational_store_failing_before_the_route_is_503_naming_it(
+    served: tuple[Runtime, TestClient],
+) -> None:
+    """The request guard asks the directory whether anyone must sign in before any route
+    runs; a store that fails there is the same 503 as one that fails in a turn (it was a
+    500 from the middleware), and the next request, once it is back, works."""
+    runtime, client = served
+    engine = runtime.kb.engine
+    with engine.begin() as connection:  # the people's table goes away, as a failing store's would
+        connection.execute(text("ALTER TABLE users RENAME TO users_away"))
+    try:
+        failed = client.post("/api/chat", json={"session_id": "g", "question": FIRST})
+    finally:
+        with engine.begin() as connection:
+            connection.execute(text("ALTER TABLE users_away RENAME TO users"))
+    assert failed.status_code == 503, failed.text
+    assert failed.json()["error"] == "store_unavailable"
+    assert "relational store (sqlite:///" in failed.json()["message"]
+    assert "users" in failed.json()["message"]
+    assert not runtime.chats.exists("g")
+
+    again = client.post("/api/chat", json={"session_id": "g", "question": FIRST})
+    assert again.status_code == 200 and again.json()["turn"] == 1

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.api._threads import in_thread
-from superbiz.api.errors import error_response, error_status
+from superbiz.api.errors import error_response, reported_status
 from superbiz.api.guard import RequestGuard, RouteTemplates
 from superbiz.api.metrics import RequestTimer
 from superbiz.api.responses.chat import TURN_EVENTS
@@ -203,9 +203,7 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SuperbizError)
     async def superbiz_error(_: Request, exc: SuperbizError) -> JSONResponse:
-        status, kind = error_status(exc)
-        if status >= 500:
-            log.error("%s: %s", kind, exc)
+        status, kind = reported_status(exc)
         return error_response(status, kind, str(exc))
 
     @app.exception_handler(Exception)

@@ -3,6 +3,7 @@ the error responses ``/docs`` lists for each route."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,8 @@ from superbiz.exceptions import (
     TurnCancelledError,
     UnknownDomainError,
 )
+
+log = logging.getLogger(__name__)
 
 #: SuperbizError subclasses → (status, error kind); the first match wins
 ERROR_STATUS: tuple[tuple[type[SuperbizError], int, str], ...] = (
@@ -51,6 +54,15 @@ def error_status(exc: SuperbizError) -> tuple[int, str]:
         if isinstance(exc, kind):
             return status, name
     return 400, "bad_request"
+
+
+def reported_status(exc: SuperbizError) -> tuple[int, str]:
+    """``error_status``, logged when the failure is the server's (5xx): the route's
+    handler and the request guard, which runs before any route, report alike."""
+    status, kind = error_status(exc)
+    if status >= 500:
+        log.error("%s: %s", kind, exc)
+    return status, kind
 
 
 def error_response(

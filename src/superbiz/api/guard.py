@@ -42,14 +42,14 @@ from starlette.requests import cookie_parser
 from starlette.routing import BaseRoute, Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from superbiz.api.errors import error_response
+from superbiz.api.errors import error_response, reported_status
 from superbiz.auth._reader import reader_of
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import User, local_user
 from superbiz.auth.roles import Role, route_role
 from superbiz.auth.sign_ins import COOKIE
 from superbiz.config import Settings
-from superbiz.exceptions import SignInError
+from superbiz.exceptions import SignInError, SuperbizError
 
 try:
     from fastapi.routing import iter_route_contexts
@@ -310,14 +310,18 @@ class RequestGuard:
         target = f"{scope['method']} {scope['path']}"
         try:
             user = await anyio.to_thread.run_sync(self._who, credential, cookie, address, target)
+            if user is not None and user.role < least:
+                await anyio.to_thread.run_sync(
+                    self.auth.audit.denied, user.name, target, f"needs {least.label}", address
+                )
         except SignInError as exc:
             return 401, "unauthorized", str(exc), UNAUTHORIZED_HEADERS
+        except SuperbizError as exc:  # the directory's store, or the identity provider
+            status, kind = reported_status(exc)
+            return status, kind, str(exc), None
         if user is None:
             return 401, "unauthorized", SIGN_IN_FIRST, UNAUTHORIZED_HEADERS
         if user.role < least:
-            await anyio.to_thread.run_sync(
-                self.auth.audit.denied, user.name, target, f"needs {least.label}", address
-            )
             return (
                 403,
                 "forbidden",
