@@ -24,6 +24,7 @@ from enum import IntEnum
 from functools import lru_cache
 
 from superbiz._text import STOP_WORDS, is_cjk, normalize, segmenter
+from superbiz.retrieval._key_scan import KeyScanner, scanner
 from superbiz.retrieval.key_frequency import KEY_DOCUMENTS_LIMIT, KeyFrequency
 
 _LATIN_LETTER = re.compile(r"[a-z]")
@@ -44,6 +45,7 @@ _COMPOUND = re.compile(
 )
 #: private-use characters that mark a compound's ends while the text is normalised
 _OPEN, _CLOSE = "\ue000", "\ue001"
+_MARKED = f"{_OPEN}\\g<0>{_CLOSE}"
 
 
 class MatchField(IntEnum):
@@ -84,7 +86,11 @@ def match_form(text: str) -> str:
     >>> match_form("Redis 连接池 耗尽"), match_form("mysql-failover"), match_form("PAY-3002")
     ('redis连接池耗尽', 'mysql failover', 'pay 3002')
     """
-    return _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", normalize(text)).split()))
+    return _form(normalize(text))
+
+
+def _form(norm: str) -> str:
+    return _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", norm).split()))
 
 
 def compound_spans(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
@@ -96,21 +102,17 @@ def compound_spans(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     >>> compound_spans("Kafka 消费延迟")[1]
     ()
     """
-    norm = normalize(text)
-    marked = _COMPOUND.sub(lambda m: f"{_OPEN}{m.group(0)}{_CLOSE}", norm)
-    if _OPEN not in marked:
-        return match_form(text), ()
-    form = _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", marked).split()))
-    out: list[str] = []
+    norm = normalize(text).replace(_OPEN, "").replace(_CLOSE, "")  # a PDF's icon glyphs
+    form = _form(_COMPOUND.sub(_MARKED, norm))
+    head, *compounds = form.split(_OPEN)
+    out = [head]
     spans: list[tuple[int, int]] = []
-    start = 0
-    for ch in form:
-        if ch == _OPEN:
-            start = len(out)
-        elif ch == _CLOSE:
-            spans.append((start, len(out)))
-        else:
-            out.append(ch)
+    end = len(head)
+    for piece in compounds:  # the compound, its end mark, and the text up to the next one
+        inner, _, after = piece.partition(_CLOSE)
+        spans.append((end, end + len(inner)))
+        out += (inner, after)
+        end += len(inner) + len(after)
     return "".join(out), tuple(spans)
 
 
@@ -228,6 +230,9 @@ class ExactIndex:
         self._by_length: dict[str, tuple[list[_Keyed], int, _ByLength]] = {}
         self.key_frequency = frequency
         self.size = 0
+        #: every key as one automaton, for ``frequency`` (made again after a change)
+        self._scanner: KeyScanner | None = None
+        self._scanner_made = False
         for entry in entries:
             self.add(entry)
 
@@ -251,10 +256,12 @@ class ExactIndex:
                 self._buckets[unit].append((norm, field_, entry))
                 self._units_of[entry.doc_path].add(unit)
                 self.size += 1
+                self._scanner_made = False
 
     def remove(self, doc_path: str) -> None:
         """Take ``doc_path``'s keys out (each bucket is replaced, never changed in place
         while a lookup may be reading it)."""
+        self._scanner_made = False
         for unit in self._units_of.pop(doc_path, ()):
             bucket = self._buckets.get(unit, [])
             kept = [item for item in bucket if item[2].doc_path != doc_path]
@@ -302,7 +309,7 @@ class ExactIndex:
             # a document is segmented only where a Chinese key occurs in it
             blocks = lru_cache(maxsize=1)(_BlockBoundaries)
             found: set[str] = set()  # a key found once is not checked again in this text
-            for key, _, _ in self._occurrences(text, blocks, known=found):
+            for key in self._keys_in(text, blocks, known=found):
                 found.add(key)
             for key in found:
                 used_by[key].append(path)
@@ -315,6 +322,27 @@ class ExactIndex:
                 if len(paths) <= KEY_DOCUMENTS_LIMIT
             },
         )
+
+    def _keys_in(
+        self, text: str, boundaries: Callable[[str], Container[int]], known: Container[str]
+    ) -> Iterator[str]:
+        """The keys ``_occurrences`` finds in ``text``, found by one pass of an automaton
+        over every key (``_key_scan``) rather than by the buckets: the same places, the same
+        checks. A key that no unit starts (``_UNIT``) is in no bucket a text reaches."""
+        if not self._scanner_made:
+            self._scanner = scanner(k for k in self.keys() if _UNIT.match(k))
+            self._scanner_made = True
+        if self._scanner is None:  # the library failed its check
+            yield from (key for key, _, _ in self._occurrences(text, boundaries, known))
+            return
+        form, compounds = compound_spans(text)
+        for key, start, end in self._scanner.occurrences(form):
+            if (
+                key not in known
+                and self._on_boundary(form, start, key, boundaries)
+                and not _inside_compound(start, end, compounds)
+            ):
+                yield key
 
     def _occurrences(
         self,
