@@ -13,13 +13,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 
 import numpy as np
 
 from superbiz._text import normalize, segmenter
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.records import BM25_STOP_WORDS, ChunkHit, ChunkRecord
+from superbiz.retrieval.store import Outside
 from superbiz.retrieval.visibility import Visibility
 
 #: Okapi BM25 parameters (Milvus' defaults)
@@ -94,7 +95,7 @@ class InMemoryChunkStore:
         kept = set(keep)
         self._remove(lambda path: path not in kept)
 
-    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+    def flush(self, waiting: Outside = nullcontext) -> None:
         """Nothing to seal: every write is searchable at once."""
 
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:

@@ -17,6 +17,11 @@ import numpy as np
 from superbiz.retrieval.records import ChunkHit, ChunkRecord
 from superbiz.retrieval.visibility import Visibility
 
+#: a context long work runs in, from whoever holds the stores' lock: it lets go of the lock
+#: there, so that lookups run meanwhile (``flush``'s wait, an ingest's embedding and key
+#: count, the statistics' computing)
+Outside = Callable[[], AbstractContextManager[object]]
+
 
 class ChunkStore(Protocol):
     """Chunks with a dense vector and a BM25-searchable text, grouped by document."""
@@ -57,7 +62,7 @@ class ChunkStore(Protocol):
         """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
         ...
 
-    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+    def flush(self, waiting: Outside = nullcontext) -> None:
         """Make what was written searchable at full speed; a wait for the index to build
         (which touches nothing a reader uses) runs inside ``waiting``."""
         ...

@@ -18,7 +18,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,6 +30,7 @@ from superbiz.retrieval.milvus_client import LITE_GRPC_OPTIONS, SERVER_GRPC_OPTI
 from superbiz.retrieval.milvus_filters import Filter, search_filter
 from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection
 from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
+from superbiz.retrieval.store import Outside
 from superbiz.retrieval.visibility import Visibility
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ class MilvusChunkStore:
         self._local = False
         return result
 
-    def flush(self, waiting: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+    def flush(self, waiting: Outside = nullcontext) -> None:
         """Seal what was written into indexed segments (the wait for the index build runs
         inside ``waiting``: an upload lets go of the store lock there).
 

@@ -30,7 +30,8 @@ from superbiz.exceptions import EmbeddingError, first_line
 from superbiz.knowledge.coverage.domains import DomainService, derived_summary
 from superbiz.knowledge.kb.access_rules import ReaderView
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.knowledge.kb.map_vectors import MapEntry, Outside
+from superbiz.knowledge.kb.map_vectors import MapEntry
+from superbiz.retrieval.store import Outside
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)

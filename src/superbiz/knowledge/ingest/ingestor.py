@@ -14,7 +14,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -55,6 +55,7 @@ from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.answers import answer_head
 from superbiz.retrieval.embedders import EmbedTexts
+from superbiz.retrieval.store import Outside
 from superbiz.storage.repository import StoredDocument
 
 __all__ = ["IngestReport", "IngestRun", "Ingestor", "Progress"]
@@ -78,7 +79,7 @@ class Ingestor:
         *,
         metadata: MetadataWriter | None = None,
         domains: DomainService | None = None,
-        outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext,
+        outside_stores: Outside = nullcontext,
     ) -> None:
         self.kb = kb
         self.metadata = metadata

@@ -21,12 +21,13 @@ import os
 import pickle
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from types import TracebackType
 
 from superbiz._process import WorkerFailed, WorkerProcess
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
+from superbiz.retrieval.store import Outside
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,6 @@ log = logging.getLogger(__name__)
 PARALLEL_DOCUMENTS = 10_000
 
 Texts = list[tuple[str, str]]
-
-
-#: a context the counting runs in (the statistics let go of the store lock there)
-Outside = Callable[[], AbstractContextManager[object]]
 
 
 def count_keys(

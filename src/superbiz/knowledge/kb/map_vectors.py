@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from superbiz.exceptions import StoreError
 from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.store import Outside
 from superbiz.storage.repository import DocumentRepository, KeptVectors
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 #: a map entry as the planner embeds it: its document's path, its entry text (title,
 #: covers, when-to-retrieve) and its title
 MapEntry = tuple[str, str, str]
-#: a context the embedding runs in (an ingest lets go of the store lock there)
-Outside = Callable[[], AbstractContextManager[object]]
 
 #: entries an ingest embeds at a time (``keep``): the benchmark sets' maps fit in one, so
 #: their vectors are those a first plan embeds in its one batch

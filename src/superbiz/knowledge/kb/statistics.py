@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from superbiz.knowledge.kb._key_count import Outside, count_keys
+from superbiz.knowledge.kb._key_count import count_keys
 from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
@@ -35,6 +35,7 @@ from superbiz.retrieval.calibration import (
 )
 from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.records import ChunkHit
+from superbiz.retrieval.store import Outside
 from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)

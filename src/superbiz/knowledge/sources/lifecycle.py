@@ -16,7 +16,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -38,6 +38,7 @@ from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.knowledge.sources.git_sources import GitSources, source_name
 from superbiz.knowledge.sources.sync_result import SyncResult
+from superbiz.retrieval.store import Outside
 from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import FOLDER, SourceRecord, SourceRepository
@@ -122,7 +123,7 @@ class DocumentLifecycle:
         *,
         metadata: MetadataWriter | None = None,
         domains: DomainService | None = None,
-        outside_stores: Callable[[], AbstractContextManager[object]] = nullcontext,
+        outside_stores: Outside = nullcontext,
     ) -> None:
         self.kb = kb
         self.metadata = metadata
