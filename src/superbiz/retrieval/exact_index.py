@@ -304,12 +304,18 @@ class ExactIndex:
         documents use each key that stays one."""
         used_by: dict[str, list[str]] = defaultdict(list)
         count = 0
+        automaton = self._key_scanner()
         for path, text in documents:
             count += 1
             # a document is segmented only where a Chinese key occurs in it
             blocks = lru_cache(maxsize=1)(_BlockBoundaries)
             found: set[str] = set()  # a key found once is not checked again in this text
-            for key in self._keys_in(text, blocks, known=found):
+            keys: Iterator[str]
+            if automaton is None:  # the library failed its check: the buckets
+                keys = (key for key, _, _ in self._occurrences(text, blocks, known=found))
+            else:
+                keys = self._scanned(automaton, text, blocks, known=found)
+            for key in keys:
                 found.add(key)
             for key in found:
                 used_by[key].append(path)
@@ -323,20 +329,26 @@ class ExactIndex:
             },
         )
 
-    def _keys_in(
-        self, text: str, boundaries: Callable[[str], Container[int]], known: Container[str]
-    ) -> Iterator[str]:
-        """The keys ``_occurrences`` finds in ``text``, found by one pass of an automaton
-        over every key (``_key_scan``) rather than by the buckets: the same places, the same
-        checks. A key that no unit starts (``_UNIT``) is in no bucket a text reaches."""
+    def _key_scanner(self) -> KeyScanner | None:
+        """Every key a text can reach as one automaton (``_key_scan``), made once per
+        change of the keys; None where the library failed its check. A key that no unit
+        starts (``_UNIT``) is in no bucket a text reaches, so it is left out."""
         if not self._scanner_made:
             self._scanner = scanner(k for k in self.keys() if _UNIT.match(k))
             self._scanner_made = True
-        if self._scanner is None:  # the library failed its check
-            yield from (key for key, _, _ in self._occurrences(text, boundaries, known))
-            return
+        return self._scanner
+
+    def _scanned(
+        self,
+        automaton: KeyScanner,
+        text: str,
+        boundaries: Callable[[str], Container[int]],
+        known: Container[str],
+    ) -> Iterator[str]:
+        """The keys ``_occurrences`` finds in ``text``, found by ``automaton`` rather than
+        by the buckets: the same places, the same checks."""
         form, compounds = compound_spans(text)
-        for key, start, end in self._scanner.occurrences(form):
+        for key, start, end in automaton.occurrences(form):
             if (
                 key not in known
                 and self._on_boundary(form, start, key, boundaries)
