@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from conftest import write_kb
 from fakes.embedders import CountingEmbedder
 from superbiz.agents.planner import MapPlanner, PlanRequest
 from superbiz.config import PlannerConfig
-from superbiz.exceptions import EmbeddingError
+from superbiz.exceptions import EmbeddingError, StoreError
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import KnowledgeMap, build_map
+from superbiz.knowledge.ingest import ingestor as ingest_module
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb import map_vectors
 from superbiz.knowledge.kb.base import KnowledgeBase
@@ -75,18 +77,26 @@ def test_after_an_ingest_a_new_process_plans_without_embedding_the_map(
 
 
 class Kept:
-    """What each ``KeptMapVectors.keep`` was asked for (paths) and embedded (texts)."""
+    """What each ``KeptMapVectors.keeping`` was asked for (paths) and embedded (texts)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[list[str], int]] = []
-        keep = KeptMapVectors.keep
+        keeping = KeptMapVectors.keeping
 
-        def spy(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
-            embedded = keep(kept, entries, **kwargs)
-            self.calls.append(([path for path, _, _ in entries], embedded))
-            return embedded
+        @contextmanager
+        def spy(
+            kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any
+        ) -> Iterator[Callable[[], int]]:
+            with keeping(kept, entries, **kwargs) as finish:
 
-        monkeypatch.setattr(KeptMapVectors, "keep", spy)
+                def finished() -> int:
+                    embedded = finish()
+                    self.calls.append(([path for path, _, _ in entries], embedded))
+                    return embedded
+
+                yield finished
+
+        monkeypatch.setattr(KeptMapVectors, "keeping", spy)
 
 
 def edit_redis(root: Path) -> None:
@@ -121,15 +131,16 @@ def test_an_unchanged_ingest_embeds_no_entry(
     kept = Kept(monkeypatch)
     Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
 
-    assert kept.calls == []
+    assert kept.calls == [([], 0)]
 
 
 def test_the_entries_are_embedded_outside_the_store_lock(
     kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Turns go on while a bulk upload's map entries are embedded (about 90 s at 50,000
-    documents): the ingest hands ``keep`` its ``outside_stores``, and ``keep`` embeds
-    inside it, a batch at a time."""
+    documents): the ingest hands ``keeping`` its ``outside_stores``, and whoever waits
+    for the embedding calls waits inside it: each call here goes on only once the lock
+    is let go of (a wait holding it would leave every call stopped)."""
     released: list[bool] = []
 
     @contextmanager
@@ -141,13 +152,15 @@ def test_the_entries_are_embedded_outside_the_store_lock(
             released.pop()
 
     handed: list[object] = []
-    keep = KeptMapVectors.keep
+    keeping = KeptMapVectors.keeping
 
-    def spy(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
+    def spy(
+        kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any
+    ) -> AbstractContextManager[Callable[[], int]]:
         handed.append(kwargs.get("outside"))
-        return keep(kept, entries, **kwargs)
+        return keeping(kept, entries, **kwargs)
 
-    monkeypatch.setattr(KeptMapVectors, "keep", spy)
+    monkeypatch.setattr(KeptMapVectors, "keeping", spy)
     edit_redis(tmp_path / "kb")
     Ingestor(kb, domains=DomainService(kb), outside_stores=outside).ingest([tmp_path / "kb"])
     assert handed == [outside]
@@ -156,6 +169,9 @@ def test_the_entries_are_embedded_outside_the_store_lock(
 
     class Watched(CountingEmbedder):
         def embed(self, texts: Sequence[str]) -> np.ndarray:
+            deadline = time.monotonic() + 10
+            while not released and time.monotonic() < deadline:
+                time.sleep(0.005)
             inside.append(bool(released))
             return super().embed(texts)
 
@@ -165,6 +181,65 @@ def test_the_entries_are_embedded_outside_the_store_lock(
     assert kept.keep(three, outside=outside) == 6
     assert inside == [True] * 4  # entries and titles of two batches
     assert kept.keep(three, outside=outside) == 0
+
+
+def test_an_ingest_measures_its_statistics_while_the_entries_embed(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both are mostly one core's work: the entries' embedding call has begun when the
+    statistics are measured, and goes on beside them (here it finishes only once they
+    have begun); the entries are kept once both are done. One after the other, each
+    would wait here for the other in vain."""
+    embedding, measuring = threading.Event(), threading.Event()
+    statistics = ingest_module.refresh_statistics
+    seen: list[str] = []
+
+    def measured(kb: KnowledgeBase, **kwargs: Any) -> Any:
+        seen.append("statistics after the embedding began" if embedding.wait(10) else "alone")
+        measuring.set()
+        return statistics(kb, **kwargs)
+
+    embedder = kb.map_vectors.embedder
+
+    class Beside(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            embedding.set()
+            seen.append("embedding beside the statistics" if measuring.wait(10) else "alone")
+            return super().embed(texts)
+
+    monkeypatch.setattr(ingest_module, "refresh_statistics", measured)
+    monkeypatch.setattr(kb.map_vectors, "embedder", Beside(embedder))
+    edit_redis(tmp_path / "kb")
+    Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
+
+    # the edited entry's call (its title did not change)
+    assert sorted(seen) == [
+        "embedding beside the statistics",
+        "statistics after the embedding began",
+    ]
+    planner, counted = new_process(kb)
+    planner.plan(PlanRequest(QUESTION, build_map(kb)))
+    assert counted.texts == 0  # every entry kept, the edited one too
+
+
+def test_statistics_that_fail_leave_no_embedding_behind(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest's error is the statistics' own; the entries are not kept, and the
+    first plan embeds the one that changed."""
+
+    def broken(kb: KnowledgeBase, **kwargs: Any) -> Any:
+        raise StoreError("kb_meta is locked")
+
+    monkeypatch.setattr(ingest_module, "refresh_statistics", broken)
+    edit_redis(tmp_path / "kb")
+    with pytest.raises(StoreError, match="kb_meta is locked"):
+        Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
+
+    assert not [t for t in threading.enumerate() if t.name.startswith("map-entries")]
+    planner, counted = new_process(kb)
+    planner.plan(PlanRequest(QUESTION, build_map(kb)))
+    assert counted.texts == 1  # the edited document's entry
 
 
 def test_an_ingest_embeds_two_batches_at_once_each_as_one_call_for_it(
@@ -211,10 +286,11 @@ def test_an_ingest_whose_entries_cannot_be_embedded_still_lands(
 ) -> None:
     """The documents are stored and searchable; the first plan embeds the entries."""
 
-    def fail(kept: KeptMapVectors, entries: Sequence[MapEntry], **kwargs: Any) -> int:
-        raise EmbeddingError("embedding endpoint returned vectors of different lengths")
+    class Failing(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            raise EmbeddingError("embedding endpoint returned vectors of different lengths")
 
-    monkeypatch.setattr(KeptMapVectors, "keep", fail)
+    monkeypatch.setattr(kb.map_vectors, "embedder", Failing(kb.map_vectors.embedder))
     edit_redis(tmp_path / "kb")
     with caplog.at_level(logging.WARNING, logger="superbiz.knowledge.coverage.map"):
         report = Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])

@@ -18,8 +18,8 @@ do not fit even so is narrowed, per question, to the domains nearest it (``neare
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
-from contextlib import nullcontext
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -271,21 +271,24 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
     return KnowledgeMap(entries)
 
 
-def keep_entry_vectors(
+@contextmanager
+def keeping_entry_vectors(
     kb: KnowledgeBase, paths: Collection[str], *, outside: Outside = nullcontext
-) -> int:
+) -> Iterator[None]:
     """Embed and keep the map entries of the documents at ``paths`` (what an ingest
-    wrote) that are not kept yet, in the map's order, embedding inside ``outside()``; how
-    many texts were embedded. A plan then reads them: the first question after a bulk
-    upload no longer embeds the new part of the map. An embedder that fails costs only
-    time: the first plan embeds what is missing."""
-    chosen = (doc for doc in kb.current_documents().values() if doc.path in paths)
+    wrote) that are not kept yet, in the map's order: begun on entering, so that they
+    embed while the block runs (the ingest flushes its index and measures its statistics
+    there), finished on leaving, the waits inside ``outside()``. A plan then reads them:
+    the first question after a bulk upload no longer embeds the new part of the map. An
+    embedder that fails costs only time: the first plan embeds what is missing."""
+    chosen = (doc for doc in kb.current_documents(fresh=True).values() if doc.path in paths)
     entries = [MapDocument.of(doc).entry for _, docs in _by_domain(chosen) for doc in docs]
-    try:
-        return kb.map_vectors.keep(entries, outside=outside)
-    except EmbeddingError as exc:
-        log.warning("map entries not embedded, the first plan embeds them: %s", first_line(exc))
-        return 0
+    with kb.map_vectors.keeping(entries, outside=outside) as finish:
+        yield
+        try:
+            finish()
+        except EmbeddingError as exc:
+            log.warning("map entries not embedded, the first plan embeds them: %s", first_line(exc))
 
 
 def _by_domain(docs: Iterable[StoredDocument]) -> list[tuple[str, list[StoredDocument]]]:

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DataError
 from superbiz._process import release_freed_memory
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
-from superbiz.knowledge.coverage.map import keep_entry_vectors
+from superbiz.knowledge.coverage.map import keeping_entry_vectors
 from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
@@ -261,16 +261,18 @@ class Ingestor:
 
     def _announce(self, run: IngestRun) -> None:
         """Tell readers of the change: the index flushed, the caches built again, the
-        statistics measured again (and once for a KB ingested before it was measured),
-        the written documents' map entries embedded, the changed domains summarised again."""
+        statistics measured again (and once for a KB ingested before it was measured)
+        while the written documents' map entries embed in threads (both are mostly one
+        core's work: 3.0 → 2.5 s after dev2's 477 documents), the changed domains
+        summarised again."""
         kb, report = self.kb, run.report
-        if report.changed or report.answers_encoded:
-            kb.store.flush(waiting=self.outside_stores)
-            kb.changed()
-        if report.changed or kb.key_frequency is None:
-            refresh_statistics(kb, outside_stores=self.outside_stores)
-        if written := {*report.added, *report.updated, *report.repaired}:
-            keep_entry_vectors(kb, written, outside=self.outside_stores)
+        written = {*report.added, *report.updated, *report.repaired}
+        with keeping_entry_vectors(kb, written, outside=self.outside_stores):
+            if report.changed or report.answers_encoded:
+                kb.store.flush(waiting=self.outside_stores)
+                kb.changed()
+            if report.changed or kb.key_frequency is None:
+                refresh_statistics(kb, outside_stores=self.outside_stores)
         if self.domains is not None:
             self.domains.refresh(report.domains_changed)
         if report.changed:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +35,8 @@ MapEntry = tuple[str, str, str]
 #: entries an ingest embeds at a time (``keep``): the benchmark sets' maps fit in one, so
 #: their vectors are those a first plan embeds in its one batch
 KEEP_BATCH = 2048
-#: batches an ingest embeds at once, each in one call: a core each
+#: embedding calls an ingest runs at once (a batch's entries and its titles are two): a
+#: core each
 KEEP_THREADS = 2
 
 
@@ -62,36 +63,71 @@ class KeptMapVectors:
         order. Read into the two matrices as the store hands them over: the map's
         vectors are held once, never also as rows or bytes."""
         batch = self._read(entries)
-        self._embed(batch)
+        self._embed(batch, 0)
+        self._embed(batch, 1)
         self._keep(batch)
         return batch.matrices
 
     def keep(self, entries: Sequence[MapEntry], *, outside: Outside = nullcontext) -> int:
-        """Embed and keep the vectors of ``entries`` not kept yet, ``KEEP_BATCH`` at a
-        time and ``KEEP_THREADS`` batches at once, embedding inside ``outside()``; how
-        many texts were embedded. Each batch is embedded as ``vectors`` embeds it, on a
-        core of its own (one embedding call runs on one)."""
+        """Embed and keep the vectors of ``entries`` not kept yet (``keeping``); how many
+        texts were embedded."""
+        with self.keeping(entries, outside=outside) as finish:
+            return finish()
+
+    @contextmanager
+    def keeping(
+        self, entries: Sequence[MapEntry], *, outside: Outside = nullcontext
+    ) -> Iterator[Callable[[], int]]:
+        """``keep`` begun on entering: the first batches embed while the block runs (an
+        ingest flushes its index and measures its statistics there, on the other core),
+        and the function it gives finishes: the rest embedded, all kept, how many texts
+        were embedded. ``KEEP_BATCH`` entries a batch, ``KEEP_THREADS`` embedding calls
+        at once (the entries' and the titles' are apart: one call runs on one core),
+        each call as ``vectors`` makes it and waited for inside ``outside()``. Leaving
+        the block by an exception drops the calls not started."""
         batches = [
             entries[start : start + KEEP_BATCH] for start in range(0, len(entries), KEEP_BATCH)
         ]
-        embedded = 0
-        with ThreadPoolExecutor(KEEP_THREADS) as pool:
-            for first in range(0, len(batches), KEEP_THREADS):
-                read = [self._read(batch) for batch in batches[first : first + KEEP_THREADS]]
-                with outside():
-                    list(pool.map(self._embed, read))
-                for batch in read:
-                    self._keep(batch)
-                    embedded += sum(rows.size for rows in batch.stale)
-        return embedded
+        windows = [
+            batches[first : first + KEEP_THREADS] for first in range(0, len(batches), KEEP_THREADS)
+        ]
+        with ThreadPoolExecutor(KEEP_THREADS, thread_name_prefix="map-entries") as pool:
 
-    def _embed(self, batch: _Batch) -> None:
-        """Embed the rows of ``batch`` no kept vector was found for."""
-        for rows, matrix, part in zip(batch.stale, batch.matrices, batch.texts, strict=True):
-            if rows.size:
-                # entries and titles apart: a batch's rows vary with its company in the
-                # last digits, and the entries' batch is what plans were measured with
-                matrix[rows] = self.embedder.embed([part[row] for row in rows])
+            def start(window: list[Sequence[MapEntry]]) -> _Window:
+                read = [self._read(batch) for batch in window]
+                calls = [pool.submit(self._embed, batch, part) for batch in read for part in (0, 1)]
+                return read, calls
+
+            begun = [start(windows[0])] if windows else []
+
+            def finish() -> int:
+                embedded = 0
+                for number, window in enumerate(windows):
+                    read, calls = begun[0] if number == 0 else start(window)
+                    with outside():
+                        for call in calls:
+                            call.result()
+                    for batch in read:
+                        self._keep(batch)
+                        embedded += sum(rows.size for rows in batch.stale)
+                return embedded
+
+            try:
+                yield finish
+            except BaseException:
+                for _, calls in begun:
+                    for call in calls:
+                        call.cancel()
+                raise
+
+    def _embed(self, batch: _Batch, part: int) -> None:
+        """Embed the rows of ``batch``'s entries (``part`` 0) or titles (1) no kept vector
+        was found for: apart, as ``vectors`` embeds them (a batch's rows vary with its
+        company in the last digits, and the entries' batch is what plans were measured
+        with)."""
+        rows, texts = batch.stale[part], batch.texts[part]
+        if rows.size:
+            batch.matrices[part][rows] = self.embedder.embed([texts[row] for row in rows])
 
     def _read(self, entries: Sequence[MapEntry]) -> _Batch:
         """``entries`` with the rows whose kept vector was made from the same text
@@ -152,6 +188,10 @@ class _Batch:
     hashes: tuple[list[str], list[str]]
     matrices: tuple[np.ndarray, np.ndarray]
     stale: tuple[np.ndarray, np.ndarray]
+
+
+#: batches read for ``KeptMapVectors.keeping``, and their entries' and titles' embedding calls
+_Window = tuple[list[_Batch], list["Future[None]"]]
 
 
 def _bytes(vector: np.ndarray) -> bytes:
