@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,8 +130,35 @@ def _is_loop(link: Path) -> bool:
     return False
 
 
+#: a path's real path: ``os.path.realpath``, or a run's ``RealPaths``
+RealPath = Callable[[str | os.PathLike[str]], str]
+
+
+class RealPaths:
+    """``os.path.realpath`` that works out each path once: for one ingest run, whose
+    files do not move under it. ``realpath`` is an ``lstat`` a path component, and a run
+    asks it about each file up to ten times (40 % of an unchanged re-ingest of 477 files,
+    45,000 ``lstat`` calls).
+
+    >>> real = RealPaths()
+    >>> real("/") == real(Path("/")) == "/"
+    True
+    """
+
+    def __init__(self) -> None:
+        self._found: dict[str, str] = {}
+
+    def __call__(self, path: str | os.PathLike[str]) -> str:
+        key = os.fspath(path)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = os.path.realpath(key)
+        return found
+
+
 def each_file_once(
     items: Iterable[Candidate | Unreadable | tuple[str, str]],
+    real: RealPath = os.path.realpath,
 ) -> list[Candidate | Unreadable | tuple[str, str]]:
     """``items`` with each real file once, under the widest folder given for it:
     ``ingest corpus corpus/payment`` walks ``payment/x.md`` twice, and the narrower walk
@@ -140,36 +167,41 @@ def each_file_once(
     widest: dict[str, Candidate] = {}
     for item in items:
         if isinstance(item, Candidate):
-            real = os.path.realpath(item.file)
-            kept = widest.get(real)
+            file = real(item.file)
+            kept = widest.get(file)
             if kept is None or len(item.root.parts) < len(kept.root.parts):
-                widest[real] = item
+                widest[file] = item
     chosen = {id(item) for item in widest.values()}
     return [i for i in items if not isinstance(i, Candidate) or id(i) in chosen]
 
 
-def stored_roots(stored: Iterable[StoredDocument]) -> set[Path]:
+def stored_roots(
+    stored: Iterable[StoredDocument],
+    real: RealPath = os.path.realpath,
+) -> set[Path]:
     """The folders stored documents were ingested from (their KB roots)."""
-    roots = (stored_root(Path(os.path.realpath(d.source_file)), d.path) for d in stored)
+    roots = (stored_root(Path(real(d.source_file)), d.path) for d in stored)
     return {root for root in roots if root is not None}
 
 
 def placement(
-    item: Candidate, same: list[StoredDocument], kb_roots: set[Path]
+    item: Candidate,
+    same: list[StoredDocument],
+    kb_roots: set[Path],
+    real: RealPath = os.path.realpath,
 ) -> tuple[Path, list[str]]:
     """``(root, copies)`` for a file whose stored documents are ``same``: it is loaded
     against the widest KB folder that holds the folder it was found in (ingesting a
     sub-folder or one file of a KB, new or known, stores it under its KB path and domain,
     not as a second copy), and ``copies`` are its documents stored under other paths
     from narrower folders, to remove once it has landed."""
-    real = Path(os.path.realpath(item.file))
-    root = item.root.resolve()
+    file, root = Path(real(item.file)), Path(real(item.root))
     wider = [r for r in kb_roots if root.is_relative_to(r)]
     widest = min(wider, key=lambda r: len(r.parts), default=root)
     copies = [
         doc.path
         for doc in same
-        if (r := stored_root(real, doc.path)) is not None
+        if (r := stored_root(file, doc.path)) is not None
         and r != widest
         and r.is_relative_to(widest)
     ]

@@ -11,7 +11,6 @@ that cannot be read is reported and skipped; the rest goes on.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -161,15 +160,17 @@ class Ingestor:
         the copies stored under narrower folders' paths, removed once it has landed."""
         run.stored = {doc.path: doc for doc in self.kb.documents.all()}
         for row in run.stored.values():
-            run.by_source.setdefault(os.path.realpath(row.source_file), []).append(row)
+            run.by_source.setdefault(run.real(row.source_file), []).append(row)
         run.broken = self._reconcile(run.stored)
         extensions = self.kb.settings.ingest.extensions
-        run.found = each_file_once([*discover(run.paths, extensions, run.root), *again])
+        run.found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
         if run.on_total:
             run.on_total(len(run.found))
-        kb_roots = stored_roots(run.stored.values())
+        kb_roots = stored_roots(run.stored.values(), run.real)
         run.placed = {
-            item.file: placement(item, run.by_source.get(os.path.realpath(item.file), []), kb_roots)
+            item.file: placement(
+                item, run.by_source.get(run.real(item.file), []), kb_roots, run.real
+            )
             for item in run.found
             if isinstance(item, Candidate)
         }
@@ -187,7 +188,7 @@ class Ingestor:
             run.skip(*item)
             return
         label = item.file.relative_to(item.root).as_posix()
-        real = os.path.realpath(item.file)
+        real = run.real(item.file)
         earlier = next(iter(run.by_source.get(real, [])), None)
         try:
             # reading and converting a file touches no store: turns go on meanwhile
@@ -206,7 +207,7 @@ class Ingestor:
             return
         previous = run.stored.get(doc.path)
         other = previous.source_file if previous else None
-        moved = bool(other) and os.path.realpath(other or "") != real
+        moved = bool(other) and run.real(other or "") != real
         # another file's document is never replaced while that file is there, unless it
         # is a copy of a file this run has already stored under its KB path
         freed = doc.path in run.moving and run.moving[doc.path] in run.seen.values()
@@ -244,13 +245,13 @@ class Ingestor:
         documents pruned, and the answer model encodes what it lacks."""
         report, stored = run.report, run.stored
         self.kb.documents.save_all(run.followed)
-        self._drop_copies(run.moving, run.seen, report)
+        self._drop_copies(run)
         # Documents whose index was broken and that this run did not see again; not one
         # whose file this run could not load: its skip line says the row is kept, and the
         # run after the file is fixed repairs it
         for path in sorted(run.broken - run.seen.keys() - run.moving.keys()):
             source = stored[path].source_file
-            if not under(source, run.unlisted) and os.path.realpath(source) not in run.unloaded:
+            if not under(source, run.unlisted) and run.real(source) not in run.unloaded:
                 self._repair_unseen(run, stored[path])
         if run.prune:
             self._prune(run)
@@ -289,26 +290,21 @@ class Ingestor:
         )
 
     # -- the steps' parts -----------------------------------------------------
-    def _drop_copies(
-        self,
-        moving: dict[str, Path],
-        seen: dict[str, Path],
-        report: IngestReport,
-    ) -> None:
+    def _drop_copies(self, run: IngestRun) -> None:
         """Remove the copies of a file stored under a narrower folder's path, once the file
         is stored under its path in the wider one (a copy whose path another file of this
-        run took was replaced already). ``seen``: path → the file this run stored there."""
-        landed = {file: path for path, file in seen.items()}
+        run took was replaced already)."""
+        landed = {file: path for path, file in run.seen.items()}
         copies = []
-        for old, file in moving.items():
-            if old in seen or file not in landed:
+        for old, file in run.moving.items():
+            if old in run.seen or file not in landed:
                 continue
             row = self.kb.documents.get(landed[file])
-            if row is not None and os.path.realpath(row.source_file) == os.path.realpath(file):
+            if row is not None and run.real(row.source_file) == run.real(file):
                 copies.append(old)
         self.kb.store.delete_documents(copies)
         self.kb.documents.delete(copies)
-        report.removed.extend(copies)
+        run.report.removed.extend(copies)
 
     def _reconcile(self, stored: dict[str, StoredDocument]) -> set[str]:
         """Drop index entries with no row; return rows whose index disagrees."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from superbiz.knowledge.ingest.batches import Group, Pending
-from superbiz.knowledge.ingest.discovery import Found
+from superbiz.knowledge.ingest.discovery import Found, RealPaths
 from superbiz.knowledge.ingest.report import IngestReport
 from superbiz.retrieval.embedders import EmbedTexts
 from superbiz.storage.repository import StoredDocument
@@ -35,6 +35,8 @@ class IngestRun:
     on_total: Callable[[int], None] | None = None
     on_progress: Progress | None = None
     report: IngestReport = field(default_factory=IngestReport)
+    #: each file's real path, worked out once
+    real: RealPaths = field(default_factory=RealPaths)
     #: the documents stored when the run began, by path and by the real path of their file
     stored: dict[str, StoredDocument] = field(default_factory=dict)
     by_source: dict[str, list[StoredDocument]] = field(default_factory=dict)
