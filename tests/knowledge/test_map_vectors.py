@@ -131,7 +131,7 @@ def test_an_unchanged_ingest_embeds_no_entry(
     kept = Kept(monkeypatch)
     Ingestor(kb, domains=DomainService(kb)).ingest([tmp_path / "kb"])
 
-    assert kept.calls == [([], 0)]
+    assert kept.calls == []
 
 
 def test_the_entries_are_embedded_outside_the_store_lock(

@@ -281,6 +281,9 @@ def keeping_entry_vectors(
     there), finished on leaving, the waits inside ``outside()``. A plan then reads them:
     the first question after a bulk upload no longer embeds the new part of the map. An
     embedder that fails costs only time: the first plan embeds what is missing."""
+    if not paths:  # an unchanged run reads no documents for it
+        yield
+        return
     chosen = (doc for doc in kb.current_documents(fresh=True).values() if doc.path in paths)
     entries = [MapDocument.of(doc).entry for _, docs in _by_domain(chosen) for doc in docs]
     with kb.map_vectors.keeping(entries, outside=outside) as finish:
