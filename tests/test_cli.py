@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+from typer.core import TyperGroup
 from typer.testing import CliRunner, Result
 
 import superbiz
@@ -486,19 +488,46 @@ def test_console_script_help() -> None:
         assert command in done.stdout
 
 
-@pytest.mark.parametrize(
-    ("command", "text"),
-    [
-        (["ingest"], "Where the knowledge base lives [default: ./.superbiz]."),
-        (["map"], "Token budget [default: planner setting]."),
-        (["eval", "service"], "is empty) [default: ./.superbiz/eval/service]."),
-    ],
-)
-def test_help_shows_defaults_written_in_brackets(command: list[str], text: str) -> None:
+def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The path of every command under ``group``, subcommands of its groups too."""
+    for name, command in group.commands.items():
+        if isinstance(command, TyperGroup):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def _rendered(text: str) -> str:
+    """A help page's text without its boxes, each run of whitespace one space."""
+    return one_line(text.replace("│", " "))
+
+
+_CLI = typer.main.get_command(app)
+
+
+@pytest.mark.parametrize("command", list(_commands(_CLI)), ids=" ".join)
+def test_help_shows_every_option_text_written_in_brackets(command: tuple[str, ...]) -> None:
     """Rich reads ``[default: …]`` as markup and drops it unless it is escaped."""
+    target: Any = _CLI
+    for name in command:
+        target = target.commands[name]
+    bracketed = [
+        inner
+        for param in target.params
+        for inner in re.findall(r"\\?\[([^\]]+)\]", getattr(param, "help", None) or "")
+    ]
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
-    assert text in result.stdout
+    shown = _rendered(result.stdout)
+    for inner in bracketed:
+        assert f"[{one_line(inner)}]" in shown
+
+
+def test_the_command_list_gives_each_command_its_summary_on_one_line() -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if "│ lookup " in line)
+    assert line.rstrip(" │").endswith("prints what the model would see.")
 
 
 @pytest.mark.parametrize("command", [["ingest", "."], ["map"], ["calibrate"], ["lookup", "x"]])

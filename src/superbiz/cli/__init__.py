@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -41,38 +43,45 @@ def _main(
         logging.getLogger("pymilvus").setLevel(logging.ERROR)
 
 
+def _add(group: typer.Typer, command: Callable[..., None], name: str | None = None) -> None:
+    """Register ``command``; its line in the group's ``--help`` is its docstring's first
+    paragraph on one line (Typer's rich mode keeps the docstring's line breaks there)."""
+    summary = inspect.cleandoc(command.__doc__ or "").split("\n\n")[0]
+    group.command(name, short_help=" ".join(summary.split()))(command)
+
+
 # commands in the order ``superbiz --help`` lists them
-app.command()(kb.ingest)
-app.command()(kb.sources)
-app.command()(chat.lookup)
-app.command("map")(kb.knowledge_map)
-app.command()(chat.ask)
-app.command()(chat.chat)
-app.command()(chat.trace)
-app.command()(ops.gaps)
-feedback_app.command("export")(ops.feedback_export)
-eval_app.command("retrieval")(datasets.eval_retrieval)
-eval_app.command("levels")(datasets.eval_levels)
-eval_app.command("fit-ranker")(datasets.eval_fit_ranker)
-eval_app.command("agent")(datasets.eval_agent)
-eval_app.command("answers")(datasets.eval_answers)
-eval_app.command("service")(bench.eval_service)
-eval_app.command("sync")(bench.eval_sync)
-eval_app.command("gaps")(bench.eval_gaps)
-eval_app.command("ingest")(bench.eval_ingest)
-eval_app.command("formats")(datasets.eval_formats)
-eval_app.command("bombs")(bench.eval_bombs)
-eval_app.command("upload")(bench.eval_upload)
-eval_app.command("telemetry")(bench.eval_telemetry)
-eval_app.command("scale")(bench.eval_scale)
-app.command()(kb.calibrate)
-users_app.command("add")(users.add)
-users_app.command("list")(users.list_users)
-users_app.command("set")(users.set_user)
-users_app.command("remove")(users.remove)
-users_app.command("rotate")(users.rotate)
-app.command()(users.audit)
-app.command()(ops.mcp)
-app.command()(ops.serve)
+_add(app, kb.ingest)
+_add(app, kb.sources)
+_add(app, chat.lookup)
+_add(app, kb.knowledge_map, "map")
+_add(app, chat.ask)
+_add(app, chat.chat)
+_add(app, chat.trace)
+_add(app, ops.gaps)
+_add(feedback_app, ops.feedback_export, "export")
+_add(eval_app, datasets.eval_retrieval, "retrieval")
+_add(eval_app, datasets.eval_levels, "levels")
+_add(eval_app, datasets.eval_fit_ranker, "fit-ranker")
+_add(eval_app, datasets.eval_agent, "agent")
+_add(eval_app, datasets.eval_answers, "answers")
+_add(eval_app, bench.eval_service, "service")
+_add(eval_app, bench.eval_sync, "sync")
+_add(eval_app, bench.eval_gaps, "gaps")
+_add(eval_app, bench.eval_ingest, "ingest")
+_add(eval_app, datasets.eval_formats, "formats")
+_add(eval_app, bench.eval_bombs, "bombs")
+_add(eval_app, bench.eval_upload, "upload")
+_add(eval_app, bench.eval_telemetry, "telemetry")
+_add(eval_app, bench.eval_scale, "scale")
+_add(app, kb.calibrate)
+_add(users_app, users.add, "add")
+_add(users_app, users.list_users, "list")
+_add(users_app, users.set_user, "set")
+_add(users_app, users.remove, "remove")
+_add(users_app, users.rotate, "rotate")
+_add(app, users.audit)
+_add(app, ops.mcp)
+_add(app, ops.serve)
 
 __all__ = ["app", "console", "err", "eval_app", "feedback_app", "users_app"]

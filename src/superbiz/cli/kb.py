@@ -48,7 +48,7 @@ def ingest(
         ),
     ] = None,
     branch: Annotated[
-        str | None, typer.Option("--branch", help="With --git: the branch [default: HEAD's].")
+        str | None, typer.Option("--branch", help="With --git: the branch \\[default: HEAD's].")
     ] = None,
     subdir: Annotated[
         str | None, typer.Option("--subdir", help="With --git: only this folder of it.")
