@@ -118,3 +118,31 @@ def test_without_vectors_the_terms_decide() -> None:
 
     assert [q.citation.path for q in selection.quoted] == ["b.md"]
     assert selection.related == ()
+
+
+def test_a_quote_of_a_window_inside_a_long_section_starts_where_its_sentence_does() -> None:
+    """The chunker cuts a long section into windows that overlap, each begun on a word;
+    the quote of the second one starts at its first sentence, taken from the first."""
+    first = (
+        "Pin every version in the requirements file.\n\n"
+        "A pinned file can be generated with pip freeze. Performing the installation using\n"
+        "--no-deps would provide"
+    )
+    second = (
+        "the installation using\n--no-deps would provide an extra dose of insurance against\n"
+        "installing anything not listed. Hashes protect against changed files."
+    )
+    guide = doc(1, "pip/repeatable.md", "Repeatable installs")
+    passages = {
+        guide.path: [
+            Passage("Repeatable installs > Pinning", first, vector(0.5, 1)),
+            Passage("Repeatable installs > Pinning", second, vector(1, 0.2)),
+        ]
+    }
+
+    [quote] = select_answer("What does --no-deps add?", [guide], passages, QV).quoted
+    assert quote.passage == "Performing " + second
+    # a window that starts its own section is quoted as it is
+    passages[guide.path][1] = Passage("Repeatable installs > Hashes", second, vector(1, 0.2))
+    [quote] = select_answer("What does --no-deps add?", [guide], passages, QV).quoted
+    assert quote.passage == second

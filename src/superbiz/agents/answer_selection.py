@@ -43,6 +43,7 @@ from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
+    from_sentence_start,
     passage_score,
     passage_text,
     question_terms,
@@ -215,8 +216,19 @@ def _scores(
             own = [Passage("", doc.content)]
         values = _passage_scores(vector, terms, doc.title, own)
         top = int(np.argmax(values))
-        best[doc.path] = (values[top], own[top])
+        best[doc.path] = (values[top], _whole(own, top))
     return best
+
+
+def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
+    """Passage ``index`` as it is quoted: from the start of its first sentence when it
+    continues the passage before it under the same heading (``from_sentence_start``)."""
+    passage = passages[index]
+    before = passages[index - 1] if index else None
+    if before is None or before.heading != passage.heading:
+        return passage
+    text = from_sentence_start(before.text, passage.text)
+    return passage if text == passage.text else Passage(passage.heading, text, passage.vector)
 
 
 def _select(

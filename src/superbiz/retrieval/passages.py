@@ -19,6 +19,13 @@ from superbiz._text import key_terms, normalize
 TERM_WEIGHT = 0.3
 
 _COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
+#: where a sentence may start: after a sentence's end or a blank line
+_SENTENCE_END = re.compile(r"[.!?]\s+|[。！？]\s*|\n\s*\n")
+#: the longest overlap of two windows sought (the chunker's is 100 characters, begun on a
+#: word), and how far back before it a sentence's start is
+_CONTINUATION_REACH = 200
+#: a shorter overlap is a coincidence, not a continuation
+_MIN_OVERLAP = 20
 
 
 def question_terms(question: str) -> list[str]:
@@ -60,3 +67,30 @@ def passage_score(cosine: float | None, terms: Sequence[str], text: str) -> floa
     0.65
     """
     return TERM_WEIGHT * coverage(terms, text) + (cosine if cosine is not None else 0.0)
+
+
+def from_sentence_start(previous: str, text: str) -> str:
+    r"""``text`` from the start of its first sentence. The chunker cuts a long section into
+    windows that overlap, each begun on a word: a quote of the second window began in the
+    middle of a sentence ("would provide an extra dose of insurance …"). When ``text``
+    begins with the tail of ``previous`` (the window before it, under the same heading),
+    the start of that sentence is taken from ``previous``; a window that begins a sentence
+    or a paragraph, or does not continue ``previous``, is returned as it is.
+
+    >>> before = "Pin it. Then install\nthe whole tool --no-deps"
+    >>> from_sentence_start(before, "the whole tool --no-deps, safer.")
+    'Then install\nthe whole tool --no-deps, safer.'
+    >>> from_sentence_start("Pin it. Then install", "Next step.")
+    'Next step.'
+    """
+    longest = min(len(previous), len(text), _CONTINUATION_REACH)
+    shared = next(
+        (k for k in range(longest, _MIN_OVERLAP - 1, -1) if previous.endswith(text[:k])), 0
+    )
+    if not shared:
+        return text
+    at = len(previous) - shared
+    window = previous[max(0, at - _CONTINUATION_REACH) : at]
+    ends = [match.end() for match in _SENTENCE_END.finditer(window)]
+    head = window[ends[-1] :] if ends else ""
+    return head + text if head.strip() else text

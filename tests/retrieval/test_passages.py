@@ -1,0 +1,40 @@
+"""A quoted window of a long section starts where its first sentence does."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from superbiz.knowledge.documents.chunking import chunk_markdown
+from superbiz.retrieval.passages import from_sentence_start
+
+
+def test_a_chinese_window_starts_after_the_previous_sentence_end() -> None:
+    before = "先确认网关日志。然后检查回调地址是否可以从公网访问，并且证书没有过期"
+    after = "然后检查回调地址是否可以从公网访问，并且证书没有过期，再重放回调。"
+    assert from_sentence_start(before, after) == after
+    mid = "回调地址是否可以从公网访问，并且证书没有过期，再重放回调。"
+    assert from_sentence_start(before, mid) == "然后检查" + mid
+
+
+def test_a_window_that_begins_a_paragraph_or_shares_little_is_kept() -> None:
+    before = "First paragraph ends here.\n\nSecond paragraph begins with enough words"
+    assert (
+        from_sentence_start(before, "Second paragraph begins with enough words, and more.")
+        == "Second paragraph begins with enough words, and more."
+    )
+    # a few shared characters are a coincidence, not an overlap
+    assert from_sentence_start("the cache is full", "is full of old wheels.") == (
+        "is full of old wheels."
+    )
+    assert from_sentence_start("", "anything") == "anything"
+
+
+def test_every_window_the_chunker_cuts_reads_from_a_sentence_start() -> None:
+    sentences = [
+        f"Step {n} moves the replica number {n} to the new primary host." for n in range(40)
+    ]
+    body = "# Failover\n\n" + " ".join(sentences)
+    windows = [chunk.text for chunk in chunk_markdown(body, size=300, overlap=100)]
+    assert sum(not window.startswith("Step ") for window in windows[1:]) > 3
+    for before, window in pairwise(windows):
+        assert from_sentence_start(before, window).startswith("Step ")
