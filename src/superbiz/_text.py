@@ -98,6 +98,16 @@ def is_cjk(char: str) -> bool:
     return bool(_CJK.match(char))
 
 
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK character anywhere."""
+    return _CJK.search(text) is not None
+
+
+def has_latin(text: str) -> bool:
+    """Whether ``text`` holds a Latin letter anywhere."""
+    return _LATIN_WORD.search(text) is not None
+
+
 #: quoted text: "…", “…”, ‘…’, 「…」, 『…』, `…` (a pasted log line or term)
 _QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|‘[^’\n]*’|「[^」\n]*」|『[^』\n]*』|`[^`\n]*`')
 #: a run of Latin text (words, digits, punctuation) with CJK text on both sides

@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from superbiz.retrieval.fusion import minmax_fusion, minmax_normalize, rrf_fusion
+from superbiz.retrieval.fusion import (
+    lexical_reach,
+    minmax_fusion,
+    minmax_normalize,
+    rrf_fusion,
+)
 
 
 def _random_scores(rng: random.Random, n: int, prefix: str = "c") -> dict[str, float]:
@@ -82,6 +87,30 @@ def test_minmax_fusion_empty_lists() -> None:
     assert minmax_fusion({}, {}) == {}
     assert minmax_fusion({"a": 0.2}, {}) == {"a": 0.5}
     assert minmax_fusion({}, {"b": 7.0}, dense_weight=0.25) == {"b": 0.75}
+
+
+def test_minmax_fusion_scales_the_sparse_side_by_the_reach() -> None:
+    dense, sparse = {"a": 0.9, "b": 0.5}, {"b": 12.0, "c": 6.0, "d": 1.0}
+    full = minmax_fusion(dense, sparse, dense_weight=0.4)
+    quarter = minmax_fusion(dense, sparse, dense_weight=0.4, reach=0.25)
+    assert quarter == pytest.approx({"a": 0.4, "b": 0.15, "c": 0.15 * 5 / 11, "d": 0.0})
+    assert max(full, key=full.__getitem__) == "b"
+    assert max(quarter, key=quarter.__getitem__) == "a"  # the dense side decides
+    assert minmax_fusion(dense, sparse, 0.4, reach=0.0) == {"a": 0.4, "b": 0.0, "c": 0.0, "d": 0.0}
+
+
+def test_lexical_reach_counts_the_terms_in_a_script_the_hits_use() -> None:
+    english = ["pip install --cert", "Clearing the cache"]
+    assert lexical_reach("pip 安装时证书校验失败怎么办？", english) == 0.2  # 1 of 5
+    assert lexical_reach("证书校验失败", english) == 0.0
+    # however few of its words the hits contain, a question in their script is visible
+    assert lexical_reach("redis pool exhausted", ["nothing alike"]) == 1.0
+    assert lexical_reach("连接池耗尽", ["Redis 超时"]) == 1.0
+    # Latin words over Chinese hits without a Latin letter
+    assert lexical_reach("refund 退款", ["退款处理指南"]) == 0.5
+    assert lexical_reach("pip", []) == 0.0
+    # no key term (stop words, one-letter words): nothing to scale
+    assert lexical_reach("的 a", english) == 1.0
 
 
 def test_rrf_formula() -> None:

@@ -1,4 +1,5 @@
-"""Fusion of ranked lists. Pure functions: ids and scores in, fused scores out.
+"""Fusion of ranked lists. Pure functions: ids and scores (and the texts the lexical reach
+reads) in, fused scores out.
 
 Measured on the dev set (see README): min-max fusion of BM25 and dense chunk scores
 (MRR 0.944) beat reciprocal-rank fusion at k=60 (MRR 0.916).
@@ -6,7 +7,9 @@ Measured on the dev set (see README): min-max fusion of BM25 and dense chunk sco
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+from superbiz._text import has_cjk, has_latin, key_terms
 
 
 def minmax_normalize(scores: Mapping[str, float]) -> dict[str, float]:
@@ -24,11 +27,15 @@ def minmax_normalize(scores: Mapping[str, float]) -> dict[str, float]:
 
 
 def minmax_fusion(
-    dense: Mapping[str, float], sparse: Mapping[str, float], dense_weight: float = 0.5
+    dense: Mapping[str, float],
+    sparse: Mapping[str, float],
+    dense_weight: float = 0.5,
+    reach: float = 1.0,
 ) -> dict[str, float]:
     """Weighted sum of min-max normalised scores; an id missing from a list scores 0 there.
 
-    Both inputs must be "higher is better" (e.g. cosine, BM25).
+    Both inputs must be "higher is better" (e.g. cosine, BM25). The sparse scores weigh
+    ``reach`` × (1 − ``dense_weight``) (``lexical_reach``).
 
     >>> fused = minmax_fusion({"a": 0.9, "b": 0.5}, {"b": 7.0, "c": 3.0})
     >>> sorted(fused.items())
@@ -36,9 +43,38 @@ def minmax_fusion(
     """
     d, s = minmax_normalize(dense), minmax_normalize(sparse)
     return {
-        key: dense_weight * d.get(key, 0.0) + (1.0 - dense_weight) * s.get(key, 0.0)
+        key: dense_weight * d.get(key, 0.0) + reach * (1.0 - dense_weight) * s.get(key, 0.0)
         for key in dict.fromkeys([*d, *s])
     }
+
+
+def lexical_reach(query: str, hits: Iterable[str]) -> float:
+    """The share of ``query``'s key terms written in a script (CJK or Latin) that the BM25
+    ``hits`` (their texts) use at all; 1.0 when every term's script is there.
+
+    BM25 cannot match a Chinese word in English runbooks, yet min-max fusion stretches
+    whatever it did match (the one Latin word a Chinese question shares with all of them,
+    ``pip``) to [0, 1], and that noise outweighed the dense cosine, which reads across
+    languages. Scaled by the reach, the lexical signals count as much as the share of
+    the question they could see. A question in the hits' own script keeps 1.0, however
+    few of its words the hits contain: a paraphrase is still visible to BM25. The query's
+    words are cut only when one of its scripts is missing from the hits.
+
+    >>> lexical_reach("pip 安装时证书校验失败", ["pip install --cert"])
+    0.2
+    >>> lexical_reach("Redis 连接池耗尽", ["Redis 超时", "pool"])
+    1.0
+    """
+    texts = list(hits)
+    missing_cjk = has_cjk(query) and not any(has_cjk(text) for text in texts)
+    missing_latin = has_latin(query) and not any(has_latin(text) for text in texts)
+    if not (missing_cjk or missing_latin):
+        return 1.0
+    terms = key_terms(query)
+    if not terms:
+        return 1.0
+    unseen = sum(missing_cjk if has_cjk(term) else missing_latin for term in terms)
+    return (len(terms) - unseen) / len(terms)
 
 
 def rrf_fusion(*rankings: list[str], k: int = 60) -> dict[str, float]:

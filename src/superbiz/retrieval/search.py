@@ -17,7 +17,7 @@ from superbiz.config import RetrievalConfig
 from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.fusion import answer_fusion, minmax_fusion, rrf_fusion
+from superbiz.retrieval.fusion import answer_fusion, lexical_reach, minmax_fusion, rrf_fusion
 from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
@@ -207,7 +207,9 @@ class HybridSearcher:
         the dev set, document-level fusion (MRR 0.947) edged out chunk-level fusion
         rolled up by max (0.943). Min-max fusion then adds ``title_weight`` times the
         share of the title the query names (``title_coverage``): dev English R@1 0.835 →
-        0.865. Chunks inside a document are ordered by cosine.
+        0.865. Both lexical parts, BM25 and the title's words, count by the share of the
+        query they could see (``lexical_reach``). Chunks inside a document are ordered by
+        cosine.
         """
         chunks: dict[str, ScoredChunk] = {}
         for hit in dense:
@@ -243,12 +245,13 @@ class HybridSearcher:
                 k=self.settings.rrf_k,
             )
         else:
-            fused = minmax_fusion(dense_best, bm25_best, self.settings.dense_weight)
+            reach = lexical_reach(query, (f"{h.title}\n{h.text}" for h in sparse))
+            fused = minmax_fusion(dense_best, bm25_best, self.settings.dense_weight, reach)
             if self.settings.title_weight:
                 asked = title_words(query)
+                weight = reach * self.settings.title_weight
                 for path in fused:
-                    title = by_doc[path][0].hit.title
-                    fused[path] += self.settings.title_weight * title_coverage(title, asked)
+                    fused[path] += weight * title_coverage(by_doc[path][0].hit.title, asked)
 
         docs = []
         for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True):
