@@ -187,8 +187,8 @@ def test_stream_yields_the_answer_then_the_whole_response() -> None:
 
 def test_best_passage_prefers_paragraphs_naming_the_question() -> None:
     text = "# Title\n\nintro\n\nthe redis pool is exhausted\n\nunrelated"
-    assert best_passage(text, ["redis"]) == "the redis pool is exhausted"
-    assert best_passage(text, ["nothing"]).startswith("intro")
+    assert best_passage(text, ["redis"]).text == "the redis pool is exhausted"
+    assert best_passage(text, ["nothing"]).text.startswith("intro")
 
 
 def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
@@ -205,8 +205,28 @@ def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
         "HikariCP 报 Connection is not available, request timed out after 3000ms 怎么排查？"
     )
     passage = best_passage(text, terms)
-    assert passage.startswith("日志：`HikariPool-1 - Connection is not available")
-    assert "订单服务" not in passage and "read-only" not in passage
+    assert passage.heading == "获取连接超时"
+    assert passage.text.startswith("日志：`HikariPool-1 - Connection is not available")
+    assert "订单服务" not in passage.text and "read-only" not in passage.text
+
+
+def test_a_section_that_only_repeats_the_quotes_words_is_left_out() -> None:
+    """A reference page's next command uses the same words as the one asked about
+    (pyenv's COMMANDS.md: every section says pyenv, Python and version); a section that
+    names what the first does not is quoted under its own heading."""
+    text = (
+        "## `pyenv uninstall`\n\nUninstall Python versions.\n\n"
+        "    Usage: pyenv uninstall [-f|--force] <version> ...\n\n"
+        "## `pyenv rehash`\n\nInstalls shims for all Python binaries known to pyenv. Run it "
+        "after you install a new version of Python.\n\n"
+        "## Removing pyenv\n\nTo uninstall pyenv itself, delete its root folder."
+    )
+    terms = key_terms("How do I uninstall a Python version with pyenv and remove the root?")
+    passage = best_passage(text, terms)
+    assert passage.heading == "`pyenv uninstall`"
+    assert passage.text.startswith("Uninstall Python versions.")
+    assert "shims" not in passage.text
+    assert "› Removing pyenv\n\nTo uninstall pyenv itself, delete its root folder." in passage.text
 
 
 # -- end to end through the Executor -------------------------------------------------------------

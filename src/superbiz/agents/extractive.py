@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize
@@ -156,11 +156,23 @@ class _Section:
     heading: str
     paragraphs: tuple[str, ...]
 
+    @property
+    def title(self) -> str:
+        """The heading's words, without its ``#`` marks."""
+        return self.heading.lstrip("#").strip()
+
     def hits(self, terms: Sequence[str]) -> tuple[int, int]:
         """How many of ``terms`` it mentions, then how often in all."""
-        text = normalize(self.heading + "\n" + "\n".join(self.paragraphs))
-        counts = [text.count(term) for term in terms]
+        counts = [self._text.count(term) for term in terms]
         return sum(c > 0 for c in counts), sum(counts)
+
+    def named(self, terms: Sequence[str]) -> set[str]:
+        """Which of ``terms`` it mentions."""
+        return {term for term in terms if term in self._text}
+
+    @property
+    def _text(self) -> str:
+        return normalize(self.heading + "\n" + "\n".join(self.paragraphs))
 
 
 _HEADING = re.compile(r"#{1,6}\s")
@@ -186,32 +198,54 @@ def _sections(text: str) -> list[_Section]:
     return result
 
 
-def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> str:
+class QuotedPassage(NamedTuple):
+    """What an extractive answer quotes of a passage: the heading of the section the quote
+    starts in ("" when that is the passage's own, which its stored heading names) and the
+    quoted text."""
+
+    heading: str
+    text: str
+
+
+def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> QuotedPassage:
     r"""The passage of ``text`` that answers ``terms``: the section (heading to heading)
     that mentions the most of them (ties: the most mentions), then any other section
-    mentioning more than half as many, best first, each by its paragraphs naming one.
-    Quoting the document's opening because it names the product once is what this
-    avoids; with no term anywhere, the opening it is.
+    mentioning more than half as many and one the quote does not name yet, best first,
+    each by its paragraphs naming one, under its heading. Quoting the document's opening
+    because it names the product once is what this avoids; with no term anywhere, the
+    opening it is. A section that only repeats the quote's words (the next command of a
+    reference page, under words every section uses) is left out.
 
-    >>> best_passage("# T\n\nintro\n\nredis pool is full\n\nother", ["redis"], 100)
+    >>> best_passage("# T\n\nintro\n\nredis pool is full\n\nother", ["redis"], 100).text
     'redis pool is full'
     >>> best_passage("# T\n\nuses redis\n\n## Full pool\n\nredis pool is full", ["redis", "pool"])
-    'redis pool is full'
+    QuotedPassage(heading='Full pool', text='redis pool is full')
     """
     sections = _sections(text)
     hits = [s.hits(terms) for s in sections]
     best = max(hits, default=(0, 0))[0]
     if not best:
-        paragraphs = [p for s in sections for p in s.paragraphs]
-    else:
-        ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
-        paragraphs = [
-            p
-            for i in ranked
-            if 2 * hits[i][0] > best
-            for p in sections[i].paragraphs
-            if any(t in normalize(p) for t in terms)
-        ]
+        return QuotedPassage("", _within([p for s in sections for p in s.paragraphs], limit))
+    ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
+    quoted: list[int] = []
+    named: set[str] = set()
+    for i in (i for i in ranked if 2 * hits[i][0] > best):
+        names = sections[i].named(terms)
+        if not quoted or names - named:
+            quoted.append(i)
+            named |= names
+    paragraphs: list[str] = []
+    for i in quoted:
+        own = [p for p in sections[i].paragraphs if any(t in normalize(p) for t in terms)]
+        if paragraphs and own and sections[i].heading:
+            own.insert(0, f"› {sections[i].title}")
+        paragraphs += own
+    return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit))
+
+
+def _within(paragraphs: Sequence[str], limit: int) -> str:
+    """The first of ``paragraphs`` that fit in ``limit`` characters (at least one, cut with
+    "…" when it alone is longer), a section's heading never last."""
     chosen: list[str] = []
     size = 0
     for paragraph in paragraphs:
@@ -219,6 +253,8 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
             break
         chosen.append(paragraph)
         size += len(paragraph)
+    if len(chosen) > 1 and chosen[-1].startswith("› "):
+        chosen.pop()
     passage = "\n\n".join(chosen)
     return passage if len(passage) <= limit else passage[:limit].rstrip() + "…"
 
@@ -256,12 +292,13 @@ def quote_answer(
     parts = [label]
     for quote, citation in zip(selection.quoted, quoted, strict=True):
         title = localized("common.title", language).format(title=citation.title)
-        section = quote.heading.split(" > ")[-1] if quote.heading else ""
+        passage = best_passage(quote.passage, terms)
+        section = passage.heading or (quote.heading.split(" > ")[-1] if quote.heading else "")
         if section and section != citation.title:
             title += f" › {section}"
         if quote.earlier:
             title += " " + localized("extractive.earlier", language)
-        parts.append(f"[{citation.ref}] {title}\n{best_passage(quote.passage, terms)}")
+        parts.append(f"[{citation.ref}] {title}\n{passage.text}")
     sources = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in quoted)
     parts.append(localized("extractive.sources", language) + "\n" + sources)
     if related:
