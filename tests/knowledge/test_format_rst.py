@@ -90,3 +90,18 @@ def test_broken_markup_keeps_what_parses() -> None:
     )
 
     assert "End." in body and "unknown" not in body
+
+
+def test_sphinx_roles_read_as_their_text() -> None:
+    """docutils knows no Sphinx role and kept ``:ref:`…``` as written; a reader sees the
+    text Sphinx would show: a reference's title, an option or an object as code."""
+    _, body = convert(
+        "Logging\n=======\n\n"
+        "Use :ref:`-v, --verbose <--verbose>` or :option:`--log`, see :doc:`../topics/config`"
+        " and :py:func:`~os.path.join`; :term:`wheel` is a :ref:`built package\n<wheels>`.\n"
+    )
+
+    assert body == (
+        "# Logging\n\nUse -v, --verbose or `--log`, see config and `join`; wheel is a"
+        " built package.\n"
+    )

@@ -9,6 +9,7 @@ error messages instead of being written into the text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,13 @@ _SETTINGS = {
 }
 #: deeper nesting than this is read as plain text (a file cannot exhaust the stack)
 _MAX_DEPTH = 60
+#: a role docutils does not know (Sphinx's ``:ref:`text <target>```), as it keeps it
+_ROLE = re.compile(r":(?P<role>[\w.+-]+(?::[\w.+-]+)?):`(?P<body>.+)`", re.DOTALL)
+#: Sphinx roles whose text is code: an option, a command, a file, a Python object
+_CODE_ROLES = frozenset(
+    "attr class code command const data envvar exc file func kbd meth mod obj option "
+    "program samp".split()
+)
 
 
 def convert_rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
@@ -157,8 +165,9 @@ class _Writer:
             if isinstance(child, (nodes.system_message, nodes.target, nodes.footnote_reference)):
                 continue
             if isinstance(child, nodes.literal):
-                code = " ".join(child.astext().split())
-                parts.append(f"``{code}``" if "`" in code else f"`{code}`")
+                parts.append(_code(child.astext()))
+            elif isinstance(child, nodes.problematic):
+                parts.append(_role_text(child.astext()))
             elif isinstance(child, nodes.strong):
                 parts.append(f"**{child.astext()}**")
             elif isinstance(child, nodes.emphasis):
@@ -168,3 +177,36 @@ class _Writer:
             else:
                 parts.append(self.text(child) if child.children else child.astext())
         return "".join(parts).strip()
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span."""
+    code = " ".join(text.split())
+    return f"``{code}``" if "`" in code else f"`{code}`"
+
+
+def _role_text(raw: str) -> str:
+    """What a reader sees of a role docutils does not know: Sphinx's ``:ref:`Logging
+    <logging>``` is "Logging", ``:option:`--log``` is `--log`, ``:func:`~os.path.join```
+    is `join`, ``:doc:`../topics/configuration``` is "configuration". Other broken markup
+    is kept as written.
+
+    >>> _role_text(":ref:`-v, --verbose <--verbose>`"), _role_text(":py:func:`~os.path.join`")
+    ('-v, --verbose', '`join`')
+    >>> _role_text("*")
+    '*'
+    """
+    match = _ROLE.fullmatch(raw)
+    if match is None:
+        return raw
+    body = " ".join(match["body"].split())
+    titled = re.fullmatch(r"(?P<title>.*\S)\s*<[^<>]+>", body)
+    if titled is not None:
+        body = titled["title"]
+    role = match["role"].rsplit(":", 1)[-1]
+    if titled is None and body.startswith("~"):
+        body = body[1:].rsplit(".", 1)[-1]
+    elif titled is None and role == "doc":
+        body = body.rstrip("/").rsplit("/", 1)[-1]
+    body = body.lstrip("!")
+    return _code(body) if role in _CODE_ROLES else body
