@@ -251,6 +251,29 @@ def test_a_force_pushed_branch_is_compared_in_full(remote: Remote, open_lifecycl
     assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
 
 
+def test_a_shallow_clone_is_a_source_too(
+    remote: Remote, open_lifecycle: Open, tmp_path: Path
+) -> None:
+    """A CI checkout or ``git clone --depth 1`` has no history past its commit: fetching
+    from it was refused ("shallow roots are not allowed to be updated") and the sync
+    failed with "Needed a single revision"."""
+    shallow = tmp_path / "shallow.git"
+    git(tmp_path, "clone", "-q", "--bare", "--depth", "1", remote.url, str(shallow))
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(f"file://{shallow}", subdir="docs")
+    assert first.source.error is None
+    assert paths(kb) == ["login.md", "payment/chargeback.md", "payment/refund.md"]
+
+    remote.write({"docs/incident.md": doc("Incidents", "Page the on-call engineer.")})
+    remote.commit("second")
+    git(shallow, "fetch", "-q", "--depth", "1", remote.url, "+main:main")
+    second = lifecycle.sync(first.source.name)
+    assert second.mode == "full"
+    assert second.note is not None and "a shallow repository" in second.note
+    assert second.report.added == ["incident.md"]
+    assert paths(kb) == ["incident.md", "login.md", "payment/chargeback.md", "payment/refund.md"]
+
+
 def test_a_symlink_out_of_the_repository_is_skipped_not_followed(
     remote: Remote, open_lifecycle: Open, tmp_path: Path
 ) -> None:
@@ -258,6 +281,8 @@ def test_a_symlink_out_of_the_repository_is_skipped_not_followed(
     secret.write_text(doc("Secret", "outside the repository"), encoding="utf-8")
     os.symlink(secret, remote.work / "docs/escape.md")
     os.symlink("../../README.md", remote.work / "docs/payment/readme.md")
+    # a link to a program, as a folder's walk would pass it by: not worth a line
+    os.symlink("../src/main.py", remote.work / "docs/tool")
     remote.commit("links")
     kb, lifecycle = open_lifecycle()
     result = lifecycle.add_git(remote.url, subdir="docs")

@@ -185,11 +185,26 @@ class BareRepository:
         self._git("init", "--bare", "--quiet")
 
     def fetch(self, url: str, branch: str) -> str:
-        """Fetch ``branch`` of ``url`` (history rewritten or not); its commit."""
+        """Fetch ``branch`` of ``url`` (history rewritten or not); its commit.
+
+        ``--update-shallow``: a shallow remote (a CI checkout, ``clone --depth 1``) is
+        fetched as deep as it is. Without it Git refused the branch with only a warning
+        ("shallow roots are not allowed to be updated") and exited 0."""
         self._git(
-            "fetch", "--quiet", "--no-tags", "--force", "--", url, f"+refs/heads/{branch}:{_REF}"
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--force",
+            "--update-shallow",
+            "--",
+            url,
+            f"+refs/heads/{branch}:{_REF}",
         )
         return self._git("rev-parse", "--verify", f"{_REF}^{{commit}}").decode().strip()
+
+    def is_shallow(self) -> bool:
+        """Whether the history fetched stops short (the remote was a shallow clone)."""
+        return self._git("rev-parse", "--is-shallow-repository").strip() == b"true"
 
     def has_commit(self, commit: str) -> bool:
         try:

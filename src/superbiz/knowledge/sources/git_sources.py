@@ -222,7 +222,12 @@ class GitSources:
             result = self._incremental(source, repo, old, commit)
         else:
             result = self._full(source, repo, commit)
-            if old and old != commit:
+            if old and old != commit and repo.is_shallow():
+                result.note = (
+                    f"{old[:12]} is not in the history fetched (a shallow repository, or "
+                    "history rewritten); the whole tree was compared"
+                )
+            elif old and old != commit:
                 result.note = (
                     f"history rewritten (force-push?): {old[:12]} is not in the branch any "
                     "more; the whole tree was compared"
@@ -338,9 +343,12 @@ class GitSources:
 
     def _ingestible(self, path: str, mode: str) -> bool:
         """What a folder's walk would pick up: a regular file of a known type, not hidden."""
-        extensions = self.kb.settings.ingest.extensions
         regular = mode not in (SYMLINK_MODE, SUBMODULE_MODE)
-        return regular and not _hidden(path) and PurePosixPath(path).suffix.lower() in extensions
+        return regular and not _hidden(path) and self._document_name(path)
+
+    def _document_name(self, path: str) -> bool:
+        """Whether ``path`` names a file of a known type (``ingest.extensions``)."""
+        return PurePosixPath(path).suffix.lower() in self.kb.settings.ingest.extensions
 
     def _rename(
         self, source: SourceRecord, renames: list[tuple[str, str]]
@@ -405,7 +413,8 @@ class GitSources:
             label = str(self._target(source, entry.path))
             if entry.mode == SUBMODULE_MODE:
                 skipped.append((label, "a Git submodule: not fetched"))
-            elif entry.mode == SYMLINK_MODE:
+            elif entry.mode == SYMLINK_MODE and self._document_name(entry.path):
+                # a link named like a document is worth a line; one to a program is not
                 skipped.append((label, _symlink_reason(entry.path, targets[entry.blob])))
         root.mkdir(parents=True, exist_ok=True)
         for batch in _batches(small, sizes, BLOB_BATCH_BYTES):
