@@ -119,3 +119,15 @@ def test_nesting_deeper_than_the_stack_is_read_as_text() -> None:
     _, body = convert(f"<html><body>{page}<p>after</p></body></html>")
 
     assert "deep text" in body and "after" in body
+
+
+def test_the_first_heading_names_the_page_when_the_title_adds_the_sites_name() -> None:
+    """mdBook titles a page "What is Ownership? - The Rust Programming Language" and heads
+    it "What Is Ownership?": the heading is the page's own name, whatever its case."""
+    page = (
+        "<html><head><title>What is Ownership? - The Rust Programming Language</title></head>"
+        "<body><main><h1>What Is Ownership?</h1><p>Rules the compiler checks.</p></main>"
+        "</body></html>"
+    )
+    title, _ = convert(page.encode())
+    assert title == "What Is Ownership?"

@@ -82,7 +82,9 @@ def convert_html(data: bytes, label: str, encodings: Sequence[str]) -> Converted
     article = _article(root)
     first_h1 = article.find(".//h1")
     if first_h1 is not None and (h1 := inline(first_h1.text_content())):
-        title = h1 if not title or h1 in title else title
+        # "What Is Ownership?" heads "What is Ownership? - The Rust Programming Language":
+        # the page's own name, without the site's, whatever its case
+        title = h1 if not title or h1.casefold() in title.casefold() else title
     body = join_blocks(_blocks(article, 0))
     return ConvertedDocument(title=title, markdown=body)
 
