@@ -123,11 +123,17 @@ def test_nesting_deeper_than_the_stack_is_read_as_text() -> None:
 
 def test_the_first_heading_names_the_page_when_the_title_adds_the_sites_name() -> None:
     """mdBook titles a page "What is Ownership? - The Rust Programming Language" and heads
-    it "What Is Ownership?": the heading is the page's own name, whatever its case."""
+    it "What Is Ownership?" in an ``<h2>``: the heading is the page's own name, whatever its
+    case or level."""
     page = (
         "<html><head><title>What is Ownership? - The Rust Programming Language</title></head>"
-        "<body><main><h1>What Is Ownership?</h1><p>Rules the compiler checks.</p></main>"
-        "</body></html>"
+        '<body><div class="menu-bar"><h1 class="menu-title">The Rust Programming Language</h1>'
+        "</div><main><h{level}>What Is Ownership?</h{level}><p>Rules the compiler checks.</p>"
+        "</main></body></html>"
     )
-    title, _ = convert(page.encode())
-    assert title == "What Is Ownership?"
+    for level in (1, 2):
+        title, _ = convert(page.format(level=level).encode())
+        assert title == "What Is Ownership?"
+    # a first heading the title does not name leaves the title as it is
+    title, _ = convert(page.format(level=2).replace("What Is Ownership?</h2>", "Rules</h2>"))
+    assert title == "What is Ownership? - The Rust Programming Language"

@@ -80,11 +80,7 @@ def convert_html(data: bytes, label: str, encodings: Sequence[str]) -> Converted
     title = _title(root)
     _drop_chrome(root)
     article = _article(root)
-    first_h1 = article.find(".//h1")
-    if first_h1 is not None and (h1 := inline(first_h1.text_content())):
-        # "What Is Ownership?" heads "What is Ownership? - The Rust Programming Language":
-        # the page's own name, without the site's, whatever its case
-        title = h1 if not title or h1.casefold() in title.casefold() else title
+    title = _own_name(article, title)
     body = join_blocks(_blocks(article, 0))
     return ConvertedDocument(title=title, markdown=body)
 
@@ -94,6 +90,22 @@ def _parse_bytes(data: bytes, label: str, parser: lxml.html.HTMLParser) -> lxml.
         return lxml.html.document_fromstring(data, parser=parser)
     except (lxml.etree.ParserError, ValueError) as exc:
         raise DocumentError(label, f"not an HTML page: {exc}") from exc
+
+
+def _own_name(article: lxml.html.HtmlElement, title: str | None) -> str | None:
+    """The page's name: its article's first heading where the ``<title>`` only adds the
+    site's name to it, whatever its case or level (mdBook titles a page "What is
+    Ownership? - The Rust Programming Language" and heads it with an ``<h2>`` "What Is
+    Ownership?") or its first ``<h1>`` likewise; the first ``<h1>`` of a page without a
+    title; else the title."""
+    h1 = article.find(".//h1")
+    if not title:
+        return (inline(h1.text_content()) or None) if h1 is not None else None
+    for element in (next(article.iter(*_HEADINGS), None), h1):
+        name = inline(element.text_content()) if element is not None else ""
+        if name and name.casefold() in title.casefold():
+            return name
+    return title
 
 
 def _title(root: lxml.html.HtmlElement) -> str | None:
