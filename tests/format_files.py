@@ -10,6 +10,7 @@ from collections.abc import Sequence
 #: a PDF page: ``(kind, text)`` blocks, kind one of h1, h2, p, code
 Page = Sequence[tuple[str, str]]
 _FONTS = {
+    "title": ("Helvetica-Bold", 24, None),  # a title page's title: large, not in the outline
     "h1": ("Helvetica-Bold", 20, 0),
     "h2": ("Helvetica-Bold", 15, 1),
     "p": ("Helvetica", 11, None),

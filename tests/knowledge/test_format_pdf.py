@@ -66,6 +66,28 @@ def test_a_title_page_title_above_a_first_heading_of_the_same_words_is_not_repea
     assert converted.markdown == "# Cache Operations\n\nBody text.\n"
 
 
+@pytest.mark.parametrize("outline", [True, False], ids=["outline", "fonts"])
+def test_without_a_title_in_the_file_the_title_pages_title_names_it(outline: bool) -> None:
+    """LaTeX's title page without a PDF title: the outline starts at "1. Introduction",
+    which titled the whole shared-mime-info specification."""
+    pages = [
+        [
+            ("title", "Shared MIME-info"),
+            ("title", "Database"),
+            ("p", "X Desktop Group"),
+            ("h1", "1. Introduction"),
+            ("p", "Many programs need to know the type of a file."),
+        ]
+    ]
+    converted = convert_pdf(pdf_bytes(pages, outline=outline), "spec.pdf")
+
+    assert converted.title == "Shared MIME-info Database"
+    assert "1. Introduction" in converted.markdown
+    # a first page that opens with its first heading is titled by it, as before
+    plain = convert_pdf(pdf_bytes(RUNBOOK, outline=outline), "manual.pdf")
+    assert plain.title == "Redis Runbook" and "# Redis Runbook\n" in plain.markdown
+
+
 def test_each_page_after_the_first_is_named_in_the_heading_path_of_its_chunks() -> None:
     converted = convert_pdf(pdf_bytes(RUNBOOK), "manual.pdf")
 

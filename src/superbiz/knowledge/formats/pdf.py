@@ -36,6 +36,10 @@ _PAGE_LABEL = re.compile(r"^page (\d+)$")
 #: a line this much larger than the body text, and short, is a heading
 _HEADING_RATIO = 1.15
 _HEADING_MAX_CHARS = 150
+#: a metadata title that names nothing
+_PLACEHOLDER_TITLE = re.compile(r"untitled(?: document)?\s*\d*", re.IGNORECASE)
+#: a title page's title is among its first lines (wrapped over at most as many)
+_COVER_LINES = 3
 #: a gap between baselines above this many font sizes starts a new paragraph
 _PARAGRAPH_GAP = 1.45
 _MONO = re.compile(r"mono|courier|consol|menlo|code", re.IGNORECASE)
@@ -96,9 +100,10 @@ def _convert(pdf: object, label: str) -> ConvertedDocument:
     pages = [_page_lines(pdf, index, label) for index in range(count)]
     if not any(line.text.strip() for page in pages for line in page):
         raise DocumentError(label, NO_TEXT_LAYER)
-    title = inline(pdf.get_metadata_dict().get("Title", "")) or None
     outline = _outline(pdf)
     body_size = _body_size(pages)
+    title = _file_title(pdf.get_metadata_dict().get("Title", ""))
+    cover = None if title or not pages else _cover_title(pages[0], body_size)
     levels = _font_levels(pages, body_size) if not outline else {}
     blocks: list[str] = []
     for number, lines in enumerate(pages, start=1):
@@ -107,7 +112,36 @@ def _convert(pdf: object, label: str) -> ConvertedDocument:
         if number > 1:
             blocks.append(f"\f{number}")  # where the page starts (``chunking.PAGE_BREAK``)
         blocks.extend(_blocks(lines, outline.get(number - 1, []), levels, body_size))
-    return ConvertedDocument(title=title, markdown=join_blocks(blocks))
+    return ConvertedDocument(title=title or cover, markdown=join_blocks(blocks))
+
+
+def _file_title(value: str) -> str | None:
+    """The title in the file's metadata, unless it is a placeholder ("untitled" is what
+    reportlab writes when a program sets none).
+
+    >>> _file_title("Cache Operations"), _file_title("untitled"), _file_title(" ")
+    ('Cache Operations', None, None)
+    """
+    title = inline(value)
+    return title if title and not _PLACEHOLDER_TITLE.fullmatch(title) else None
+
+
+def _cover_title(lines: list[_Line], body: float) -> str | None:
+    """The title a first page shows when the file's metadata has none: its opening lines
+    in the page's largest font, clearly larger than the body text (LaTeX's title page;
+    the outline starts at "1. Introduction", which titled the whole specification). The
+    lines stay in the text: only the file's own title is taken out of it."""
+    opening = [line for line in lines[:_COVER_LINES] if _headingish(line, body)]
+    if not opening:
+        return None
+    largest = max(round(line.size, 1) for line in opening)
+    start = next(i for i, line in enumerate(lines) if round(line.size, 1) == largest)
+    words: list[str] = []
+    for line in lines[start : start + _COVER_LINES]:
+        if round(line.size, 1) != largest:
+            break
+        words.append(line.text.strip())
+    return inline(" ".join(words)) or None
 
 
 def _page_lines(pdf: object, index: int, label: str) -> list[_Line]:
