@@ -137,3 +137,17 @@ def test_the_first_heading_names_the_page_when_the_title_adds_the_sites_name() -
     # a first heading the title does not name leaves the title as it is
     title, _ = convert(page.format(level=2).replace("What Is Ownership?</h2>", "Rules</h2>"))
     assert title == "What is Ownership? - The Rust Programming Language"
+
+
+def test_a_headings_mark_linking_to_itself_is_not_part_of_it() -> None:
+    """Node.js's documentation ends each heading with a "#" link to itself, Sphinx's with
+    a "¶": "## C++ addons#" was a heading, and the page's title kept the site's name."""
+    page = (
+        "<html><head><title>C++ addons | Node.js v20 Documentation</title></head><body><main>"
+        '<h2>C++ addons<span><a class="mark" href="#addons">#</a></span></h2><p>Addons.</p>'
+        '<h3>Hello world<a class="headerlink" href="#hello" title="Link">¶</a></h3><p>Hi.</p>'
+        '<h3><a class="header" href="#build">Building</a></h3><p>Run it.</p></main></body></html>'
+    )
+    title, body = convert(page)
+    assert title == "C++ addons"
+    assert body == "## C++ addons\n\nAddons.\n\n### Hello world\n\nHi.\n\n### Building\n\nRun it.\n"

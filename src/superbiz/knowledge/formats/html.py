@@ -123,6 +123,7 @@ def _drop_chrome(root: lxml.html.HtmlElement) -> None:
             or attrib.get("aria-hidden", "").lower() == "true"
             or attrib.get("id", "") in _CHROME_NAMES
             or not _CHROME_NAMES.isdisjoint(attrib.get("class", "").split())
+            or _permalink(el)
         ):
             doomed.append(el)
     for el in doomed:
@@ -137,6 +138,17 @@ def _drop_chrome(root: lxml.html.HtmlElement) -> None:
             else:
                 parent.text = (parent.text or "") + el.tail
         parent.remove(el)
+
+
+def _permalink(el: lxml.html.HtmlElement) -> bool:
+    """A heading's link to itself, shown as a mark ("#" in Node.js's documentation, "¶" in
+    Sphinx's): "## C++ addons#" was a heading, and a page's title missed its heading."""
+    return (
+        el.tag == "a"
+        and el.attrib.get("href", "").startswith("#")
+        and not any(ch.isalnum() for ch in el.text_content())
+        and any(parent.tag in _HEADINGS for parent in el.iterancestors())
+    )
 
 
 def _article(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
