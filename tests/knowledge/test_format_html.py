@@ -151,3 +151,19 @@ def test_a_headings_mark_linking_to_itself_is_not_part_of_it() -> None:
     title, body = convert(page)
     assert title == "C++ addons"
     assert body == "## C++ addons\n\nAddons.\n\n### Hello world\n\nHi.\n\n### Building\n\nRun it.\n"
+
+
+def test_two_programs_in_one_pre_stay_apart() -> None:
+    """Node.js's documentation puts an example's ES module and CommonJS forms in one
+    ``<pre>``, a ``<code>`` each."""
+    page = (
+        "<html><body><main><h1>Readline</h1><pre>"
+        "<code class=\"language-js mjs\">import { once } from 'node:events';\nrun();</code>"
+        "<code class=\"language-js cjs\">const { once } = require('node:events');\nrun();</code>"
+        "</pre></main></body></html>"
+    )
+    _, body = convert(page)
+    assert body == (
+        "# Readline\n\n```js\nimport { once } from 'node:events';\nrun();\n\n"
+        "const { once } = require('node:events');\nrun();\n```\n"
+    )

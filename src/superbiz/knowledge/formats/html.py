@@ -193,7 +193,7 @@ def _block(el: lxml.html.HtmlElement, depth: int) -> list[str]:
     if tag in _HEADINGS:
         return [heading(_HEADINGS[tag], _collapse(_inline_content(el, depth)))]
     if tag == "pre":
-        return [fence(el.text_content(), _language(el))]
+        return [fence(_pre_text(el), _language(el))]
     if tag in ("ul", "ol"):
         return [_list(el, depth)]
     if tag == "table":
@@ -271,6 +271,16 @@ def _code_span(code: str) -> str:
         return ""
     ticks = "``" if "`" in code else "`"
     return f"{ticks}{code}{ticks}"
+
+
+def _pre_text(el: lxml.html.HtmlElement) -> str:
+    """A ``<pre>``'s code. Several ``<code>`` in one (Node.js's documentation shows an
+    example as ES module and as CommonJS, one over the other) are separate programs: a
+    blank line between them, not "processLineByLine();const { createReadStream } …"."""
+    codes = [child for child in el if child.tag == "code"]
+    if len(codes) < 2 or (el.text or "").strip() or any((c.tail or "").strip() for c in codes):
+        return str(el.text_content())
+    return "\n\n".join(str(code.text_content()).strip("\n") for code in codes)
 
 
 def _language(el: lxml.html.HtmlElement) -> str:
