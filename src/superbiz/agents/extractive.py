@@ -229,9 +229,9 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
     quoted: list[int] = []
     named: set[str] = set()
-    for i in (i for i in ranked if 2 * hits[i][0] > best):
+    for i in ranked:
         names = sections[i].named(terms)
-        if not quoted or names - named:
+        if 2 * hits[i][0] > best and (not quoted or names - named):
             quoted.append(i)
             named |= names
     paragraphs: list[str] = []
