@@ -323,3 +323,22 @@ def test_a_supplement_found_in_hand_does_not_replan(tmp_path: Path, use_embedder
     assert levels == [RelevanceLevel.REFERENCE, RelevanceLevel.DEDUPED]
     assert turn.replan is None and turn.result.unfilled == []
     assert turn.result.evidence == ["infrastructure/k8s-crashloopbackoff.md"]
+
+
+def test_a_code_block_is_quoted_whole_and_never_left_open() -> None:
+    """A blank line inside a fenced block is code, not the end of a paragraph: the quote
+    held "```bash" and its first command, and every line after it read as code."""
+    text = (
+        "## Failover\n\nPromote the replica with redis-cli:\n\n"
+        "```bash\n# on the sentinel\nredis-cli -p 26379 SENTINEL failover mymaster\n\n"
+        "# then check\nredis-cli -p 26379 SENTINEL masters\n```\n\nDone."
+    )
+    passage = best_passage(text, ["redis-cli", "failover"])
+    assert passage.text == (
+        "Promote the replica with redis-cli:\n\n```bash\n# on the sentinel\n"
+        "redis-cli -p 26379 SENTINEL failover mymaster\n\n# then check\n"
+        "redis-cli -p 26379 SENTINEL masters\n```"
+    )
+    # a window that ends inside a block: the quote closes it
+    cut = best_passage(text.split("\n\n# then check")[0], ["redis-cli"])
+    assert cut.text.endswith("SENTINEL failover mymaster\n```")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.retrieval.passages import from_sentence_start
+from superbiz.retrieval.passages import from_sentence_start, quoted_window
 
 
 def test_a_chinese_window_starts_after_the_previous_sentence_end() -> None:
@@ -38,3 +38,19 @@ def test_every_window_the_chunker_cuts_reads_from_a_sentence_start() -> None:
     assert sum(not window.startswith("Step ") for window in windows[1:]) > 3
     for before, window in pairwise(windows):
         assert from_sentence_start(before, window).startswith("Step ")
+
+
+def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() -> None:
+    lines = [f"redis-cli -p 2637{n} SENTINEL failover mymaster-{n}" for n in range(30)]
+    body = "# Failover\n\nRun on each sentinel:\n\n```bash\n" + "\n".join(lines) + "\n```\n"
+    windows = [chunk.text for chunk in chunk_markdown(body, size=300, overlap=100)]
+    assert len(windows) > 3 and not windows[2].startswith("```")
+    for end in range(2, len(windows) + 1):
+        quoted = quoted_window(windows[:end])
+        if end < len(windows):
+            assert quoted.startswith("```bash\nredis-cli -p 2637")  # a whole line, fenced
+        assert quoted.split("\n", 2)[1] in body.split("\n")
+    # before a block, or after it, the sentence rule holds
+    assert quoted_window(["Start here. Then the", "Start here. Then the rest."]) == (
+        "Start here. Then the rest."
+    )

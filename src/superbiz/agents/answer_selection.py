@@ -43,10 +43,10 @@ from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
-    from_sentence_start,
     passage_score,
     passage_text,
     question_terms,
+    quoted_window,
 )
 
 __all__ = [
@@ -221,13 +221,16 @@ def _scores(
 
 
 def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
-    """Passage ``index`` as it is quoted: from the start of its first sentence when it
-    continues the passage before it under the same heading (``from_sentence_start``)."""
+    """Passage ``index`` as it is quoted: from the start of its first sentence, or of its
+    code block, when it continues the passages before it under the same heading
+    (``quoted_window``)."""
     passage = passages[index]
-    before = passages[index - 1] if index else None
-    if before is None or before.heading != passage.heading:
+    start = index
+    while start and passages[start - 1].heading == passage.heading:
+        start -= 1
+    if start == index:
         return passage
-    text = from_sentence_start(before.text, passage.text)
+    text = quoted_window([p.text for p in passages[start : index + 1]])
     return passage if text == passage.text else Passage(passage.heading, text, passage.vector)
 
 

@@ -180,21 +180,25 @@ _FENCE = re.compile(r"\s*(```|~~~)")
 
 
 def _sections(text: str) -> list[_Section]:
-    """``text`` cut at its Markdown headings (``#`` lines inside code fences are code)."""
-    sections: list[tuple[str, list[str]]] = [("", [])]
+    """``text`` cut at its Markdown headings, each section into paragraphs at blank lines.
+    A fenced code block is code: a ``#`` line in it is no heading and a blank line in it
+    ends no paragraph, so a quote never holds half a block."""
+    sections: list[tuple[str, list[list[str]]]] = [("", [[]])]
     fenced = False
     for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-        if not fenced and _HEADING.match(line):
-            sections.append((line, []))
+        fence = bool(_FENCE.match(line))
+        if not fenced and not fence and _HEADING.match(line):
+            sections.append((line, [[]]))
+        elif not fenced and not line.strip():
+            sections[-1][1].append([])
         else:
-            sections[-1][1].append(line)
+            sections[-1][1][-1].append(line)
+        fenced ^= fence
     result = []
-    for heading, lines in sections:
-        paragraphs = [p.strip() for p in re.split(r"\n\s*\n", "\n".join(lines)) if p.strip()]
+    for heading, runs in sections:
+        paragraphs = tuple(p for run in runs if (p := "\n".join(run).strip()))
         if heading or paragraphs:
-            result.append(_Section(heading, tuple(paragraphs)))
+            result.append(_Section(heading, paragraphs))
     return result
 
 
@@ -256,7 +260,11 @@ def _within(paragraphs: Sequence[str], limit: int) -> str:
     if len(chosen) > 1 and chosen[-1].startswith("› "):
         chosen.pop()
     passage = "\n\n".join(chosen)
-    return passage if len(passage) <= limit else passage[:limit].rstrip() + "…"
+    if len(passage) > limit:
+        passage = passage[:limit].rstrip() + "…"
+    # a block cut by the window or by the limit is closed, so the answer after it is text
+    unclosed = sum(1 for line in passage.splitlines() if _FENCE.match(line)) % 2
+    return passage + "\n```" if unclosed else passage
 
 
 def compose_answer(view: TurnView, *, label: str | None = None) -> str:

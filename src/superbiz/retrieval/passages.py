@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 from superbiz._text import key_terms, normalize
 
@@ -26,6 +27,8 @@ _SENTENCE_END = re.compile(r"[.!?]\s+|[。！？]\s*|\n\s*\n")
 _CONTINUATION_REACH = 200
 #: a shorter overlap is a coincidence, not a continuation
 _MIN_OVERLAP = 20
+#: a line that opens or closes a fenced code block, with its info string
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.MULTILINE)
 
 
 def question_terms(question: str) -> list[str]:
@@ -69,13 +72,38 @@ def passage_score(cosine: float | None, terms: Sequence[str], text: str) -> floa
     return TERM_WEIGHT * coverage(terms, text) + (cosine if cosine is not None else 0.0)
 
 
+def quoted_window(windows: Sequence[str]) -> str:
+    r"""The last of ``windows`` (consecutive windows of one section, in order) as a quote
+    reads it. The chunker cuts a long section into windows that overlap, each begun on a
+    word: a quote of a later window began in the middle of a sentence ("would provide an
+    extra dose of insurance …") or of a code block, whose lines then read as prose. So it
+    starts where its first sentence does (``from_sentence_start``), or, inside a fenced
+    code block, at its first whole line under that block's opening fence.
+
+    >>> first = "Run:\n```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info"
+    >>> quoted_window([first, "cli info memory\nredis-cli info\nredis-cli dbsize\n```"])
+    '```sh\nredis-cli info\nredis-cli dbsize\n```'
+    """
+    text = windows[-1]
+    if len(windows) < 2:
+        return text
+    section = windows[0]
+    for before, window in pairwise(windows[:-1]):
+        section += window[_overlap(before, window) :]
+    shared = _overlap(windows[-2], text)
+    opening = [match.group() for match in _FENCE_LINE.finditer(section[: len(section) - shared])]
+    if len(opening) % 2 == 0:
+        return from_sentence_start(windows[-2], text)
+    line_end = text.find("\n")
+    whole = text[line_end + 1 :] if 0 <= line_end < shared else text
+    return f"{opening[-1].strip()}\n{whole}"
+
+
 def from_sentence_start(previous: str, text: str) -> str:
-    r"""``text`` from the start of its first sentence. The chunker cuts a long section into
-    windows that overlap, each begun on a word: a quote of the second window began in the
-    middle of a sentence ("would provide an extra dose of insurance …"). When ``text``
-    begins with the tail of ``previous`` (the window before it, under the same heading),
-    the start of that sentence is taken from ``previous``; a window that begins a sentence
-    or a paragraph, or does not continue ``previous``, is returned as it is.
+    r"""``text`` from the start of its first sentence, taken from ``previous`` (the window
+    before it, under the same heading) when ``text`` begins with the tail of it; a window
+    that begins a sentence or a paragraph, or does not continue ``previous``, is returned
+    as it is.
 
     >>> before = "Pin it. Then install\nthe whole tool --no-deps"
     >>> from_sentence_start(before, "the whole tool --no-deps, safer.")
@@ -83,10 +111,7 @@ def from_sentence_start(previous: str, text: str) -> str:
     >>> from_sentence_start("Pin it. Then install", "Next step.")
     'Next step.'
     """
-    longest = min(len(previous), len(text), _CONTINUATION_REACH)
-    shared = next(
-        (k for k in range(longest, _MIN_OVERLAP - 1, -1) if previous.endswith(text[:k])), 0
-    )
+    shared = _overlap(previous, text)
     if not shared:
         return text
     at = len(previous) - shared
@@ -94,3 +119,10 @@ def from_sentence_start(previous: str, text: str) -> str:
     ends = [match.end() for match in _SENTENCE_END.finditer(window)]
     head = window[ends[-1] :] if ends else ""
     return head + text if head.strip() else text
+
+
+def _overlap(previous: str, text: str) -> int:
+    """How many characters ``text`` begins with that ``previous`` ends with (0: fewer
+    than ``_MIN_OVERLAP``, a coincidence rather than a continuation)."""
+    longest = min(len(previous), len(text), _CONTINUATION_REACH)
+    return next((k for k in range(longest, _MIN_OVERLAP - 1, -1) if previous.endswith(text[:k])), 0)
