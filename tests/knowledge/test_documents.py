@@ -387,3 +387,20 @@ def test_configured_encodings_are_tried_in_order() -> None:
     assert (
         parse_document("# Ça\n".encode(), PurePosixPath("a.md"), ["utf-8", "gb18030"]).title == "Ça"
     )
+
+
+def test_sphinx_roles_in_markdown_read_as_their_text() -> None:
+    """pip's MyST pages wrote "{ref}`--no-deps <install_--no-deps>`" into the text a
+    quote shows; a role of another name, or one in a code block, is left as written."""
+    doc = parse(
+        "# Repeatable installs\n\n"
+        "Generate it with {ref}`pip freeze`; install with {option}`--no-deps` or see\n"
+        "{doc}`../topics/secure-installs` and {py:func}`~os.path.join`.\n\n"
+        "```{note}\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
+    )
+    assert doc.body == (
+        "# Repeatable installs\n\n"
+        "Generate it with pip freeze; install with `--no-deps` or see\n"
+        "secure-installs and `join`.\n\n"
+        "```{note}\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
+    )

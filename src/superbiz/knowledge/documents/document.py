@@ -29,6 +29,7 @@ from superbiz.knowledge.documents.frontmatter import (
 )
 from superbiz.knowledge.formats import convert
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
+from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
@@ -190,6 +191,7 @@ def _read_markdown(
     front, body, warnings = _check_keys(front, body, text)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
+    body = myst_roles_as_text(body)  # Sphinx's Markdown: {ref}`…` reads as its text
     _refuse_unstorable(front, label)
     return front, body, warnings
 

@@ -16,6 +16,7 @@ from typing import Any
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
 from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
+from superbiz.knowledge.formats._roles import code_span, role_text
 from superbiz.knowledge.formats._sniff import binary_kind
 from superbiz.knowledge.formats.decode import decode
 
@@ -33,11 +34,6 @@ _SETTINGS = {
 _MAX_DEPTH = 60
 #: a role docutils does not know (Sphinx's ``:ref:`text <target>```), as it keeps it
 _ROLE = re.compile(r":(?P<role>[\w.+-]+(?::[\w.+-]+)?):`(?P<body>.+)`", re.DOTALL)
-#: Sphinx roles whose text is code: an option, a command, a file, a Python object
-_CODE_ROLES = frozenset(
-    "attr class code command const data envvar exc file func kbd meth mod obj option "
-    "program samp".split()
-)
 
 
 def convert_rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
@@ -165,7 +161,7 @@ class _Writer:
             if isinstance(child, (nodes.system_message, nodes.target, nodes.footnote_reference)):
                 continue
             if isinstance(child, nodes.literal):
-                parts.append(_code(child.astext()))
+                parts.append(code_span(child.astext()))
             elif isinstance(child, nodes.problematic):
                 parts.append(_role_text(child.astext()))
             elif isinstance(child, nodes.strong):
@@ -179,34 +175,12 @@ class _Writer:
         return "".join(parts).strip()
 
 
-def _code(text: str) -> str:
-    """``text`` as a Markdown code span."""
-    code = " ".join(text.split())
-    return f"``{code}``" if "`" in code else f"`{code}`"
-
-
 def _role_text(raw: str) -> str:
-    """What a reader sees of a role docutils does not know: Sphinx's ``:ref:`Logging
-    <logging>``` is "Logging", ``:option:`--log``` is `--log`, ``:func:`~os.path.join```
-    is `join`, ``:doc:`../topics/configuration``` is "configuration". Other broken markup
-    is kept as written.
+    """What a reader sees of a role docutils does not know (``role_text``); other broken
+    markup is kept as written.
 
-    >>> _role_text(":ref:`-v, --verbose <--verbose>`"), _role_text(":py:func:`~os.path.join`")
-    ('-v, --verbose', '`join`')
-    >>> _role_text("*")
-    '*'
+    >>> _role_text(":ref:`-v, --verbose <--verbose>`"), _role_text("*")
+    ('-v, --verbose', '*')
     """
     match = _ROLE.fullmatch(raw)
-    if match is None:
-        return raw
-    body = " ".join(match["body"].split())
-    titled = re.fullmatch(r"(?P<title>.*\S)\s*<[^<>]+>", body)
-    if titled is not None:
-        body = titled["title"]
-    role = match["role"].rsplit(":", 1)[-1]
-    if titled is None and body.startswith("~"):
-        body = body[1:].rsplit(".", 1)[-1]
-    elif titled is None and role == "doc":
-        body = body.rstrip("/").rsplit("/", 1)[-1]
-    body = body.lstrip("!")
-    return _code(body) if role in _CODE_ROLES else body
+    return raw if match is None else role_text(match["role"], match["body"])

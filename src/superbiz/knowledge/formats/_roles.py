@@ -1,0 +1,78 @@
+"""Sphinx's roles as a reader sees them, one rule for reStructuredText (``:ref:`…```, which
+docutils does not know) and for MyST Markdown (``{ref}`…```, which no Markdown reader knows):
+a reference's title, an option, a command, a file or a Python object as code."""
+
+from __future__ import annotations
+
+import re
+
+#: the roles Sphinx and MyST documentation uses; a Markdown ``{name}`…``` of another name
+#: is left as written (``${cmd}`…``` inside a shell line is no role)
+SPHINX_ROLES = frozenset(
+    "abbr any attr class code command const data dfn doc download envvar exc file func "
+    "guilabel kbd keyword manpage menuselection meth mod numref obj option pep program ref "
+    "regexp rfc samp term token".split()
+)
+#: the roles whose text is code
+_CODE_ROLES = frozenset(
+    "attr class code command const data envvar exc file func kbd meth mod obj option "
+    "program samp".split()
+)
+#: a MyST role: ``{ref}`text <target>``` or ``{py:func}`name``` (one line)
+_MYST_ROLE = re.compile(r"\{(?P<role>[a-z][\w.+-]*(?::[\w.+-]+)?)\}`(?P<body>[^`\n]+)`")
+#: a line that opens or closes a fenced code block
+_FENCE = re.compile(r"\s*(```|~~~)")
+
+
+def role_text(role: str, body: str) -> str:
+    """What a reader sees of ``role`` (``py:func`` is ``func``) around ``body``.
+
+    >>> role_text("ref", "-v, --verbose <--verbose>"), role_text("py:func", "~os.path.join")
+    ('-v, --verbose', '`join`')
+    >>> role_text("doc", "../topics/configuration")
+    'configuration'
+    """
+    body = " ".join(body.split())
+    titled = re.fullmatch(r"(?P<title>.*\S)\s*<[^<>]+>", body)
+    if titled is not None:
+        body = titled["title"]
+    role = role.rsplit(":", 1)[-1]
+    if titled is None and body.startswith("~"):
+        body = body[1:].rsplit(".", 1)[-1]
+    elif titled is None and role == "doc":
+        body = body.rstrip("/").rsplit("/", 1)[-1]
+    body = body.lstrip("!")
+    return code_span(body) if role in _CODE_ROLES else body
+
+
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span."""
+    code = " ".join(text.split())
+    return f"``{code}``" if "`" in code else f"`{code}`"
+
+
+def myst_roles_as_text(markdown: str) -> str:
+    """``markdown`` with each MyST role of Sphinx's written as its text, outside code blocks.
+
+    >>> myst_roles_as_text("Use {ref}`--no-deps <install_--no-deps>` or {option}`--user`.")
+    'Use --no-deps or `--user`.'
+    >>> myst_roles_as_text("```sh\\necho {ref}`x`\\n```\\nrun ${cmd}`date`")
+    '```sh\\necho {ref}`x`\\n```\\nrun ${cmd}`date`'
+    """
+    if "}`" not in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    fenced = False
+    for number, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and "}`" in line:
+            lines[number] = _MYST_ROLE.sub(_written, line)
+    return "\n".join(lines)
+
+
+def _written(match: re.Match[str]) -> str:
+    role = match["role"]
+    if role.rsplit(":", 1)[-1] not in SPHINX_ROLES:
+        return match.group()
+    return role_text(role, match["body"])
