@@ -19,6 +19,7 @@ import pytest
 from fakes.git_remote import Remote, git
 from superbiz.exceptions import SourceError
 from superbiz.governance.tracker import SqlSessionTracker
+from superbiz.knowledge.formats import READER_VERSIONS
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 from superbiz.knowledge.sources.links import web_link
@@ -249,6 +250,29 @@ def test_a_force_pushed_branch_is_compared_in_full(remote: Remote, open_lifecycl
     assert sorted(second.report.removed) == ["login.md", "payment/chargeback.md"]
     assert paths(kb) == ["incident.md", "payment/refund.md"]
     assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+
+
+def test_a_sync_after_superbiz_reads_files_otherwise_reads_the_whole_tree_again(
+    remote: Remote, open_lifecycle: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No commit changes a file's bytes when superbiz reads a format anew: a sync that
+    only followed the commits kept the older reader's text until each file changed."""
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(remote.url, subdir="docs")
+    assert lifecycle.sync(first.source.name).mode == "unchanged"
+
+    monkeypatch.setitem(READER_VERSIONS, "markdown", READER_VERSIONS["markdown"] + 1)
+    again = lifecycle.sync(first.source.name)
+    assert again.mode == "full"
+    assert again.note is not None and "reads files differently" in again.note
+    assert sorted(again.report.updated) == [
+        "login.md",
+        "payment/chargeback.md",
+        "payment/refund.md",
+    ]
+    assert again.report.unchanged == []
+    assert indexed(kb) == {d.path: d.chunk_count for d in kb.documents.all()}
+    assert lifecycle.sync(first.source.name).mode == "unchanged"
 
 
 def test_a_shallow_clone_is_a_source_too(

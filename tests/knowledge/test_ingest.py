@@ -21,7 +21,8 @@ from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.documents.chunking import embedding_text
-from superbiz.knowledge.documents.document import SourceDocument, content_hash
+from superbiz.knowledge.documents.document import SourceDocument, content_hash, indexed_hash
+from superbiz.knowledge.formats import READER_VERSIONS
 from superbiz.knowledge.ingest import batches
 from superbiz.knowledge.ingest import ingestor as ingest_module
 from superbiz.knowledge.ingest.batches import chunk_id
@@ -135,7 +136,8 @@ def test_rows_and_chunks_carry_title_heading_and_document(small_kb: Path, open_k
     assert doc.when_to_retrieve == "用户支付失败或回调异常时"
     assert doc.metadata["extra"] == {"owner": "pay-team"}
     data = (small_kb / path).read_bytes()
-    assert doc.content_hash == content_hash(data) and doc.size_bytes == len(data)
+    stored_as = indexed_hash(content_hash(data), path, kb.settings.ingest)
+    assert doc.content_hash == stored_as and doc.size_bytes == len(data)
     assert Path(doc.source_file) == (small_kb / path).resolve()
 
     chunks = kb.store.chunks_of(path)
@@ -182,7 +184,7 @@ def test_changed_file_is_updated_and_its_old_chunks_are_gone(
     assert report.added == [] and path not in report.unchanged
     assert len(report.unchanged) == len(md_files(small_kb)) - 1
 
-    new_hash = content_hash(file.read_bytes())
+    new_hash = indexed_hash(content_hash(file.read_bytes()), path, kb.settings.ingest)
     doc = kb.documents.get(path)
     assert doc is not None and doc.content_hash == new_hash
     count, hashes = kb.store.index_state([path])[path]
@@ -190,6 +192,45 @@ def test_changed_file_is_updated_and_its_old_chunks_are_gone(
     assert hashes == frozenset([new_hash])
     texts = " ".join(chunk.text for chunk in kb.store.chunks_of(path))
     assert "NEWVERSION" in texts and "OLDVERSION" not in texts
+    assert_consistent(kb)
+
+
+def test_a_new_reader_version_reads_its_format_again_and_no_other(
+    small_kb: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade that reads Markdown otherwise (Sphinx roles, say) must reach a KB
+    ingested before it: the files' bytes are the same, so their hash alone kept them."""
+    page = "ops/status-page.html"
+    (small_kb / page).write_text(
+        "<html><head><title>Status page</title></head><body><h1>Status page</h1>"
+        "<p>Post an incident on the status page within ten minutes.</p></body></html>",
+        encoding="utf-8",
+    )
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+
+    monkeypatch.setitem(READER_VERSIONS, "markdown", READER_VERSIONS["markdown"] + 1)
+    report = Ingestor(kb).ingest([small_kb])
+    assert sorted(report.updated) == md_files(small_kb)
+    assert report.unchanged == [page] and report.added == []
+    assert_consistent(kb)
+    assert sorted(Ingestor(kb).ingest([small_kb]).unchanged) == sorted([*md_files(small_kb), page])
+
+
+def test_another_chunk_size_cuts_unchanged_files_again(small_kb: Path, open_kb: OpenKB) -> None:
+    path = "ops/long.md"
+    (small_kb / path).write_text(_long_doc("STEP", 6), encoding="utf-8")
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    before = kb.documents.get(path)
+    close(kb)
+
+    kb = open_kb(ingest={"chunk_size": 200, "chunk_overlap": 20})
+    report = Ingestor(kb).ingest([small_kb])
+    assert sorted(report.updated) == md_files(small_kb) and report.unchanged == []
+    after = kb.documents.get(path)
+    assert before is not None and after is not None
+    assert after.chunk_count > before.chunk_count
     assert_consistent(kb)
 
 

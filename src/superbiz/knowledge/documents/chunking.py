@@ -19,6 +19,8 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
 PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
+#: raise it whenever ``chunk_markdown`` cuts the same body otherwise (``chunking_of``)
+CHUNKER_VERSION = 1
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -132,6 +134,16 @@ def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk
         for piece in _windows(section.text, size, overlap):
             chunks.append(Chunk(len(chunks), section.heading_path, piece, section.page))
     return chunks
+
+
+def chunking_of(size: int, overlap: int) -> str:
+    """How a body becomes chunks: the chunker's version and its sizes, which a stored
+    document's hash names (``knowledge.ingest.batches.indexed_hash``).
+
+    >>> chunking_of(800, 100)
+    'chunks 1 800/100'
+    """
+    return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
 
 def embedding_text(title: str, heading: str, text: str) -> str:

@@ -22,12 +22,13 @@ from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents.chunking import chunking_of
 from superbiz.knowledge.documents.frontmatter import (
     ACCESS_KEY,
     FRONTMATTER_KEYS,
     split_frontmatter,
 )
-from superbiz.knowledge.formats import convert
+from superbiz.knowledge.formats import READER_VERSIONS, convert, reader_of
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
@@ -46,6 +47,7 @@ class SourceDocument:
     title: str
     domain: str
     body: str
+    #: the SHA-256 of the file's bytes; an ingest stores it as ``indexed_hash``
     content_hash: str
     size_bytes: int
     covers: tuple[str, ...] = ()
@@ -82,6 +84,25 @@ def conversion_limits(settings: IngestSettings) -> ConversionLimits:
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def indexed_hash(digest: str, path: str, settings: IngestSettings) -> str:
+    """The hash a stored document goes by: ``digest``, its file's bytes' hash, with the
+    reader of its format and the chunking that cut it (their versions, the chunk size).
+
+    A new reader or chunker, or another ``ingest.chunk-size``, changes it: the next
+    ingest reads the file again instead of keeping the text and chunks made before.
+    """
+    chunking = chunking_of(settings.chunk_size, settings.chunk_overlap)
+    made = f"{reader_of(PurePosixPath(path).suffix)}; {chunking}"
+    return content_hash(f"{made}\n{digest}".encode())
+
+
+def reading(settings: IngestSettings) -> str:
+    """Every reader's version and the chunking, in one line: what a Git source records
+    at a sync, so that the next sync reads its whole tree again when this changes."""
+    readers = ", ".join(f"{name} {version}" for name, version in READER_VERSIONS.items())
+    return f"{readers}; {chunking_of(settings.chunk_size, settings.chunk_overlap)}"
 
 
 def load_document(

@@ -23,6 +23,7 @@ from superbiz._process import release_freed_memory
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import keeping_entry_vectors
+from superbiz.knowledge.documents import document as _document
 from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
@@ -280,13 +281,15 @@ class Ingestor:
             release_freed_memory()  # a run's copies and batches, not kept while serving
 
     def load(self, file: Path, root: Path) -> SourceDocument:
-        """Read one file into a document, its path relative to ``root``: the one place a
-        run reads a file, so that how a file is read (its format) is decided here alone."""
+        """Read one file into a document, its path relative to ``root``, its hash the one
+        it is stored under (``indexed_hash``): the one place a run reads a file, so that
+        how a file is read (its format) is decided here alone."""
         settings = self.kb.settings.ingest
-        if (parsed := self.parsed.pop(file, None)) is not None:
-            return parsed
-        return load_document(
+        doc = self.parsed.pop(file, None) or load_document(
             file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
+        )
+        return dataclasses.replace(
+            doc, content_hash=_document.indexed_hash(doc.content_hash, doc.path, settings)
         )
 
     # -- the steps' parts -----------------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
+from superbiz.knowledge.documents.document import reading
 from superbiz.knowledge.ingest.discovery import gone
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.ingest.report import IngestReport
@@ -41,6 +42,8 @@ from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 SOURCES = "sources"
 #: skipped items a source row keeps (the first ones; the count is in ``counts``)
 KEPT_SKIPS = 50
+#: meta key (+ the source's name): how its tree was read at its last sync (``reading``)
+_READ_WITH = "source-read-with:"
 #: blob bytes read from Git at a time when a tree is written (each file is within
 #: ``ingest.max-file-bytes``; a repository of thousands of them is read in parts)
 BLOB_BATCH_BYTES = 64 * 1024 * 1024
@@ -215,6 +218,12 @@ class GitSources:
                 f"domain changed from {moved_from or '(none)'} to {fetched.domain}: every "
                 f"document moved under {fetched.domain}/"
             )
+        elif old and self.kb.meta.get(_READ_WITH + source.name) != reading(self.kb.settings.ingest):
+            result = self._full(source, repo, commit)
+            result.note = (
+                "superbiz reads files differently since the last sync (a new reader or "
+                "chunking): the whole tree was read again"
+            )
         elif old == commit and tree.is_dir():
             result = SyncResult(source, IngestReport(), mode="unchanged")
             result.report.skipped = [(s["path"], s["reason"]) for s in source.skipped]
@@ -233,6 +242,7 @@ class GitSources:
                     "more; the whole tree was compared"
                 )
         result.source = self._record(replace(source, commit=commit), result)
+        self.kb.meta.set(_READ_WITH + source.name, reading(self.kb.settings.ingest))
         return result
 
     def _record(self, source: SourceRecord, result: SyncResult) -> SourceRecord:

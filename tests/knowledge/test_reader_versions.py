@@ -1,0 +1,124 @@
+"""A reader that reads the same bytes into other text must raise its version
+(``knowledge.formats.READER_VERSIONS``), and a chunker that cuts a body otherwise its
+own (``CHUNKER_VERSION``): a stored document's hash names them, and without a new version
+every knowledge base ingested before keeps the older text, since its files' bytes did
+not change. Each sample's reading is recorded at its version; a change without a new
+version fails here and prints what to record."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import PurePosixPath
+
+import pytest
+
+from format_files import docx_bytes, pdf_bytes
+from superbiz.knowledge.documents.chunking import CHUNKER_VERSION, chunk_markdown
+from superbiz.knowledge.documents.document import parse_document
+from superbiz.knowledge.formats import READER_VERSIONS
+
+MARKDOWN = """---
+title: Rotate the API keys
+tags: [security]
+---
+# Rotate the API keys
+
+Before you start, read {ref}`the key policy <key-policy>` and {doc}`/ops/vault`.
+
+```bash
+vault write -f transit/keys/api/rotate
+
+vault read transit/keys/api
+```
+
+## Check
+
+Old keys stay valid for **24 hours**; see [the runbook](https://example.com/keys).
+"""
+
+RST = """Rotate the API keys
+===================
+
+Before you start, read :ref:`the key policy <key-policy>` and :doc:`/ops/vault`.
+
+.. code-block:: bash
+
+   vault write -f transit/keys/api/rotate
+
+Check
+-----
+
+Old keys stay valid for **24 hours**. See `the runbook <https://example.com/keys>`_.
+"""
+
+HTML = """<html><head><title>Rotate the API keys - Ops handbook</title></head><body>
+<nav><a href="/">Home</a></nav>
+<article><h2>Rotate the API keys<a class="headerlink" href="#rotate">¶</a></h2>
+<p>Before you start, read <a href="/policy">the key policy</a>.</p>
+<pre><code>vault write -f transit/keys/api/rotate</code><code>vault read k</code></pre>
+<h3>Check</h3><table><tr><th>key</th><th>valid</th></tr><tr><td>old</td><td>24 h</td></tr></table>
+</article></body></html>
+"""
+
+
+def _samples() -> dict[str, tuple[str, bytes]]:
+    return {
+        "markdown": ("keys.md", MARKDOWN.encode()),
+        "rst": ("keys.rst", RST.encode()),
+        "html": ("keys.html", HTML.encode()),
+        "pdf": (
+            "keys.pdf",
+            pdf_bytes(
+                [
+                    [("title", "Rotate the API keys"), ("p", "Ops handbook, 2026")],
+                    [("h1", "Check"), ("p", "Old keys stay valid."), ("code", "vault read k")],
+                ],
+                outline=False,
+            ),
+        ),
+        "docx": ("keys.docx", docx_bytes(title="Rotate the API keys")),
+    }
+
+
+#: (reader, its version): the first 16 hex digits of the SHA-256 of the sample's reading
+READINGS = {
+    ("markdown", 1): "5ab33f69e5476fc9",
+    ("rst", 1): "e852b0a8ef4ae1f8",
+    ("html", 1): "eafe411232035006",
+    ("pdf", 1): "fba3f3c903e3f163",
+    ("docx", 1): "8d2e193d38f0d360",
+}
+#: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
+CHUNKINGS = {1: "5a33a97cd6b56957"}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("reader", list(READER_VERSIONS))
+def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
+    name, data = _samples()[reader]
+    doc = parse_document(data, PurePosixPath(name))
+    reading = _digest(f"{doc.title}\n{doc.body}")
+    version = READER_VERSIONS[reader]
+    if (reader, version) not in READINGS:
+        pytest.fail(f"record ({reader!r}, {version}): {reading!r} in READINGS")
+    assert READINGS[reader, version] == reading, (
+        f"the {reader} reader reads {name} otherwise than at version {version}: raise "
+        f"READER_VERSIONS[{reader!r}] to {version + 1} and record "
+        f"({reader!r}, {version + 1}): {reading!r} in READINGS"
+    )
+
+
+def test_a_chunker_that_cuts_otherwise_has_a_new_version() -> None:
+    body = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md")).body
+    cuts = [(c.heading_path, c.text) for size in (800, 120) for c in chunk_markdown(body, size, 20)]
+    chunking = _digest(repr(cuts))
+    if CHUNKER_VERSION not in CHUNKINGS:
+        pytest.fail(f"record {CHUNKER_VERSION}: {chunking!r} in CHUNKINGS")
+    assert CHUNKINGS[CHUNKER_VERSION] == chunking, (
+        f"chunk_markdown cuts otherwise than at version {CHUNKER_VERSION}: raise "
+        f"CHUNKER_VERSION to {CHUNKER_VERSION + 1} and record {CHUNKER_VERSION + 1}: "
+        f"{chunking!r} in CHUNKINGS"
+    )
