@@ -116,6 +116,29 @@ def test_chinese_long_section_windows_overlap() -> None:
         assert _overlap(before.text, after.text) > 0
 
 
+def _fences(text: str) -> int:
+    return sum(1 for line in text.split("\n") if line.lstrip().startswith("```"))
+
+
+def test_a_window_ends_before_a_code_block_rather_than_inside_it() -> None:
+    """A runbook's commands cut from their fence read as prose and embed as half a
+    block; a window ends at a break outside the block when its second half has one."""
+    prose = " ".join(f"Step {i} checks the replica lag first." for i in range(8))
+    block = "```bash\n" + "\n".join(f"kubectl -n db get pod mysql-{i}" for i in range(6)) + "\n```"
+    body = f"# Failover\n\n{prose}\n\n{block}\n\n{prose}\n"
+    chunks = chunk_markdown(body, size=400, overlap=60)
+    assert len(chunks) > 2
+    assert all(_fences(c.text) % 2 == 0 for c in chunks), [c.text for c in chunks]
+    assert sum(block in c.text for c in chunks) == 1  # whole in one chunk, not repeated
+
+
+def test_a_block_longer_than_a_window_is_still_cut_at_a_line() -> None:
+    block = "```\n" + "\n".join(f"line {i:03} of the log" for i in range(60)) + "\n```"
+    chunks = chunk_markdown(f"# Log\n\n{block}\n", size=300, overlap=40)
+    assert len(chunks) > 3 and all(len(c.text) <= 300 for c in chunks)
+    assert all(c.text.endswith(("of the log", "```")) for c in chunks)
+
+
 @pytest.mark.parametrize(("size", "overlap"), [(200, 20), (500, 120), (1000, 0)])
 def test_size_and_overlap_are_configurable(size: int, overlap: int) -> None:
     words = " ".join(f"w{i}" for i in range(1500))

@@ -34,6 +34,17 @@ vault read transit/keys/api
 ## Check
 
 Old keys stay valid for **24 hours**; see [the runbook](https://example.com/keys).
+
+## Steps
+
+Drain the traffic first. Wait until the old keys see no requests for five minutes.
+
+```bash
+vault read transit/keys/api
+kubectl rollout restart deploy/api
+```
+
+Watch the error rate for ten minutes after the restart.
 """
 
 RST = """Rotate the API keys
@@ -82,14 +93,14 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 
 #: (reader, its version): the first 16 hex digits of the SHA-256 of the sample's reading
 READINGS = {
-    ("markdown", 1): "5ab33f69e5476fc9",
+    ("markdown", 1): "962fac1f65d307f7",
     ("rst", 1): "e852b0a8ef4ae1f8",
     ("html", 1): "eafe411232035006",
     ("pdf", 1): "fba3f3c903e3f163",
     ("docx", 1): "8d2e193d38f0d360",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
-CHUNKINGS = {1: "5a33a97cd6b56957"}
+CHUNKINGS = {2: "f0b5d9037384df04"}
 
 
 def _digest(text: str) -> str:

@@ -20,7 +20,7 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: raise it whenever ``chunk_markdown`` cuts the same body otherwise (``chunking_of``)
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -80,29 +80,67 @@ def split_sections(body: str) -> list[_Section]:
     return sections
 
 
-def _window_end(text: str, start: int, size: int) -> int:
+def _code_blocks(text: str) -> list[tuple[int, int]]:
+    r"""Where each fenced code block of ``text`` starts and ends: its opening fence line's
+    first character, its closing fence line's end (the text's end when unclosed).
+
+    >>> _code_blocks("run:\n```\nls\n```\ndone")
+    [(5, 15)]
+    """
+    blocks: list[tuple[int, int]] = []
+    opened: int | None = None
+    position = 0
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if opened is None:
+                opened = position
+            else:
+                blocks.append((opened, position + len(line)))
+                opened = None
+        position += len(line) + 1
+    if opened is not None:
+        blocks.append((opened, len(text)))
+    return blocks
+
+
+def _block_around(blocks: list[tuple[int, int]], position: int) -> tuple[int, int] | None:
+    return next(((a, b) for a, b in blocks if a < position < b), None)
+
+
+def _window_end(text: str, start: int, size: int, blocks: list[tuple[int, int]]) -> int:
+    """Where the window from ``start`` ends: at the strongest break in its second half,
+    outside code blocks when there is one (a command cut from its block reads as prose,
+    and embeds as half of one), else inside a block longer than the window."""
     hard = start + size
     if hard >= len(text):
         return len(text)
     floor = start + size // 2
-    for sep in _BREAKS:
-        cut = text.rfind(sep, floor, hard)
-        if cut != -1:
-            return cut + len(sep)
+    for outside in (True, False) if blocks else (False,):
+        for sep in _BREAKS:
+            cut = text.rfind(sep, floor, hard)
+            while cut != -1 and outside and _block_around(blocks, cut + len(sep)):
+                cut = text.rfind(sep, floor, cut)
+            if cut != -1:
+                return cut + len(sep)
     return hard
 
 
 def _windows(text: str, size: int, overlap: int) -> list[str]:
     if len(text) <= size:
         return [text]
+    blocks = _code_blocks(text)
     pieces: list[str] = []
     start = 0
     while start < len(text):
-        end = _window_end(text, start, size)
+        end = _window_end(text, start, size, blocks)
         pieces.append(text[start:end].strip())
         if end >= len(text):
             break
         start = max(end - overlap, start + 1)
+        block = _block_around(blocks, start)
+        if block and block[1] <= end:  # the overlap would open inside a block: skip it
+            start = block[1]
+            continue
         # begin the overlap on a word or sentence start when one is near
         for sep in (" ", "\n", "。", "，"):
             nxt = text.find(sep, start, end)
@@ -141,7 +179,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 1 800/100'
+    'chunks 2 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
