@@ -105,3 +105,40 @@ def test_sphinx_roles_read_as_their_text() -> None:
         "# Logging\n\nUse -v, --verbose or `--log`, see config and `join`; wheel is a"
         " built package.\n"
     )
+
+
+def test_sphinx_directives_keep_the_text_they_hold(tmp_path: Path) -> None:
+    """docutils knows no Sphinx directive and dropped each with its content: a manual's
+    options (CMake's ``cmake --build -j``), version notes and examples in tabs were lost."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret line")
+    _, body = convert(
+        "Build\n=====\n\n"
+        ".. program:: cmake\n\n"
+        ".. option:: -j [<jobs>], --parallel [<jobs>]\n"
+        "   :noindex:\n\n"
+        "   .. versionadded:: 3.12\n\n"
+        "   The maximum number of concurrent processes.\n\n"
+        ".. py:function:: connect(host, port=6379)\n\n   Open a connection.\n\n"
+        ".. testcode::\n\n   connect('db')\n\n   print('up')\n\n"
+        ".. seealso:: The build presets.\n\n"
+        ".. tab:: Windows\n\n   .. code-block:: console\n\n      C:\\> cmake --build .\n\n"
+        ".. tab:: Linux\n\n   .. pip-command-usage:: check\n\n"
+        ".. pip-command-description:: check\n\n"
+        f".. literalinclude:: {secret}\n\n"
+        ".. toctree::\n\n   other-page\n\n"
+        ".. index:: single: build\n"
+    )
+
+    assert body == (
+        "# Build\n\n"
+        "`-j [<jobs>], --parallel [<jobs>]`\n\n"
+        "*New in version 3.12.*\n\n"
+        "The maximum number of concurrent processes.\n\n"
+        "`connect(host, port=6379)`\n\n"
+        "Open a connection.\n\n"
+        "```\nconnect('db')\n\nprint('up')\n```\n\n"
+        "**See also**: The build presets.\n\n"
+        "**Windows**\n\n"
+        "```console\nC:\\> cmake --build .\n```\n"
+    )

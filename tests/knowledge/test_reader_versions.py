@@ -52,6 +52,12 @@ RST = """Rotate the API keys
 
 Before you start, read :ref:`the key policy <key-policy>` and :doc:`/ops/vault`.
 
+.. option:: --force
+
+   .. versionadded:: 2.0
+
+   Rotate even when the key is in use.
+
 .. code-block:: bash
 
    vault write -f transit/keys/api/rotate
@@ -94,7 +100,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 #: (reader, its version): the first 16 hex digits of the SHA-256 of the sample's reading
 READINGS = {
     ("markdown", 1): "962fac1f65d307f7",
-    ("rst", 1): "e852b0a8ef4ae1f8",
+    ("rst", 2): "20c9314535c8d18b",
     ("html", 1): "eafe411232035006",
     ("pdf", 1): "fba3f3c903e3f163",
     ("docx", 1): "8d2e193d38f0d360",

@@ -2,9 +2,10 @@
 
 The text is parsed into docutils' document tree and that tree is written as Markdown;
 no Sphinx, no HTML. Nothing in a file reaches outside it: ``include`` and ``raw``
-(which read files and URLs) are disabled, docutils' configuration files are not read,
-and directives docutils does not know (Sphinx's ``toctree``) are dropped with their
-error messages instead of being written into the text.
+(which read files and URLs) are disabled and docutils' configuration files are not
+read. Sphinx's directives, which docutils does not know, keep the text they hold
+(``formats._directives``); markup docutils cannot read is dropped with its error message
+instead of being written into the text.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
+from superbiz.knowledge.formats._directives import register_sphinx_directives
 from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
 from superbiz.knowledge.formats._roles import code_span, role_text
 from superbiz.knowledge.formats._sniff import binary_kind
@@ -46,6 +48,7 @@ def convert_rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedD
     text = decode(data, label, encodings).replace("\r\n", "\n")
     if "\x00" in text:
         raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
+    register_sphinx_directives(text)
     try:
         tree = publish_doctree(text, source_path=label, settings_overrides=_SETTINGS)
     except RecursionError as exc:

@@ -1,0 +1,118 @@
+"""Sphinx's directives, which docutils does not know, read for the text they hold.
+
+docutils answers a directive it does not know with an error and drops its content, so a
+Sphinx manual lost every ``.. option::`` description (CMake's ``cmake --build`` options),
+``.. versionadded::`` note and ``.. function::`` entry. Before a file is parsed, each
+directive name it uses that docutils does not know is registered as ``SphinxDirective``:
+its content is parsed as the body it is, under a line that says what it describes.
+Directives that only steer Sphinx (``toctree``, ``index``, ``program``) are dropped, and
+nothing reads a file (``literalinclude`` keeps only what is written under it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from docutils import nodes
+from docutils.frontend import get_default_settings
+from docutils.parsers.rst import Directive, Parser, directives
+from docutils.parsers.rst.languages import en
+from docutils.utils import new_document
+
+#: a directive's opening line: ``.. name::`` (a domain's ``py:function`` too)
+_DIRECTIVE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w:+.-]{0,63})::", re.MULTILINE)
+#: new names one file may register (a long-lived converter keeps them)
+MAX_NEW_NAMES = 100
+#: directives that steer Sphinx and hold nothing a reader reads
+_DROPPED = frozenset(
+    "toctree index program currentmodule module highlight tabularcolumns sectionauthor "
+    "moduleauthor codeauthor default-domain cmake-module autosummary".split()
+)
+#: what a version directive's line says before its argument
+_VERSIONS = {
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "versionremoved": "Removed in version",
+    "deprecated": "Deprecated since version",
+}
+#: directives that describe a named thing: their argument is a signature, read as code
+_DESCRIPTIONS = frozenset(
+    "option cmdoption envvar describe object function class method attribute data "
+    "exception decorator confval setting command variable signature".split()
+)
+#: directives whose content is code or a diagram's source, kept verbatim
+_CODE = frozenset(
+    "testcode testsetup testcleanup testoutput doctest code-cell ipython jupyter-execute "
+    "prompt productionlist mermaid graphviz digraph graph plantuml uml".split()
+)
+#: directives whose argument is no text (``only html``: a builder expression)
+_CONTENT_ONLY = frozenset("only tab-set".split())
+
+
+class _AnyOption(dict[str, Any]):
+    """Every option a Sphinx directive may take, kept as written (never an error)."""
+
+    def __missing__(self, name: str) -> Any:
+        return directives.unchanged
+
+
+class SphinxDirective(Directive):  # type: ignore[misc]  # docutils ships no types
+    """A directive docutils does not know: a line naming it, then its content. One of
+    another kind whose content reads as nothing has Sphinx generate text from its
+    argument (``pip-command-usage:: check``), or labels what is not there: it is left out."""
+
+    optional_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+    option_spec = _AnyOption(name=directives.unchanged)
+
+    def run(self) -> list[nodes.Node]:
+        name = self.name.lower()
+        if name in _DROPPED or name.startswith("auto"):
+            return []
+        if name.rsplit(":", 1)[-1] in _CODE:
+            code = "\n".join(self.content)
+            language = self.arguments[0].split()[0] if self.arguments else ""
+            return [nodes.literal_block(code, code, classes=[language])] if code.strip() else []
+        body = nodes.container()
+        if self.content:
+            self.state.nested_parse(self.content, self.content_offset, body)
+        label = self._label(name, " ".join(self.arguments).strip(), bool(body.children))
+        return [label, *body.children] if label is not None else list(body.children)
+
+    @staticmethod
+    def _label(name: str, argument: str, content: bool) -> nodes.paragraph | None:
+        kind = name.rsplit(":", 1)[-1]
+        if kind in _VERSIONS:
+            return nodes.paragraph("", "", nodes.emphasis(text=f"{_VERSIONS[kind]} {argument}."))
+        if kind == "seealso":
+            also = nodes.Text(f": {argument}" if argument else "")
+            return nodes.paragraph("", "", nodes.strong(text="See also"), also)
+        if not argument or kind in _CONTENT_ONLY:
+            return None
+        if kind in _DESCRIPTIONS or ":" in name:
+            signatures = [line.strip() for line in argument.split("\n") if line.strip()]
+            spans: list[nodes.Node] = []
+            for signature in signatures:
+                spans += [nodes.Text(", ")] if spans else []
+                spans.append(nodes.literal(text=signature))
+            return nodes.paragraph("", "", *spans)
+        if not content:
+            return None
+        return nodes.paragraph("", "", nodes.strong(text=" ".join(argument.split())))
+
+
+def register_sphinx_directives(text: str) -> None:
+    """Register ``SphinxDirective`` for each directive ``text`` uses that docutils does not
+    know (at most ``MAX_NEW_NAMES`` a file)."""
+    names = {match.lower() for match in _DIRECTIVE.findall(text)}
+    if not names:
+        return
+    document = new_document("<directives>", get_default_settings(Parser))
+    document.reporter.report_level = 5
+    unknown = [
+        name for name in sorted(names) if directives.directive(name, en, document)[0] is None
+    ]
+    for name in unknown[:MAX_NEW_NAMES]:
+        directives.register_directive(name, SphinxDirective)
