@@ -396,11 +396,32 @@ def test_sphinx_roles_in_markdown_read_as_their_text() -> None:
         "# Repeatable installs\n\n"
         "Generate it with {ref}`pip freeze`; install with {option}`--no-deps` or see\n"
         "{doc}`../topics/secure-installs` and {py:func}`~os.path.join`.\n\n"
-        "```{note}\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
+        "```sh\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
     )
     assert doc.body == (
         "# Repeatable installs\n\n"
         "Generate it with pip freeze; install with `--no-deps` or see\n"
         "secure-installs and `join`.\n\n"
-        "```{note}\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
+        "```sh\nrun {ref}`x` here\n```\n\necho ${cmd}`date` and {address}`, `port`\n"
+    )
+
+
+def test_sphinx_directives_in_markdown_read_as_their_text() -> None:
+    """MyST wraps notes, version notes and options in fences named by a directive; a
+    quote showed a note's prose as a code block and ``{toctree}`` listed page names."""
+    doc = parse(
+        "# Upgrades\n\n"
+        "```{note}\nRun {option}`--upgrade` on **one** node first.\n```\n\n"
+        "````{versionchanged} 23.1\n:class: small\n\n"
+        "```{code-block} shell\npip install --upgrade pip\n```\n````\n\n"
+        ":::{option} --dry-run\nShow what would change.\n:::\n\n"
+        "```{toctree}\n:maxdepth: 2\n\ncli/index\n```\n\n"
+        "```{pip-cli}\n$ pip --version\n```\n"
+    )
+    assert doc.body == (
+        "# Upgrades\n\n"
+        "> **Note**\n> Run `--upgrade` on **one** node first.\n\n"
+        "*Changed in version 23.1.*\n\n```shell\npip install --upgrade pip\n```\n\n"
+        "`--dry-run`\n\nShow what would change.\n\n"
+        "```{pip-cli}\n$ pip --version\n```\n"
     )

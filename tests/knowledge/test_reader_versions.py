@@ -25,6 +25,10 @@ tags: [security]
 
 Before you start, read {ref}`the key policy <key-policy>` and {doc}`/ops/vault`.
 
+```{warning}
+Old keys stop working after **24 hours**.
+```
+
 ```bash
 vault write -f transit/keys/api/rotate
 
@@ -99,14 +103,14 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 
 #: (reader, its version): the first 16 hex digits of the SHA-256 of the sample's reading
 READINGS = {
-    ("markdown", 1): "962fac1f65d307f7",
+    ("markdown", 2): "4a036de7ccc2ae26",
     ("rst", 2): "20c9314535c8d18b",
     ("html", 1): "eafe411232035006",
     ("pdf", 1): "fba3f3c903e3f163",
     ("docx", 1): "8d2e193d38f0d360",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
-CHUNKINGS = {2: "f0b5d9037384df04"}
+CHUNKINGS = {2: "dd4ab1b5e7888ac5"}
 
 
 def _digest(text: str) -> str:
@@ -129,7 +133,7 @@ def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
 
 
 def test_a_chunker_that_cuts_otherwise_has_a_new_version() -> None:
-    body = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md")).body
+    body = MARKDOWN.split("---\n", 2)[2]  # as written: a reader's change is not the chunker's
     cuts = [(c.heading_path, c.text) for size in (800, 120) for c in chunk_markdown(body, size, 20)]
     chunking = _digest(repr(cuts))
     if CHUNKER_VERSION not in CHUNKINGS:

@@ -30,6 +30,7 @@ from superbiz.knowledge.documents.frontmatter import (
 )
 from superbiz.knowledge.formats import READER_VERSIONS, convert, reader_of
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
+from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
@@ -212,7 +213,8 @@ def _read_markdown(
     front, body, warnings = _check_keys(front, body, text)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
-    body = myst_roles_as_text(body)  # Sphinx's Markdown: {ref}`…` reads as its text
+    # Sphinx's Markdown: {note} fences and {ref}`…` roles read as their text
+    body = myst_roles_as_text(myst_directives_as_markdown(body))
     _refuse_unstorable(front, label)
     return front, body, warnings
 

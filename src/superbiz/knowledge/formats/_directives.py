@@ -20,34 +20,18 @@ from docutils.parsers.rst import Directive, Parser, directives
 from docutils.parsers.rst.languages import en
 from docutils.utils import new_document
 
+from superbiz.knowledge.formats._roles import (
+    CODE_DIRECTIVES,
+    CONTENT_ONLY_DIRECTIVES,
+    DESCRIPTION_DIRECTIVES,
+    STEERING_DIRECTIVES,
+    VERSION_NOTES,
+)
+
 #: a directive's opening line: ``.. name::`` (a domain's ``py:function`` too)
 _DIRECTIVE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w:+.-]{0,63})::", re.MULTILINE)
 #: new names one file may register (a long-lived converter keeps them)
 MAX_NEW_NAMES = 100
-#: directives that steer Sphinx and hold nothing a reader reads
-_DROPPED = frozenset(
-    "toctree index program currentmodule module highlight tabularcolumns sectionauthor "
-    "moduleauthor codeauthor default-domain cmake-module autosummary".split()
-)
-#: what a version directive's line says before its argument
-_VERSIONS = {
-    "versionadded": "New in version",
-    "versionchanged": "Changed in version",
-    "versionremoved": "Removed in version",
-    "deprecated": "Deprecated since version",
-}
-#: directives that describe a named thing: their argument is a signature, read as code
-_DESCRIPTIONS = frozenset(
-    "option cmdoption envvar describe object function class method attribute data "
-    "exception decorator confval setting command variable signature".split()
-)
-#: directives whose content is code or a diagram's source, kept verbatim
-_CODE = frozenset(
-    "testcode testsetup testcleanup testoutput doctest code-cell ipython jupyter-execute "
-    "prompt productionlist mermaid graphviz digraph graph plantuml uml".split()
-)
-#: directives whose argument is no text (``only html``: a builder expression)
-_CONTENT_ONLY = frozenset("only tab-set".split())
 
 
 class _AnyOption(dict[str, Any]):
@@ -69,9 +53,9 @@ class SphinxDirective(Directive):  # type: ignore[misc]  # docutils ships no typ
 
     def run(self) -> list[nodes.Node]:
         name = self.name.lower()
-        if name in _DROPPED or name.startswith("auto"):
+        if name in STEERING_DIRECTIVES or name.startswith("auto"):
             return []
-        if name.rsplit(":", 1)[-1] in _CODE:
+        if name.rsplit(":", 1)[-1] in CODE_DIRECTIVES:
             code = "\n".join(self.content)
             language = self.arguments[0].split()[0] if self.arguments else ""
             return [nodes.literal_block(code, code, classes=[language])] if code.strip() else []
@@ -84,14 +68,16 @@ class SphinxDirective(Directive):  # type: ignore[misc]  # docutils ships no typ
     @staticmethod
     def _label(name: str, argument: str, content: bool) -> nodes.paragraph | None:
         kind = name.rsplit(":", 1)[-1]
-        if kind in _VERSIONS:
-            return nodes.paragraph("", "", nodes.emphasis(text=f"{_VERSIONS[kind]} {argument}."))
+        if kind in VERSION_NOTES:
+            return nodes.paragraph(
+                "", "", nodes.emphasis(text=f"{VERSION_NOTES[kind]} {argument}.")
+            )
         if kind == "seealso":
             also = nodes.Text(f": {argument}" if argument else "")
             return nodes.paragraph("", "", nodes.strong(text="See also"), also)
-        if not argument or kind in _CONTENT_ONLY:
+        if not argument or kind in CONTENT_ONLY_DIRECTIVES:
             return None
-        if kind in _DESCRIPTIONS or ":" in name:
+        if kind in DESCRIPTION_DIRECTIVES or ":" in name:
             signatures = [line.strip() for line in argument.split("\n") if line.strip()]
             spans: list[nodes.Node] = []
             for signature in signatures:

@@ -1,6 +1,7 @@
-"""Sphinx's roles as a reader sees them, one rule for reStructuredText (``:ref:`…```, which
-docutils does not know) and for MyST Markdown (``{ref}`…```, which no Markdown reader knows):
-a reference's title, an option, a command, a file or a Python object as code."""
+"""Sphinx's roles and directives as a reader sees them, one rule for reStructuredText
+(``:ref:`…```, which docutils does not know) and for MyST Markdown (``{ref}`…```, which no
+Markdown reader knows): a reference's title, an option, a command, a file or a Python
+object as code; the directives' kinds (``formats._directives``, ``formats._myst``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,30 @@ _CODE_ROLES = frozenset(
     "attr class code command const data envvar exc file func kbd meth mod obj option "
     "program samp".split()
 )
+#: directives that steer Sphinx and hold nothing a reader reads
+STEERING_DIRECTIVES = frozenset(
+    "toctree index program currentmodule module highlight tabularcolumns sectionauthor "
+    "moduleauthor codeauthor default-domain cmake-module autosummary".split()
+)
+#: what a version directive's line says before its argument
+VERSION_NOTES = {
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "versionremoved": "Removed in version",
+    "deprecated": "Deprecated since version",
+}
+#: directives that describe a named thing: their argument is a signature, read as code
+DESCRIPTION_DIRECTIVES = frozenset(
+    "option cmdoption envvar describe object function class method attribute data "
+    "exception decorator confval setting command variable signature".split()
+)
+#: directives whose content is code or a diagram's source, kept verbatim
+CODE_DIRECTIVES = frozenset(
+    "testcode testsetup testcleanup testoutput doctest code-cell ipython jupyter-execute "
+    "prompt productionlist mermaid graphviz digraph graph plantuml uml".split()
+)
+#: directives whose argument is no text (``only html``: a builder expression)
+CONTENT_ONLY_DIRECTIVES = frozenset("only tab-set".split())
 #: a MyST role: ``{ref}`text <target>``` or ``{py:func}`name``` (one line)
 _MYST_ROLE = re.compile(r"\{(?P<role>[a-z][\w.+-]*(?::[\w.+-]+)?)\}`(?P<body>[^`\n]+)`")
 #: a line that opens or closes a fenced code block
