@@ -425,3 +425,31 @@ def test_sphinx_directives_in_markdown_read_as_their_text() -> None:
         "`--dry-run`\n\nShow what would change.\n\n"
         "```{pip-cli}\n$ pip --version\n```\n"
     )
+
+
+def test_a_site_generators_description_and_keywords_are_read_as_the_fields_they_mean() -> None:
+    """npm's 91 pages (Docusaurus-style ``description:``) each printed a metadata warning
+    and their one-line summaries never reached the knowledge map."""
+    doc = parse(
+        "---\ntitle: npm-ci\nsection: 1\nDescription: Clean install a project\n"
+        "keywords: [install, lockfile]\n---\n# npm-ci\n\ntext\n"
+    )
+    assert doc.when_to_retrieve == "Clean install a project"
+    assert doc.tags == ("install", "lockfile")
+    assert doc.extra == {"section": 1}
+    assert doc.warnings == (
+        "unknown frontmatter key 'section': not used, kept in extra (known keys: title, "
+        "category, when_to_retrieve, covers, tags, aliases, access)",
+    )
+
+
+def test_a_synonym_never_overrides_its_field_nor_refuses_the_document() -> None:
+    doc = parse(
+        "---\nwhen_to_retrieve: When a deploy fails\ndescription: Deploys\n"
+        "summary: {lines: 3}\n---\n# Deploys\n\ntext\n"
+    )
+    assert doc.when_to_retrieve == "When a deploy fails"
+    assert doc.extra == {"description": "Deploys", "summary": {"lines": 3}}
+    assert doc.warnings[0].startswith("unknown frontmatter keys 'description', 'summary'")
+    only = parse("---\nsummary: The whole runbook in one line\n---\n# Runbook\n\ntext\n")
+    assert only.when_to_retrieve == "The whole runbook in one line" and only.warnings == ()

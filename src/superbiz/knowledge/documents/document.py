@@ -26,6 +26,8 @@ from superbiz.knowledge.documents.chunking import chunking_of
 from superbiz.knowledge.documents.frontmatter import (
     ACCESS_KEY,
     FRONTMATTER_KEYS,
+    LIST_KEYS,
+    SYNONYMS,
     split_frontmatter,
 )
 from superbiz.knowledge.formats import READER_VERSIONS, convert, reader_of
@@ -222,7 +224,7 @@ def _read_markdown(
 def _known_key(key: Any) -> Any:
     """``key`` as the known frontmatter key it spells in another case, else as written."""
     lower = key.lower() if isinstance(key, str) else key
-    return lower if lower in FRONTMATTER_KEYS else key
+    return lower if lower in FRONTMATTER_KEYS or lower in SYNONYMS else key
 
 
 def _check_keys(
@@ -234,6 +236,9 @@ def _check_keys(
     ``extra`` and named, since they do nothing (``domain:`` for ``category:``)."""
     # ``Title:`` is ``title:``: a capital letter must not turn a title into text
     front = {_known_key(key): value for key, value in front.items()}
+    for key, field_name in SYNONYMS.items():
+        if key in front and field_name not in front and _fits(field_name, front[key]):
+            front[field_name] = front.pop(key)
     unknown = [key for key in front if key not in FRONTMATTER_KEYS]
     if not unknown:
         return front, body, ()
@@ -256,6 +261,17 @@ def _check_keys(
             f"unknown frontmatter key{'s' if len(unknown) > 1 else ''} {names}: not used, "
             f"kept in extra (known keys: {known}){hint}",
         ),
+    )
+
+
+def _fits(field_name: str, value: Any) -> bool:
+    """Whether ``value`` is of the type ``field_name`` takes: text, or a list of texts."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return True
+    return (
+        field_name in LIST_KEYS
+        and isinstance(value, list)
+        and all(isinstance(item, (str, int, float)) for item in value)
     )
 
 

@@ -17,6 +17,9 @@ LIST_KEYS = ("covers", "tags", "aliases")
 ACCESS_KEY = "access"
 #: the frontmatter keys a document may set; any other is kept in ``extra`` with a warning
 FRONTMATTER_KEYS = (*TEXT_KEYS, *LIST_KEYS, ACCESS_KEY)
+#: keys static-site generators (Hugo, Jekyll, Docusaurus, MkDocs) give a document, read as
+#: the field they mean when it is unset and the value is of its type
+SYNONYMS = {"description": "when_to_retrieve", "summary": "when_to_retrieve", "keywords": "tags"}
 #: frontmatter may expand through YAML aliases to at most this many characters, or
 #: twice its own size when larger: enough for any real document, not for an alias bomb
 FRONTMATTER_EXPANSION = 100_000
