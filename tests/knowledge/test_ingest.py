@@ -28,6 +28,7 @@ from superbiz.knowledge.ingest import ingestor as ingest_module
 from superbiz.knowledge.ingest.batches import chunk_id
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
@@ -215,6 +216,32 @@ def test_a_new_reader_version_reads_its_format_again_and_no_other(
     assert report.unchanged == [page] and report.added == []
     assert_consistent(kb)
     assert sorted(Ingestor(kb).ingest([small_kb]).unchanged) == sorted([*md_files(small_kb), page])
+
+
+def test_an_ingest_after_an_upgrade_reads_every_older_document_again(
+    small_kb: Path, open_kb: OpenKB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uploads and other folders are not under the paths of the next ingest: after an
+    upgrade their documents kept the older reader's text until each file changed."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "deploy.md").write_text("# Deploys\n\nRoll back with helm rollback.\n")
+    kb = open_kb()
+    Ingestor(kb).ingest([small_kb])
+    stored = kb.documents.all()
+    assert {d.read_with for d in stored} == {"markdown 3; chunks 2 800/100"}
+    legacy = stored[0]  # stored before superbiz recorded how it read a file
+    kb.documents.save(dataclasses.replace(legacy, metadata={**legacy.metadata, "read_with": ""}))
+
+    report = DocumentLifecycle(kb).ingest([other])
+    assert report.updated == [legacy.path] and report.added == ["deploy.md"]
+
+    monkeypatch.setitem(READER_VERSIONS, "markdown", READER_VERSIONS["markdown"] + 1)
+    assert Ingestor(kb).ingest([other]).updated == ["deploy.md"]  # an upload's run
+    report = DocumentLifecycle(kb).ingest([other])
+    assert sorted(report.updated) == md_files(small_kb) and report.unchanged == ["deploy.md"]
+    assert_consistent(kb)
+    assert DocumentLifecycle(kb).ingest([other]).updated == []
 
 
 def test_another_chunk_size_cuts_unchanged_files_again(small_kb: Path, open_kb: OpenKB) -> None:

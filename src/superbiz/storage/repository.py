@@ -65,6 +65,12 @@ class StoredDocument:
         return self.metadata.get("when_to_retrieve")
 
     @property
+    def read_with(self) -> str:
+        """How its file became text and chunks (``knowledge.documents.document.read_with``);
+        empty for a document stored before superbiz recorded it."""
+        return str(self.metadata.get("read_with") or "")
+
+    @property
     def origin(self) -> dict[str, str]:
         """Where covers and when_to_retrieve came from (frontmatter, llm, derived)."""
         return dict(self.metadata.get("origin") or {})

@@ -30,7 +30,7 @@ from superbiz.knowledge.documents.frontmatter import (
     SYNONYMS,
     split_frontmatter,
 )
-from superbiz.knowledge.formats import READER_VERSIONS, convert, reader_of
+from superbiz.knowledge.formats import convert, reader_of
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
@@ -64,6 +64,8 @@ class SourceDocument:
     warnings: tuple[str, ...] = ()
     #: the groups that may read it (frontmatter ``access``); None: its domain's rule
     access: tuple[str, ...] | None = None
+    #: how an ingest read it (``read_with``); empty until one stores it
+    read_with: str = ""
 
     def metadata(self) -> dict[str, Any]:
         """What the relational store keeps besides the columns."""
@@ -74,6 +76,7 @@ class SourceDocument:
             "aliases": list(self.aliases),
             "extra": self.extra,
             "origin": self.origin,
+            **({"read_with": self.read_with} if self.read_with else {}),
         }
 
 
@@ -89,23 +92,22 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def read_with(path: str, settings: IngestSettings) -> str:
+    """How the file of a document at ``path`` becomes text and chunks today: its format's
+    reader and the chunking, with their versions and sizes, e.g. ``markdown 3; chunks 2
+    800/100``. A stored document records it (``metadata["read_with"]``)."""
+    chunking = chunking_of(settings.chunk_size, settings.chunk_overlap)
+    return f"{reader_of(PurePosixPath(path).suffix)}; {chunking}"
+
+
 def indexed_hash(digest: str, path: str, settings: IngestSettings) -> str:
-    """The hash a stored document goes by: ``digest``, its file's bytes' hash, with the
-    reader of its format and the chunking that cut it (their versions, the chunk size).
+    """The hash a stored document goes by: ``digest``, its file's bytes' hash, with how
+    they were read (``read_with``).
 
     A new reader or chunker, or another ``ingest.chunk-size``, changes it: the next
     ingest reads the file again instead of keeping the text and chunks made before.
     """
-    chunking = chunking_of(settings.chunk_size, settings.chunk_overlap)
-    made = f"{reader_of(PurePosixPath(path).suffix)}; {chunking}"
-    return content_hash(f"{made}\n{digest}".encode())
-
-
-def reading(settings: IngestSettings) -> str:
-    """Every reader's version and the chunking, in one line: what a Git source records
-    at a sync, so that the next sync reads its whole tree again when this changes."""
-    readers = ", ".join(f"{name} {version}" for name, version in READER_VERSIONS.items())
-    return f"{readers}; {chunking_of(settings.chunk_size, settings.chunk_overlap)}"
+    return content_hash(f"{read_with(path, settings)}\n{digest}".encode())
 
 
 def load_document(

@@ -236,3 +236,13 @@ def gone(file: str) -> bool:
 def root_of(source: Path, doc_path: str) -> Path:
     parts = len(Path(doc_path).parts)
     return source.parents[parts - 1] if parts else source.parent
+
+
+def stored_files(docs: Iterable[StoredDocument]) -> list[Candidate]:
+    """The files of ``docs`` that are still there, each to be read against the folder its
+    document's path was given under."""
+    return [
+        Candidate(Path(doc.source_file), root_of(Path(doc.source_file), doc.path))
+        for doc in docs
+        if not gone(doc.source_file)
+    ]

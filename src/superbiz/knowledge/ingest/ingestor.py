@@ -23,9 +23,14 @@ from superbiz._process import release_freed_memory
 from superbiz.exceptions import DocumentError, first_line
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import keeping_entry_vectors
-from superbiz.knowledge.documents import document as _document
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.knowledge.documents.document import SourceDocument, conversion_limits, load_document
+from superbiz.knowledge.documents.document import (
+    SourceDocument,
+    conversion_limits,
+    indexed_hash,
+    load_document,
+    read_with,
+)
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
 from superbiz.knowledge.ingest.answers import encode_answers
 from superbiz.knowledge.ingest.batches import (
@@ -46,10 +51,11 @@ from superbiz.knowledge.ingest.discovery import (
     gone,
     placement,
     root_of,
+    stored_files,
     stored_roots,
     under,
 )
-from superbiz.knowledge.ingest.report import IngestReport
+from superbiz.knowledge.ingest.report import IngestReport, clash_note, kept_note
 from superbiz.knowledge.ingest.run import IngestRun, Progress
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
@@ -95,18 +101,20 @@ class Ingestor:
         *,
         prune: bool = False,
         rebuild: bool = False,
+        reread: bool = False,
         on_total: Callable[[int], None] | None = None,
         on_progress: Progress | None = None,
         root: Path | None = None,
     ) -> IngestReport:
         """Bring the knowledge base in line with ``paths`` (files in the KB folder ``root``
-        get their paths from it); one writer at a time, in any process
-        (``KnowledgeBase.write_lock``): its first step drops index entries with no
-        document row, which would be another writer's chunks not yet recorded."""
+        get their paths from it; ``reread``: and each stored document an older reader or
+        chunking made); one writer at a time, in any process (``KnowledgeBase.write_lock``):
+        its first step drops index entries with no document row (another writer's)."""
         run = IngestRun(
             paths,
             prune=prune,
             rebuild=rebuild,
+            reread=reread and not rebuild,
             root=root,
             on_total=on_total,
             on_progress=on_progress,
@@ -139,13 +147,8 @@ class Ingestor:
         every stored document whose file is still there (other folders', uploads), not
         only those under the run's paths: nothing disappears with it."""
         kb = self.kb
-        again: list[Candidate] = []
+        again = stored_files(kb.documents.all()) if run.rebuild else []
         if run.rebuild:
-            again = [
-                Candidate(Path(doc.source_file), root_of(Path(doc.source_file), doc.path))
-                for doc in kb.documents.all()
-                if not gone(doc.source_file)
-            ]
             kb.store.drop()
             kb.documents.delete_all()
             kb.record_embedder()
@@ -160,6 +163,9 @@ class Ingestor:
         that holds it (given now, or ingested before): the root to load it against, and
         the copies stored under narrower folders' paths, removed once it has landed."""
         run.stored = {doc.path: doc for doc in self.kb.documents.all()}
+        if run.reread:  # what an older reader or chunking made, wherever its file is
+            now = partial(read_with, settings=self.kb.settings.ingest)
+            again += stored_files(d for d in run.stored.values() if d.read_with != now(d.path))
         for row in run.stored.values():
             run.by_source.setdefault(run.real(row.source_file), []).append(row)
         run.broken = self._reconcile(run.stored)
@@ -197,11 +203,11 @@ class Ingestor:
                 doc = self.load(item.file, run.placed[item.file][0])
         except DocumentError as exc:
             run.unloaded.add(real)
-            run.skip(exc.path, exc.reason + _kept(earlier, exc.path), label)
+            run.skip(exc.path, exc.reason + kept_note(earlier, exc.path), label)
             return
         except OSError as exc:
             run.unloaded.add(real)
-            run.skip(label, f"cannot read: {exc.strerror or exc}{_kept(earlier, label)}")
+            run.skip(label, f"cannot read: {exc.strerror or exc}{kept_note(earlier, label)}")
             return
         if doc.path in run.seen:
             run.skip(doc.path, f"same relative path as {run.seen[doc.path]}", label)
@@ -213,14 +219,15 @@ class Ingestor:
         # is a copy of a file this run has already stored under its KB path
         freed = doc.path in run.moving and run.moving[doc.path] in run.seen.values()
         if other and moved and not freed and not gone(other):
-            run.skip(doc.path, _clash(real, other), label)
+            run.skip(doc.path, clash_note(real, other), label)
             return
         run.seen[doc.path] = item.file
         report.metadata_warnings.extend((doc.path, warning) for warning in doc.warnings)
         if (
             previous
             and previous.content_hash == doc.content_hash
-            and previous.access == doc.access  # stored before superbiz read ``access``
+            # a row stored before superbiz read ``access`` or recorded ``read_with`` is rewritten
+            and (previous.access, previous.read_with) == (doc.access, doc.read_with)
             and doc.path not in run.broken
         ):
             if moved:  # the file's folder moved (or was renamed): follow it
@@ -281,15 +288,15 @@ class Ingestor:
             release_freed_memory()  # a run's copies and batches, not kept while serving
 
     def load(self, file: Path, root: Path) -> SourceDocument:
-        """Read one file into a document, its path relative to ``root``, its hash the one
-        it is stored under (``indexed_hash``): the one place a run reads a file, so that
-        how a file is read (its format) is decided here alone."""
+        """Read one file into a document, its path relative to ``root``, stored under its
+        ``indexed_hash``: the one place a run reads a file (decides how, by its format)."""
         settings = self.kb.settings.ingest
         doc = self.parsed.pop(file, None) or load_document(
             file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
         )
+        stored_as = indexed_hash(doc.content_hash, doc.path, settings)
         return dataclasses.replace(
-            doc, content_hash=_document.indexed_hash(doc.content_hash, doc.path, settings)
+            doc, content_hash=stored_as, read_with=read_with(doc.path, settings)
         )
 
     # -- the steps' parts -----------------------------------------------------
@@ -428,7 +435,7 @@ class Ingestor:
             old, new = earlier.get(doc.path, set()), fresh[doc.path]
             if doc.path in refused:
                 stale |= new - old
-                problem = refused[doc.path] + _kept(self.kb.documents.get(doc.path), doc.path)
+                problem = refused[doc.path] + kept_note(self.kb.documents.get(doc.path), doc.path)
                 run.report.skipped.append((doc.path, f"refused by the database: {problem}"))
             else:
                 stale |= old - new
@@ -476,24 +483,3 @@ class Ingestor:
         self.kb.store.delete_documents(vanished)
         self.kb.documents.delete(vanished)
         run.report.removed.extend(vanished)
-
-
-def _clash(real: str, other: str) -> str:
-    """Why ``real`` is not stored over the document of ``other``, and what to do."""
-    return (
-        f"another file is stored at this path, from another folder: {other} (still there) "
-        f"is not replaced by {real}; rename one of them, or delete {other} if this file "
-        "replaces it"
-    )
-
-
-def _kept(stored: StoredDocument | None, label: str) -> str:
-    """What a skip line adds when the file was ingested before: that version is kept (a
-    file emptied or broken by mistake loses nothing), and so stays in lookups."""
-    if stored is None:
-        return ""
-    name = "its earlier version" if stored.path == label else f"its earlier version ({stored.path})"
-    return (
-        f"; {name} stays searchable until the file is fixed "
-        "(or deleted, then `superbiz ingest --prune`)"
-    )

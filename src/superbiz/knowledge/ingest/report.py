@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from superbiz.storage.repository import StoredDocument
+
 
 #: a file an ingest left out, or whose metadata it derived, and why
 class SkippedFile(BaseModel):
@@ -63,3 +65,24 @@ class IngestReport:
             "domains_changed": sorted(self.domains_changed),
             "answers_encoded": self.answers_encoded,
         }
+
+
+def clash_note(real: str, other: str) -> str:
+    """Why ``real`` is not stored over the document of ``other``, and what to do."""
+    return (
+        f"another file is stored at this path, from another folder: {other} (still there) "
+        f"is not replaced by {real}; rename one of them, or delete {other} if this file "
+        "replaces it"
+    )
+
+
+def kept_note(stored: StoredDocument | None, label: str) -> str:
+    """What a skip line adds when the file was ingested before: that version is kept (a
+    file emptied or broken by mistake loses nothing), and so stays in lookups."""
+    if stored is None:
+        return ""
+    name = "its earlier version" if stored.path == label else f"its earlier version ({stored.path})"
+    return (
+        f"; {name} stays searchable until the file is fixed "
+        "(or deleted, then `superbiz ingest --prune`)"
+    )

@@ -30,6 +30,8 @@ class IngestRun:
     paths: Sequence[Path]
     prune: bool = False
     rebuild: bool = False
+    #: read again each stored document an older reader or chunking made
+    reread: bool = False
     #: the KB folder files in it take their paths from
     root: Path | None = None
     on_total: Callable[[int], None] | None = None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
-from superbiz.knowledge.documents.document import reading
+from superbiz.knowledge.documents.document import read_with
 from superbiz.knowledge.ingest.discovery import gone
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.ingest.report import IngestReport
@@ -42,8 +42,6 @@ from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 SOURCES = "sources"
 #: skipped items a source row keeps (the first ones; the count is in ``counts``)
 KEPT_SKIPS = 50
-#: meta key (+ the source's name): how its tree was read at its last sync (``reading``)
-_READ_WITH = "source-read-with:"
 #: blob bytes read from Git at a time when a tree is written (each file is within
 #: ``ingest.max-file-bytes``; a repository of thousands of them is read in parts)
 BLOB_BATCH_BYTES = 64 * 1024 * 1024
@@ -218,7 +216,7 @@ class GitSources:
                 f"domain changed from {moved_from or '(none)'} to {fetched.domain}: every "
                 f"document moved under {fetched.domain}/"
             )
-        elif old and self.kb.meta.get(_READ_WITH + source.name) != reading(self.kb.settings.ingest):
+        elif old and self._read_otherwise(source):
             result = self._full(source, repo, commit)
             result.note = (
                 "superbiz reads files differently since the last sync (a new reader or "
@@ -242,7 +240,6 @@ class GitSources:
                     "more; the whole tree was compared"
                 )
         result.source = self._record(replace(source, commit=commit), result)
-        self.kb.meta.set(_READ_WITH + source.name, reading(self.kb.settings.ingest))
         return result
 
     def _record(self, source: SourceRecord, result: SyncResult) -> SourceRecord:
@@ -260,6 +257,16 @@ class GitSources:
     def _documents(self, source: SourceRecord) -> int:
         tree = self.tree(source).resolve()
         return sum(1 for d in self.kb.documents.all() if Path(d.source_file).is_relative_to(tree))
+
+    def _read_otherwise(self, source: SourceRecord) -> bool:
+        """Whether an older reader or chunking made one of the source's documents: no
+        commit changes its file then, so only reading the whole tree again brings it up."""
+        tree, settings = self.tree(source).resolve(), self.kb.settings.ingest
+        return any(
+            d.read_with != read_with(d.path, settings)
+            for d in self.kb.documents.all()
+            if Path(d.source_file).is_relative_to(tree)
+        )
 
     def _target(self, source: SourceRecord, path: str) -> PurePosixPath:
         """A repository file's document path (under the source's domain, if it has one)."""

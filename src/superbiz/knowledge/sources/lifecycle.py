@@ -151,9 +151,16 @@ class DocumentLifecycle:
         on_progress: Progress | None = None,
     ) -> IngestReport:
         """Bring the knowledge base in line with the files and folders ``paths``; each
-        folder is recorded as a source (``superbiz sources``) with this run's counts."""
+        folder is recorded as a source (``superbiz sources``) with this run's counts. Every
+        stored document an older reader or chunking made is read again too (uploads,
+        other folders): after an upgrade, one ingest brings the whole knowledge base up."""
         report = self._ingestor().ingest(
-            paths, prune=prune, rebuild=rebuild, on_total=on_total, on_progress=on_progress
+            paths,
+            prune=prune,
+            rebuild=rebuild,
+            reread=True,
+            on_total=on_total,
+            on_progress=on_progress,
         )
         self._record_folders([p for p in paths if p.is_dir()], report)
         return report
