@@ -183,22 +183,22 @@ def test_title_falls_back_to_file_stem() -> None:
 
 
 def test_blank_title_falls_back() -> None:
-    assert parse("---\ntitle: '  '\n---\n# From heading\n").title == "From heading"
+    assert parse("---\ntitle: '  '\n---\n# From heading\ntext\n").title == "From heading"
 
 
 # -- category (domain) fallback -------------------------------------------------------------
 
 
 def test_category_falls_back_to_first_folder_under_root() -> None:
-    assert parse("# T\n", "ops/notes/deep/x.md").domain == "ops"
+    assert parse("# T\ntext\n", "ops/notes/deep/x.md").domain == "ops"
 
 
 def test_category_falls_back_to_general_at_root() -> None:
-    assert parse("# T\n", "x.md").domain == DEFAULT_DOMAIN == "general"
+    assert parse("# T\ntext\n", "x.md").domain == DEFAULT_DOMAIN == "general"
 
 
 def test_blank_category_falls_back() -> None:
-    assert parse("---\ncategory: ''\n---\n# T\n", "infra/x.md").domain == "infra"
+    assert parse("---\ncategory: ''\n---\n# T\ntext\n", "infra/x.md").domain == "infra"
 
 
 @pytest.mark.parametrize(
@@ -217,10 +217,19 @@ def test_domain_normalisation(raw: str, expected: str) -> None:
 
 
 def test_folder_domain_is_normalised() -> None:
-    assert parse("# T\n", "Payment Ops/x.md").domain == "payment-ops"
+    assert parse("# T\ntext\n", "Payment Ops/x.md").domain == "payment-ops"
 
 
 # -- files that cannot become documents ------------------------------------------------------
+
+
+def test_a_page_of_headings_alone_is_refused() -> None:
+    """Sphinx fills autodoc's pages at build time: 42 of 83 pages of a Sphinx project read
+    as a title alone, matched questions by their titles and answered nothing."""
+    assert reason_of("# google.auth.aws module\n\n## Submodules\n").startswith(
+        "nothing but headings: no text to answer from"
+    )
+    assert parse("# Restart\n\n```\nsystemctl restart api\n```\n").title == "Restart"
 
 
 def test_malformed_yaml() -> None:
@@ -385,7 +394,8 @@ def test_configured_encodings_are_tried_in_order() -> None:
     doc = parse_document(data, PurePosixPath("pay/a.md"), ["utf-8", "gb18030"])
     assert doc.title == "支付失败"
     assert (
-        parse_document("# Ça\n".encode(), PurePosixPath("a.md"), ["utf-8", "gb18030"]).title == "Ça"
+        parse_document("# Ça\ntext\n".encode(), PurePosixPath("a.md"), ["utf-8", "gb18030"]).title
+        == "Ça"
     )
 
 

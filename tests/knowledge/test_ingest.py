@@ -229,7 +229,9 @@ def test_an_ingest_after_an_upgrade_reads_every_older_document_again(
     kb = open_kb()
     Ingestor(kb).ingest([small_kb])
     stored = kb.documents.all()
-    assert {d.read_with for d in stored} == {"markdown 3; chunks 2 800/100"}
+    assert {d.read_with for d in stored} == {
+        f"markdown {READER_VERSIONS['markdown']}; chunks 2 800/100"
+    }
     legacy = stored[0]  # stored before superbiz recorded how it read a file
     kb.documents.save(dataclasses.replace(legacy, metadata={**legacy.metadata, "read_with": ""}))
 
@@ -462,7 +464,8 @@ BAD_FILES: dict[str, str | bytes] = {
     "api/binary.md": b"\x00\x01\x02PK\x03\x04" + bytes(range(200)),
     "api/latin1.md": "# Café crème\n".encode("latin-1"),
     "api/huge.md": "# Huge\n" + "x" * 4000,
-    "api/covers-mapping.md": "---\ncovers: {a: 1}\n---\n# Body\n",
+    "api/covers-mapping.md": "---\ncovers: {a: 1}\n---\n# Body\ntext\n",
+    "api/placeholder.md": "# Kafka rebalancing\n\n## Steps\n",
     "api/notes.pdf": b"%PDF-1.4 not a PDF after all",
     "api/notes.odt": b"PK\x03\x04 not markdown",  # not a knowledge file: silently ignored
 }
@@ -476,6 +479,7 @@ BAD_REASONS = {
     "api/latin1.md": "not UTF-8 text",
     "api/huge.md": "too large: 4007 bytes exceeds the 3000-byte limit",
     "api/covers-mapping.md": "frontmatter field 'covers' must be a list of texts",
+    "api/placeholder.md": "nothing but headings",
     "api/notes.pdf": "corrupt PDF: PDFium cannot read it",
 }
 

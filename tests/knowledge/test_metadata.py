@@ -174,7 +174,7 @@ def test_derived_covers_are_plain_unique_clipped_and_at_most_six() -> None:
 
 def test_a_long_first_paragraph_is_clipped_and_a_bare_document_falls_back_to_its_title() -> None:
     _, when = derive_metadata(doc_of("# Long\n\n" + "word " * 200))
-    covers, bare = derive_metadata(doc_of("# Only a title\n", "x/bare.md"))
+    covers, bare = derive_metadata(doc_of("# Only a title\n\n```\nls\n```\n", "x/bare.md"))
 
     assert len(when) == MAX_WHEN_CHARS
     assert (covers, bare) == ((), "Only a title")

@@ -40,6 +40,13 @@ from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 DEFAULT_DOMAIN = "general"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+#: a page of headings alone has nothing to answer from, and its title matched questions
+#: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
+#: time, and their sibling titles raised the KB's measured reference threshold to 0.69
+_ONLY_HEADINGS = (
+    "nothing but headings: no text to answer from (a page Sphinx fills at build time, "
+    "such as autodoc's or one that includes another file, reads empty here)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +181,8 @@ def parse_document(
             raise DocumentError(label, "no text in the file")
     else:
         front, body, warnings = _read_markdown(data, label, encodings)
+    if not any(line.strip() and not _HEADING.match(line) for line in body.split("\n")):
+        raise DocumentError(label, _ONLY_HEADINGS)
 
     title = (
         _str_field(front, "title", label)
