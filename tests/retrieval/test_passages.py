@@ -54,3 +54,21 @@ def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() ->
     assert quoted_window(["Start here. Then the", "Start here. Then the rest."]) == (
         "Start here. Then the rest."
     )
+
+
+def test_a_window_whose_sentence_began_out_of_reach_starts_at_the_next_one() -> None:
+    """requests' "API Changes" list: a window began "instead." because the sentence it
+    ends started behind a code block, further back than a quote reaches."""
+    before = (
+        "- There were a couple changes to how Requests handles exceptions.\n"
+        "  An invalid URL escape sequence now raises a subclass of `RequestException`:\n"
+        "  ```\n  requests.get('http://%zz/')   # raises requests.exceptions.InvalidURL\n"
+        "  ```\n  Lastly, `httplib.IncompleteRead` exceptions caused by incorrect chunked\n"
+        "  encoding will now raise a Requests `ChunkedEncodingError` instead.\n"
+        "- The proxy API has changed slightly. The scheme for a proxy URL is now\n  required."
+    )
+    after = (
+        "instead.\n- The proxy API has changed slightly. The scheme for a proxy URL is now\n"
+        "  required.\n  ```\n  proxies = {'http': 'http://10.10.1.10:3128'}\n  ```"
+    )
+    assert from_sentence_start(before, after).startswith("- The proxy API has changed")

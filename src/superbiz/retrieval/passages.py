@@ -103,13 +103,18 @@ def from_sentence_start(previous: str, text: str) -> str:
     r"""``text`` from the start of its first sentence, taken from ``previous`` (the window
     before it, under the same heading) when ``text`` begins with the tail of it; a window
     that begins a sentence or a paragraph, or does not continue ``previous``, is returned
-    as it is.
+    as it is. When the sentence starts out of reach (behind a code block, a long list
+    item), the quote starts at the next sentence instead of on "instead." or "is full".
 
     >>> before = "Pin it. Then install\nthe whole tool --no-deps"
     >>> from_sentence_start(before, "the whole tool --no-deps, safer.")
     'Then install\nthe whole tool --no-deps, safer.'
     >>> from_sentence_start("Pin it. Then install", "Next step.")
     'Next step.'
+    >>> code = "```\nget('http://%zz/')\n```\nLastly, " + "IncompleteRead raises " * 9
+    >>> tail = "a ChunkedEncodingError instead."
+    >>> from_sentence_start(code + tail, tail + "\n- The proxy API changed.")
+    '- The proxy API changed.'
     """
     shared = _overlap(previous, text)
     if not shared:
@@ -117,6 +122,10 @@ def from_sentence_start(previous: str, text: str) -> str:
     at = len(previous) - shared
     window = previous[max(0, at - _CONTINUATION_REACH) : at]
     ends = [match.end() for match in _SENTENCE_END.finditer(window)]
+    if not ends and at > _CONTINUATION_REACH:
+        following = _SENTENCE_END.search(text, 0, _CONTINUATION_REACH)
+        rest = text[following.end() :] if following else ""
+        return rest if rest.strip() else text
     head = window[ends[-1] :] if ends else ""
     return head + text if head.strip() else text
 
