@@ -153,6 +153,20 @@ def test_a_headings_mark_linking_to_itself_is_not_part_of_it() -> None:
     assert body == "## C++ addons\n\nAddons.\n\n### Hello world\n\nHi.\n\n### Building\n\nRun it.\n"
 
 
+def test_an_options_mark_linking_to_itself_is_not_part_of_it() -> None:
+    """Sphinx marks each option it describes with a "¶" too, outside any heading."""
+    page = (
+        '<html><body><main><h1>cmake(1)</h1><dl class="std option"><dt id="j">'
+        '<span class="pre">-j</span> [&lt;jobs&gt;], <span class="pre">--parallel</span>'
+        '<a class="headerlink" href="#j">¶</a></dt><dd><p>Concurrent processes.</p></dd></dl>'
+        '<p>Back to the <a href="#top">top</a> <a href="#top">↑</a></p></main></body></html>'
+    )
+    _, body = convert(page)
+    assert body == (
+        "# cmake(1)\n\n-j [<jobs>], --parallel\n\nConcurrent processes.\n\nBack to the top\n"
+    )
+
+
 def test_two_programs_in_one_pre_stay_apart() -> None:
     """Node.js's documentation puts an example's ES module and CommonJS forms in one
     ``<pre>``, a ``<code>`` each."""

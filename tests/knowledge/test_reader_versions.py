@@ -107,7 +107,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 READINGS = {
     ("markdown", 4): "f85fd066db558f33",
     ("rst", 3): "f7babd4089f8133b",
-    ("html", 2): "baaed7fe1aced41a",
+    ("html", 3): "baaed7fe1aced41a",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",
 }

@@ -141,13 +141,14 @@ def _drop_chrome(root: lxml.html.HtmlElement) -> None:
 
 
 def _permalink(el: lxml.html.HtmlElement) -> bool:
-    """A heading's link to itself, shown as a mark ("#" in Node.js's documentation, "¶" in
-    Sphinx's): "## C++ addons#" was a heading, and a page's title missed its heading."""
+    """A link to a place in the page shown as a mark, not words: a heading's link to itself
+    ("#" in Node.js's documentation, "¶" in Sphinx's, which also marks each option it
+    describes), a "↑" back to the top. "## C++ addons#" was a heading, a page's title missed
+    its heading, and CMake's options read "-j [<jobs>], --parallel¶"."""
     return (
         el.tag == "a"
         and el.attrib.get("href", "").startswith("#")
         and not any(ch.isalnum() for ch in el.text_content())
-        and any(parent.tag in _HEADINGS for parent in el.iterancestors())
     )
 
 
