@@ -463,3 +463,25 @@ def test_a_synonym_never_overrides_its_field_nor_refuses_the_document() -> None:
     assert doc.warnings[0].startswith("unknown frontmatter keys 'description', 'summary'")
     only = parse("---\nsummary: The whole runbook in one line\n---\n# Runbook\n\ntext\n")
     assert only.when_to_retrieve == "The whole runbook in one line" and only.warnings == ()
+
+
+def test_mkdocs_admonitions_read_as_quotes_under_their_title() -> None:
+    """MkDocs runbooks indent a warning's text under ``!!!``: Markdown read it as a code
+    block, so the page showed the warning as code and a quote began "!!! danger"."""
+    doc = parse(
+        "# Failover\n\n"
+        '!!! danger "Never restart every replica"\n'
+        "    Quorum is lost.\n\n"
+        "    ```bash\n    kubectl get pods\n    ```\n\n"
+        "??? note\n\tCollapsed by default.\n"
+        'Text after it.\n\n!!! tip ""\n    No title.\n\n'
+        "```\n!!! warning\n    kept as code\n```\n"
+    )
+    assert doc.body == (
+        "# Failover\n\n"
+        "> **Never restart every replica**\n> Quorum is lost.\n>\n"
+        "> ```bash\n> kubectl get pods\n> ```\n\n"
+        "> **Note**\n> Collapsed by default.\n"
+        "Text after it.\n\n> No title.\n\n"
+        "```\n!!! warning\n    kept as code\n```\n"
+    )
