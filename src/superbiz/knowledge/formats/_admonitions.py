@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
+from superbiz.knowledge.formats._markdown import CODE_FENCE, closes_fence, quoted
+
 #: ``!!! type``, ``??? type`` or ``???+ type``, with an optional ``"title"`` ("" for none)
 _OPEN = re.compile(r'^(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$')
-_CODE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _INDENT = ("    ", "\t")
 
 
@@ -37,10 +38,10 @@ def _lines(lines: list[str]) -> list[str]:
         line = lines[number]
         opening = None if fence else _OPEN.match(line)
         if opening is None:
-            if fence is None and (plain := _CODE_FENCE.match(line)):
+            if fence is None and (plain := CODE_FENCE.match(line)):
                 fence = plain.group(1)
-            elif fence is not None and line.strip() == fence[0] * len(line.strip()):
-                fence = None if len(line.strip()) >= len(fence) else fence
+            elif fence is not None and closes_fence(line, fence):
+                fence = None
             out.append(line)
             number += 1
             continue
@@ -52,7 +53,7 @@ def _lines(lines: list[str]) -> list[str]:
         body = _lines([_dedent(line) for line in lines[number + 1 : end]])
         title = opening["title"]
         heading = [] if title == "" else [f"**{title or opening['kind'].capitalize()}**"]
-        out.extend(f"> {line}".rstrip() for line in [*heading, *body])
+        out.extend(quoted([*heading, *body]))
         number = end
     return out
 

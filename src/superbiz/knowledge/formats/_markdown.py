@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 _BACKTICKS = re.compile(r"`+")
+#: a line that opens a fenced code block, the fence as group 1
+CODE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
 def inline(text: str) -> str:
@@ -27,6 +29,25 @@ def fence(code: str, language: str = "") -> str:
     longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
     marks = "`" * max(3, longest + 1)
     return f"{marks}{inline(language)}\n{code.rstrip(chr(10))}\n{marks}"
+
+
+def closes_fence(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a block opened by ``fence``: its character, as many or more.
+
+    >>> closes_fence("````", "```"), closes_fence("```python", "```")
+    (True, False)
+    """
+    stripped = line.strip()
+    return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
+
+
+def quoted(lines: Sequence[str]) -> list[str]:
+    """``lines`` as a Markdown quote (a note under its title, a blockquote).
+
+    >>> quoted(["**Note**", "", "Restart."])
+    ['> **Note**', '>', '> Restart.']
+    """
+    return [f"> {line}".rstrip() for line in lines]
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:

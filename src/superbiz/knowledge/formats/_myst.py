@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from superbiz.knowledge.formats._markdown import CODE_FENCE, closes_fence, quoted
 from superbiz.knowledge.formats._roles import (
     CODE_DIRECTIVES,
     CONTENT_ONLY_DIRECTIVES,
@@ -27,8 +28,6 @@ from superbiz.knowledge.formats._roles import (
 _OPEN = re.compile(
     r"^[ \t]{0,3}(?P<fence>`{3,}|:{3,})\{(?P<name>[A-Za-z][\w:+.-]*)\}[ \t]*(?P<argument>.*)$"
 )
-#: a plain code fence, inside which nothing is a directive
-_CODE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 #: a directive's option line at the top of its body (``:maxdepth: 2``)
 _OPTION_LINE = re.compile(r"^[ \t]*:[\w-]+:(?:[ \t].*)?$")
 _ADMONITIONS = frozenset(
@@ -63,14 +62,14 @@ def _lines(lines: list[str]) -> list[str]:
         opening = None if code else _OPEN.match(line)
         if opening is None:
             if code is not None:
-                code = None if _closes(line, code) else code
-            elif plain := _CODE_FENCE.match(line):
+                code = None if closes_fence(line, code) else code
+            elif plain := CODE_FENCE.match(line):
                 code = plain.group(1)
             out.append(line)
             number += 1
             continue
         end = next(
-            (i for i in range(number + 1, len(lines)) if _closes(lines[i], opening["fence"])),
+            (i for i in range(number + 1, len(lines)) if closes_fence(lines[i], opening["fence"])),
             len(lines),
         )
         written = _directive(
@@ -82,11 +81,6 @@ def _lines(lines: list[str]) -> list[str]:
             while number < len(lines) and not lines[number].strip():
                 number += 1  # a dropped directive leaves one blank line, not two
     return out
-
-
-def _closes(line: str, fence: str) -> bool:
-    stripped = line.strip()
-    return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
 
 
 def _directive(name: str, argument: str, body: list[str]) -> list[str] | None:
@@ -107,7 +101,7 @@ def _directive(name: str, argument: str, body: list[str]) -> list[str] | None:
     if kind in _ADMONITIONS:
         title = argument if kind == "admonition" and argument else kind.capitalize()
         text = inner if kind == "admonition" or not argument else [argument, *inner]
-        return [f"> {line}".rstrip() for line in [f"**{title}**", *text]]
+        return quoted([f"**{title}**", *text])
     if kind in VERSION_NOTES:
         return [f"*{VERSION_NOTES[kind]} {argument}.*", *(["", *inner] if inner else [])]
     if kind == "seealso":

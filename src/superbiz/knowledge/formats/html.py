@@ -18,7 +18,7 @@ import lxml.html
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
-from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
+from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, quoted, table
 from superbiz.knowledge.formats._sniff import binary_kind
 from superbiz.knowledge.formats.decode import decode
 
@@ -201,7 +201,7 @@ def _block(el: lxml.html.HtmlElement, depth: int) -> list[str]:
         return [table(_rows(el))]
     if tag == "blockquote":
         inner = "\n\n".join(_blocks(el, depth))
-        return ["\n".join(f"> {line}".rstrip() for line in inner.split("\n"))] if inner else []
+        return ["\n".join(quoted(inner.split("\n")))] if inner else []
     if tag == "hr":
         return []
     return _blocks(el, depth)

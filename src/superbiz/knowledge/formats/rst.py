@@ -17,7 +17,14 @@ from typing import Any
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ConvertedDocument
 from superbiz.knowledge.formats._directives import register_sphinx_directives
-from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, table
+from superbiz.knowledge.formats._markdown import (
+    fence,
+    heading,
+    inline,
+    join_blocks,
+    quoted,
+    table,
+)
 from superbiz.knowledge.formats._roles import code_span, role_text
 from superbiz.knowledge.formats._sniff import binary_kind
 from superbiz.knowledge.formats.decode import decode
@@ -120,15 +127,10 @@ class _Writer:
                 inner = self.blocks(child, depth + 1, level)
                 if inner and isinstance(child, nodes.admonition):
                     name, inner = inner[0], inner[1:]
-                out.append(
-                    "\n".join(
-                        f"> {line}".rstrip()
-                        for line in [f"**{name}**", *"\n\n".join(inner).split("\n")]
-                    )
-                )
+                out.append("\n".join(quoted([f"**{name}**", *"\n\n".join(inner).split("\n")])))
             elif isinstance(child, nodes.block_quote):
-                quoted = "\n\n".join(self.blocks(child, depth + 1, level))
-                out.append("\n".join(f"> {line}".rstrip() for line in quoted.split("\n")))
+                inner = self.blocks(child, depth + 1, level)
+                out.append("\n".join(quoted("\n\n".join(inner).split("\n"))))
             elif isinstance(child, (nodes.line_block, nodes.TextElement)):
                 out.append(self.text(child))
             else:
