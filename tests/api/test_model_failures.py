@@ -62,7 +62,9 @@ def with_model(
 
     def make(**overrides: Any) -> tuple[TestClient, Runtime]:
         base = make_assistant(**overrides)
-        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=0.5)
+        # 2 s: under a loaded CI machine the fake's quick 5xx took over 0.5 s to arrive and
+        # read as a timeout; the drip (20 s) and the hang (4 s) still pass it
+        llm = LLMSettings(base_url=fake.base_url, model="fake-model", max_retries=0, timeout_s=2.0)
         settings = base.settings.model_copy(update={"llm": llm})
         runtime = open_runtime(settings, kb=base.kb, model=OpenAIChatModel(llm))
         app = create_app(settings, assistant=runtime, warm_up=False)
