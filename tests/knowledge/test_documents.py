@@ -485,3 +485,20 @@ def test_mkdocs_admonitions_read_as_quotes_under_their_title() -> None:
         "Text after it.\n\n> No title.\n\n"
         "```\n!!! warning\n    kept as code\n```\n"
     )
+
+
+def test_docusaurus_and_vitepress_admonitions_read_as_quotes_under_their_title() -> None:
+    """Docusaurus and VitePress fence a note in colons: the fence lines were read as
+    text, so a quote began ":::tip" and the title was a word of the passage."""
+    doc = parse(
+        "# 部署\n\n:::tip 提示\n\n先备份配置。\n\n:::\n\n"
+        "::::note[Two nodes]\nDrain first.\n:::danger\nNever both.\n:::\n::::\n\n"
+        "::: columns\nside by side\n:::\n\n"
+        "```\n:::tip\nkept as code\n:::\n```\n\n:::warning never closed\ntext\n"
+    )
+    assert doc.body == (
+        "# 部署\n\n> **提示**\n> 先备份配置。\n\n"
+        "> **Two nodes**\n> Drain first.\n> > **Danger**\n> > Never both.\n\n"
+        "side by side\n\n"
+        "```\n:::tip\nkept as code\n:::\n```\n\n:::warning never closed\ntext\n"
+    )

@@ -31,7 +31,10 @@ from superbiz.knowledge.documents.frontmatter import (
     split_frontmatter,
 )
 from superbiz.knowledge.formats import convert, reader_of
-from superbiz.knowledge.formats._admonitions import mkdocs_admonitions_as_quotes
+from superbiz.knowledge.formats._admonitions import (
+    colon_admonitions_as_quotes,
+    mkdocs_admonitions_as_quotes,
+)
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
@@ -227,8 +230,10 @@ def _read_markdown(
     front, body, warnings = _check_keys(front, body, text)
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
-    # MkDocs' ``!!! note`` and Sphinx's {note} fences and {ref}`…` roles read as their text
-    body = myst_roles_as_text(myst_directives_as_markdown(mkdocs_admonitions_as_quotes(body)))
+    # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, Sphinx's {note} fences and {ref}`…`
+    # roles read as their text
+    body = mkdocs_admonitions_as_quotes(colon_admonitions_as_quotes(body))
+    body = myst_roles_as_text(myst_directives_as_markdown(body))
     _refuse_unstorable(front, label)
     return front, body, warnings
 

@@ -1,21 +1,36 @@
-"""MkDocs' admonitions (Python-Markdown's ``!!! warning "Title"``) written as quotes.
+"""Admonitions of the Markdown site generators written as quotes under their title.
 
 Runbooks kept in MkDocs wrap their warnings in ``!!!`` (or a collapsible ``???``) with the
 text indented under it. Markdown reads that text as an indented code block: the page
-showed a warning as code, and a quote began with ``!!! danger``. It is written as the
-reStructuredText and MyST notes are (``formats._directives``, ``formats._myst``): a quote
-under its title.
+showed a warning as code, and a quote began with ``!!! danger``. Docusaurus and VitePress
+fence theirs in colons (``:::tip 提示`` … ``:::``): the fence lines were read as text, so a
+quote began ":::tip". Both are written as the reStructuredText and MyST notes are
+(``formats._directives``, ``formats._myst``): a quote under its title.
 """
 
 from __future__ import annotations
 
 import re
 
-from superbiz.knowledge.formats._markdown import CODE_FENCE, closes_fence, quoted
+from superbiz.knowledge.formats._markdown import (
+    closes_fence,
+    fence_after,
+    quoted,
+    without_blank_ends,
+)
 
 #: ``!!! type``, ``??? type`` or ``???+ type``, with an optional ``"title"`` ("" for none)
 _OPEN = re.compile(r'^(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$')
 _INDENT = ("    ", "\t")
+#: ``:::tip``, ``:::tip Title``, ``:::tip[Title]`` (Docusaurus), ``::: danger STOP``
+#: (VitePress); a name in braces is MyST's (``formats._myst``)
+_COLON_OPEN = re.compile(
+    r"^[ \t]{0,3}(?P<fence>:{3,})[ \t]*(?P<kind>[A-Za-z][\w-]*)"
+    r"(?:\[(?P<bracketed>[^\]]*)\]|[ \t]+(?P<title>[^:\s][^\n]*?))?[ \t]*:*[ \t]*$"
+)
+#: the kinds Docusaurus and VitePress draw as a box under a title; another name (a
+#: Pandoc div's class, a theme's own container) keeps its text without a title
+_COLON_KINDS = frozenset("caution danger details important info note tip warning".split())
 
 
 def mkdocs_admonitions_as_quotes(markdown: str) -> str:
@@ -28,20 +43,63 @@ def mkdocs_admonitions_as_quotes(markdown: str) -> str:
     """
     if "!!!" not in markdown and "???" not in markdown:
         return markdown
-    return "\n".join(_lines(markdown.split("\n")))
+    return "\n".join(_mkdocs_lines(markdown.split("\n")))
 
 
-def _lines(lines: list[str]) -> list[str]:
+def colon_admonitions_as_quotes(markdown: str) -> str:
+    """``markdown`` with each Docusaurus or VitePress admonition written as a quote under
+    its title; a container of another name keeps its text, without the fences.
+
+    >>> colon_admonitions_as_quotes(":::tip 提示\\n\\n先备份。\\n\\n:::\\n")
+    '> **提示**\\n> 先备份。\\n'
+    >>> colon_admonitions_as_quotes("::: warning\\nDrain first.\\n:::")
+    '> **Warning**\\n> Drain first.'
+    """
+    if ":::" not in markdown:
+        return markdown
+    return "\n".join(_colon_lines(markdown.split("\n")))
+
+
+def _colon_lines(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    number, fence = 0, None
+    while number < len(lines):
+        line = lines[number]
+        opening = None if fence else _COLON_OPEN.match(line)
+        end = None if opening is None else _colon_close(lines, number + 1, opening["fence"])
+        if opening is None or end is None:  # an opening never closed is text
+            fence = fence_after(line, fence)
+            out.append(line)
+            number += 1
+            continue
+        body = without_blank_ends(_colon_lines(lines[number + 1 : end]))
+        kind = opening["kind"].lower()
+        title = opening["bracketed"] if opening["bracketed"] is not None else opening["title"]
+        title = " ".join((title or "").split()) or kind.capitalize()
+        out.extend(quoted([f"**{title}**", *body]) if kind in _COLON_KINDS else body)
+        number = end + 1
+    return out
+
+
+def _colon_close(lines: list[str], start: int, fence: str) -> int | None:
+    """The line that closes a colon fence opened just before ``start``, outside the code
+    blocks in it; None when none does."""
+    code = None
+    for number in range(start, len(lines)):
+        if code is None and closes_fence(lines[number], fence):
+            return number
+        code = fence_after(lines[number], code)
+    return None
+
+
+def _mkdocs_lines(lines: list[str]) -> list[str]:
     out: list[str] = []
     number, fence = 0, None
     while number < len(lines):
         line = lines[number]
         opening = None if fence else _OPEN.match(line)
         if opening is None:
-            if fence is None and (plain := CODE_FENCE.match(line)):
-                fence = plain.group(1)
-            elif fence is not None and closes_fence(line, fence):
-                fence = None
+            fence = fence_after(line, fence)
             out.append(line)
             number += 1
             continue
@@ -50,7 +108,7 @@ def _lines(lines: list[str]) -> list[str]:
             end += 1
         while end > number + 1 and not lines[end - 1].strip():
             end -= 1  # blank lines after the text are the document's
-        body = _lines([_dedent(line) for line in lines[number + 1 : end]])
+        body = _mkdocs_lines([_dedent(line) for line in lines[number + 1 : end]])
         title = opening["title"]
         heading = [] if title == "" else [f"**{title or opening['kind'].capitalize()}**"]
         out.extend(quoted([*heading, *body]))

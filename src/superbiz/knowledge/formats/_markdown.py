@@ -41,6 +41,29 @@ def closes_fence(line: str, fence: str) -> bool:
     return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
 
 
+def fence_after(line: str, fence: str | None) -> str | None:
+    """The fence of the code block open after ``line``, given the one open before it
+    (None: outside any), for readers that walk a page a line at a time.
+
+    >>> fence_after("```bash", None), fence_after("echo", "```"), fence_after("```", "```")
+    ('```', '```', None)
+    """
+    if fence is not None:
+        return None if closes_fence(line, fence) else fence
+    opening = CODE_FENCE.match(line)
+    return opening.group(1) if opening else None
+
+
+def without_blank_ends(lines: Sequence[str]) -> list[str]:
+    """``lines`` without the blank lines before the first and after the last text.
+
+    >>> without_blank_ends(["", "Restart.", " ", ""])
+    ['Restart.']
+    """
+    filled = [number for number, line in enumerate(lines) if line.strip()]
+    return list(lines[filled[0] : filled[-1] + 1]) if filled else []
+
+
 def quoted(lines: Sequence[str]) -> list[str]:
     """``lines`` as a Markdown quote (a note under its title, a blockquote).
 

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import re
 
-from superbiz.knowledge.formats._markdown import CODE_FENCE, closes_fence, quoted
+from superbiz.knowledge.formats._markdown import (
+    closes_fence,
+    fence_after,
+    quoted,
+    without_blank_ends,
+)
 from superbiz.knowledge.formats._roles import (
     CODE_DIRECTIVES,
     CONTENT_ONLY_DIRECTIVES,
@@ -61,10 +66,7 @@ def _lines(lines: list[str]) -> list[str]:
         line = lines[number]
         opening = None if code else _OPEN.match(line)
         if opening is None:
-            if code is not None:
-                code = None if closes_fence(line, code) else code
-            elif plain := CODE_FENCE.match(line):
-                code = plain.group(1)
+            code = fence_after(line, code)
             out.append(line)
             number += 1
             continue
@@ -93,11 +95,7 @@ def _directive(name: str, argument: str, body: list[str]) -> list[str] | None:
     if kind in CODE_DIRECTIVES or kind in ("code", "code-block", "sourcecode"):
         language = argument.split()[0] if argument else ""
         return [f"```{language}", *body, "```"] if "".join(body).strip() else []
-    inner = _lines(body)
-    while inner and not inner[-1].strip():
-        inner.pop()
-    while inner and not inner[0].strip():
-        inner.pop(0)
+    inner = without_blank_ends(_lines(body))
     if kind in _ADMONITIONS:
         title = argument if kind == "admonition" and argument else kind.capitalize()
         text = inner if kind == "admonition" or not argument else [argument, *inner]
