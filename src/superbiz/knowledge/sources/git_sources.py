@@ -36,6 +36,7 @@ from superbiz.knowledge.sources.git import (
 )
 from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
+from superbiz.storage.repository import StoredDocument
 from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 
 #: the folder of the data directory that Git sources are kept in
@@ -216,7 +217,7 @@ class GitSources:
                 f"domain changed from {moved_from or '(none)'} to {fetched.domain}: every "
                 f"document moved under {fetched.domain}/"
             )
-        elif old and self._read_otherwise(source):
+        elif old and self._read_otherwise(self.kb.documents.under(str(tree.resolve()))):
             result = self._full(source, repo, commit)
             result.note = (
                 "superbiz reads files differently since the last sync (a new reader or "
@@ -255,18 +256,14 @@ class GitSources:
         return record
 
     def _documents(self, source: SourceRecord) -> int:
-        tree = self.tree(source).resolve()
-        return sum(1 for d in self.kb.documents.all() if Path(d.source_file).is_relative_to(tree))
+        return self.kb.documents.count_under(str(self.tree(source).resolve()))
 
-    def _read_otherwise(self, source: SourceRecord) -> bool:
-        """Whether an older reader or chunking made one of the source's documents: no
-        commit changes its file then, so only reading the whole tree again brings it up."""
-        tree, settings = self.tree(source).resolve(), self.kb.settings.ingest
-        return any(
-            d.read_with != read_with(d.path, settings)
-            for d in self.kb.documents.all()
-            if Path(d.source_file).is_relative_to(tree)
-        )
+    def _read_otherwise(self, stored: list[StoredDocument]) -> bool:
+        """Whether an older reader or chunking made one of the source's ``stored``
+        documents: no commit changes its file then, so only reading the whole tree again
+        brings it up."""
+        settings = self.kb.settings.ingest
+        return any(d.read_with != read_with(d.path, settings) for d in stored)
 
     def _target(self, source: SourceRecord, path: str) -> PurePosixPath:
         """A repository file's document path (under the source's domain, if it has one)."""
