@@ -14,6 +14,7 @@ from superbiz.knowledge.documents.document import (
     normalize_domain,
     parse_document,
 )
+from superbiz.knowledge.documents.metadata import derive_metadata
 
 
 def parse(text: str | bytes, path: str = "payment/doc.md"):
@@ -502,3 +503,24 @@ def test_docusaurus_and_vitepress_admonitions_read_as_quotes_under_their_title()
         "side by side\n\n"
         "```\n:::tip\nkept as code\n:::\n```\n\n:::warning never closed\ntext\n"
     )
+
+
+def test_html_comments_and_empty_anchors_are_not_the_documents_text() -> None:
+    """Apache projects open every page with their licence in a comment: it became the
+    document's when-to-retrieve line on the planner's map. Node.js keeps each API's
+    history in ``<!-- YAML`` comments, and quotes began with them."""
+    doc = parse(
+        "---\ntitle: MySQL CDC\n---\n<!--\nLicensed to the Apache Software Foundation.\n"
+        "```\nnot code: commented out\n```\n-->\n\n"
+        "Reads the binlog of a MySQL server.<!-- TODO: MariaDB -->\n\n"
+        '## Server id\n<a id="server-id"></a>\n<!-- YAML\nadded: v1.0\n-->\n'
+        "Each reader needs its own `<!-- id -->` range.\n\n"
+        "```xml\n<!-- the dependency -->\n<artifactId>cdc</artifactId>\n```\n"
+        "<!-- never closed\n"
+    )
+    assert derive_metadata(doc)[1] == "Reads the binlog of a MySQL server."
+    assert "Licensed" not in doc.body and "YAML" not in doc.body and "TODO" not in doc.body
+    assert '<a id="server-id">' not in doc.body
+    assert "Each reader needs its own `<!-- id -->` range." in doc.body
+    assert "```xml\n<!-- the dependency -->\n<artifactId>cdc</artifactId>\n```" in doc.body
+    assert doc.body.endswith("<!-- never closed\n")

@@ -35,6 +35,7 @@ from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
+from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
@@ -228,6 +229,7 @@ def _read_markdown(
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     front, body = split_frontmatter(text, label)
     front, body, warnings = _check_keys(front, body, text)
+    body = invisible_html_dropped(body)  # a licence header in a comment is not the text
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
     # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, Sphinx's {note} fences and {ref}`…`
