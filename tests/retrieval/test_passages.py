@@ -56,6 +56,19 @@ def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() ->
     )
 
 
+def test_windows_that_do_not_overlap_are_separate_lines() -> None:
+    """Node.js's docs give each example twice, a ``cjs`` block then an ``mjs`` one, and
+    the chunker cut between them: the section was read as "```" and "```mjs" on one line,
+    so the prose after the blocks was quoted as if inside one, under a stray fence."""
+    windows = [
+        "Run it:\n```cjs\nconst a = require('a');\n```",
+        "```mjs\nimport a from 'a';\n```",
+        "Then restart the service and watch its log.",
+    ]
+    assert quoted_window(windows) == "Then restart the service and watch its log."
+    assert quoted_window(windows[:2]) == windows[1]
+
+
 def test_a_window_whose_sentence_began_out_of_reach_starts_at_the_next_one() -> None:
     """requests' "API Changes" list: a window began "instead." because the sentence it
     ends started behind a code block, further back than a quote reaches."""

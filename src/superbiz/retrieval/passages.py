@@ -89,7 +89,9 @@ def quoted_window(windows: Sequence[str]) -> str:
         return text
     section = windows[0]
     for before, window in pairwise(windows[:-1]):
-        section += window[_overlap(before, window) :]
+        shared = _overlap(before, window)
+        # windows that do not overlap met at a line break: "```" then "```mjs" are two lines
+        section += window[shared:] if shared else f"\n{window}"
     shared = _overlap(windows[-2], text)
     opening = [match.group() for match in _FENCE_LINE.finditer(section[: len(section) - shared])]
     if len(opening) % 2 == 0:
