@@ -56,6 +56,21 @@ def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() ->
     )
 
 
+def test_an_abbreviation_does_not_end_a_sentence() -> None:
+    """Node.js's ``fs.access`` reads "… (e.g. `fs.constants.W_OK | fs.constants.R_OK`).":
+    the quote began after "e.g.", in the middle of the sentence."""
+    shared = "| fs.constants.R_OK`). Check [File access constants][] for"
+    before = f"Tests permissions. `mode` is a mask (e.g.\n`fs.constants.W_OK {shared}"
+    window = f"{shared}\npossible values of `mode`."
+    assert from_sentence_start(before, window) == (
+        f"`mode` is a mask (e.g.\n`fs.constants.W_OK {window}"
+    )
+    tail = "i.e. the newest of the releases"
+    assert from_sentence_start(f"Pick one. Use one of them, {tail}", f"{tail} first.") == (
+        f"Use one of them, {tail} first."
+    )
+
+
 def test_windows_that_do_not_overlap_are_separate_lines() -> None:
     """Node.js's docs give each example twice, a ``cjs`` block then an ``mjs`` one, and
     the chunker cut between them: the section was read as "```" and "```mjs" on one line,

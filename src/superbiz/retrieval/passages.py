@@ -21,7 +21,12 @@ TERM_WEIGHT = 0.3
 
 _COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
 #: where a sentence may start: after a sentence's end or a blank line
-_SENTENCE_END = re.compile(r"[.!?]\s+|[。！？]\s*|\n\s*\n")
+#: a sentence's end; the period of an abbreviation inside a sentence ("e.g. `R_OK`") is none
+_SENTENCE_END = re.compile(
+    r"[!?]\s+|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.\s+"
+    r"|[。！？]\s*|\n\s*\n",
+    re.IGNORECASE,
+)
 #: the longest overlap of two windows sought (the chunker's is 100 characters, begun on a
 #: word), and how far back before it a sentence's start is
 _CONTINUATION_REACH = 200
