@@ -91,12 +91,6 @@ def _stored(row: DocumentRow) -> StoredDocument:
     )
 
 
-def _inside(folder: str) -> ColumnElement[bool]:
-    """A document's file lies in ``folder``: its path starts with the folder's, then a
-    separator (``%`` and ``_`` in the folder's name are letters, not wildcards)."""
-    return DocumentRow.source_file.startswith(folder.rstrip("/" + os.sep) + os.sep, autoescape=True)
-
-
 _HAS_DOMAIN = select(DocumentRow.id).where(DocumentRow.domain == bindparam("domain")).limit(1)
 _VERSION = select(KnowledgeVersionRow.version).where(KnowledgeVersionRow.id == 1)
 _BUMP = (
@@ -159,16 +153,11 @@ class DocumentRepository:
             return [_stored(row) for row in rows]
 
     def under(self, folder: str) -> list[StoredDocument]:
-        """The documents whose file lies in ``folder`` (spelled as their ``source_file``
-        is), found by the database instead of by reading every row."""
+        """The documents whose file lies in ``folder`` (as ``source_file`` spells it; its
+        ``%`` and ``_`` are letters), found by the database, not by reading every row."""
+        inside = DocumentRow.source_file.startswith(os.path.join(folder, ""), autoescape=True)
         with Session(self.engine) as session:
-            rows = session.scalars(select(DocumentRow).where(_inside(folder)))
-            return [_stored(row) for row in rows]
-
-    def count_under(self, folder: str) -> int:
-        """How many documents ``under(folder)`` holds, counted by the database."""
-        with Session(self.engine) as session:
-            return session.scalar(select(func.count()).where(_inside(folder))) or 0
+            return [_stored(row) for row in session.scalars(select(DocumentRow).where(inside))]
 
     def fingerprints(self) -> dict[str, tuple[Any, ...]]:
         """Path → what changes whenever its row does (content, domain, title, last

@@ -256,7 +256,7 @@ class GitSources:
         return record
 
     def _documents(self, source: SourceRecord) -> int:
-        return self.kb.documents.count_under(str(self.tree(source).resolve()))
+        return len(self.kb.documents.under(str(self.tree(source).resolve())))
 
     def _read_otherwise(self, stored: list[StoredDocument]) -> bool:
         """Whether an older reader or chunking made one of the source's ``stored``
