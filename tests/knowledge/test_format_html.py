@@ -181,3 +181,19 @@ def test_two_programs_in_one_pre_stay_apart() -> None:
         "# Readline\n\n```js\nimport { once } from 'node:events';\nrun();\n\n"
         "const { once } = require('node:events');\nrun();\n```\n"
     )
+
+
+def test_the_line_break_just_after_pre_is_not_the_codes() -> None:
+    """HTML drops a line break just after ``<pre>``, and DocBook manuals (Valgrind's)
+    write every listing so: their code blocks, and the quotes of them, began with an
+    empty line. A second one, or one inside ``<code>``, is the code's."""
+    page = (
+        "<html><body><main><h1>Errors</h1>"
+        '<pre class="programlisting">\n==1== Conditional jump\n==1==    at main</pre>'
+        "<pre>\r\n\r\nkept</pre><pre><code>\nkept too</code></pre></main></body></html>"
+    )
+    _, body = convert(page)
+    assert body == (
+        "# Errors\n\n```\n==1== Conditional jump\n==1==    at main\n```\n\n"
+        "```\n\nkept\n```\n\n```\n\nkept too\n```\n"
+    )

@@ -92,6 +92,8 @@ HTML = """<html><head><title>Rotate the API keys - Ops handbook</title></head><b
 <article><h2>Rotate the API keys<a class="headerlink" href="#rotate">¶</a></h2>
 <p>Before you start, read <a href="/policy">the key policy</a>.</p>
 <pre><code>vault write -f transit/keys/api/rotate</code><code>vault read k</code></pre>
+<pre>
+kubectl get pods</pre>
 <h3>Check</h3><table><tr><th>key</th><th>valid</th></tr><tr><td>old</td><td>24 h</td></tr></table>
 </article></body></html>
 """
@@ -121,7 +123,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 READINGS = {
     ("markdown", 7): "25f4a9fa6ed2a6ce",
     ("rst", 3): "f7babd4089f8133b",
-    ("html", 3): "baaed7fe1aced41a",
+    ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",
 }

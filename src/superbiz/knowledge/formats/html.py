@@ -277,10 +277,13 @@ def _code_span(code: str) -> str:
 def _pre_text(el: lxml.html.HtmlElement) -> str:
     """A ``<pre>``'s code. Several ``<code>`` in one (Node.js's documentation shows an
     example as ES module and as CommonJS, one over the other) are separate programs: a
-    blank line between them, not "processLineByLine();const { createReadStream } …"."""
+    blank line between them, not "processLineByLine();const { createReadStream } …". A
+    line break just after ``<pre>`` is not shown (HTML drops it; DocBook's manuals, such
+    as Valgrind's, write every listing so), and a quote began with an empty line."""
     codes = [child for child in el if child.tag == "code"]
     if len(codes) < 2 or (el.text or "").strip() or any((c.tail or "").strip() for c in codes):
-        return str(el.text_content())
+        text, first = str(el.text_content()), el.text or ""
+        return text[2:] if first.startswith("\r\n") else text[first.startswith("\n") :]
     return "\n\n".join(str(code.text_content()).strip("\n") for code in codes)
 
 
