@@ -11,6 +11,7 @@ quote began ":::tip". Both are written as the reStructuredText and MyST notes ar
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from superbiz.knowledge.formats._markdown import (
     closes_fence,
@@ -43,7 +44,7 @@ def mkdocs_admonitions_as_quotes(markdown: str) -> str:
     """
     if "!!!" not in markdown and "???" not in markdown:
         return markdown
-    return "\n".join(_mkdocs_lines(markdown.split("\n")))
+    return "\n".join(_rewritten(markdown.split("\n"), _mkdocs_block))
 
 
 def colon_admonitions_as_quotes(markdown: str) -> str:
@@ -57,28 +58,40 @@ def colon_admonitions_as_quotes(markdown: str) -> str:
     """
     if ":::" not in markdown:
         return markdown
-    return "\n".join(_colon_lines(markdown.split("\n")))
+    return "\n".join(_rewritten(markdown.split("\n"), _colon_block))
 
 
-def _colon_lines(lines: list[str]) -> list[str]:
+#: what a block opening at a line stands for: (the line after it, its lines), or None
+Block = Callable[[list[str], int], tuple[int, list[str]] | None]
+
+
+def _rewritten(lines: list[str], block: Block) -> list[str]:
+    """``lines`` with each block ``block`` finds at a line outside code written as it says."""
     out: list[str] = []
     number, fence = 0, None
     while number < len(lines):
-        line = lines[number]
-        opening = None if fence else _COLON_OPEN.match(line)
-        end = None if opening is None else _colon_close(lines, number + 1, opening["fence"])
-        if opening is None or end is None:  # an opening never closed is text
-            fence = fence_after(line, fence)
-            out.append(line)
+        found = None if fence else block(lines, number)
+        if found is None:
+            fence = fence_after(lines[number], fence)
+            out.append(lines[number])
             number += 1
             continue
-        body = without_blank_ends(_colon_lines(lines[number + 1 : end]))
-        kind = opening["kind"].lower()
-        title = opening["bracketed"] if opening["bracketed"] is not None else opening["title"]
-        title = " ".join((title or "").split()) or kind.capitalize()
-        out.extend(quoted([f"**{title}**", *body]) if kind in _COLON_KINDS else body)
-        number = end + 1
+        number, written = found
+        out.extend(written)
     return out
+
+
+def _colon_block(lines: list[str], number: int) -> tuple[int, list[str]] | None:
+    """A colon admonition opening at ``number``; an opening never closed is text."""
+    opening = _COLON_OPEN.match(lines[number])
+    end = None if opening is None else _colon_close(lines, number + 1, opening["fence"])
+    if opening is None or end is None:
+        return None
+    body = without_blank_ends(_rewritten(lines[number + 1 : end], _colon_block))
+    kind = opening["kind"].lower()
+    title = opening["bracketed"] if opening["bracketed"] is not None else opening["title"]
+    title = " ".join((title or "").split()) or kind.capitalize()
+    return end + 1, quoted([f"**{title}**", *body]) if kind in _COLON_KINDS else body
 
 
 def _colon_close(lines: list[str], start: int, fence: str) -> int | None:
@@ -92,28 +105,21 @@ def _colon_close(lines: list[str], start: int, fence: str) -> int | None:
     return None
 
 
-def _mkdocs_lines(lines: list[str]) -> list[str]:
-    out: list[str] = []
-    number, fence = 0, None
-    while number < len(lines):
-        line = lines[number]
-        opening = None if fence else _OPEN.match(line)
-        if opening is None:
-            fence = fence_after(line, fence)
-            out.append(line)
-            number += 1
-            continue
-        end = number + 1
-        while end < len(lines) and (not lines[end].strip() or lines[end].startswith(_INDENT)):
-            end += 1
-        while end > number + 1 and not lines[end - 1].strip():
-            end -= 1  # blank lines after the text are the document's
-        body = _mkdocs_lines([_dedent(line) for line in lines[number + 1 : end]])
-        title = opening["title"]
-        heading = [] if title == "" else [f"**{title or opening['kind'].capitalize()}**"]
-        out.extend(quoted([*heading, *body]))
-        number = end
-    return out
+def _mkdocs_block(lines: list[str], number: int) -> tuple[int, list[str]] | None:
+    """A MkDocs admonition opening at ``number``: its indented text, blank lines after it
+    left to the document."""
+    opening = _OPEN.match(lines[number])
+    if opening is None:
+        return None
+    end = number + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].startswith(_INDENT)):
+        end += 1
+    while end > number + 1 and not lines[end - 1].strip():
+        end -= 1
+    body = _rewritten([_dedent(line) for line in lines[number + 1 : end]], _mkdocs_block)
+    title = opening["title"]
+    heading = [] if title == "" else [f"**{title or opening['kind'].capitalize()}**"]
+    return end, quoted([*heading, *body])
 
 
 def _dedent(line: str) -> str:
