@@ -58,7 +58,8 @@ def colon_admonitions_as_quotes(markdown: str) -> str:
     """
     if ":::" not in markdown:
         return markdown
-    return "\n".join(_rewritten(markdown.split("\n"), _colon_block))
+    lines = markdown.split("\n")
+    return "\n".join(_rewritten(lines, _colon_blocks(lines)))
 
 
 #: what a block opening at a line stands for: (the line after it, its lines), or None
@@ -81,17 +82,32 @@ def _rewritten(lines: list[str], block: Block) -> list[str]:
     return out
 
 
-def _colon_block(lines: list[str], number: int) -> tuple[int, list[str]] | None:
-    """A colon admonition opening at ``number``; an opening never closed is text."""
-    opening = _COLON_OPEN.match(lines[number])
-    end = None if opening is None else _colon_close(lines, number + 1, opening["fence"])
-    if opening is None or end is None:
-        return None
-    body = without_blank_ends(_rewritten(lines[number + 1 : end], _colon_block))
-    kind = opening["kind"].lower()
-    title = opening["bracketed"] if opening["bracketed"] is not None else opening["title"]
-    title = " ".join((title or "").split()) or kind.capitalize()
-    return end + 1, quoted([f"**{title}**", *body]) if kind in _COLON_KINDS else body
+def _colon_blocks(page: list[str]) -> Block:
+    """The colon admonitions of ``page``: each opening's block, or None when nothing
+    closes it (it is text). Where the last line that could close a fence of its length
+    lies is found once per length, so a page of openings never closed is read in linear
+    time rather than scanned to its end from each."""
+    last: dict[int, int] = {}
+
+    def block(lines: list[str], number: int) -> tuple[int, list[str]] | None:
+        opening = _COLON_OPEN.match(lines[number])
+        if opening is None:
+            return None
+        fence = opening["fence"]
+        if len(fence) not in last:
+            ends = (i for i in range(len(page) - 1, -1, -1) if closes_fence(page[i], fence))
+            last[len(fence)] = next(ends, -1)
+        end = _colon_close(lines, number + 1, fence) if last[len(fence)] > number else None
+        if end is None:
+            return None
+        inner = lines[number + 1 : end]
+        body = without_blank_ends(_rewritten(inner, _colon_blocks(inner)))
+        kind = opening["kind"].lower()
+        title = opening["bracketed"] if opening["bracketed"] is not None else opening["title"]
+        title = " ".join((title or "").split()) or kind.capitalize()
+        return end + 1, quoted([f"**{title}**", *body]) if kind in _COLON_KINDS else body
+
+    return block
 
 
 def _colon_close(lines: list[str], start: int, fence: str) -> int | None:

@@ -13,6 +13,7 @@ closed stays as written.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from superbiz.knowledge.formats._markdown import fence_after
 
@@ -37,12 +38,16 @@ def invisible_html_dropped(markdown: str) -> str:
     if "<!--" not in markdown and "<a" not in markdown.lower():
         return markdown
     lines = markdown.split("\n")
+    # the lines a comment can close on, looked up rather than scanned for: a page of
+    # openings never closed is read in linear time
+    closing = [number for number, line in enumerate(lines) if _CLOSE in line]
     out: list[str] = []
     number, fence = 0, None
     while number < len(lines):
         line = lines[number]
         if fence is None and _BLOCK_OPEN.match(line):
-            end = next((i for i in range(number, len(lines)) if _CLOSE in lines[i]), None)
+            at = bisect_left(closing, number)
+            end = closing[at] if at < len(closing) else None
             if end is not None:
                 rest = lines[end].split(_CLOSE, 1)[1]
                 out.append(_inline_dropped(rest) if rest.strip() else "")
