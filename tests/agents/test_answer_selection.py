@@ -146,3 +146,32 @@ def test_a_quote_of_a_window_inside_a_long_section_starts_where_its_sentence_doe
     passages[guide.path][1] = Passage("Repeatable installs > Hashes", second, vector(1, 0.2))
     [quote] = select_answer("What does --no-deps add?", [guide], passages, QV).quoted
     assert quote.passage == second
+
+
+def test_a_chinese_question_on_a_knowledge_base_without_chinese_is_answered_on_its_cosine() -> None:
+    """A team's English docs asked in Chinese (CMake's manual: "如何下载一个文件？" found
+    ``file.rst`` first, yet "nothing answers"): its passages cannot name the Chinese words,
+    so their absence is not held against them; the one Latin term still counts."""
+    target = doc(1, "command/target_compile_options.rst", "target_compile_options")
+    whole = doc(2, "command/add_compile_options.rst", "add_compile_options")
+    passages = {
+        # cosines 0.39 and 0.36
+        target.path: [Passage("Synopsis", "Add compile options to a target.", vector(0.4235, 1))],
+        whole.path: [Passage("Example", "add_compile_options(-Wall -Wextra)", vector(0.3859, 1))],
+    }
+    question = "只对某一个目标加上 -Wall 编译选项"
+
+    mixed = select_answer(question, [target, whole], passages, QV)
+    # in a knowledge base that writes Chinese the missing words count: only "-Wall"'s
+    # example passes, though the lookups ranked the target's page first
+    assert [q.citation for q in mixed.quoted] == [whole]
+
+    english = select_answer(question, [target, whole], passages, QV, writes_chinese=False)
+    assert [q.citation for q in english.quoted] == [target]
+    assert english.related == (whole,)
+
+    unrelated = {target.path: [Passage("x", "Add compile options.", AXES[5])]}
+    off_topic = select_answer(
+        "谁赢得了世界杯？", [target], unrelated, AXES[6], writes_chinese=False
+    )
+    assert not off_topic.answered  # the cosine still has to carry it

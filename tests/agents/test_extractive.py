@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from superbiz._text import key_terms
+from superbiz._text import has_cjk, key_terms
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import (
     ExtractiveChatModel,
@@ -323,6 +323,36 @@ def test_a_supplement_found_in_hand_does_not_replan(tmp_path: Path, use_embedder
     assert levels == [RelevanceLevel.REFERENCE, RelevanceLevel.DEDUPED]
     assert turn.replan is None and turn.result.unfilled == []
     assert turn.result.evidence == ["infrastructure/k8s-crashloopbackoff.md"]
+
+
+def test_a_chinese_question_on_english_runbooks_quotes_the_one_that_answers(
+    tmp_path: Path, use_embedder: Embedder, kb_writer: Any
+) -> None:
+    """A team's docs are English, its people ask in Chinese (the example KB's English
+    runbooks alone): the lookup ranks the disk runbook first, and the answer quotes it
+    instead of saying that nothing answers. Its passages could not name "磁盘"; only a
+    knowledge base that writes Chinese holds such a word's absence against a passage. A
+    question about nothing there still gets nothing."""
+    corpus = builtin_dataset() / "corpus"
+    texts = {str(p.relative_to(corpus)): p.read_text("utf-8") for p in corpus.rglob("*.md")}
+    # the English runbooks (a link may name a Chinese one's title: "see 支付失败排查手册")
+    english = {path: text for path, text in texts.items() if not has_cjk(text.split("---")[1])}
+    assert "infrastructure/node-disk-full.md" in english and len(english) == 8
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", english)])
+        assert not kb.writes_chinese
+        turn = runtime.ask("s1", "磁盘满了怎么办？").result
+        off_topic = runtime.ask("s2", "谁赢得了2018年世界杯？").result
+
+        assert turn.answer.startswith(ZH_LABEL)
+        assert [c.path for c in turn.citations] == ["infrastructure/node-disk-full.md"]
+        assert off_topic.citations == [] and ZH_NOTHING in off_topic.answer
+
+        chinese = {"infrastructure/磁盘.md": "# 磁盘满了\n\n清理镜像。\n"}
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", chinese)])
+        assert kb.writes_chinese  # measured again after the change
 
 
 def test_a_code_block_is_quoted_whole_and_never_left_open() -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -47,6 +48,7 @@ from superbiz.retrieval.passages import (
     passage_text,
     question_terms,
     quoted_window,
+    split_unwritten,
 )
 
 __all__ = [
@@ -105,6 +107,9 @@ class PassageSource(Protocol):
 
     def embed_question(self, text: str) -> np.ndarray: ...
 
+    @property
+    def writes_chinese(self) -> bool: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Quote:
@@ -145,11 +150,13 @@ def _unit(vector: np.ndarray) -> np.ndarray:
 def _passage_scores(
     question_vector: np.ndarray | None,
     terms: Sequence[str],
+    unwritten: int,
     title: str,
     passages: Sequence[StoredPassage],
 ) -> list[float]:
     """Each passage's score: dense cosine with the question plus ``TERM_WEIGHT`` × the
-    share of the question's terms its title, headings and text name."""
+    share of the question's terms its title, headings and text name, counting the
+    ``unwritten`` terms none of them could name as named."""
     scores = []
     for passage in passages:
         cosine = (
@@ -158,7 +165,9 @@ def _passage_scores(
             else None
         )
         scores.append(
-            passage_score(cosine, terms, passage_text(title, passage.heading, passage.text))
+            passage_score(
+                cosine, terms, passage_text(title, passage.heading, passage.text), unwritten
+            )
         )
     return scores
 
@@ -172,6 +181,7 @@ def select_answer(
     earlier: frozenset[str] = frozenset(),
     context: str | None = None,
     context_vector: np.ndarray | None = None,
+    writes_chinese: bool = True,
 ) -> AnswerSelection:
     """Choose what the answer to ``question`` quotes among ``documents`` and what it
     lists as related (see the module docstring).
@@ -189,12 +199,19 @@ def select_answer(
     one's passage is still the one that answers the follow-up's own words (the webhook
     runbook's "Retry schedule", not the "Investigation steps" the first question asked
     for).
+
+    ``writes_chinese``: False for a knowledge base without Chinese (``PassageSource``).
+    Its passages cannot name a Chinese question's Chinese words, so those count as named
+    by each of them (as the best passage of a gold document names every term, the
+    median on dev and on dev2), and the English runbook that answers "磁盘满了怎么办？"
+    is quoted on its cosine instead of "nothing answers" (``split_unwritten``).
     """
-    scored = _scores(question, documents, passages, question_vector)
+    score = partial(_scores, documents=documents, passages=passages, chinese=writes_chinese)
+    scored = score(question, question_vector=question_vector)
     selection = _select(documents, scored, earlier, dense=question_vector is not None)
     if selection.answered or context is None:
         return selection
-    wider = _scores(context, documents, passages, context_vector)
+    wider = score(context, question_vector=context_vector)
     own = {path: passage for path, (_, passage) in scored.items()}
     merged = {path: (score, own[path]) for path, (score, _) in wider.items()}
     return _select(documents, merged, earlier, dense=context_vector is not None)
@@ -202,19 +219,21 @@ def select_answer(
 
 def _scores(
     question: str,
+    *,
     documents: Sequence[Citation],
     passages: Mapping[str, Sequence[StoredPassage]],
     question_vector: np.ndarray | None,
+    chinese: bool,
 ) -> dict[str, tuple[float, StoredPassage]]:
     """Each document's best passage for ``question`` and its score."""
-    terms = question_terms(question)
+    terms, unwritten = split_unwritten(question_terms(question), chinese)
     vector = _unit(question_vector) if question_vector is not None else None
     best: dict[str, tuple[float, StoredPassage]] = {}
     for doc in documents:
         own: list[StoredPassage] = list(passages.get(doc.path) or ())
         if not own:
             own = [Passage("", doc.content)]
-        values = _passage_scores(vector, terms, doc.title, own)
+        values = _passage_scores(vector, terms, unwritten, doc.title, own)
         top = int(np.argmax(values))
         best[doc.path] = (values[top], _whole(own, top))
     return best

@@ -193,7 +193,10 @@ class Executor:
             return select_answer(question, documents, {}, earlier=held, context=context)
         stored = passages.passages([d.path for d in documents])
         vector = passages.embed_question(question)
-        selection = select_answer(question, documents, stored, vector, earlier=held)
+        chinese = passages.writes_chinese
+        selection = select_answer(
+            question, documents, stored, vector, earlier=held, writes_chinese=chinese
+        )
         if selection.answered or context is None:
             return selection
         wider = passages.embed_question(context)
@@ -205,6 +208,7 @@ class Executor:
             earlier=held,
             context=context,
             context_vector=wider,
+            writes_chinese=chinese,
         )
 
     def _complete(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from superbiz._text import key_terms, normalize
+from superbiz._text import has_cjk, key_terms, normalize
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -51,15 +51,33 @@ def question_terms(question: str) -> list[str]:
     return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
 
 
-def coverage(terms: Sequence[str], text: str) -> float:
-    """The share of ``terms`` that ``text`` (normalised) names.
+def coverage(terms: Sequence[str], text: str, unwritten: int = 0) -> float:
+    """The share of ``terms`` that ``text`` (normalised) names, beside ``unwritten``
+    further terms counted as named (``split_unwritten``).
 
     >>> coverage(["redis", "连接池"], "redis 连接池耗尽"), coverage([], "x")
     (1.0, 0.0)
+    >>> coverage(["wall"], "target_compile_options", unwritten=3)
+    0.75
     """
-    if not terms:
+    if not terms and not unwritten:
         return 0.0
-    return sum(term in text for term in terms) / len(terms)
+    return (sum(term in text for term in terms) + unwritten) / (len(terms) + unwritten)
+
+
+def split_unwritten(terms: Sequence[str], chinese: bool) -> tuple[list[str], int]:
+    """``terms`` a passage is matched on, and how many of them no passage can name: the
+    Chinese ones when the knowledge base writes no Chinese (``chinese`` False).
+
+    >>> split_unwritten(["目标", "wall", "编译"], chinese=False)
+    (['wall'], 2)
+    >>> split_unwritten(["目标", "wall"], chinese=True)
+    (['目标', 'wall'], 0)
+    """
+    if chinese:
+        return list(terms), 0
+    written = [term for term in terms if not has_cjk(term)]
+    return written, len(terms) - len(written)
 
 
 def passage_text(title: str, heading: str, text: str) -> str:
@@ -67,14 +85,17 @@ def passage_text(title: str, heading: str, text: str) -> str:
     return normalize(f"{title}\n{heading}\n{text}")
 
 
-def passage_score(cosine: float | None, terms: Sequence[str], text: str) -> float:
+def passage_score(
+    cosine: float | None, terms: Sequence[str], text: str, unwritten: int = 0
+) -> float:
     """``cosine`` (None: no vector) plus ``TERM_WEIGHT`` × the share of ``terms`` that
-    ``text`` (``passage_text``) names.
+    ``text`` (``passage_text``) names, ``unwritten`` more counted as named (``coverage``).
 
     >>> round(passage_score(0.5, ["redis", "pool"], "redis 连接池"), 2)
     0.65
     """
-    return TERM_WEIGHT * coverage(terms, text) + (cosine if cosine is not None else 0.0)
+    share = coverage(terms, text, unwritten)
+    return TERM_WEIGHT * share + (cosine if cosine is not None else 0.0)
 
 
 def quoted_window(windows: Sequence[str]) -> str:

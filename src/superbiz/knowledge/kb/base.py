@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 import numpy as np
 from sqlalchemy import Engine
 
+from superbiz._text import has_cjk
 from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, IndexMismatchError, UnknownDomainError
@@ -95,6 +96,7 @@ class KnowledgeBase:
         #: difference after a change
         self._mirror = DocumentMirror(self.documents)
         self._documents = Versioned(self._refresh_documents)
+        self._chinese = Versioned(self._writes_chinese)
         self._exact = ExactIndex()
         self._exact_docs: dict[str, StoredDocument] = {}  # the document of each entry
         self._exact_cache = Versioned(self._update_exact)
@@ -298,6 +300,21 @@ class KnowledgeBase:
         (``DocumentMirror``): an unchanged document is the same object as before."""
         with self._cache_lock:
             return self._documents.get(self._changes, fresh=fresh)
+
+    @property
+    def writes_chinese(self) -> bool:
+        """Whether some document's title, covers or when-to-retrieve line is written in
+        Chinese characters. A knowledge base that writes none (a team's English vendor
+        docs) cannot name a Chinese question's words: the answer selection does not hold
+        their absence against its passages (``select_answer``)."""
+        with self._cache_lock:
+            return self._chinese.get(self._changes)
+
+    def _writes_chinese(self) -> bool:
+        return any(
+            has_cjk("\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]))
+            for doc in self.current_documents().values()
+        )
 
     def _refresh_documents(self) -> dict[str, StoredDocument]:
         self._mirror.refresh()
