@@ -4,6 +4,7 @@ document frequency and the level thresholds (real USE, Milvus Lite, SQLite)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from superbiz.config import Settings
 from superbiz.knowledge.ingest.ingestor import Ingestor
-from superbiz.knowledge.kb.base import KEY_FREQUENCY_KEY, KnowledgeBase
+from superbiz.knowledge.kb.base import KEY_FREQUENCY_KEY, LEVEL_CALIBRATION_KEY, KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.calibration import MIN_PROBES
 from superbiz.retrieval.embedders import Embedder
@@ -226,3 +227,46 @@ def test_past_the_whole_measure_a_change_counts_only_the_documents_it_touched(
     retrieval = open_kb.retrieve("log compaction is stuck")
     assert retrieval.level is RelevanceLevel.PRECISE and retrieval.top is not None
     assert retrieval.top.doc_path == "compaction.md"
+
+
+def test_a_knowledge_base_about_one_subject_keeps_the_shipped_reference(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    """Measured with no reference (``LevelCalibration.one_subject``): the measured
+    highly-relevant rule stands, beside the shipped reference."""
+    Ingestor(open_kb).ingest(
+        [_write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})]
+    )
+    measured = open_kb.calibration
+    assert measured is not None and measured.measured and measured.current
+    one_subject = replace(measured, reference=None)
+    open_kb.meta.set_measurements({LEVEL_CALIBRATION_KEY: one_subject.to_json()})
+    open_kb.changed()
+
+    shipped = DEFAULT_THRESHOLDS["use-multilingual-v3"]
+    assert open_kb.calibration is not None and open_kb.calibration.one_subject
+    assert open_kb.thresholds.reference == shipped.reference
+    assert open_kb.thresholds.highly_relevant == max(
+        measured.highly_relevant or 0, shipped.reference
+    )
+    assert open_kb.thresholds.highly_relevant_lead == measured.highly_relevant_lead
+
+
+def test_thresholds_measured_the_older_way_are_measured_again_by_the_next_ingest(
+    tmp_path: Path, open_kb: KnowledgeBase
+) -> None:
+    """A knowledge base measured before the method changed keeps its old thresholds until
+    a document changes, unless its next ingest, with nothing new, measures it again."""
+    root = _write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})
+    Ingestor(open_kb).ingest([root])
+    measured = open_kb.calibration
+    assert measured is not None and measured.current
+    older = replace(measured, method=0, reference=0.99)
+    open_kb.meta.set_measurements({LEVEL_CALIBRATION_KEY: older.to_json()})
+    open_kb.changed()
+    assert open_kb.calibration is not None and not open_kb.calibration.current
+
+    report = Ingestor(open_kb).ingest([root])
+
+    assert not report.changed
+    assert open_kb.calibration == measured

@@ -52,3 +52,41 @@ def test_the_unrelated_cosines_are_every_other_documents_not_a_draw() -> None:
     assert reference(chunk_paths) == once  # the same KB measures the same
     # one document with a chunk more: the other 119 documents' pairs are as they were
     assert abs(reference([*chunk_paths, "runbook-000.md"]) - once) <= 0.01
+
+
+def test_a_knowledge_base_about_one_subject_measures_no_reference() -> None:
+    """npm's 91 pages all speak of npm: another page's chunk reached 0.45 for 1 probe in 20,
+    above the 0.39 half of the probes reach with their own page, and that "noise floor"
+    left 5 of 16 questions with nothing. Where other documents score like a probe's own,
+    they are not unrelated, and no reference is measured (the shipped one stands)."""
+    titles, headings = _kb(120)
+    probes = choose_probes(titles, headings)
+    chunk_paths = [path for path in titles for _ in range(3)]
+    rng = np.random.default_rng(3)
+    subject = rng.normal(size=16)
+    own = {path: rng.normal(size=16) for path in titles}
+
+    def rows(bases: list[np.ndarray], *, topic: float, own_part: float) -> np.ndarray:
+        noise = 0.3 * rng.normal(size=(len(bases), 16))
+        vectors = topic * subject + own_part * np.stack(bases) + noise
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def measured(topic: float, titles_say: float) -> tuple[float | None, float]:
+        found = calibrate_levels(
+            "e",
+            120,
+            probes,
+            rows([own[p.path] for p in probes], topic=topic, own_part=titles_say),
+            chunk_paths,
+            rows([own[path] for path in chunk_paths], topic=topic, own_part=1.0),
+        )
+        assert found.highly_relevant is not None and found.gold_pairs and found.random_pairs
+        assert found.current
+        return found.reference, found.random_pairs.p95 - found.gold_pairs.median
+
+    # each document its own subject, which its title names
+    distinct, margin = measured(topic=0.0, titles_say=1.0)
+    assert distinct is not None and margin < 0
+    # one subject in every document, titles that barely tell them apart ("npm-ci")
+    one_subject, margin = measured(topic=2.0, titles_say=0.2)
+    assert one_subject is None and margin >= 0

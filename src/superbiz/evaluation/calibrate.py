@@ -34,10 +34,10 @@ def calibrate(kb: KnowledgeBase, *, measure: bool = False) -> dict[str, Any]:
     norm = kb.settings.retrieval.normalization
     in_use = kb.thresholds
 
-    def source(configured: float | None) -> str:
+    def source(configured: float | None, stored_value: float | None) -> str:
         if configured is not None:
             return "settings"
-        return "measured" if measured is not None else "shipped"
+        return "measured" if measured is not None and stored_value is not None else "shipped"
 
     return {
         "embedder": kb.embedder.name,
@@ -57,8 +57,12 @@ def calibrate(kb: KnowledgeBase, *, measure: bool = False) -> dict[str, Any]:
             "reference-threshold": in_use.reference,
             "highly-relevant-lead": in_use.highly_relevant_lead,
             "source": {
-                "highly-relevant-threshold": source(norm.highly_relevant_threshold),
-                "reference-threshold": source(norm.reference_threshold),
+                "highly-relevant-threshold": source(
+                    norm.highly_relevant_threshold, stored.highly_relevant if stored else None
+                ),
+                "reference-threshold": source(
+                    norm.reference_threshold, stored.reference if stored else None
+                ),
             },
         },
         "random_pairs": asdict(stored.random_pairs) if stored and stored.random_pairs else None,
@@ -87,6 +91,13 @@ def render_calibration(report: dict[str, Any], console: Console) -> None:
             f"HIGHLY_RELEVANT = the (cosine, lead) rule admitting the most probes at "
             f"{stored['target_precision']} precision (at least {MIN_SUPPORT}); "
             "reference = 95th percentile of random pairs"
+        )
+    if stored.get("highly_relevant") is not None and stored.get("reference") is None:
+        console.print(
+            f"[yellow]random pairs reach {stored['random_pairs']['p95']:.3f} 19 times in 20, "
+            f"at or above the median of the probes with their own document "
+            f"({stored['gold_pairs']['median']:.3f}): this KB's documents are about one "
+            "subject, no other document is unrelated; the shipped reference is used[/]"
         )
     if stored and stored.get("highly_relevant") == 1.0:
         console.print(

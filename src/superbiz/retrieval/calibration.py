@@ -10,7 +10,12 @@ document. Pure computation: the caller reads the chunks and embeds the probes.
 
 * ``reference``: the 95th percentile of the cosines of probes with a chunk of another
   document, each other document counting once (its chunks share its weight) — a result
-  must beat what an unrelated chunk scores 19 times in 20;
+  must beat what an unrelated chunk scores 19 times in 20. Unless that is at or above the
+  median cosine of the probes with their own document: then another document is no
+  unrelated one (a single product's manual: npm's 91 pages measured 0.45, above the 0.39
+  half its own titles and headings reach, and 5 of 16 questions about it found nothing,
+  their answer among the first three documents), and ``reference`` is None — the shipped
+  number stands, as for a KB too small to measure;
 * ``highly_relevant`` and ``highly_relevant_lead``: the rule "the top document's cosine is
   at least ``highly_relevant`` and leads the next documents' by ``highly_relevant_lead``"
   that admits the most probes while the nearest document is the probe's own for
@@ -43,6 +48,10 @@ import numpy as np
 
 from superbiz.retrieval.exact_index import is_specific
 
+#: how the thresholds are measured: raised whenever the same documents would measure other
+#: thresholds, so that a knowledge base measured the older way is measured again by its next
+#: ingest (2: a reference at or above the probes' own median is not one)
+METHOD = 2
 TARGET_PRECISION = 0.95
 MIN_SUPPORT = 10
 #: fewer probes than this and the thresholds are noise (a 15-document KB gives about 40)
@@ -84,10 +93,23 @@ class LevelCalibration:
     gold_pairs: Distribution | None
     random_pairs: Distribution | None
     target_precision: float = TARGET_PRECISION
+    #: the ``METHOD`` that measured it (0: one stored before methods were numbered)
+    method: int = 0
 
     @property
     def measured(self) -> bool:
         return self.highly_relevant is not None and self.reference is not None
+
+    @property
+    def current(self) -> bool:
+        """Measured by this code's ``METHOD``."""
+        return self.method == METHOD
+
+    @property
+    def one_subject(self) -> bool:
+        """Measured, but the unrelated pairs reach the probes' own median (``reference``
+        None): the KB's documents are about one subject, and its reference is shipped."""
+        return self.highly_relevant is not None and self.reference is None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -156,7 +178,7 @@ def calibrate_levels(
     every other document's (``_unrelated``)."""
     if len(probes) < MIN_PROBES or not len(chunk_paths):
         return LevelCalibration(
-            embedder, documents, len(probes), None, None, None, None, None, None
+            embedder, documents, len(probes), None, None, None, None, None, None, method=METHOD
         )
     paths = np.asarray(chunk_paths)
     owners = sorted(set(chunk_paths))
@@ -177,19 +199,21 @@ def calibrate_levels(
     owner_of_chunk = np.searchsorted(np.asarray(owners), paths)
     probe_owner = np.asarray([owner_index.get(probe.path, -1) for probe in probes])
     unrelated = _unrelated(cosines, owner_of_chunk, probe_owner, len(owners))
-    reference = round(unrelated.p95, 2) if unrelated else 0.0
-    highly, lead = propose_highly_relevant(top1, reference, target)
+    floor = round(unrelated.p95, 2) if unrelated else 0.0
+    highly, lead = propose_highly_relevant(top1, floor, target)
+    gold_pairs = _distribution(gold)
     return LevelCalibration(
         embedder,
         documents,
         len(probes),
         highly,
-        reference,
+        floor if gold_pairs is None or floor < gold_pairs.median else None,
         lead,
         round(sum(ok for _, _, ok in top1) / len(top1), 4),
-        _distribution(gold),
+        gold_pairs,
         unrelated,
         target,
+        METHOD,
     )
 
 

@@ -276,15 +276,19 @@ class KnowledgeBase:
     @property
     def measured_thresholds(self) -> Thresholds | None:
         """The stored calibration's thresholds when they were measured by the embedder now
-        configured on enough probes; None sends lookups to the shipped numbers."""
+        configured on enough probes (the shipped reference beside a measured highly-relevant
+        rule for a KB about one subject); None sends lookups to the shipped numbers."""
         measured = self.calibration
         if measured is None or measured.embedder != self.embedder.name:
             return None
-        if measured.highly_relevant is None or measured.reference is None:
+        if measured.highly_relevant is None:
             return None
+        reference = measured.reference
+        if reference is None:  # one subject's documents (``LevelCalibration.one_subject``)
+            reference = DEFAULT_THRESHOLDS.get(self.embedder.name, FALLBACK_THRESHOLDS).reference
         return Thresholds(
-            highly_relevant=max(measured.highly_relevant, measured.reference),
-            reference=measured.reference,
+            highly_relevant=max(measured.highly_relevant, reference),
+            reference=reference,
             highly_relevant_lead=measured.highly_relevant_lead or 0.0,
         )
 

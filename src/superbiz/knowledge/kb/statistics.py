@@ -116,7 +116,7 @@ def _texts(kb: KnowledgeBase, docs: list[StoredDocument]) -> Iterator[list[tuple
 
 def _still_holds(calibration: LevelCalibration | None, embedder: str, documents: int) -> bool:
     """Whether a large KB's stored thresholds still stand for ``documents`` documents."""
-    if calibration is None or calibration.embedder != embedder:
+    if calibration is None or calibration.embedder != embedder or not calibration.current:
         return False
     if documents <= WHOLE_DOCUMENTS or calibration.documents <= WHOLE_DOCUMENTS:
         return False
