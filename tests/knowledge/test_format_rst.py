@@ -107,6 +107,29 @@ def test_sphinx_roles_read_as_their_text() -> None:
     )
 
 
+def test_a_version_note_written_on_its_directive_line_reads_as_its_text() -> None:
+    """CMake's and Python's manuals write the note right under ``.. versionadded::``, with
+    no blank line: docutils reads it as the argument, and it was kept raw after the version
+    ("*New in version 3.19 If ``<file>`` is not specified … anywhere..*")."""
+    _, body = convert(
+        "Transfer\n========\n\n"
+        "Downloads ``<url>``.\n\n"
+        ".. versionadded:: 3.19\n"
+        "  If ``<file>`` is not specified, the file is not\n"
+        "  saved.\n\n"
+        ".. versionchanged:: 3.8 The *x* parameter was added.\n\n"
+        ".. deprecated:: 3.0\n"
+    )
+
+    assert body == (
+        "# Transfer\n\n"
+        "Downloads `<url>`.\n\n"
+        "*New in version 3.19:* If `<file>` is not specified, the file is not\nsaved.\n\n"
+        "*Changed in version 3.8:* The *x* parameter was added.\n\n"
+        "*Deprecated since version 3.0.*\n"
+    )
+
+
 def test_sphinx_directives_keep_the_text_they_hold(tmp_path: Path) -> None:
     """docutils knows no Sphinx directive and dropped each with its content: a manual's
     options (CMake's ``cmake --build -j``), version notes and examples in tabs were lost."""

@@ -87,6 +87,12 @@ Check
 Old keys stay valid for **24 hours**. See `the runbook <https://example.com/keys>`_.
 """
 
+#: what the reStructuredText reader reads otherwise since version 4
+RST_SINCE_4 = """
+.. versionchanged:: 2.1
+   Keys of ``transit/`` rotate too.
+"""
+
 HTML = """<html><head><title>Rotate the API keys - Ops handbook</title></head><body>
 <nav><a href="/">Home</a></nav>
 <article><h2>Rotate the API keys<a class="headerlink" href="#rotate">¶</a></h2>
@@ -102,7 +108,7 @@ kubectl get pods</pre>
 def _samples() -> dict[str, tuple[str, bytes]]:
     return {
         "markdown": ("keys.md", (MARKDOWN + MARKDOWN_SINCE_5).encode()),
-        "rst": ("keys.rst", RST.encode()),
+        "rst": ("keys.rst", (RST + RST_SINCE_4).encode()),
         "html": ("keys.html", HTML.encode()),
         "pdf": (
             "keys.pdf",
@@ -122,7 +128,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 #: (title, body, covers, when_to_retrieve, tags, aliases)
 READINGS = {
     ("markdown", 7): "25f4a9fa6ed2a6ce",
-    ("rst", 3): "f7babd4089f8133b",
+    ("rst", 4): "b10ae0ff6eec0ed6",
     ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",

@@ -62,16 +62,29 @@ class SphinxDirective(Directive):  # type: ignore[misc]  # docutils ships no typ
         body = nodes.container()
         if self.content:
             self.state.nested_parse(self.content, self.content_offset, body)
+        if name.rsplit(":", 1)[-1] in VERSION_NOTES:
+            return [self._version_note(name.rsplit(":", 1)[-1]), *body.children]
         label = self._label(name, " ".join(self.arguments).strip(), bool(body.children))
         return [label, *body.children] if label is not None else list(body.children)
+
+    def _version_note(self, kind: str) -> nodes.paragraph:
+        """ "*New in version 3.19.*", or with the text written on the directive's own lines
+        (CMake's and Python's manuals: ``.. versionadded:: 3.19`` and the note under it
+        without a blank line, which docutils reads as the argument) "*New in version 3.19:*"
+        and that text, its markup read as Sphinx reads it (it was kept raw: "If ``<file>``
+        is not specified … anywhere..")."""
+        version, _, said = " ".join(self.arguments).strip().partition("\n")
+        version, _, rest = version.partition(" ")
+        said = f"{rest}\n{said}".strip()
+        note = f"{VERSION_NOTES[kind]} {version}".strip()
+        if not said:
+            return nodes.paragraph("", "", nodes.emphasis(text=f"{note}."))
+        inline, _ = self.state.inline_text(said, self.lineno)
+        return nodes.paragraph("", "", nodes.emphasis(text=f"{note}:"), nodes.Text(" "), *inline)
 
     @staticmethod
     def _label(name: str, argument: str, content: bool) -> nodes.paragraph | None:
         kind = name.rsplit(":", 1)[-1]
-        if kind in VERSION_NOTES:
-            return nodes.paragraph(
-                "", "", nodes.emphasis(text=f"{VERSION_NOTES[kind]} {argument}.")
-            )
         if kind == "seealso":
             also = nodes.Text(f": {argument}" if argument else "")
             return nodes.paragraph("", "", nodes.strong(text="See also"), also)
