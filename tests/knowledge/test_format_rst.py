@@ -130,6 +130,16 @@ def test_a_version_note_written_on_its_directive_line_reads_as_its_text() -> Non
     )
 
 
+def test_a_title_followed_directly_by_its_only_section_keeps_that_section() -> None:
+    """docutils makes such a section the document's subtitle, written as a plain line: the
+    chunks under it lost "Transfer" from their heading path. Sphinx keeps it a section."""
+    _, body = convert(
+        'file\n----\n\nTransfer\n^^^^^^^^\n\nDownloads things.\n\nOptions\n"""""""\n\nTimeouts.\n'
+    )
+
+    assert body == "# file\n\n## Transfer\n\nDownloads things.\n\n### Options\n\nTimeouts.\n"
+
+
 def test_sphinx_directives_keep_the_text_they_hold(tmp_path: Path) -> None:
     """docutils knows no Sphinx directive and dropped each with its content: a manual's
     options (CMake's ``cmake --build -j``), version notes and examples in tabs were lost."""

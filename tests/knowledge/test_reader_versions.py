@@ -128,7 +128,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 #: (title, body, covers, when_to_retrieve, tags, aliases)
 READINGS = {
     ("markdown", 7): "25f4a9fa6ed2a6ce",
-    ("rst", 4): "b10ae0ff6eec0ed6",
+    ("rst", 5): "b10ae0ff6eec0ed6",
     ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",

@@ -95,6 +95,12 @@ class _Writer:
                 continue
             if isinstance(child, nodes.title) and isinstance(node, nodes.document):
                 continue  # the document title: kept as the title
+            if isinstance(child, nodes.subtitle) and isinstance(node, nodes.document):
+                # docutils made the title's only section a subtitle; Sphinx keeps it a
+                # section (no ``doctitle_xform``), and so does its heading path here
+                out.append(heading(level, self.text(child)))
+                level += 1
+                continue
             if isinstance(child, nodes.section):
                 title = child.next_node(nodes.title)
                 if title is not None:
