@@ -175,3 +175,19 @@ def test_a_chinese_question_on_a_knowledge_base_without_chinese_is_answered_on_i
         "谁赢得了世界杯？", [target], unrelated, AXES[6], writes_chinese=False
     )
     assert not off_topic.answered  # the cosine still has to carry it
+
+
+def test_a_quoted_pdf_passage_is_cited_at_its_own_page() -> None:
+    """The lookup showed page 19 of the manual; the passage that answers is on page 22,
+    and the answer linked its quote headed "page 22" to ``libtasn1.pdf#page=19``."""
+    manual = Citation(1, "Libtasn1", "libtasn1.pdf", "ops", "…", page=19)
+    passages = {
+        manual.path: [
+            Passage("Libtasn1 > page 19", "asn1_create_element creates a structure.", AXES[3]),
+            Passage("Libtasn1 > page 22", "asn1_der_decoding fills it from DER.", QV),
+        ]
+    }
+    [quote] = select_answer("decode a DER structure", [manual], passages, QV).quoted
+
+    assert quote.heading == "Libtasn1 > page 22"
+    assert quote.citation.page == 22 and quote.citation.location == "libtasn1.pdf#page=22"

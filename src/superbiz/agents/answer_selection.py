@@ -33,7 +33,7 @@ The numbers were chosen on dev + dev-answer-only and checked on dev2 + dev2-answ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +42,7 @@ import numpy as np
 from superbiz.agents.context import Citation
 from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
+from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
     passage_score,
@@ -280,13 +281,27 @@ def _select(
         if doc not in chosen and best[doc.path][0] >= max(answer, lead):
             chosen.append(doc)
     quoted = tuple(
-        Quote(d, best[d.path][1].text, best[d.path][1].heading, best[d.path][0], d in carried)
+        Quote(
+            _at(d, best[d.path][1]),
+            best[d.path][1].text,
+            best[d.path][1].heading,
+            best[d.path][0],
+            d in carried,
+        )
         for d in chosen
     )
     listed = tuple(d for d in documents if d not in chosen and best[d.path][0] >= related)
     return AnswerSelection(
         quoted, listed, {path: round(score, 4) for path, (score, _) in best.items()}
     )
+
+
+def _at(citation: Citation, passage: StoredPassage) -> Citation:
+    """``citation`` as its quote cites it: a PDF at the page the quoted passage starts on,
+    not the page of the chunk the lookup showed (a quote headed "page 22" linked to
+    ``libtasn1.pdf#page=19``)."""
+    page = cited_page(citation.path, passage.heading)
+    return citation if page is None or page == citation.page else replace(citation, page=page)
 
 
 def _thresholds(dense: bool) -> tuple[float, float]:
