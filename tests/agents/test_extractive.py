@@ -210,6 +210,24 @@ def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
     assert "订单服务" not in passage.text and "read-only" not in passage.text
 
 
+def test_a_code_block_a_quoted_sentence_introduces_is_quoted_with_it() -> None:
+    """CMake's example: "For example, the code:", the block, then "will run ``someHasher``";
+    the block names none of the question's words and the quote read "the code: will run"."""
+    text = (
+        "# add_custom_command\n\n## Examples: Build Events\n\n"
+        "A `POST_BUILD` event may be used to post-process a binary after linking.\n"
+        "For example, the code:\n\n"
+        "```cmake\nadd_custom_command(TARGET myExe POST_BUILD COMMAND someHasher)\n```\n\n"
+        "will run `someHasher` to produce a `.hash` file next to the executable\n"
+        "after linking.\n\nSee also the policies.\n"
+    )
+    passage = best_passage(text, ["run", "before", "linking"])
+
+    assert passage.text.startswith("A `POST_BUILD` event")
+    assert "```cmake\nadd_custom_command(TARGET myExe" in passage.text
+    assert passage.text.endswith("after linking.")
+
+
 def test_a_section_that_only_repeats_the_quotes_words_is_left_out() -> None:
     """A reference page's next command uses the same words as the one asked about
     (pyenv's COMMANDS.md: every section says pyenv, Python and version); a section that

@@ -240,11 +240,31 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
             named |= names
     paragraphs: list[str] = []
     for i in quoted:
-        own = [p for p in sections[i].paragraphs if any(t in normalize(p) for t in terms)]
+        own = _reading(sections[i].paragraphs, terms)
         if paragraphs and own and sections[i].heading:
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own
     return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit))
+
+
+def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[str]:
+    r"""The ``paragraphs`` that name one of ``terms``, with what they read with: one that
+    introduces the next with a colon keeps it, and a paragraph between two of them is kept
+    (CMake's "For example, the code:", its code block, then "will run ``someHasher``": the
+    quote had lost the code).
+
+    >>> _reading(["Run it:", "```\nmake\n```", "It builds.", "Other."], ["run", "builds"])
+    ['Run it:', '```\nmake\n```', 'It builds.']
+    """
+    named = [any(t in normalize(p) for t in terms) for p in paragraphs]
+    last = len(paragraphs) - 1
+    return [
+        paragraph
+        for i, paragraph in enumerate(paragraphs)
+        if named[i]
+        or (i > 0 and named[i - 1] and paragraphs[i - 1].rstrip().endswith((":", "：")))
+        or (0 < i < last and named[i - 1] and named[i + 1])
+    ]
 
 
 def _within(paragraphs: Sequence[str], limit: int) -> str:
