@@ -360,7 +360,7 @@ def test_a_chinese_question_on_english_runbooks_quotes_the_one_that_answers(
     kb = KnowledgeBase(settings, embedder=use_embedder)
     with open_runtime(settings, kb=kb) as runtime:
         Ingestor(kb).ingest([kb_writer(tmp_path / "kb", english)])
-        assert not kb.writes_chinese
+        assert not kb.writes_chinese()
         turn = runtime.ask("s1", "磁盘满了怎么办？").result
         off_topic = runtime.ask("s2", "谁赢得了2018年世界杯？").result
 
@@ -370,7 +370,7 @@ def test_a_chinese_question_on_english_runbooks_quotes_the_one_that_answers(
 
         chinese = {"infrastructure/磁盘.md": "# 磁盘满了\n\n清理镜像。\n"}
         Ingestor(kb).ingest([kb_writer(tmp_path / "kb", chinese)])
-        assert kb.writes_chinese  # measured again after the change
+        assert kb.writes_chinese()  # measured again after the change
 
 
 def test_a_code_block_is_quoted_whole_and_never_left_open() -> None:

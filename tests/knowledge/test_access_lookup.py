@@ -19,6 +19,7 @@ from access_probe import (
     ALICE,
     BOB,
     HIDDEN_DOCS,
+    HR_DOC,
     PROBES,
     RECON_DOC,
     RESTRICTED,
@@ -196,3 +197,20 @@ def test_readers_views_are_cached_per_group_set(kbs: tuple[KnowledgeBase, Knowle
     assert full.view(BOB) is full.view(Reader.of_groups("someone else", ["sre"]))
     assert full.view(None) is full.view(Reader.everyone())
     assert full.view(BOB).visibility is not None and full.view(None).visibility is None
+
+
+def test_whether_the_knowledge_base_writes_chinese_is_read_on_what_the_reader_may_read(
+    tmp_path: Path, use_embedder: Any
+) -> None:
+    """The answer selection reads an English knowledge base's passages differently for a
+    Chinese question: that must not tell bob there are Chinese documents he may not read
+    (the HR page's title is half Chinese)."""
+    english = {"ops/disk-full.md": "# Disk full\n\nFree space under /var/log first.\n"}
+    kb = KnowledgeBase(access_settings(tmp_path / "data"), embedder=use_embedder)
+    try:
+        Ingestor(kb).ingest([write_kb(tmp_path / "kb", {**english, HR_DOC: RESTRICTED[HR_DOC]})])
+
+        assert kb.writes_chinese() and kb.writes_chinese(ALICE)
+        assert not kb.writes_chinese(BOB)
+    finally:
+        kb.close()

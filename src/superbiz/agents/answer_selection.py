@@ -39,6 +39,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from superbiz.access import Reader
 from superbiz.agents.context import Citation
 from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
@@ -108,8 +109,7 @@ class PassageSource(Protocol):
 
     def embed_question(self, text: str) -> np.ndarray: ...
 
-    @property
-    def writes_chinese(self) -> bool: ...
+    def writes_chinese(self, reader: Reader | None = None) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,7 +193,7 @@ class Executor:
             return select_answer(question, documents, {}, earlier=held, context=context)
         stored = passages.passages([d.path for d in documents])
         vector = passages.embed_question(question)
-        chinese = passages.writes_chinese
+        chinese = passages.writes_chinese(self.reader)
         selection = select_answer(
             question, documents, stored, vector, earlier=held, writes_chinese=chinese
         )

@@ -96,7 +96,7 @@ class KnowledgeBase:
         #: difference after a change
         self._mirror = DocumentMirror(self.documents)
         self._documents = Versioned(self._refresh_documents)
-        self._chinese = Versioned(self._writes_chinese)
+        self._chinese = Versioned(self._chinese_documents)
         self._exact = ExactIndex()
         self._exact_docs: dict[str, StoredDocument] = {}  # the document of each entry
         self._exact_cache = Versioned(self._update_exact)
@@ -305,19 +305,23 @@ class KnowledgeBase:
         with self._cache_lock:
             return self._documents.get(self._changes, fresh=fresh)
 
-    @property
-    def writes_chinese(self) -> bool:
-        """Whether some document's title, covers or when-to-retrieve line is written in
-        Chinese characters. A knowledge base that writes none (a team's English vendor
-        docs) cannot name a Chinese question's words: the answer selection does not hold
-        their absence against its passages (``select_answer``)."""
+    def writes_chinese(self, reader: Reader | None = None) -> bool:
+        """Whether some document ``reader`` may read (None: an unrestricted reader) has its
+        title, covers or when-to-retrieve line in Chinese characters. Documents that write
+        none (a team's English vendor docs) cannot name a Chinese question's words: the
+        answer selection does not hold their absence against their passages
+        (``select_answer``). Read on what the reader may read, so that how its answers are
+        chosen says nothing of the documents it may not."""
         with self._cache_lock:
-            return self._chinese.get(self._changes)
+            chinese = self._chinese.get(self._changes)
+        visibility = self.view(reader).visibility
+        return any(visibility is None or visibility.shows(path) for path in chinese)
 
-    def _writes_chinese(self) -> bool:
-        return any(
-            has_cjk("\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]))
-            for doc in self.current_documents().values()
+    def _chinese_documents(self) -> frozenset[str]:
+        return frozenset(
+            path
+            for path, doc in self.current_documents().items()
+            if has_cjk("\n".join([doc.title, *doc.covers, doc.when_to_retrieve or ""]))
         )
 
     def _refresh_documents(self) -> dict[str, StoredDocument]:
