@@ -207,12 +207,12 @@ def select_answer(
     median on dev and on dev2), and the English runbook that answers "磁盘满了怎么办？"
     is quoted on its cosine instead of "nothing answers" (``split_unwritten``).
     """
-    score = partial(_scores, documents=documents, passages=passages, chinese=writes_chinese)
-    scored = score(question, question_vector=question_vector)
+    scores_of = partial(_scores, documents=documents, passages=passages, chinese=writes_chinese)
+    scored = scores_of(question, question_vector=question_vector)
     selection = _select(documents, scored, earlier, dense=question_vector is not None)
     if selection.answered or context is None:
         return selection
-    wider = score(context, question_vector=context_vector)
+    wider = scores_of(context, question_vector=context_vector)
     own = {path: passage for path, (_, passage) in scored.items()}
     merged = {path: (score, own[path]) for path, (score, _) in wider.items()}
     return _select(documents, merged, earlier, dense=context_vector is not None)

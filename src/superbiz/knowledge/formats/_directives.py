@@ -53,17 +53,18 @@ class SphinxDirective(Directive):  # type: ignore[misc]  # docutils ships no typ
 
     def run(self) -> list[nodes.Node]:
         name = self.name.lower()
+        kind = name.rsplit(":", 1)[-1]
         if name in STEERING_DIRECTIVES or name.startswith("auto"):
             return []
-        if name.rsplit(":", 1)[-1] in CODE_DIRECTIVES:
+        if kind in CODE_DIRECTIVES:
             code = "\n".join(self.content)
             language = self.arguments[0].split()[0] if self.arguments else ""
             return [nodes.literal_block(code, code, classes=[language])] if code.strip() else []
         body = nodes.container()
         if self.content:
             self.state.nested_parse(self.content, self.content_offset, body)
-        if name.rsplit(":", 1)[-1] in VERSION_NOTES:
-            return [self._version_note(name.rsplit(":", 1)[-1]), *body.children]
+        if kind in VERSION_NOTES:
+            return [self._version_note(kind), *body.children]
         label = self._label(name, " ".join(self.arguments).strip(), bool(body.children))
         return [label, *body.children] if label is not None else list(body.children)
 
