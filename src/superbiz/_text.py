@@ -28,24 +28,31 @@ STOP_WORDS = frozenset(
     我们 你们 这个 那个 时候 出现 导致
     """.split()
 )
+#: a two-letter word in capitals: an acronym ("DB", "CI", "IO") that ``key_terms`` keeps
+_ACRONYM = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}(?![A-Za-z0-9])")
 _EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
 
 
 def key_terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, in order, without repeats: jieba words
-    of two or more CJK characters and Latin words of three or more letters, stop words
-    removed. Used to match questions to passages without any index.
+    of two or more CJK characters, Latin words of three or more letters and two-letter
+    acronyms written in capitals ("DB", "CI": "is" or "ok" in a sentence carry none),
+    stop words removed. Used to match questions to passages without any index.
 
     >>> key_terms("支付回调超时，是不是 Redis 连接池的问题？")
     ['支付', '回调', '超时', 'redis', '连接池']
+    >>> key_terms("DB 慢"), key_terms("It is ok")
+    (['db'], [])
     """
     terms: list[str] = []
+    acronyms = {a.lower() for a in _ACRONYM.findall(text)}
     for token in segmenter().cut(normalize(text)):
         token = token.strip()
         if not token or token in STOP_WORDS:
             continue
         cjk = sum(1 for ch in token if is_cjk(ch))
-        if cjk >= 2 or (not cjk and _EN_WORD.fullmatch(token) and len(token) >= 3):
+        latin = not cjk and _EN_WORD.fullmatch(token)
+        if cjk >= 2 or (latin and (len(token) >= 3 or token in acronyms)):
             terms.append(token)
     return list(dict.fromkeys(terms))
 
