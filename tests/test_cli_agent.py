@@ -262,10 +262,12 @@ def test_eval_agent_iss003_json(dataset: Path, data_dir: Path) -> None:
     assert "note:" not in result.stderr
     assert report["profile"] == "iss003_replay" and report["governance"] == "on"
     assert report["questions"] == 2
-    # the ten calls of the log: the API question's planned infrastructure lookup finds
-    # nothing there and shows the API runbook from the whole KB, so the log's api call
-    # is blocked too (1 executed, 9 blocked); the Redis question keeps 2 / 8
-    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (1.5, 8.5)
+    # the ten calls of the log: the Redis question's planned lookup answers, so only the
+    # log's api call runs beside it (2 executed, 8 blocked); the API question's planned
+    # infrastructure lookup finds nothing there and shows the API runbook from the whole
+    # KB, so the log's first infrastructure call runs as the turn's one named page and
+    # the rest is blocked (2 / 8); no call that ran brought only what the turn had
+    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
     assert report["redundant_executed_mean"] == 0.0
 
 

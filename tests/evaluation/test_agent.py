@@ -218,8 +218,11 @@ def test_iss003_replay_falls_back_to_the_builtin_kb_with_a_notice(
         check_report(report)
         assert report["dataset"] == str(builtin_dataset())
         assert report["questions"] == 2
-    assert governed["executed_lookups_mean"] == 2.0  # seed target: ≤ 2 executed
-    assert governed["blocked_mean"] == 8.0
+    # design §5.4: two or three executed lookups of the log's ten. The example KB's two
+    # payment questions are not answered by the replay's planned infrastructure lookup:
+    # each runs it, the turn's one named page and the log's first api call
+    assert governed["executed_lookups_mean"] == 3.0
+    assert governed["blocked_mean"] == 7.0
     assert governed["redundant_executed_mean"] == 0.0
     assert ungoverned["executed_lookups_mean"] == 10.0
     assert ungoverned["blocked_mean"] == 0.0
@@ -239,7 +242,7 @@ def test_iss003_replay_without_fallback_when_the_dataset_has_both_domains(
 
     assert notices == []
     assert report["dataset"] == str(builtin_dataset())
-    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (2.0, 8.0)
+    assert (report["executed_lookups_mean"], report["blocked_mean"]) == (3.0, 7.0)
 
 
 @pytest.mark.parametrize("governed", [True, False], ids=["governed", "ungoverned"])

@@ -844,17 +844,20 @@ def planned(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Adm
 
 
 @pytest.mark.parametrize("level", [REF, None])
-def test_an_unanswered_plan_is_retried_unscoped_only(level: RelevanceLevel | None) -> None:
+def test_an_unanswered_plan_leaves_the_model_a_retry_or_a_page(
+    level: RelevanceLevel | None,
+) -> None:
     gov = make()
     planned(gov, "kubernetes", level)
     assert gov.domain_state("kubernetes") is DomainState.RETRY
     assert gov.situation() is (Situation.RETRY if level is None else Situation.CONTINUE)
-    # naming the domain again repeats the scope that found nothing: a supplement
+    # naming the domain again shows its next documents, past those the plan showed
     named = gov.admit(LookupRequest("kubernetes", named=True))
-    assert named.dedup_reason is NEEDS_DIM
+    assert named.allowed and named.paging
+    gov.record("kubernetes", REF)
+    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
     # a call naming no domain searches the whole knowledge base, in the model's words
     assert guessed(gov, "kubernetes", REF).allowed
-    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
 
 
 def test_planned_no_result_admits_a_named_retry_with_a_dimension() -> None:
@@ -889,9 +892,12 @@ def test_the_pages_are_marked_on_their_admission() -> None:
     plan = gov.admit(LookupRequest("kubernetes", named=True))
     assert not plan.paging  # the plan's own lookup is no page
     gov.record("kubernetes", REF, planned=True)
-    assert gov.admit(LookupRequest("kubernetes")).paging
-    gov.record("kubernetes", REF, named=False)
-    assert not gov.admit(LookupRequest("kubernetes", "exit code", named=True)).paging
+    own = gov.admit(LookupRequest("monitoring", named=True))
+    assert own.allowed and not own.paging  # a domain the plan did not search: a lookup
+    gov.record("monitoring", REF)
+    # a supplement naming its dimension is the matrix's own call, and runs as one
+    supplement = gov.admit(LookupRequest("kubernetes", "exit code", named=True))
+    assert supplement.allowed and not supplement.paging
 
 
 def test_no_page_once_a_lookup_answered() -> None:
@@ -912,12 +918,31 @@ def test_paging_ends_with_the_cap_even_when_lookups_find_nothing() -> None:
     assert guessed(gov, "kubernetes", REF).dedup_reason is DOMAIN
 
 
-def test_paging_never_lets_a_named_repeat_run() -> None:
-    """The ISS-003 loop names the searched domain again: still a supplement."""
+@pytest.mark.parametrize(
+    ("shown", "level"),
+    [("kubernetes", REF), ("kubernetes", None), ("application", REF)],
+    ids=["planned-reference", "planned-nothing", "widened-to-another-domain"],
+)
+def test_one_named_call_a_turn_pages_through_the_plans_result(
+    shown: str, level: RelevanceLevel | None
+) -> None:
+    """Naming the planned domain again (or the domain of the document its widened lookup
+    showed) runs where the cap would have run it, as a page (it never shows a document
+    twice); once a turn, so a loop of repeats is still asked for a dimension (the ISS-003
+    replay on the example KB: 2.75 executed lookups of 10)."""
+    gov = make()
+    widened(gov, "kubernetes", shown, level)
+    repeat = gov.admit(LookupRequest(shown, named=True))
+    assert repeat.allowed and repeat.paging
+    gov.record(shown, None)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+
+
+def test_a_named_repeat_outside_the_plan_follows_the_matrix() -> None:
     gov = make()
     planned(gov, "kubernetes", REF)
-    assert guessed(gov, "kubernetes", REF).allowed
-    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
+    assert lookup(gov, "monitoring", REF).allowed
+    assert gov.admit(LookupRequest("monitoring", named=True)).dedup_reason is NEEDS_DIM
 
 
 @pytest.mark.parametrize("level", [P, HR])
@@ -975,16 +1000,28 @@ def test_the_models_own_answer_leaves_a_planned_supplement_alone() -> None:
     assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
 
 
+def choice_alone() -> TurnGovernor:
+    """A governor whose hedge choice is reached before high water: no found count stops
+    it and the water stays low past the pages (``past_the_pages``)."""
+    return make(withhold_after_blocked=100, high_min_found=4, low_max_calls=10)
+
+
+def past_the_pages(gov: TurnGovernor) -> None:
+    """Spend the calls an unanswered planned turn pages (``high_min_found``: 4 here)."""
+    spend(gov, 4 - gov.calls)
+
+
 @pytest.mark.parametrize("second", [REF, None])
 def test_the_model_may_choose_one_of_several_unanswered_planned_domains(
     second: RelevanceLevel | None,
 ) -> None:
-    gov = make(withhold_after_blocked=100, high_min_found=10)  # the choice alone
+    gov = choice_alone()
     planned(gov, "kubernetes", REF)
     planned(gov, "monitoring", second)
-    # its first named repeat pages past what the plan showed there, without a dimension
+    past_the_pages(gov)
+    # its first named repeat runs without a dimension: a choice among the domains searched
     chosen = gov.admit(LookupRequest("kubernetes", named=True))
-    assert chosen.allowed
+    assert chosen.allowed and not chosen.paging
     gov.record("kubernetes", REF)
     assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
     # one choice per turn: the other planned domain and the chosen one need a dimension
@@ -994,9 +1031,10 @@ def test_the_model_may_choose_one_of_several_unanswered_planned_domains(
 
 
 def test_a_one_domain_plan_leaves_no_choice() -> None:
-    """The ISS-003 loop: naming the one planned domain again repeats the planner's search."""
-    gov = make()
+    """Past the pages, naming the one planned domain again repeats the planner's search."""
+    gov = choice_alone()
     planned(gov, "infrastructure", REF)
+    past_the_pages(gov)
     assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
 
 
@@ -1004,9 +1042,10 @@ def test_the_models_own_hedge_leaves_it_one_choice_of_the_planned_domain() -> No
     """Nothing answered and the model searched another domain on its own (domain_hopper):
     returning to the one planned domain is its choice among the domains searched, once per
     turn, as in a plan of several; the cap would have run it."""
-    gov = make(withhold_after_blocked=100, high_min_found=10)  # the choice alone
+    gov = choice_alone()
     planned(gov, "kubernetes", REF)
     assert lookup(gov, "database", REF).allowed
+    past_the_pages(gov)
     chosen = gov.admit(LookupRequest("kubernetes", named=True))
     assert chosen.allowed and not chosen.paging
     gov.record("kubernetes", REF)
@@ -1018,8 +1057,9 @@ def test_the_choice_covers_the_domain_a_widened_plan_showed() -> None:
     """The planned domain had no answer and its lookup showed another domain's document:
     after a lookup of its own elsewhere, the model's return to that document's domain is
     its one choice (before it, the REFERENCE row's dimension is asked for)."""
-    gov = make(withhold_after_blocked=100, high_min_found=10)
+    gov = choice_alone()
     widened(gov, "infrastructure", "kubernetes", REF)
+    past_the_pages(gov)
     assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
     assert lookup(gov, "application", REF).allowed
     assert gov.admit(LookupRequest("kubernetes", named=True)).allowed
@@ -1036,9 +1076,10 @@ def test_no_choice_once_the_models_own_lookup_answered(own: RelevanceLevel) -> N
 
 
 def test_a_supplement_into_a_planned_domain_is_the_models_choice() -> None:
-    gov = make(high_min_found=10)  # the choice alone
+    gov = choice_alone()
     planned(gov, "kubernetes", REF)
     planned(gov, "monitoring", REF)
+    past_the_pages(gov)
     assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
     gov.record("monitoring", REF)
     assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
@@ -1136,15 +1177,15 @@ def test_an_answer_found_outside_the_planned_domain_closes_both(level: Relevance
 
 
 def test_a_reference_found_outside_the_planned_domain() -> None:
-    """The planned domain did not answer: naming it again repeats the plan's search
-    (needs a dimension); the document's domain takes the REFERENCE row."""
+    """The planned domain did not answer: naming it again pages there; the document's
+    domain takes the REFERENCE row."""
     gov = make()
     widened(gov, "database", "application", REF)
 
     assert gov.domain_state("database") is DomainState.RETRY
     assert gov.domain_state("application") is DomainState.SUPPLEMENT
     repeat = gov.admit(LookupRequest("database", named=True))
-    assert repeat.dedup_reason is NEEDS_DIM
+    assert repeat.allowed and repeat.paging
     assert gov.admit(LookupRequest("application", "pool size", named=True)).allowed
     assert gov.retrieved_domains == {"database", "application"}
 

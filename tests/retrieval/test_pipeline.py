@@ -36,6 +36,8 @@ QUERIES = {
     ),
     # a keyword query: cosine 0.2 with LIMIT, whose text holds both its words
     "tenant quota": (0.0, 0.0, 0.2, float(np.sqrt(1 - 0.04))),
+    # BM25 puts LIMIT (two of its words, cosine 0.2) above REDIS (one word, cosine 0.4)
+    "tenant quota pool": (0.4, 0.0, 0.2, float(np.sqrt(1 - 0.16 - 0.04))),
 }
 TEXTS = {REDIS: "pool exhausted", KAFKA: "consumer backlog", LIMIT: "tenant quota"}
 
@@ -211,3 +213,14 @@ def test_domain_filter(retriever: Retriever) -> None:
 def test_infer_domain_from_exact_matches_then_nearest_chunks(retriever: Retriever) -> None:
     assert retriever.infer_domain("Rate limiting how-to") == "api"
     assert retriever.infer_domain("pool exhausted") == "ops"  # REDIS, KAFKA, LIMIT
+
+
+def test_a_first_document_under_the_reference_does_not_hide_one_above_it(
+    retriever: Retriever,
+) -> None:
+    found = retriever.retrieve("tenant quota pool")
+    assert paths(found.ranked)[:2] == [LIMIT, REDIS]
+    assert found.ranked[0].similarity < THRESHOLDS.reference <= found.ranked[1].similarity
+    # the level no longer reads the first document alone: REFERENCE, both shown in order
+    assert found.level is RelevanceLevel.REFERENCE
+    assert paths(found.shown) == [LIMIT, REDIS]

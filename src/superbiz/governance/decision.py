@@ -23,26 +23,27 @@ the nearest guess and the wording may be what missed: while the water is low (th
 "budget ample") D may be retried in other words (``RETRY``); from mid water on it takes
 the REFERENCE row. A lookup the executor ran from the plan is the planner's domain and
 words, not the model's: when it did not answer (REFERENCE or nothing) at low water, the
-model keeps its own first lookup (``RETRY``), searching the whole knowledge base (a call
-naming the domain again needs ``missing_dimension``, as in the ISS-003 loop). A plan of
-several domains hedges: the planner could not tell which one answers and searched each.
-When one of them answered (PRECISE / HIGHLY_RELEVANT), the hedge is resolved and the
-other planned domains close (no supplement, no retry). When none answered, the model,
-having read every result, may choose one of them for its own first lookup (the next
-documents there, past those shown): one choice per turn; any further named repeat needs
-``missing_dimension``.
+model keeps its own first lookup (``RETRY``), searching the whole knowledge base, or the
+planned domain again as a page (below). A plan of several domains hedges: the planner
+could not tell which one answers and searched each. When one of them answered (PRECISE /
+HIGHLY_RELEVANT), the hedge is resolved and the other planned domains close (no
+supplement, no retry). When none answered, the model, having read every result, may
+choose one of them (past the pages, below: one choice per turn); any further named repeat
+needs ``missing_dimension``.
 Domains not yet retrieved stay open at low and mid water. In a turn that ran the plan's
 lookups (one question), however the indicator reads, ``high_min_found`` lookups that
 found documents (3) are high water: the matrix decides which lookups run and when to
 stop, and never puts more evidence in front of the model than the peer frameworks' plain
 cap of 3 lookups could (lookups that found nothing add nothing; the retry row exists for
 them). Nor less: while no lookup of such a turn has answered, its first ``high_min_found``
-calls that name no domain run whatever the matrix says of their inferred domain, as pages
-(``Admission.paging``): each shows the next documents of the whole knowledge base's
-ranking past what was shown, whatever their level, where the cap's next lookup would show
-only what clears the thresholds; a call naming a searched domain again still follows the
-matrix. A turn without a plan (an
-MCP session: many questions, one long turn) keeps the indicator's water level alone. Plan B
+calls run as pages (``Admission.paging``) when they name no domain, and so does the
+turn's first call naming a domain the plan searched or showed a document of: each shows
+the next documents of that ranking (the whole knowledge base's, or the named domain's)
+past what the session has, whatever their level, where the cap's next lookup would show
+only what clears the thresholds. A page never shows a document twice, and a named repeat
+pages once a turn (in the ISS-003 log the first lookup answered, so nothing pages). A
+turn without a plan (an MCP session: many questions, one long turn) keeps the indicator's
+water level alone. Plan B
 (``mode: domain-limit``) allows one lookup per domain per session and no supplement or
 retry.
 
@@ -123,6 +124,8 @@ class TurnGovernor:
         self._searched_elsewhere = False
         # domains of the documents widened planned lookups showed without answering
         self._plan_shown: set[str] = set()
+        # a named call ran as a page: the turn's one (see _pages_unanswered)
+        self._paged_named = False
         self._calls = 0
         self._found = 0  # executed lookups that found documents
         self._plan_answered = False  # a planned lookup was PRECISE or HIGHLY_RELEVANT
@@ -215,12 +218,13 @@ class TurnGovernor:
         level = self.water_level
         domain = _clean(request.domain)
         reason = None
-        paging = self._settings.enabled and self._pages_unanswered(request.named)
+        paging = self._settings.enabled and self._pages_unanswered(request, domain)
         if self._settings.enabled:
             reason = self._block_reason(
                 domain, request.missing_dimension, level, request.named, paging
             )
             paging = paging and reason is None
+            self._paged_named = self._paged_named or (paging and request.named)
         self._calls += 1
         self._last_block = reason
         if reason is None:
@@ -249,13 +253,13 @@ class TurnGovernor:
         or inferred). ``named``: the call named ``domain`` itself (``False``: the caller
         inferred it). ``planned``: the executor ran it from the plan. The planner chose the
         domain and the words, so at low water a planned lookup that did not answer
-        (REFERENCE or no result) leaves the model its own first lookup: RETRY, but only
-        for lookups naming no domain (they search the whole knowledge base); naming the
-        domain again repeats the planned search and needs a ``missing_dimension``, as a
-        supplement does. ``searched``: the planned domain, when it had no answer and the
-        lookup showed a document of another domain (it searched the whole knowledge base
-        instead): the planned domain is the one that did not answer, the document's own
-        domain the one that holds the result.
+        (REFERENCE or no result) leaves the model its own first lookup: RETRY for lookups
+        naming no domain (they search the whole knowledge base); naming the domain again
+        runs as a page while nothing answered (``_pages_unanswered``), and past the pages
+        needs a ``missing_dimension``, as a supplement does. ``searched``: the planned
+        domain, when it had no answer and the lookup showed a document of another domain
+        (it searched the whole knowledge base instead): the planned domain is the one that
+        did not answer, the document's own domain the one that holds the result.
         """
         own = not planned
         if searched is not None and _clean(searched) != _clean(domain) and planned:
@@ -424,22 +428,32 @@ class TurnGovernor:
             and self.water_level is WaterLevel.LOW
         )
 
-    def _pages_unanswered(self, named: bool) -> bool:
+    def _pages_unanswered(self, request: LookupRequest, domain: str | None) -> bool:
         """In a planned turn where no lookup answered yet, the first ``high_min_found``
-        calls run as pages when they name no domain, whatever their inferred domain's
-        state: each shows the next documents of the whole knowledge base's ranking
-        (``Retriever.retrieve``, ``page``), so the matrix never shows less than the plain
-        cap of that many lookups (on all four development sets; README). A call naming a
-        searched domain again is the ISS-003 loop and still follows the matrix."""
+        calls run as pages when they name no domain (whatever their inferred domain's
+        state), and so does one call a turn that names, without a dimension, a domain of
+        the plan's unanswered results (the planned domain, or that of a document its
+        widened lookup showed). Each shows the next documents of its ranking past what the
+        session has (``Retriever.retrieve``, ``page``), so the matrix never shows less than
+        the plain cap of that many lookups. The matrix's dimension had blocked that named
+        repeat where the cap ran it and found the answer (domain_hopper, dev-answer-only:
+        0.913 against the cap's 0.916; README); one a turn, a loop of repeats is still
+        asked for one (the ISS-003 replay on the example KB: 2.75 executed lookups of 10,
+        none redundant)."""
+        plan_result = domain in self._plan_unanswered or domain in self._plan_shown
+        repeat = (
+            plan_result and not self._paged_named and not (request.missing_dimension or "").strip()
+        )
         return (
             bool(self._planned)
-            and not named
+            and (not request.named or repeat)
             and not self._answered
             and self._calls < self._settings.high_min_found
         )
 
     def _may_choose_planned(self) -> bool:
-        """The turn hedged and the model has not yet chosen an unanswered result of the
+        """Past the pages (``_pages_unanswered``, which come first): the turn hedged and
+        the model has not yet chosen an unanswered result of the
         plan (``_plan_result``): the plan searched several domains, or nothing answered
         and the model's own lookup searched another domain than the plan's. Having read
         both results, its return to the plan's domain (or to the domain of the document a
