@@ -972,7 +972,7 @@ def test_planned_results_follow_the_matrix(
     assert gov.domain_state("kubernetes") is state
 
 
-# -- a plan of several domains hedges: an answer resolves it, else the model chooses one ----
+# -- a plan of several domains hedges: an answer resolves it, else one named page -------------
 
 
 @pytest.mark.parametrize("order", ["answer first", "answer last"])
@@ -1000,92 +1000,43 @@ def test_the_models_own_answer_leaves_a_planned_supplement_alone() -> None:
     assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
 
 
-def choice_alone() -> TurnGovernor:
-    """A governor whose hedge choice is reached before high water: no found count stops
-    it and the water stays low past the pages (``past_the_pages``)."""
-    return make(withhold_after_blocked=100, high_min_found=4, low_max_calls=10)
-
-
-def past_the_pages(gov: TurnGovernor) -> None:
-    """Spend the calls an unanswered planned turn pages (``high_min_found``: 4 here)."""
-    spend(gov, 4 - gov.calls)
-
-
 @pytest.mark.parametrize("second", [REF, None])
-def test_the_model_may_choose_one_of_several_unanswered_planned_domains(
-    second: RelevanceLevel | None,
-) -> None:
-    gov = choice_alone()
+def test_a_hedged_plan_pages_the_first_named_return_to_it(second: RelevanceLevel | None) -> None:
+    """Nothing answered in a plan of two domains: the model's first call naming one of them
+    pages there, as the cap would have run it; the next named repeat needs a dimension."""
+    gov = make()
     planned(gov, "kubernetes", REF)
     planned(gov, "monitoring", second)
-    past_the_pages(gov)
-    # its first named repeat runs without a dimension: a choice among the domains searched
     chosen = gov.admit(LookupRequest("kubernetes", named=True))
-    assert chosen.allowed and not chosen.paging
-    gov.record("kubernetes", REF)
-    assert gov.domain_state("kubernetes") is DomainState.SUPPLEMENT
-    # one choice per turn: the other planned domain and the chosen one need a dimension
+    assert chosen.allowed and chosen.paging
+    gov.record("kubernetes", None)
     assert gov.admit(LookupRequest("monitoring", named=True)).dedup_reason is NEEDS_DIM
-    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
     assert gov.admit(LookupRequest("monitoring", "scrape config", named=True)).allowed
 
 
-def test_a_one_domain_plan_leaves_no_choice() -> None:
-    """Past the pages, naming the one planned domain again repeats the planner's search."""
-    gov = choice_alone()
-    planned(gov, "infrastructure", REF)
-    past_the_pages(gov)
-    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
-
-
-def test_the_models_own_hedge_leaves_it_one_choice_of_the_planned_domain() -> None:
-    """Nothing answered and the model searched another domain on its own (domain_hopper):
-    returning to the one planned domain is its choice among the domains searched, once per
-    turn, as in a plan of several; the cap would have run it."""
-    gov = choice_alone()
+def test_past_the_pages_a_named_repeat_of_the_plan_needs_a_dimension() -> None:
+    """Whatever else the turn searched (domain_hopper's own hedge), once the pages are spent
+    naming a planned domain again repeats the planner's search."""
+    gov = make(withhold_after_blocked=100, high_min_found=4, low_max_calls=10)
     planned(gov, "kubernetes", REF)
     assert lookup(gov, "database", REF).allowed
-    past_the_pages(gov)
-    chosen = gov.admit(LookupRequest("kubernetes", named=True))
-    assert chosen.allowed and not chosen.paging
-    gov.record("kubernetes", REF)
+    spend(gov, 2)  # the rest of the pages: high_min_found is 4 here
+    assert gov.water_level is LOW
     assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
-    assert gov.admit(LookupRequest("database", named=True)).dedup_reason is NEEDS_DIM
-
-
-def test_the_choice_covers_the_domain_a_widened_plan_showed() -> None:
-    """The planned domain had no answer and its lookup showed another domain's document:
-    after a lookup of its own elsewhere, the model's return to that document's domain is
-    its one choice (before it, the REFERENCE row's dimension is asked for)."""
-    gov = choice_alone()
-    widened(gov, "infrastructure", "kubernetes", REF)
-    past_the_pages(gov)
-    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
-    assert lookup(gov, "application", REF).allowed
-    assert gov.admit(LookupRequest("kubernetes", named=True)).allowed
-    gov.record("kubernetes", REF)
-    assert gov.admit(LookupRequest("infrastructure", named=True)).dedup_reason is NEEDS_DIM
+    assert gov.admit(LookupRequest("kubernetes", "exit code", named=True)).allowed
 
 
 @pytest.mark.parametrize("own", [HR, P])
-def test_no_choice_once_the_models_own_lookup_answered(own: RelevanceLevel) -> None:
+def test_a_named_repeat_needs_a_dimension_once_the_models_own_lookup_answered(
+    own: RelevanceLevel,
+) -> None:
     gov = make(high_min_found=10)
     planned(gov, "kubernetes", REF)
     assert lookup(gov, "database", own).allowed
     assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
 
 
-def test_a_supplement_into_a_planned_domain_is_the_models_choice() -> None:
-    gov = choice_alone()
-    planned(gov, "kubernetes", REF)
-    planned(gov, "monitoring", REF)
-    past_the_pages(gov)
-    assert gov.admit(LookupRequest("monitoring", "alert rules", named=True)).allowed
-    gov.record("monitoring", REF)
-    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is NEEDS_DIM
-
-
-def test_no_choice_from_mid_water() -> None:
+def test_a_named_repeat_of_the_plan_needs_a_dimension_from_mid_water() -> None:
     gov = make()
     spend(gov, 2)
     planned(gov, "kubernetes", None)

@@ -27,9 +27,8 @@ model keeps its own first lookup (``RETRY``), searching the whole knowledge base
 planned domain again as a page (below). A plan of several domains hedges: the planner
 could not tell which one answers and searched each. When one of them answered (PRECISE /
 HIGHLY_RELEVANT), the hedge is resolved and the other planned domains close (no
-supplement, no retry). When none answered, the model, having read every result, may
-choose one of them (past the pages, below: one choice per turn); any further named repeat
-needs ``missing_dimension``.
+supplement, no retry). When none answered, the model's first call naming one of them may
+run as its page (below); any further named repeat needs ``missing_dimension``.
 Domains not yet retrieved stay open at low and mid water. In a turn that ran the plan's
 lookups (one question), however the indicator reads, ``high_min_found`` lookups that
 found documents (3) are high water: the matrix decides which lookups run and when to
@@ -112,16 +111,12 @@ class TurnGovernor:
         )
         earlier = list(self._retrieved)
         self._states: dict[str, DomainState] = {}
-        # Domains whose planned lookup did not answer: retried only unscoped (see record)
+        # Domains whose planned lookup did not answer: an unscoped retry, or one page
         self._plan_unanswered: set[str] = set()
         if settings.mode == "domain-limit":
             self._states.update(dict.fromkeys(earlier, DomainState.CLOSED))
-        # Domains the plan's lookups searched; set once the model chose one of several
-        # unanswered planned domains for its own lookup (see _block_reason)
+        # Domains the plan's lookups searched
         self._planned: set[str] = set()
-        self._chose_planned = False
-        # the model's own lookup searched a domain the plan did not (see _may_choose_planned)
-        self._searched_elsewhere = False
         # domains of the documents widened planned lookups showed without answering
         self._plan_shown: set[str] = set()
         # a named call ran as a page: the turn's one (see _pages_unanswered)
@@ -261,7 +256,6 @@ class TurnGovernor:
         (it searched the whole knowledge base instead): the planned domain is the one that
         did not answer, the document's own domain the one that holds the result.
         """
-        own = not planned
         if searched is not None and _clean(searched) != _clean(domain) and planned:
             self._record_unanswered_plan(_clean(searched), level)
             shown = _clean(domain)
@@ -283,13 +277,9 @@ class TurnGovernor:
         if self.capped:  # the cap knows no domains
             return
         state = self.domain_state(domain)
-        if own and self._planned and domain not in self._planned:
-            self._searched_elsewhere = True
         if planned:
             self._planned.add(domain)
             self._plan_answered = self._plan_answered or level in GOOD_LEVELS
-        elif named and self._plan_result(domain, state):
-            self._chose_planned = True
         if planned and self._retries_plan(state, level):
             self._plan_unanswered.add(domain)
             self._states[domain] = DomainState.RETRY
@@ -400,8 +390,7 @@ class TurnGovernor:
     ) -> DedupReason | None:
         """Checks in order: budget, a page (never blocked below it), closed domain,
         supplement without a dimension (a retry naming a domain whose planned lookup did
-        not answer is one), unless the call is the model's one choice of an unanswered
-        result of the plan in a turn that hedged (``_may_choose_planned``)."""
+        not answer is one)."""
         if self._withheld or level is WaterLevel.HIGH:
             return DedupReason.BUDGET_EXHAUSTED
         if domain is None or paging:
@@ -409,24 +398,11 @@ class TurnGovernor:
         state = self.domain_state(domain)
         if state is DomainState.CLOSED:
             return DedupReason.DOMAIN_RETRIEVED
-        chooses = named and self._plan_result(domain, state) and self._may_choose_planned()
         repeats_plan = state is DomainState.RETRY and named and domain in self._plan_unanswered
         needs_dimension = state is DomainState.SUPPLEMENT or repeats_plan
-        if needs_dimension and not chooses and not (missing_dimension or "").strip():
+        if needs_dimension and not (missing_dimension or "").strip():
             return DedupReason.SUPPLEMENT_NEEDS_DIMENSION
         return None
-
-    def _plan_result(self, domain: str, state: DomainState) -> bool:
-        """Whether ``domain`` holds an unanswered result of the plan: a planned domain its
-        lookup did not answer (``RETRY``, low water), or the domain of the document a
-        widened planned lookup showed without answering (its REFERENCE row, low water)."""
-        if state is DomainState.RETRY:
-            return domain in self._plan_unanswered
-        return (
-            state is DomainState.SUPPLEMENT
-            and domain in self._plan_shown
-            and self.water_level is WaterLevel.LOW
-        )
 
     def _pages_unanswered(self, request: LookupRequest, domain: str | None) -> bool:
         """In a planned turn where no lookup answered yet, the first ``high_min_found``
@@ -450,20 +426,6 @@ class TurnGovernor:
             and not self._answered
             and self._calls < self._settings.high_min_found
         )
-
-    def _may_choose_planned(self) -> bool:
-        """Past the pages (``_pages_unanswered``, which come first): the turn hedged and
-        the model has not yet chosen an unanswered result of the
-        plan (``_plan_result``): the plan searched several domains, or nothing answered
-        and the model's own lookup searched another domain than the plan's. Having read
-        both results, its return to the plan's domain (or to the domain of the document a
-        widened planned lookup showed) is a choice among the domains searched, as in a
-        plan of several; the ISS-003 repeat names the planned domain again before anything
-        else was searched. Without it the cap's third lookup ran where the governor's was
-        blocked: domain_hopper's evidence recall was under the cap's on all four sets
-        (dev 0.981 against 0.987, dev2-answer-only 0.843 against 0.900; README)."""
-        hedged = len(self._planned) > 1 or (not self._answered and self._searched_elsewhere)
-        return hedged and not self._chose_planned
 
     def _retries_plan(self, state: DomainState, level: RelevanceLevel | None) -> bool:
         """A planned lookup's result leaves the domain to the model's own retry."""
