@@ -34,7 +34,7 @@ def test_calibrate_shows_the_stored_thresholds_and_where_each_in_use_comes_from(
     try:
         Ingestor(kb).ingest([root])
         stored = kb.calibration
-        assert stored is not None and stored.measured
+        assert stored is not None and stored.complete
         report = calibrate(kb)
     finally:
         kb.close()

@@ -71,7 +71,7 @@ def test_a_kb_too_small_to_measure_uses_the_shipped_thresholds(
     Ingestor(open_kb).ingest([_write(tmp_path / "kb", RUNBOOKS)])
 
     calibration = open_kb.calibration
-    assert calibration is not None and not calibration.measured
+    assert calibration is not None and not calibration.complete
     assert calibration.probes < MIN_PROBES
     assert open_kb.thresholds == DEFAULT_THRESHOLDS["use-multilingual-v3"]
 
@@ -94,7 +94,7 @@ def test_thresholds_measured_on_the_kb_are_stored_and_settings_still_win(
     Ingestor(open_kb).ingest([root])
 
     calibration = open_kb.calibration
-    assert calibration is not None and calibration.measured
+    assert calibration is not None and calibration.complete
     assert calibration.probes >= MIN_PROBES and calibration.embedder == use_embedder.name
     thresholds = open_kb.thresholds
     assert thresholds == open_kb.measured_thresholds
@@ -238,7 +238,7 @@ def test_a_knowledge_base_about_one_subject_keeps_the_shipped_reference(
         [_write(tmp_path / "kb", {f"s{n:02d}.md": _faq(n) for n in range(60)})]
     )
     measured = open_kb.calibration
-    assert measured is not None and measured.measured and measured.current
+    assert measured is not None and measured.complete and measured.current
     one_subject = replace(measured, reference=None)
     open_kb.meta.set_measurements({LEVEL_CALIBRATION_KEY: one_subject.to_json()})
     open_kb.changed()

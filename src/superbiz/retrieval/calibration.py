@@ -97,7 +97,9 @@ class LevelCalibration:
     method: int = 0
 
     @property
-    def measured(self) -> bool:
+    def complete(self) -> bool:
+        """Both thresholds measured: not a KB too small to measure, nor one about a single
+        subject (``one_subject``), whose reference is the shipped one."""
         return self.highly_relevant is not None and self.reference is not None
 
     @property
