@@ -514,6 +514,15 @@ def test_plan_b_one_lookup_per_domain(level: RelevanceLevel | None) -> None:
     assert gov.admit(LookupRequest("billing")).allowed
 
 
+def test_plan_b_has_no_pages() -> None:
+    """Pages are the matrix's: in plan B a planned domain is closed like any other."""
+    gov = make(mode="domain-limit")
+    planned(gov, "kubernetes", REF)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is DOMAIN
+    assert gov.admit(LookupRequest("kubernetes")).dedup_reason is DOMAIN
+    assert gov.admit(LookupRequest("billing")).allowed
+
+
 def test_plan_b_water_levels_still_apply() -> None:
     gov = make(mode="domain-limit")
     for i in range(8):

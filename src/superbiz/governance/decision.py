@@ -43,8 +43,8 @@ only what clears the thresholds. A page never shows a document twice, and a name
 pages once a turn (in the ISS-003 log the first lookup answered, so nothing pages). A
 turn without a plan (an MCP session: many questions, one long turn) keeps the indicator's
 water level alone. Plan B
-(``mode: domain-limit``) allows one lookup per domain per session and no supplement or
-retry.
+(``mode: domain-limit``) allows one lookup per domain per session and no supplement,
+retry or page.
 
 ``mode: cap`` is not governance but its peer baseline, the plain count cap agent
 frameworks offer (max iterations / max tool calls): any ``cap_calls`` lookups run,
@@ -421,7 +421,8 @@ class TurnGovernor:
             plan_result and not self._paged_named and not (request.missing_dimension or "").strip()
         )
         return (
-            bool(self._planned)
+            self._settings.mode == "matrix"
+            and bool(self._planned)
             and (not request.named or repeat)
             and not self._answered
             and self._calls < self._settings.high_min_found
