@@ -151,7 +151,8 @@ class AdvancedRetrievalSettings(_Section):
     reference_supplements: int = Field(3, ge=0, le=10)
     """Tuning: supplements beside a REFERENCE primary, which is less certain (precision 0.85 on dev,
     0.71 answer-only), so one call shows more of the ranking instead of inviting re-queries; a page
-    of an unanswered turn shows 1 + this many documents."""
+    of an unanswered turn shows 1 + this many documents, and a first document under the reference
+    is REFERENCE when one of the next this many clears it (shown beside it)."""
     reference_supplement_margin: float | None = Field(0.1, ge=0, le=2)
     """Tuning: beside a REFERENCE primary, a supplement qualifying by cosine must come within this
     of the primary's (`null`: any cosine from the reference threshold up). With 3 supplements: per
