@@ -42,9 +42,8 @@ past what the session has, whatever their level, where the cap's next lookup wou
 only what clears the thresholds. A page never shows a document twice, and a named repeat
 pages once a turn (in the ISS-003 log the first lookup answered, so nothing pages). A
 turn without a plan (an MCP session: many questions, one long turn) keeps the indicator's
-water level alone. Plan B
-(``mode: domain-limit``) allows one lookup per domain per session and no supplement,
-retry or page.
+water level alone. Plan B (``mode: domain-limit``) allows one lookup per domain per session
+and no supplement, retry or page.
 
 ``mode: cap`` is not governance but its peer baseline, the plain count cap agent
 frameworks offer (max iterations / max tool calls): any ``cap_calls`` lookups run,
@@ -413,9 +412,9 @@ class TurnGovernor:
         session has (``Retriever.retrieve``, ``page``), so the matrix never shows less than
         the plain cap of that many lookups. The matrix's dimension had blocked that named
         repeat where the cap ran it and found the answer (domain_hopper, dev-answer-only:
-        0.913 against the cap's 0.916; README); one a turn, a loop of repeats is still
-        asked for one (the ISS-003 replay on the example KB: 2.75 executed lookups of 10,
-        none redundant)."""
+        0.913 against the cap's 0.916; README). Only one a turn: further repeats are
+        asked for a dimension (the ISS-003 replay on the example KB: 2.75 executed lookups
+        of 10, none redundant)."""
         plan_result = domain in self._plan_unanswered or domain in self._plan_shown
         repeat = (
             plan_result and not self._paged_named and not (request.missing_dimension or "").strip()
