@@ -312,6 +312,36 @@ def test_prune_removes_deleted_files_only_when_asked(
     assert_consistent(kb)
 
 
+def test_a_text_file_pages_include_is_a_fragment_not_a_document(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    """Sphinx manuals share text through ``.. include::`` of ``.txt`` files (CMake's
+    ``envvar/ENV_VAR.txt``): no document of its own, and one stored before goes with
+    --prune; a text file no page includes stays a document."""
+    envvar = tmp_path / "manual" / "envvar"
+    envvar.mkdir(parents=True)
+    (envvar / "ENV_VAR.txt").write_text("This is an environment variable of the build.\n")
+    (envvar / "notes.txt").write_text("Release notes: the build cache moved.\n")
+    kb = open_kb()
+    first = Ingestor(kb).ingest([envvar.parent])
+    assert sorted(first.added) == ["envvar/ENV_VAR.txt", "envvar/notes.txt"]
+    (envvar / "CC.rst").write_text("CC\n--\n\n.. include:: ENV_VAR.txt\n\nThe C compiler.\n")
+    (envvar / "CXX.rst").write_text(
+        "CXX\n---\n\n.. include:: /envvar/ENV_VAR.txt\n\nThe C++ compiler.\n"
+    )
+
+    again = Ingestor(kb).ingest([envvar.parent], prune=True)
+
+    assert sorted(again.added) == ["envvar/CC.rst", "envvar/CXX.rst"]
+    [(path, reason)] = again.skipped
+    assert path == "envvar/ENV_VAR.txt"
+    assert reason.startswith("included by envvar/CC.rst and 1 more pages")
+    assert again.removed == ["envvar/ENV_VAR.txt"]
+    assert kb.documents.get("envvar/ENV_VAR.txt") is None
+    assert kb.documents.get("envvar/notes.txt") is not None
+    assert_consistent(kb)
+
+
 # -- one file, one document -------------------------------------------------------------------
 
 TEAM_A = "---\ntitle: Team A guide\n---\n# Team A guide\nTeam A rotates the flamingo keys.\n"

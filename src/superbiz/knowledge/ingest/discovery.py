@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,60 @@ def _walk(root: Path, extensions: Sequence[str]) -> list[Candidate | Unreadable 
             else:
                 found.append((label, Candidate(file, root)))
     return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+#: a reStructuredText ``include`` directive and the file it names
+_INCLUDE = re.compile(r"^[ \t]*\.\.[ \t]+include::[ \t]*(\S+)[ \t]*$", re.MULTILINE)
+#: the most of a page read for its includes (they come first in a Sphinx page)
+_INCLUDE_SCAN = 200_000
+
+
+def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
+    """Files that a reStructuredText page among ``found`` includes and that are no page
+    themselves, each with the reason to skip it: Sphinx manuals keep shared text in
+    ``.txt`` files (CMake's ``envvar/ENV_VAR.txt``, included by 53 pages) that Sphinx
+    never builds alone, and read as a document of its own such a fragment was quoted
+    first for every question about an environment variable. An include of a ``.rst``
+    file is left alone: Sphinx builds those as pages too, unless told not to.
+
+    Paths absolute in the directive (``/include.txt``) are relative to the walked
+    folder, as Sphinx reads them against its source folder; ``<isonum.txt>`` names a
+    file of docutils' own."""
+    candidates = [item for item in found if isinstance(item, Candidate)]
+    files = {item.file for item in candidates}
+    pages: dict[Path, list[str]] = {}
+    for item in candidates:
+        if item.file.suffix.lower() != ".rst":
+            continue
+        try:
+            with item.file.open(encoding="utf-8", errors="replace") as handle:
+                text = handle.read(_INCLUDE_SCAN)
+        except OSError:
+            continue  # its own read reports it
+        for name in _INCLUDE.findall(text):
+            if name.startswith("<"):
+                continue
+            base = item.root if name.startswith("/") else item.file.parent
+            target = Path(os.path.normpath(base / name.lstrip("/")))
+            if target in files and target.suffix.lower() != ".rst":
+                pages.setdefault(target, []).append(item.file.relative_to(item.root).as_posix())
+    return {target: _included_by(by) for target, by in pages.items()}
+
+
+def _included_by(pages: Sequence[str]) -> str:
+    """Why a fragment is skipped.
+
+    >>> _included_by(["CC.rst"])
+    'included by CC.rst (reStructuredText `include`): part of that page, not a document'
+    >>> _included_by(["CC.rst", "CXX.rst", "FC.rst"]).split(" (")[0]
+    'included by CC.rst and 2 more pages'
+    """
+    more = f" and {len(pages) - 1} more pages" if len(pages) > 1 else ""
+    which = "those pages" if more else "that page"
+    return (
+        f"included by {pages[0]}{more} (reStructuredText `include`): part of {which},"
+        " not a document"
+    )
 
 
 def _shown(name: str) -> str:

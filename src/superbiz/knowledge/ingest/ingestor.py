@@ -49,6 +49,7 @@ from superbiz.knowledge.ingest.discovery import (
     discover,
     each_file_once,
     gone,
+    include_fragments,
     placement,
     root_of,
     stored_files,
@@ -170,7 +171,15 @@ class Ingestor:
             run.by_source.setdefault(run.real(row.source_file), []).append(row)
         run.broken = self._reconcile(run.stored)
         extensions = self.kb.settings.ingest.extensions
-        run.found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
+        found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
+        fragments = include_fragments(found)
+        run.fragments = {run.real(file) for file in fragments}
+        run.found = [
+            (i.file.relative_to(i.root).as_posix(), fragments[i.file])
+            if isinstance(i, Candidate) and i.file in fragments
+            else i
+            for i in found
+        ]
         if run.on_total:
             run.on_total(len(run.found))
         kb_roots = stored_roots(run.stored.values(), run.real)
@@ -472,8 +481,9 @@ class Ingestor:
         self._finish_indexing(run, tick=False)
 
     def _prune(self, run: IngestRun) -> None:
-        """Drop the documents under the ingested folders whose files are gone; never one
-        under a folder this run could not read, nor one whose file cannot be checked."""
+        """Drop the documents under the ingested folders whose files are gone or are now
+        another page's fragment; never one under a folder this run could not read, nor one
+        whose file cannot be checked."""
         roots = [p.resolve() for p in run.paths if p.is_dir()]
         vanished = [
             doc.path
@@ -481,7 +491,7 @@ class Ingestor:
             if doc.path not in run.seen
             and any(Path(doc.source_file).is_relative_to(root) for root in roots)
             and not under(doc.source_file, run.unlisted)
-            and gone(doc.source_file)
+            and (gone(doc.source_file) or run.real(doc.source_file) in run.fragments)
         ]
         self.kb.store.delete_documents(vanished)
         self.kb.documents.delete(vanished)

@@ -58,6 +58,8 @@ class IngestRun:
     unlisted: list[Path] = field(default_factory=list)
     #: real files that could not be loaded: their rows stay
     unloaded: set[str] = field(default_factory=set)
+    #: real files another page includes (``include_fragments``): no document of their own
+    fragments: set[str] = field(default_factory=set)
     #: documents read and chunked, not yet handed to the embedding threads
     pending: list[Pending] = field(default_factory=list)
     #: this run's document openings, so that the answer model needs no store read
