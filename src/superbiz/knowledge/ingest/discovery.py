@@ -105,6 +105,19 @@ _INCLUDE = re.compile(r"^[ \t]*\.\.[ \t]+include::[ \t]*(\S+)[ \t]*$", re.MULTIL
 _INCLUDE_SCAN = 200_000
 
 
+def without_fragments(found: Sequence[Found]) -> tuple[list[Found], set[Path]]:
+    """``found`` with each file another page includes (``include_fragments``) turned into
+    a skip with its reason, and those files."""
+    fragments = include_fragments(found)
+    kept: list[Found] = [
+        (item.file.relative_to(item.root).as_posix(), fragments[item.file])
+        if isinstance(item, Candidate) and item.file in fragments
+        else item
+        for item in found
+    ]
+    return kept, set(fragments)
+
+
 def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
     """Files that a reStructuredText page among ``found`` includes and that are no page
     themselves, each with the reason to skip it: Sphinx manuals keep shared text in

@@ -49,12 +49,12 @@ from superbiz.knowledge.ingest.discovery import (
     discover,
     each_file_once,
     gone,
-    include_fragments,
     placement,
     root_of,
     stored_files,
     stored_roots,
     under,
+    without_fragments,
 )
 from superbiz.knowledge.ingest.report import IngestReport, clash_note, kept_note
 from superbiz.knowledge.ingest.run import IngestRun, Progress
@@ -172,14 +172,8 @@ class Ingestor:
         run.broken = self._reconcile(run.stored)
         extensions = self.kb.settings.ingest.extensions
         found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
-        fragments = include_fragments(found)
+        run.found, fragments = without_fragments(found)
         run.fragments = {run.real(file) for file in fragments}
-        run.found = [
-            (i.file.relative_to(i.root).as_posix(), fragments[i.file])
-            if isinstance(i, Candidate) and i.file in fragments
-            else i
-            for i in found
-        ]
         if run.on_total:
             run.on_total(len(run.found))
         kb_roots = stored_roots(run.stored.values(), run.real)
