@@ -270,3 +270,34 @@ def test_thresholds_measured_the_older_way_are_measured_again_by_the_next_ingest
 
     assert not report.changed
     assert open_kb.calibration == measured
+
+
+def test_each_search_looks_deeper_as_the_kb_grows(
+    tmp_path: Path, open_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The depth follows the KB's size after every change (here past a lowered start)."""
+    from superbiz.retrieval import search
+
+    monkeypatch.setattr(search, "DEEP_FROM_DOCUMENTS", 2)
+    root = _write(tmp_path / "kb", RUNBOOKS)
+    Ingestor(open_kb).ingest([root])
+    asked: list[tuple[str, int]] = []
+    dense, bm25 = open_kb.store.search_dense, open_kb.store.search_bm25
+
+    def record(kind: str, search: Any) -> Any:
+        def searching(query: Any, limit: int, *args: Any) -> Any:
+            asked.append((kind, limit))
+            return search(query, limit, *args)
+
+        return searching
+
+    monkeypatch.setattr(open_kb.store, "search_dense", record("dense", dense))
+    monkeypatch.setattr(open_kb.store, "search_bm25", record("bm25", bm25))
+
+    open_kb.retrieve("A Kafka broker stopped answering")
+    assert asked == [("dense", 24), ("bm25", 24)]  # 15 × √(5 / 2), rounded up
+    (root / "acl.md").write_text("---\ntitle: ACL\n---\n\nKafka topic ACLs.\n", encoding="utf-8")
+    Ingestor(open_kb).ingest([root])
+    asked.clear()
+    open_kb.retrieve("A Kafka broker stopped answering")
+    assert asked == [("dense", 26), ("bm25", 26)]  # 15 × √(6 / 2)

@@ -498,3 +498,19 @@ def test_a_live_row_search_that_disagrees_with_lite_leaves_searches_to_lite(
     assert results[0] == results[1] == ["a.md#3", "a.md#0", "a.md#1", "a.md#4"]
     warnings = [r for r in caplog.records if r.name == "superbiz.retrieval._lite"]
     assert len(warnings) == 1 and "live-row" in warnings[0].getMessage()
+
+
+def test_vectorized_bm25_cuts_ties_at_the_k_th_score_as_its_whole_ranking_does() -> None:
+    """Only the rows reaching the k-th score are sorted; among rows tied at it the first
+    rows still win, as in the whole ranking (and in Lite's stable sort)."""
+    rng = np.random.default_rng(7)
+    corpus = [{int(t): 1.0} for t in rng.integers(0, 3, size=200)]  # three scores, many ties
+    lite = SparseInvertedIndex(k1=1.2, b=0.0)
+    lite.build(corpus)
+    fast = VectorizedBm25.from_index(lite)
+    queries = [{0: 1.0, 1: 0.5}, {2: 1.0}, {0: 1.0, 1: 1.0, 2: 1.0}]
+    whole_ids, whole_distances = fast.search(queries, len(corpus))
+    for k in (1, 15, 70, 199):
+        ids, distances = fast.search(queries, k)
+        assert (ids == whole_ids[:, :k]).all()
+        assert (distances == whole_distances[:, :k]).all()

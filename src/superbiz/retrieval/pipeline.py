@@ -271,7 +271,8 @@ def _hybrid(doc: DocHit) -> float:
 
 class Retriever:
     """Ranks and levels evidence for a query; ``exact_index`` is called on every query
-    because the knowledge base rebuilds its index after documents change."""
+    because the knowledge base rebuilds its index after documents change; ``documents``
+    is the KB's size, which sets how deep each search looks (``candidate_depth``)."""
 
     def __init__(
         self,
@@ -279,8 +280,10 @@ class Retriever:
         exact_index: Callable[[], ExactIndex],
         thresholds: Thresholds,
         settings: RetrievalConfig,
+        documents: int = 0,
     ) -> None:
         self._searcher = searcher
+        self._documents = documents
         self._exact_index = exact_index
         self._thresholds = thresholds
         self._settings = settings
@@ -303,7 +306,11 @@ class Retriever:
         matches = self._exact_index().match(query, domain, hidden)
         fresh = [m for m in ExactIndex.naming(matches) if m.doc_path not in exclude]
         vector, ranked = self._searcher.search(
-            query, domain, answers=len(fresh) != 1, visibility=visibility
+            query,
+            domain,
+            answers=len(fresh) != 1,
+            visibility=visibility,
+            documents=self._documents,
         )
         return Candidates(matches, vector, ranked)
 

@@ -49,6 +49,17 @@ def title_coverage(title: str, asked: tuple[str, ...]) -> float:
     words = title_words(title)
     if not words:
         return 0.0
-    return sum(
-        any(a.startswith(w[:_PREFIX]) or w.startswith(a[:_PREFIX]) for a in asked) for w in words
-    ) / len(words)
+    heads, shorts = _prefixes(asked)
+    return sum(w[:_PREFIX] in heads or any(w.startswith(a) for a in shorts) for w in words) / len(
+        words
+    )
+
+
+@lru_cache(maxsize=64)
+def _prefixes(asked: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """What ``title_coverage`` compares a title word with, set apart once per query: a
+    word shorter than the prefix matches the query words it starts (``heads`` holds every
+    prefix of the query's words down to its own length), and a query word shorter than
+    the prefix matches the title words that start with it (``shorts``)."""
+    heads = {a[:n] for a in asked for n in range(1, min(len(a), _PREFIX) + 1)}
+    return frozenset(heads), tuple(a for a in asked if len(a) < _PREFIX)

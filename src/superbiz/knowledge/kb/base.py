@@ -124,6 +124,7 @@ class KnowledgeBase:
                 lambda: self.exact_index,
                 self.thresholds,
                 self.settings.retrieval_config,
+                documents=len(self.current_documents()),
             )
         )
         self._version = knowledge_version(self.engine)

@@ -168,6 +168,10 @@ if SparseInvertedIndex is not None:
                 if valid_mask is not None:
                     touched &= valid_mask
                 candidates = np.flatnonzero(touched)
+                if 0 < top_k < len(candidates):  # only those reaching the k-th score are sorted
+                    found = scores[candidates]
+                    kth = np.partition(found, len(found) - top_k)[len(found) - top_k]
+                    candidates = candidates[found >= kth]  # row order kept: ties as Lite's
                 best = candidates[np.argsort(-scores[candidates], kind="stable")[:top_k]]
                 ids[qi, : len(best)] = best
                 distances[qi, : len(best)] = -scores[best]
