@@ -139,7 +139,9 @@ class AdvancedRetrievalSettings(_Section):
     rrf_k: int = Field(60, ge=1)
     """Tuning: the `k` of reciprocal rank fusion (`fusion: rrf` only)."""
     candidates: int = Field(15, ge=1, le=1000)
-    """Tuning: dense hits per search (dev MRR 0.956 at 15, 0.953 at 20)."""
+    """Tuning: dense hits per search (dev MRR 0.956 at 15, 0.953 at 20); past 2,000 documents
+    both searches ask for more, growing with the square root of the KB's size (37 at 11,925
+    documents: `superbiz.retrieval.search.candidate_depth`)."""
     bm25_candidates: int = Field(15, ge=1, le=1000)
     """Tuning: BM25 hits per search; 15 rather than 10 lifts answer-only Chinese R@5 (0.866 → 0.874)
     and English alert descriptions R@5 (0.931 → 0.950). Each hit Milvus Lite materialises costs

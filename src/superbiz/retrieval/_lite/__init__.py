@@ -124,12 +124,15 @@ class InProcessLite:
         expr: str | None,
         output_fields: list[str],
     ) -> list[dict[str, Any]]:
-        """The hits of one query, each ``{"id", "distance", "entity"}`` as the client's."""
+        """The hits of one query, each ``{"id", "distance", "entity"}`` as the client's
+        (a stored vector may be a float32 array rather than a list)."""
         if metric == "BM25":
             accelerate_bm25(self.collection, field)
         if self.live is not None:
             search = search_bm25 if metric == "BM25" else search_dense
-            return search(self.live, data, field, metric, limit, expr, output_fields)
+            return search(
+                self.live, data, field, metric, limit, expr, output_fields, vector_arrays=True
+            )
         return collection_search(self.collection, data, field, metric, limit, expr, output_fields)
 
     def wait_for_index_build(self) -> None:

@@ -22,11 +22,14 @@ def search_dense(
     limit: int,
     expr: str | None,
     output_fields: list[str],
+    *,
+    vector_arrays: bool = False,
 ) -> list[dict[str, Any]]:
     """Lite's dense search (``Collection.search`` over ``execute_search_with_index``) for
     one query vector, with the live rows of ``live``'s current view: each segment's index
     (or brute force) with the filter and the live mask, the memtable by brute force, the
-    hits merged by (distance, source, row) and projected as Lite projects them."""
+    hits merged by (distance, source, row) and projected as Lite projects them
+    (``vector_arrays``: a stored vector as its float32 row, see ``_Projection``)."""
     from milvus_lite.engine.collection import _internal_distance_to_milvus_distance
     from milvus_lite.index.brute_force import BruteForceIndex
     from milvus_lite.search.filter import evaluate_mask
@@ -63,7 +66,7 @@ def search_dense(
             found = index.search(query, limit, valid_mask=None if mask.all() else mask)
             candidates += _ranked(found, len(sources) - 1)
     candidates.sort()
-    entity = _Projection(collection, output_fields)
+    entity = _Projection(collection, output_fields, vector_arrays=vector_arrays)
     kept = candidates[:limit]
     rows = entity.of_segment_rows(
         [(sources[source], row) for _, source, row in kept if sources[source] is not None]
@@ -101,11 +104,14 @@ def search_bm25(
     limit: int,
     expr: str | None,
     output_fields: list[str],
+    *,
+    vector_arrays: bool = False,
 ) -> list[dict[str, Any]]:
     """Lite's BM25 search (``Collection._search_sparse``) for one query text, with the
     live rows of ``live``'s current view: each segment's cached scorer with the live
     mask and the filter, the memtable scored on its own, one hit per key (its newest
-    version), ordered by distance as Lite's stable sort orders them."""
+    version), ordered by distance as Lite's stable sort orders them (``vector_arrays``: as
+    ``search_dense``)."""
     from milvus_lite.engine.collection import _internal_distance_to_milvus_distance
     from milvus_lite.index.sparse_factory import (
         _search_prepared_sparse_index,
@@ -161,7 +167,7 @@ def search_bm25(
         if candidate[1] not in newest or seq > newest[candidate[1]][0]:
             newest[candidate[1]] = (seq, candidate)
     kept = sorted((candidate for _, candidate in newest.values()), key=lambda c: c[0])[:limit]
-    entity = _Projection(collection, output_fields)
+    entity = _Projection(collection, output_fields, vector_arrays=vector_arrays)
     rows = entity.of_segment_rows([place for *_, place in kept if not isinstance(place[0], dict)])
     return [
         {
@@ -214,7 +220,14 @@ class _Projection:
     those are read from a segment's row, a dense vector from the segment's own array
     (Lite reads every column value by value: 512 Python floats per vector)."""
 
-    def __init__(self, collection: Any, output_fields: list[str], api: str = "search") -> None:
+    def __init__(
+        self,
+        collection: Any,
+        output_fields: list[str],
+        api: str = "search",
+        *,
+        vector_arrays: bool = False,
+    ) -> None:
         from milvus_lite.engine.projection import build_projection_plan
         from milvus_lite.schema.types import DataType
 
@@ -226,6 +239,9 @@ class _Projection:
         self._fields = fields
         self._vectors = {f.name for f in self._schema.fields if f.dtype == DataType.FLOAT_VECTOR}
         self._columns: dict[int, list[str]] = {}
+        # a segment's vector as its float32 row, not 512 Python floats that the store
+        # turns back into an array (a third of reading a large KB's BM25 hits)
+        self._vector_arrays = vector_arrays
         # without dynamic fields Lite's projection keeps these names, in this order (a
         # search leaves the key out, a query adds it last): ``project_record`` looks each
         # name up in the schema, a third of a lookup's reading of its hits
@@ -260,14 +276,15 @@ class _Projection:
             return []
         table = seg.table
         names = self._names(table)
-        arrays: dict[str, Any] = {}  # float32 vectors as Python floats, as ``as_py`` gives
+        arrays: dict[str, Any] = {}  # float32 vectors; as Python floats, as ``as_py`` gives
         for name in self._vectors.intersection(names):
             vectors, valid = seg.vector_data(name)
             if valid is None:
                 arrays[name] = vectors[rows]
         values = table.select([n for n in names if n not in arrays]).take(rows).to_pylist()
         for name, array in arrays.items():
-            for record, vector in zip(values, array.tolist(), strict=True):
+            rows_of = array if self._vector_arrays else array.tolist()
+            for record, vector in zip(values, rows_of, strict=True):
                 record[name] = vector
         return [self.of_record(record) for record in values]
 
