@@ -616,3 +616,19 @@ def test_a_lookup_query_is_bounded_as_a_question_is(cli_kb: dict[str, Any]) -> N
     assert one_line(result.stderr) == (
         "error: 'query' is 4200 characters long; it takes at most 4000"
     )
+
+
+def test_one_metadata_note_on_many_files_is_one_line(tmp_path: Path) -> None:
+    """A site's own frontmatter key on every page is said once, with the count."""
+    folder = tmp_path / "kb"
+    for n in range(5):
+        page = folder / f"page-{n}.md"
+        page.parent.mkdir(exist_ok=True)
+        page.write_text(f"---\ntitle: Page {n}\nsection: 1\n---\n# Page {n}\n\ntext\n")
+    result = invoke("ingest", folder, "--data-dir", tmp_path / "data")
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if "metadata warning" in line]
+    assert len(warnings) == 1, result.stderr
+    text = one_line(result.stderr)
+    assert "metadata warning 5 files (page-0.md, page-1.md, page-2.md, …):" in text
+    assert "unknown frontmatter key 'section'" in text

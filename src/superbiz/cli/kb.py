@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -101,16 +102,43 @@ def ingest(
         return
     for path, reason in report.skipped:
         err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
-    for path, reason in report.metadata_failures:
-        err.print(f"[yellow]metadata derived[/] {escape(path)}: {escape(reason)}")
-    for path, reason in report.metadata_warnings:
-        err.print(f"[yellow]metadata warning[/] {escape(path)}: {escape(reason)}")
+    for where, reason in _by_reason(report.metadata_failures):
+        err.print(f"[yellow]metadata derived[/] {escape(where)}: {escape(reason)}")
+    for where, reason in _by_reason(report.metadata_warnings):
+        err.print(f"[yellow]metadata warning[/] {escape(where)}: {escape(reason)}")
     if git:
         for old, new in synced.renamed:
             err.print(f"renamed {escape(old)} → {escape(new)}")
         console.print(f"sync: {escape(synced.summary())}")
         return
     console.print(f"ingest: {report.summary()}")
+
+
+#: files named one by one under one metadata note; more share one line (``--json`` has all)
+_NAMED_FILES = 3
+
+
+def _by_reason(notes: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Metadata notes as printed: each reason once, after the files it holds for, named
+    up to ``_NAMED_FILES`` of them. A site's own frontmatter key on each of its 91 pages
+    printed 91 identical warnings.
+
+    >>> _by_reason([("a.md", "x"), ("b.md", "y"), ("c.md", "x")])
+    [('a.md', 'x'), ('c.md', 'x'), ('b.md', 'y')]
+    >>> _by_reason([(f"{n}.md", "x") for n in range(5)])
+    [('5 files (0.md, 1.md, 2.md, …)', 'x')]
+    """
+    files: dict[str, list[str]] = {}
+    for path, reason in notes:
+        files.setdefault(reason, []).append(path)
+    lines: list[tuple[str, str]] = []
+    for reason, paths in files.items():
+        if len(paths) <= _NAMED_FILES:
+            lines += [(path, reason) for path in paths]
+        else:
+            named = ", ".join(paths[:_NAMED_FILES])
+            lines.append((f"{len(paths)} files ({named}, …)", reason))
+    return lines
 
 
 def sources(
