@@ -100,3 +100,33 @@ def test_a_window_whose_sentence_began_out_of_reach_starts_at_the_next_one() -> 
         "  required.\n  ```\n  proxies = {'http': 'http://10.10.1.10:3128'}\n  ```"
     )
     assert from_sentence_start(before, after).startswith("- The proxy API has changed")
+
+
+def test_a_code_block_the_window_before_opened_is_quoted_whole() -> None:
+    """Node.js's readline "Read file stream line-by-line": the best window began inside
+    the example, and the quote read from its ``console.log`` line under a reopened fence."""
+    example = [
+        "```mjs",
+        "import { createReadStream } from 'node:fs';",
+        "import { createInterface } from 'node:readline';",
+        "",
+        "async function processLineByLine() {",
+        "  const fileStream = createReadStream('input.txt');",
+        "  const rl = createInterface({ input: fileStream, crlfDelay: Infinity });",
+        "  for await (const line of rl) {",
+        "    console.log(`Line from file: ${line}`);",
+        "  }",
+        "}",
+        "```",
+    ]
+    body = (
+        "## Example: Read file stream line-by-line\n\n"
+        "A common use case for `readline` is to consume an input file one line at a time.\n\n"
+        + "\n".join(example)
+        + "\n"
+    )
+    windows = [chunk.text for chunk in chunk_markdown(body, size=450, overlap=100)]
+    assert len(windows) == 2 and "```mjs" not in windows[1]
+    quoted = quoted_window(windows)
+    assert quoted.startswith("```mjs\nimport { createReadStream }")
+    assert quoted.endswith("console.log(`Line from file: ${line}`);\n  }\n}\n```")

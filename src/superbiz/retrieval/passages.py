@@ -104,11 +104,13 @@ def quoted_window(windows: Sequence[str]) -> str:
     word: a quote of a later window began in the middle of a sentence ("would provide an
     extra dose of insurance …") or of a code block, whose lines then read as prose. So it
     starts where its first sentence does (``from_sentence_start``), or, inside a fenced
-    code block, at its first whole line under that block's opening fence.
+    code block, at that block's opening fence when the window before opened it (the whole
+    example: Node.js's readline "Read file stream line-by-line" was quoted from its
+    ``console.log`` line), else at its first whole line under the fence (a long block).
 
     >>> first = "Run:\n```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info"
     >>> quoted_window([first, "cli info memory\nredis-cli info\nredis-cli dbsize\n```"])
-    '```sh\nredis-cli info\nredis-cli dbsize\n```'
+    '```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info\nredis-cli dbsize\n```'
     """
     text = windows[-1]
     if len(windows) < 2:
@@ -119,12 +121,16 @@ def quoted_window(windows: Sequence[str]) -> str:
         # windows that do not overlap met at a line break: "```" then "```mjs" are two lines
         section += window[shared:] if shared else f"\n{window}"
     shared = _overlap(windows[-2], text)
-    opening = [match.group() for match in _FENCE_LINE.finditer(section[: len(section) - shared])]
-    if len(opening) % 2 == 0:
+    before = section[: len(section) - shared]
+    fences = list(_FENCE_LINE.finditer(before))
+    if len(fences) % 2 == 0:
         return from_sentence_start(windows[-2], text)
+    opening = fences[-1]
+    if opening.start() >= len(section) - len(windows[-2]):  # the window before opened it
+        return (section + text[shared:])[opening.start() :].lstrip(" \t")
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
-    return f"{opening[-1].strip()}\n{whole}"
+    return f"{opening.group().strip()}\n{whole}"
 
 
 def from_sentence_start(previous: str, text: str) -> str:
