@@ -69,3 +69,19 @@ def test_the_title_the_query_names_ranks_first() -> None:
     _, ranked = _searcher(0.4).search(QUERY)
     assert [d.doc_path for d in ranked][:2] == ["k/crash.md", "k/sched.md"]
     assert ranked[0].similarity == pytest.approx(0.8)  # the cosine itself is unchanged
+
+
+def test_coverage_counts_a_title_word_as_any_pair_of_words_sharing_a_prefix_would() -> None:
+    """The query's prefixes, set apart once per query, give the pairwise rule's share: a
+    query word that starts with the title word's first four letters, or the title word
+    with the query word's (short words of three letters included)."""
+    rng = np.random.default_rng(36)
+    words = ["".join(rng.choice(list("abc"), size=n)) for n in rng.integers(3, 7, size=400)]
+    for _ in range(2000):
+        title = " ".join(rng.choice(words, size=rng.integers(1, 5)))
+        asked = tuple(rng.choice(words, size=rng.integers(0, 5)))
+        expected = title_words(title)
+        pairwise = sum(
+            any(a.startswith(w[:4]) or w.startswith(a[:4]) for a in asked) for w in expected
+        ) / len(expected)
+        assert title_coverage(title, asked) == pairwise
