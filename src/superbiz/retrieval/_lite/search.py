@@ -262,12 +262,10 @@ class _Projection:
         """The rows at ``places`` (segment, row), in that order: a search's hits, each
         segment's read at once (value by value, 90 hits cost a lookup 2 ms at 11,925
         documents)."""
-        rows: dict[int, list[int]] = {}
-        segments: dict[int, Any] = {}
+        by_segment: dict[int, tuple[Any, list[int]]] = {}
         for seg, row in places:
-            rows.setdefault(id(seg), []).append(row)
-            segments[id(seg)] = seg
-        read = {key: iter(self.of_rows(segments[key], found)) for key, found in rows.items()}
+            by_segment.setdefault(id(seg), (seg, []))[1].append(row)
+        read = {key: iter(self.of_rows(seg, rows)) for key, (seg, rows) in by_segment.items()}
         return (next(read[id(seg)]) for seg, _ in places)
 
     def of_rows(self, seg: Any, rows: list[int]) -> list[dict[str, Any]]:
