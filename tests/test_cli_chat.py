@@ -123,7 +123,9 @@ def test_ask_json_is_the_api_answer_less_the_service_fields(data_dir: Path, sess
     assert set(data["plan"]) == set(AnswerPlan.model_fields) | {"scoped"}
 
 
-def test_a_follow_up_ask_in_the_session_makes_no_lookup(data_dir: Path, session: str) -> None:
+def test_a_follow_up_ask_in_the_session_finds_its_document_held(
+    data_dir: Path, session: str
+) -> None:
     first = invoke("ask", PAY_Q, "--session", session, "--data-dir", data_dir, "--json")
     assert first.exit_code == 0, first.output
 
@@ -133,10 +135,11 @@ def test_a_follow_up_ask_in_the_session_makes_no_lookup(data_dir: Path, session:
     data = json.loads(result.stdout)
     assert data["turn"] == 2
     assert data["plan"]["need_retrieval"] is False and data["plan"]["source"] == "evidence"
-    assert data["lookups"] == [] and data["reused_evidence"] == [PAYMENT]
-    assert "商户余额不足" in data["answer"]
+    [lookup] = data["lookups"]  # the question's own, run by code: nothing new to show
+    assert lookup["relevance_level"] == "DEDUPED" and lookup["documents"] == []
+    assert data["reused_evidence"] == [PAYMENT] and "商户余额不足" in data["answer"]
     trace = json.loads(invoke("trace", session, "--data-dir", data_dir, "--json").stdout)
-    assert [row["turn"] for row in trace] == [1]
+    assert [row["turn"] for row in trace] == [1, 2]
 
 
 def test_ask_plain_shows_the_plan_then_the_lookups(data_dir: Path, session: str) -> None:
@@ -167,10 +170,13 @@ def test_the_chat_repl_plans_looks_up_answers_and_clears(data_dir: Path, session
         "plan answer from session evidence (evidence)",
     ]
     lookups = lines_of(out, "lookup")
-    assert len(lookups) == 1
+    assert len(lookups) == 2
     assert re.match(
         rf"lookup {re.escape(PAY_Q)} domain=payment executed PRECISE verdict=\w+ water=low$",
         lookups[0],
+    )
+    assert re.match(
+        rf"lookup {re.escape(REFUND_Q)} .*executed DEDUPED \(doc_retrieved\)", lookups[1]
     )
     flat = one_line(out)
     assert flat.count("【抽取式回答】") == 2

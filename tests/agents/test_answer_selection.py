@@ -8,6 +8,7 @@ import numpy as np
 from superbiz.agents.answer_selection import (
     ANSWER_SCORE,
     RELATED_SCORE,
+    SECOND_LEAD,
     Passage,
     select_answer,
 )
@@ -86,6 +87,30 @@ def test_a_document_of_an_earlier_turn_is_quoted_first_when_it_answers_better() 
     )
 
     assert selection.quoted[0].citation == WEBHOOK and selection.quoted[0].earlier
+
+
+def test_a_held_document_ranked_below_this_turns_answer_must_answer_clearly_better() -> None:
+    """The session holds the webhook runbook; this turn's lookup showed the refund guide.
+    A held passage a little better than the refund guide's is quoted first only when the
+    lookup ranked it above what it showed (``ahead``): below it, it was the lookup's
+    second choice, and its score must lead by ``SECOND_LEAD``."""
+    held = frozenset({WEBHOOK.path})
+    close = {
+        **PASSAGES,
+        REFUND.path: [Passage("Refund", "…", vector(1, 0, 0.4))],
+        WEBHOOK.path: [Passage("Webhook", "…", vector(1, 0, 0.5))],
+    }
+    scores = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV).scores
+    assert 0 < scores[WEBHOOK.path] - scores[REFUND.path] < SECOND_LEAD
+
+    below = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV, earlier=held)
+    assert [q.citation for q in below.quoted] == [REFUND] and below.related == (WEBHOOK,)
+    above = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV, earlier=held, ahead=held)
+    assert above.quoted[0].citation == WEBHOOK and above.quoted[0].earlier
+
+    clearly = {**close, WEBHOOK.path: [Passage("Webhook", "…", vector(1, 0, 0.1))]}
+    better = select_answer(QUESTION, [REFUND, WEBHOOK], clearly, QV, earlier=held)
+    assert better.quoted[0].citation == WEBHOOK
 
 
 def test_a_follow_up_without_a_subject_is_read_with_the_question_before_it() -> None:

@@ -40,6 +40,7 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.retrieval.embedders import Embedder
+from superbiz.retrieval.relevance import RelevanceLevel
 from superbiz.testing import ScriptedChatModel, answer, lookup
 
 PAYMENT = "payment/支付失败排查.md"
@@ -213,19 +214,22 @@ def test_a_turn_plans_executes_and_is_stored(assistant: Runtime, session: str) -
     ],
     ids=["zh", "en"],
 )
-def test_a_follow_up_is_answered_from_session_evidence_with_no_lookup(
+def test_a_follow_up_is_answered_from_session_evidence_the_lookup_finds_held(
     assistant: Runtime, session: str, first: str, follow_up: str, document: str, fact: str
 ) -> None:
     one = assistant.ask(session, first)
     assert document in one.result.evidence and one.result.executed == 1
-    rows_before = assistant.invocations.for_session(session)
 
     two = assistant.ask(session, follow_up)
 
     assert two.plan.need_retrieval is False and two.plan.source == "evidence"
-    assert two.result.lookups == [] and two.result.executed == 0
-    assert assistant.invocations.for_session(session) == rows_before  # no row for turn 2
-    assert invocation_turns(assistant, session) == [1]
+    # the plan is checked by the lookup a plain turn runs: it ranks the held document
+    # above anything new, and shows nothing again
+    [lookup] = two.result.lookups
+    assert lookup.origin == "plan" and lookup.arguments == {"query": follow_up}
+    assert lookup.details is not None and lookup.details.held_ahead[:1] == [document]
+    assert document not in lookup.shown
+    assert invocation_turns(assistant, session) == [1, 2]
     assert fact in two.result.answer
     assert two.result.turn == 2 and two.result.reused == [document]
     assert [c.path for c in two.result.citations] == [document]
@@ -249,7 +253,25 @@ def test_a_new_topic_after_a_follow_up_retrieves_again(assistant: Runtime, sessi
 
     assert three.plan.source == "map" and three.plan.domain_ids == ["infrastructure"]
     assert three.result.executed == 1 and REDIS in three.result.evidence
-    assert invocation_turns(assistant, session) == [1, 3]
+    assert invocation_turns(assistant, session) == [1, 2, 3]
+
+
+def test_a_plan_to_answer_from_evidence_never_finds_less_than_the_lookup(
+    supervised_kb: KnowledgeBase, session: str
+) -> None:
+    # the planner says the session's evidence answers a question about something else
+    # (as the map planner did on npm's docs when its best entry was a held page)
+    spy = SpyModel(plan("payment"), plan(need=False))
+    assistant = assistant_for(supervised_kb, spy)
+    assistant.ask(session, PAY_Q)
+
+    two = assistant.ask(session, "Redis 连接池耗尽怎么处理？")
+
+    assert two.plan.need_retrieval is False
+    [lookup] = two.result.lookups
+    assert lookup.executed and REDIS in lookup.shown
+    assert [c.path for c in two.result.citations][:1] == [REDIS]
+    assert PAYMENT not in [c.path for c in two.result.citations]
 
 
 def test_clearing_a_session_forgets_messages_action_memory_and_calls(
@@ -315,15 +337,18 @@ def test_the_map_is_only_in_the_planner_prompt(supervised_kb: KnowledgeBase, ses
     assert one.result.lookups[0].origin == "plan"
 
     # Turn 2: the planner sees the session's documents; the executor gets them as evidence
-    # and the earlier turn as history, and answers with no lookup.
+    # and the earlier turn as history; the plan needs no retrieval, so the only lookup is
+    # the question's own, run by code: it finds the document the session holds.
     assert "- 支付失败排查 [payment]" in planner_calls[1][0].content
     turn_two = executor_calls[-1]
     [evidence] = [m for m in turn_two if m.content.startswith(EVIDENCE_HEADER)]
     assert PAYMENT in evidence.content
     assert UserMessage(PAY_Q) in turn_two
     assert AssistantMessage(one.result.answer) in turn_two
-    assert two.result.lookups == [] and "商户余额不足" in two.result.answer
-    assert invocation_turns(assistant, session) == [1]
+    [lookup] = two.result.lookups
+    assert lookup.origin == "plan" and lookup.level == RelevanceLevel.DEDUPED
+    assert "商户余额不足" in two.result.answer and two.result.reused == [PAYMENT]
+    assert invocation_turns(assistant, session) == [1, 2]
 
 
 def test_a_direct_answer_skips_the_executor(supervised_kb: KnowledgeBase, session: str) -> None:

@@ -17,8 +17,13 @@ document's title name. A document's score is its best passage's. Then:
   shown documents by these scores (0.714 against at most 0.716 on dev-answer-only, even
   for weights fitted in-sample): the scores decide whether and what to quote, the
   ranking in which order. A document carried from an earlier turn was ranked for another
-  question, so only its passage speaks for it: it is quoted first when it answers better
-  than this turn's first (a follow-up whose answer the session already holds);
+  question, so its passage speaks for it: it is quoted first when it answers better
+  than this turn's first (a follow-up whose answer the session already holds) and this
+  turn's lookups ranked it above what they showed; ranked below, it must answer
+  ``SECOND_LEAD`` better (in a running session on npm's docs the held package.json
+  page's "version" section scored 0.03 above ``npm-deprecate``, which the lookup of
+  "How do I deprecate a version of my package?" ranked first, as it does in a fresh
+  session);
 * **second quoted**: a later document whose passage scores ``SECOND_LEAD`` above the
   first's (at most ``MAX_QUOTED``);
 * **related**: the other documents that bear on the question (``RELATED_SCORE``), listed
@@ -180,6 +185,7 @@ def select_answer(
     question_vector: np.ndarray | None = None,
     *,
     earlier: frozenset[str] = frozenset(),
+    ahead: frozenset[str] = frozenset(),
     context: str | None = None,
     context_vector: np.ndarray | None = None,
     writes_chinese: bool = True,
@@ -191,7 +197,9 @@ def select_answer(
     ``passages``: each document's stored passages (one without any is scored on the
     content it was shown with); ``question_vector``: the question embedded as the
     passages were (without it the terms alone score, and every threshold is read on
-    that scale); ``earlier``: paths of the documents carried from earlier turns.
+    that scale); ``earlier``: paths of the documents carried from earlier turns;
+    ``ahead``: those of them this turn's lookups ranked above what they showed
+    (``RetrievalDetails.held_ahead``).
 
     ``context``: in a follow-up, the question before it with this one after it (and
     ``context_vector``, that text embedded). A follow-up that nothing answers in its own
@@ -209,13 +217,13 @@ def select_answer(
     """
     scores_of = partial(_scores, documents=documents, passages=passages, chinese=writes_chinese)
     scored = scores_of(question, question_vector=question_vector)
-    selection = _select(documents, scored, earlier, dense=question_vector is not None)
+    selection = _select(documents, scored, earlier, ahead, dense=question_vector is not None)
     if selection.answered or context is None:
         return selection
     wider = scores_of(context, question_vector=context_vector)
     own = {path: passage for path, (_, passage) in scored.items()}
     merged = {path: (score, own[path]) for path, (score, _) in wider.items()}
-    return _select(documents, merged, earlier, dense=context_vector is not None)
+    return _select(documents, merged, earlier, ahead, dense=context_vector is not None)
 
 
 def _scores(
@@ -258,6 +266,7 @@ def _select(
     documents: Sequence[Citation],
     best: Mapping[str, tuple[float, StoredPassage]],
     earlier: frozenset[str],
+    ahead: frozenset[str],
     *,
     dense: bool,
 ) -> AnswerSelection:
@@ -271,7 +280,8 @@ def _select(
         chosen.append(first)
     held = max(carried, key=lambda d: best[d.path][0], default=None)
     held_score = best[held.path][0] if held is not None else 0.0
-    beats = first is None or held_score > best[first.path][0]
+    lead = 0.0 if held is None or held.path in ahead else SECOND_LEAD
+    beats = first is None or held_score > best[first.path][0] + lead
     if held is not None and held_score >= answer and beats:
         chosen.insert(0, held)
     lead = best[chosen[0].path][0] + SECOND_LEAD if chosen else answer

@@ -187,15 +187,18 @@ class Executor:
         if not documents:
             return AnswerSelection()
         held = frozenset(earlier)
+        ahead = frozenset(p for o in outcomes if o.details for p in o.details.held_ahead)
         context = f"{previous}\n{question}" if previous else None
         passages = self.passages
         if passages is None:
-            return select_answer(question, documents, {}, earlier=held, context=context)
+            return select_answer(
+                question, documents, {}, earlier=held, ahead=ahead, context=context
+            )
         stored = passages.passages([d.path for d in documents])
         vector = passages.embed_question(question)
         chinese = passages.writes_chinese(self.reader)
         selection = select_answer(
-            question, documents, stored, vector, earlier=held, writes_chinese=chinese
+            question, documents, stored, vector, earlier=held, ahead=ahead, writes_chinese=chinese
         )
         if selection.answered or context is None:
             return selection
@@ -206,6 +209,7 @@ class Executor:
             stored,
             vector,
             earlier=held,
+            ahead=ahead,
             context=context,
             context_vector=wider,
             writes_chinese=chinese,
@@ -245,10 +249,23 @@ class Executor:
         question put the disk-full runbook above the MySQL failover one.
 
         A follow-up with no words of its own ("那怎么办？", ``asked``: the session's
-        earlier questions) is asked together with the question before it."""
-        if not plan.need_retrieval or not plan.domains:
-            return
+        earlier questions) is asked together with the question before it.
+
+        A plan to answer from the session's evidence (no retrieval, no direct answer)
+        still runs the question once across the knowledge base, as a plain turn would:
+        the session's documents stay out of it (dedup: DEDUPED when one of them ranks
+        first), and the answer re-quotes a held document only when it answers better
+        than what the lookup shows. On npm's docs the map's best entry for "How do I
+        deprecate a version of my package?" was the held package.json page, and the
+        turn quoted its "version" section with no lookup; the lookup ranks
+        npm-deprecate first."""
         words = question if key_terms(question) or not asked else f"{asked[-1]}\n{question}"
+        if not plan.need_retrieval:
+            if plan.direct_answer is None:
+                self._run_calls([{"query": words}], tool, messages, refs, on_lookup)
+            return
+        if not plan.domains:
+            return
         arguments: list[dict[str, str]] = []
         for entry in plan.domains:
             own = {"query": words} | ({"domain": entry.domain} if plan.scoped else {})

@@ -196,6 +196,7 @@ class GovernedLookup:
             dedup_reason=dedup_reason,
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
+            held_ahead=_held_ahead(ranked, shown, retrieved),
             widened=widened,
         )
         return LookupOutcome(result, details, ranked, language)
@@ -260,3 +261,24 @@ class GovernedLookup:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _held_ahead(
+    ranked: list[DocHit], shown: list[DocHit], retrieved: Collection[str], limit: int = 10
+) -> list[str]:
+    """The documents of ``retrieved`` that ``ranked`` puts above the first of ``shown``
+    (every one it ranks when nothing is shown), at most ``limit``.
+
+    >>> from types import SimpleNamespace as Hit
+    >>> ranked = [Hit(doc_path=p) for p in ("a.md", "b.md", "c.md", "d.md")]
+    >>> _held_ahead(ranked, [ranked[2]], {"b.md", "d.md"})  # type: ignore[arg-type]
+    ['b.md']
+    """
+    first = shown[0].doc_path if shown else None
+    ahead: list[str] = []
+    for doc in ranked:
+        if doc.doc_path == first or len(ahead) >= limit:
+            break
+        if doc.doc_path in retrieved:
+            ahead.append(doc.doc_path)
+    return ahead

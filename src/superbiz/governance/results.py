@@ -88,6 +88,9 @@ class RetrievalDetails:
     dedup_reason: DedupReason | None
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
+    #: of ``already_retrieved``, those ranked above the first document shown (all of
+    #: them when none was): what this lookup put before what it found new
+    held_ahead: list[str] = field(default_factory=list)
     #: the lookup named a domain that had no answer and searched the whole KB instead
     widened: bool = False
 

@@ -40,7 +40,11 @@ def readable_messages(
 
 def _call_hidden(call: Invocation, limits: ReaderLimits) -> bool:
     details = call.retrieval_details or {}
-    paths = [*details.get("shown", []), *details.get("already_retrieved", [])]
+    paths = [
+        *details.get("shown", []),
+        *details.get("already_retrieved", []),
+        *details.get("held_ahead", []),
+    ]
     domains = [call.domain, *details.get("retrieved_domains", [])]
     argument = call.arguments.get("domain")
     return (
