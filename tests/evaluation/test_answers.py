@@ -85,3 +85,22 @@ def test_score_and_summary_of_answers() -> None:
     assert summary["gold_in_answer"] == 1.0 and summary["first_gold_when_held"] == 0.5
     assert summary["quoted_per_answer"] == 2.0 and summary["related_per_answer"] == 1.0
     assert summary["quoted_gold_share"] == 0.25
+
+
+def test_running_sessions_answer_as_well_as_fresh_ones(tmp_path: Path) -> None:
+    """The example set's 16 questions asked 4 to a session, in a seeded shuffle: what
+    each session already holds never makes a later question's answer worse."""
+    examples = Path(str(resources.files("superbiz") / "examples"))
+    shutil.copytree(examples / "corpus", tmp_path / "set" / "corpus")
+    shutil.copy(examples / "queries.jsonl", tmp_path / "set" / "queries.jsonl")
+    settings = Settings(data_dir=tmp_path / "data")
+
+    fresh = evaluate_answers(tmp_path / "set", settings)
+    running = evaluate_answers(tmp_path / "set", settings, running=4)
+
+    assert (fresh["sessions"], running["sessions"], running["running"]) == (16, 4, 4)
+    assert sorted(running["by_turn"]) == ["1", "2", "3", "4"]
+    first = {row["id"]: row["first_quoted_gold"] for row in fresh["per_question"]}
+    for row in running["per_question"]:
+        assert row["first_quoted_gold"] or not first[row["id"]], row["id"]
+    assert running["overall"]["gold_in_answer"] >= fresh["overall"]["gold_in_answer"]

@@ -278,6 +278,15 @@ def eval_answers(
     ] = "default",
     data_dir: DataDir = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    running: Annotated[
+        int | None,
+        typer.Option(
+            "--running",
+            min=1,
+            help="Ask the questions N to a session, in a seeded shuffle (unrelated questions "
+            "in one running session; the per-turn figures show what the session does to them).",
+        ),
+    ] = None,
     output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -296,7 +305,13 @@ def eval_answers(
         dataset_dirs,
         data_dir,
         lambda path, settings, tracking: evaluate_answers(
-            path, settings, profile=profile, use_llm=model == "llm", limit=limit, **tracking
+            path,
+            settings,
+            profile=profile,
+            use_llm=model == "llm",
+            limit=limit,
+            running=running,
+            **tracking,
         ),
     )
     _publish(report, output, as_json, render_reports)

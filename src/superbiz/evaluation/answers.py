@@ -9,6 +9,11 @@ in it at all (quoted, or listed as related), whether the first document it quote
 gold, the share of the documents it quotes that are gold, and how many it quotes. By
 language, and per turn of a session (the first question, the first follow-up, …).
 
+``running``: the questions asked ``running`` to a session instead, in a seeded shuffle
+(unrelated questions, as one person asks them through a day). A question must be
+answered as well in a running session as in a fresh one: what the session already
+holds is evidence, never a reason to find less (the per-turn figures show it).
+
 The player is the configured assistant: the extractive answer without an LLM (the
 default), a behaviour profile of ``eval agent`` (``--profile``: it quotes like the
 extractive policy and looks up as the profile does), or ``--model llm``.
@@ -17,6 +22,7 @@ extractive policy and looks up as the profile does), or ``--model llm``.
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -105,8 +111,23 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _sessions(queries: Sequence[EvalQuery]) -> list[list[EvalQuery]]:
-    """The questions grouped into sessions, in file order (one each without ``session``)."""
+#: the shuffle of ``running`` sessions: the same sessions on every run
+RUNNING_SEED = 7
+
+
+def _sessions(queries: Sequence[EvalQuery], running: int | None = None) -> list[list[EvalQuery]]:
+    """The questions grouped into sessions, in file order (one each without ``session``);
+    with ``running``, ``running`` to a session in a seeded shuffle.
+
+    >>> from superbiz.evaluation.retrieval import EvalQuery
+    >>> asked = [EvalQuery(str(i), f"q{i}", "en", ["a.md"]) for i in range(5)]
+    >>> [len(s) for s in _sessions(asked, running=2)]
+    [2, 2, 1]
+    """
+    if running is not None:
+        shuffled = list(queries)
+        random.Random(RUNNING_SEED).shuffle(shuffled)
+        return [shuffled[i : i + running] for i in range(0, len(shuffled), running)]
     grouped: dict[str, list[EvalQuery]] = {}
     for item in queries:
         grouped.setdefault(item.session or f"\x00{item.id}", []).append(item)
@@ -120,11 +141,16 @@ def evaluate_answers(
     profile: str | None = None,
     use_llm: bool = False,
     limit: int | None = None,
+    running: int | None = None,
     on_total: Callable[[int], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Every question of ``dataset_dir`` asked of the assistant, its answer scored."""
+    """Every question of ``dataset_dir`` asked of the assistant, its answer scored
+    (``running``: that many questions to a session, see the module docstring)."""
+    if running is not None and running < 1:
+        raise ConfigError(f"running sessions hold at least one question, not {running}")
     queries = load_queries(dataset_dir, limit)
+    sessions = _sessions(queries, running)
     kb = prepare_dataset(dataset_dir, settings)
     model: ChatModel | None = None
     try:
@@ -143,7 +169,7 @@ def evaluate_answers(
         runtime.warm_up()
         if on_total:
             on_total(len(queries))
-        for number, session in enumerate(_sessions(queries)):
+        for number, session in enumerate(sessions):
             session_id = f"eval-answers:{number}:{session[0].id}"
             runtime.clear_session(session_id)
             for turn_number, item in enumerate(session, start=1):
@@ -164,10 +190,12 @@ def evaluate_answers(
         "answer_only": is_answer_only(dataset_dir),
         "player": "llm" if use_llm else (profile or "extractive"),
         "questions": len(rows),
-        "sessions": len(_sessions(queries)),
+        "sessions": len(sessions),
+        "running": running,
         "overall": summarise(rows),
         "by_lang": {lang: summarise(items) for lang, items in sorted(by_lang.items())},
-        # only when the dataset groups questions into sessions: turn 2 is the first follow-up
+        # only when questions share sessions: turn 2 is the first follow-up (or, running,
+        # the second question of the session)
         "by_turn": {str(t): summarise(items) for t, items in sorted(by_turn.items())}
         if len(by_turn) > 1
         else {},
