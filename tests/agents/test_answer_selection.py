@@ -89,11 +89,12 @@ def test_a_document_of_an_earlier_turn_is_quoted_first_when_it_answers_better() 
     assert selection.quoted[0].citation == WEBHOOK and selection.quoted[0].earlier
 
 
-def test_a_held_document_ranked_below_this_turns_answer_must_answer_clearly_better() -> None:
+def test_a_held_document_takes_the_place_this_turns_lookup_ranked_it_at() -> None:
     """The session holds the webhook runbook; this turn's lookup showed the refund guide.
-    A held passage a little better than the refund guide's is quoted first only when the
-    lookup ranked it above what it showed (``ahead``): below it, it was the lookup's
-    second choice, and its score must lead by ``SECOND_LEAD``."""
+    Ranked above it (``placed``), the held runbook is read first, as a fresh session's
+    lookup would have shown it; ranked below, it is read after the refund guide, and a
+    better passage alone does not put it first: quoted second when it scores
+    ``SECOND_LEAD`` above, as any later document."""
     held = frozenset({WEBHOOK.path})
     close = {
         **PASSAGES,
@@ -105,12 +106,28 @@ def test_a_held_document_ranked_below_this_turns_answer_must_answer_clearly_bett
 
     below = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV, earlier=held)
     assert [q.citation for q in below.quoted] == [REFUND] and below.related == (WEBHOOK,)
-    above = select_answer(QUESTION, [REFUND, WEBHOOK], close, QV, earlier=held, ahead=held)
-    assert above.quoted[0].citation == WEBHOOK and above.quoted[0].earlier
+    # ranked above: ``reading_order`` puts it before what the lookup showed
+    above = select_answer(
+        QUESTION, [WEBHOOK, REFUND], close, QV, earlier=held, placed=[WEBHOOK.path]
+    )
+    assert [q.citation for q in above.quoted] == [WEBHOOK] and above.quoted[0].earlier
 
     clearly = {**close, WEBHOOK.path: [Passage("Webhook", "…", vector(1, 0, 0.1))]}
     better = select_answer(QUESTION, [REFUND, WEBHOOK], clearly, QV, earlier=held)
-    assert better.quoted[0].citation == WEBHOOK
+    assert [q.citation for q in better.quoted] == [REFUND, WEBHOOK]
+    assert better.quoted[1].earlier
+
+
+def test_a_held_document_is_listed_only_when_this_turns_lookups_would_show_it() -> None:
+    """The refund guide bears on the question (it is listed in a fresh session); held from
+    an earlier turn, it is listed again only when a lookup of this turn would have shown
+    it (``recalled``): otherwise it was about an earlier question, not this one."""
+    held = frozenset({REFUND.path})
+    args = (QUESTION, [WEBHOOK, REFUND], PASSAGES, QV)
+
+    assert select_answer(*args).related == (REFUND,)
+    assert select_answer(*args, earlier=held, recalled=frozenset()).related == ()
+    assert select_answer(*args, earlier=held, recalled=held).related == (REFUND,)
 
 
 def test_a_follow_up_without_a_subject_is_read_with_the_question_before_it() -> None:

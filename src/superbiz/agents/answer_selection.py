@@ -16,16 +16,16 @@ document's title name. A document's score is its best passage's. Then:
   lookups' ranking puts the gold document first more often than any re-ranking of the
   shown documents by these scores (0.714 against at most 0.716 on dev-answer-only, even
   for weights fitted in-sample): the scores decide whether and what to quote, the
-  ranking in which order. A document carried from an earlier turn was ranked for another
-  question, so its passage speaks for it: it is quoted first when it answers better
-  than this turn's first (a follow-up whose answer the session already holds) and this
-  turn's lookups ranked it above what they showed; ranked below, it must answer
-  ``SECOND_LEAD`` better (in a running session on npm's docs the held package.json
-  page's "version" section scored 0.03 above ``npm-deprecate``, which the lookup of
-  "How do I deprecate a version of my package?" ranked first, as it does in a fresh
-  session);
-* **second quoted**: a later document whose passage scores ``SECOND_LEAD`` above the
-  first's (at most ``MAX_QUOTED``);
+  ranking in which order. A document carried from an earlier turn is read where this
+  turn's lookups ranked it, as a fresh session would have been shown it: before what
+  they showed when they ranked it above (``placed``), else after everything this turn
+  found, so a follow-up whose answer the session holds is answered from it when nothing
+  new answers. Quoted first on its passage's score alone, as it was, a held npm page
+  ("version", 0.03 above) went before the ``npm-deprecate`` page the lookup ranked
+  first, and ``eval answers --running 5`` lost gold first answers that fresh sessions
+  give (README);
+* **second quoted**: a later document (shown, or held) whose passage scores
+  ``SECOND_LEAD`` above the first's (at most ``MAX_QUOTED``);
 * **related**: the other documents that bear on the question (``RELATED_SCORE``), listed
   after the answer by title and location, not quoted;
 * dropped: the rest. When nothing answers, the answer says so and lists the related
@@ -37,7 +37,7 @@ The numbers were chosen on dev + dev-answer-only and checked on dev2 + dev2-answ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol, runtime_checkable
@@ -46,8 +46,6 @@ import numpy as np
 
 from superbiz.access import Reader
 from superbiz.agents.context import Citation
-from superbiz.governance.lookup import level_rank
-from superbiz.governance.results import ToolOutcome
 from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
@@ -185,7 +183,8 @@ def select_answer(
     question_vector: np.ndarray | None = None,
     *,
     earlier: frozenset[str] = frozenset(),
-    ahead: frozenset[str] = frozenset(),
+    placed: Collection[str] = (),
+    recalled: frozenset[str] | None = None,
     context: str | None = None,
     context_vector: np.ndarray | None = None,
     writes_chinese: bool = True,
@@ -198,8 +197,14 @@ def select_answer(
     content it was shown with); ``question_vector``: the question embedded as the
     passages were (without it the terms alone score, and every threshold is read on
     that scale); ``earlier``: paths of the documents carried from earlier turns;
-    ``ahead``: those of them this turn's lookups ranked above what they showed
-    (``RetrievalDetails.held_ahead``).
+    ``placed``: those of them this turn's lookups showed (a re-plan's second run
+    carries the first's) or ranked above what they showed (``RetrievalDetails.
+    held_ahead``): ``documents`` has them where those lookups put them
+    (``reading_order``), the other carried ones are read last; ``recalled``: those this
+    turn's lookups showed or would have shown (``RetrievalDetails.withheld``; None: all
+    of them). Only those are listed as related: another held document may still be
+    quoted (a follow-up), but one no lookup of this turn would show is no related
+    reading for this question.
 
     ``context``: in a follow-up, the question before it with this one after it (and
     ``context_vector``, that text embedded). A follow-up that nothing answers in its own
@@ -217,13 +222,15 @@ def select_answer(
     """
     scores_of = partial(_scores, documents=documents, passages=passages, chinese=writes_chinese)
     scored = scores_of(question, question_vector=question_vector)
-    selection = _select(documents, scored, earlier, ahead, dense=question_vector is not None)
+    listable = earlier if recalled is None else earlier & recalled
+    choose = partial(_select, documents, earlier=earlier, placed=placed, listable=listable)
+    selection = choose(scored, dense=question_vector is not None)
     if selection.answered or context is None:
         return selection
     wider = scores_of(context, question_vector=context_vector)
     own = {path: passage for path, (_, passage) in scored.items()}
     merged = {path: (score, own[path]) for path, (score, _) in wider.items()}
-    return _select(documents, merged, earlier, ahead, dense=context_vector is not None)
+    return choose(merged, dense=context_vector is not None)
 
 
 def _scores(
@@ -265,30 +272,29 @@ def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
 def _select(
     documents: Sequence[Citation],
     best: Mapping[str, tuple[float, StoredPassage]],
-    earlier: frozenset[str],
-    ahead: frozenset[str],
     *,
+    earlier: frozenset[str],
+    placed: Collection[str],
+    listable: frozenset[str],
     dense: bool,
 ) -> AnswerSelection:
     """The rules of the module docstring over the documents' scores."""
     answer, related = _thresholds(dense)
-    fresh = [d for d in documents if d.path not in earlier]
     carried = [d for d in documents if d.path in earlier]
+    ranked = set(placed)
+    # the order a fresh session's lookups would have shown them in (``reading_order``
+    # puts each held document a lookup ranked above what it showed there), then the
+    # other held documents, best passage first: no lookup of this turn ranked them so
+    order = [
+        *(d for d in documents if d.path not in earlier or d.path in ranked),
+        *sorted((d for d in carried if d.path not in ranked), key=lambda d: -best[d.path][0]),
+    ]
     chosen: list[Citation] = []
-    first = next((d for d in fresh if best[d.path][0] >= answer), None)
-    if first is not None:
-        chosen.append(first)
-    held = max(carried, key=lambda d: best[d.path][0], default=None)
-    held_score = best[held.path][0] if held is not None else 0.0
-    lead = 0.0 if held is None or held.path in ahead else SECOND_LEAD
-    beats = first is None or held_score > best[first.path][0] + lead
-    if held is not None and held_score >= answer and beats:
-        chosen.insert(0, held)
-    lead = best[chosen[0].path][0] + SECOND_LEAD if chosen else answer
-    for doc in fresh:
+    for doc in order:
         if len(chosen) >= MAX_QUOTED:
             break
-        if doc not in chosen and best[doc.path][0] >= max(answer, lead):
+        lead = best[chosen[0].path][0] + SECOND_LEAD if chosen else answer
+        if best[doc.path][0] >= max(answer, lead):
             chosen.append(doc)
     quoted = tuple(
         Quote(
@@ -300,7 +306,13 @@ def _select(
         )
         for d in chosen
     )
-    listed = tuple(d for d in documents if d not in chosen and best[d.path][0] >= related)
+    listed = tuple(
+        d
+        for d in documents
+        if d not in chosen
+        and best[d.path][0] >= related
+        and (d.path not in earlier or d.path in listable)
+    )
     return AnswerSelection(
         quoted, listed, {path: round(score, 4) for path, (score, _) in best.items()}
     )
@@ -321,24 +333,3 @@ def _thresholds(dense: bool) -> tuple[float, float]:
     if dense:
         return ANSWER_SCORE, RELATED_SCORE
     return TERM_WEIGHT * 0.5, TERM_WEIGHT * 0.2
-
-
-def reading_order(documents: list[Citation], outcomes: Sequence[ToolOutcome]) -> list[Citation]:
-    """The documents in the order the answer selection reads them: the plan's lookups
-    first, the one with the better level first (the user's words and a planner's
-    sub-question are two tries at the same question: the live run's "Postgres 从库延迟…"
-    found the replication-lag runbook HIGHLY_RELEVANT only in the planner's words), then
-    the model's lookups as they came, then documents of earlier turns.
-
-    On the benchmarks (one planned lookup a question) this is the lookups' order; ranking
-    every lookup by its level instead put a supplement's PRECISE primary first and lost
-    4 + 3 gold first documents on dev + dev-answer-only."""
-    planned = sorted(
-        (o for o in outcomes if o.origin == "plan"),
-        key=lambda o: -level_rank(o.level),
-    )
-    order: dict[str, int] = {}
-    for outcome in [*planned, *(o for o in outcomes if o.origin != "plan")]:
-        for path in outcome.shown:
-            order.setdefault(path, len(order))
-    return sorted(documents, key=lambda d: order.get(d.path, len(order)))

@@ -27,18 +27,14 @@ import numpy as np
 from superbiz._messages import localized
 from superbiz._text import Language, asker_language, key_terms, normalize, unescape_entities
 from superbiz.access import Reader
-from superbiz.agents.answer_selection import (
-    AnswerSelection,
-    PassageSource,
-    reading_order,
-    select_answer,
-)
+from superbiz.agents.answer_selection import AnswerSelection, PassageSource
 from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
 from superbiz.agents.turn_result import StopReason, TurnResult
+from superbiz.agents.turn_selection import select_for_turn
 from superbiz.config import GovernanceConfig
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.results import ToolOutcome
@@ -168,52 +164,18 @@ class Executor:
         answers = _answers_to_other_questions(history, question)
         asked = [m.content for m in history if isinstance(m, UserMessage)]
         previous = asked[-1] if asked else None
-        selection = self._select(question, refs, earlier, previous, tool.outcomes)
+        selection = select_for_turn(
+            question,
+            list(refs.values()),
+            tool.outcomes,
+            self.passages,
+            earlier=earlier,
+            previous=previous,
+            reader=self.reader,
+        )
         cited = self._ground(result, tool, messages, refs, finish, answers, selection)
         self._settle(result, tool, refs, earlier, cited, selection)
         return result
-
-    def _select(
-        self,
-        question: str,
-        refs: dict[str, Citation],
-        earlier: set[str],
-        previous: str | None,
-        outcomes: Sequence[ToolOutcome] = (),
-    ) -> AnswerSelection:
-        """What the answer quotes and lists, among every document in front of it; in a
-        follow-up, read with the question before it when its own words find nothing."""
-        documents = reading_order(list(refs.values()), outcomes)
-        if not documents:
-            return AnswerSelection()
-        held = frozenset(earlier)
-        ahead = frozenset(p for o in outcomes if o.details for p in o.details.held_ahead)
-        context = f"{previous}\n{question}" if previous else None
-        passages = self.passages
-        if passages is None:
-            return select_answer(
-                question, documents, {}, earlier=held, ahead=ahead, context=context
-            )
-        stored = passages.passages([d.path for d in documents])
-        vector = passages.embed_question(question)
-        chinese = passages.writes_chinese(self.reader)
-        selection = select_answer(
-            question, documents, stored, vector, earlier=held, ahead=ahead, writes_chinese=chinese
-        )
-        if selection.answered or context is None:
-            return selection
-        wider = passages.embed_question(context)
-        return select_answer(
-            question,
-            documents,
-            stored,
-            vector,
-            earlier=held,
-            ahead=ahead,
-            context=context,
-            context_vector=wider,
-            writes_chinese=chinese,
-        )
 
     def _complete(
         self,

@@ -139,6 +139,7 @@ class GovernedLookup:
                 found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
         retrieved = self._readable(seen, reader)
+        withheld = _recalled(ranked, shown, found.withheld, retrieved)
 
         dedup_reason: DedupReason | None = None
         if not shown and found.withheld:
@@ -196,7 +197,8 @@ class GovernedLookup:
             dedup_reason=dedup_reason,
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
-            held_ahead=_held_ahead(ranked, shown, retrieved),
+            withheld=withheld,
+            held_ahead=_held_ahead(ranked, shown, withheld),
             widened=widened,
         )
         return LookupOutcome(result, details, ranked, language)
@@ -263,22 +265,44 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _held_ahead(
-    ranked: list[DocHit], shown: list[DocHit], retrieved: Collection[str], limit: int = 10
+def _recalled(
+    ranked: list[DocHit], shown: list[DocHit], withheld: list[DocHit], retrieved: Collection[str]
 ) -> list[str]:
-    """The documents of ``retrieved`` that ``ranked`` puts above the first of ``shown``
-    (every one it ranks when nothing is shown), at most ``limit``.
+    """The documents of ``retrieved`` (held by the session) that this lookup would have
+    shown were they not held, in ranking order: those passing its thresholds or named
+    (``Retrieval.withheld``), and those ranked above the last document it showed (a
+    page shows documents whatever their cosine).
+
+    >>> from types import SimpleNamespace as Hit
+    >>> ranked = [Hit(doc_path=p) for p in ("a.md", "b.md", "c.md", "d.md", "e.md")]
+    >>> held = {"b.md", "d.md", "e.md"}
+    >>> _recalled(ranked, [ranked[2]], [ranked[4]], held)  # type: ignore[arg-type]
+    ['b.md', 'e.md']
+    """
+    last = shown[-1].doc_path if shown else None
+    passing = {d.doc_path for d in withheld}
+    recalled, above = [], last is not None
+    for doc in ranked:
+        if doc.doc_path == last:
+            above = False
+        if doc.doc_path in retrieved and (above or doc.doc_path in passing):
+            recalled.append(doc.doc_path)
+    return recalled
+
+
+def _held_ahead(ranked: list[DocHit], shown: list[DocHit], withheld: list[str]) -> list[str]:
+    """The paths of ``withheld`` that ``ranked`` puts above the first of ``shown`` (all
+    of them when nothing is shown), in their order.
 
     >>> from types import SimpleNamespace as Hit
     >>> ranked = [Hit(doc_path=p) for p in ("a.md", "b.md", "c.md", "d.md")]
-    >>> _held_ahead(ranked, [ranked[2]], {"b.md", "d.md"})  # type: ignore[arg-type]
+    >>> _held_ahead(ranked, [ranked[2]], ["b.md", "d.md"])  # type: ignore[arg-type]
     ['b.md']
     """
     first = shown[0].doc_path if shown else None
-    ahead: list[str] = []
+    above: set[str] = set()
     for doc in ranked:
-        if doc.doc_path == first or len(ahead) >= limit:
+        if doc.doc_path == first:
             break
-        if doc.doc_path in retrieved:
-            ahead.append(doc.doc_path)
-    return ahead
+        above.add(doc.doc_path)
+    return [path for path in withheld if path in above]

@@ -88,8 +88,11 @@ class RetrievalDetails:
     dedup_reason: DedupReason | None
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
-    #: of ``already_retrieved``, those ranked above the first document shown (all of
-    #: them when none was): what this lookup put before what it found new
+    #: the documents the session holds that this lookup would have shown (passing the
+    #: level's thresholds, named, or ranked above the last document it showed), in
+    #: ranking order; ``held_ahead``: those ranked above the first document it showed
+    #: (all of them, when it showed none)
+    withheld: list[str] = field(default_factory=list)
     held_ahead: list[str] = field(default_factory=list)
     #: the lookup named a domain that had no answer and searched the whole KB instead
     widened: bool = False

@@ -43,7 +43,7 @@ def _call_hidden(call: Invocation, limits: ReaderLimits) -> bool:
     paths = [
         *details.get("shown", []),
         *details.get("already_retrieved", []),
-        *details.get("held_ahead", []),
+        *details.get("withheld", []),
     ]
     domains = [call.domain, *details.get("retrieved_domains", [])]
     argument = call.arguments.get("domain")
