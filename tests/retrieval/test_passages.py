@@ -47,9 +47,13 @@ def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() ->
     assert len(windows) > 3 and not windows[2].startswith("```")
     for end in range(2, len(windows) + 1):
         quoted = quoted_window(windows[:end])
+        # a whole line, fenced; from the fence when the window before opened the block,
+        # with the line that introduces it
+        fenced = quoted.removeprefix("Run on each sentinel:\n")
         if end < len(windows):
-            assert quoted.startswith("```bash\nredis-cli -p 2637")  # a whole line, fenced
-        assert quoted.split("\n", 2)[1] in body.split("\n")
+            assert fenced.startswith("```bash\nredis-cli -p 2637")
+        assert (fenced != quoted) == (end == 2)
+        assert fenced.split("\n", 2)[1] in body.split("\n")
     # before a block, or after it, the sentence rule holds
     assert quoted_window(["Start here. Then the", "Start here. Then the rest."]) == (
         "Start here. Then the rest."

@@ -108,9 +108,13 @@ def quoted_window(windows: Sequence[str]) -> str:
     example: Node.js's readline "Read file stream line-by-line" was quoted from its
     ``console.log`` line), else at its first whole line under the fence (a long block).
 
+    A block quoted from its fence keeps the line that introduces it ("Run:", a line
+    ending in a colon just before the fence): without it a reader gets the example and
+    not what it is an example of.
+
     >>> first = "Run:\n```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info"
     >>> quoted_window([first, "cli info memory\nredis-cli info\nredis-cli dbsize\n```"])
-    '```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info\nredis-cli dbsize\n```'
+    'Run:\n```sh\nredis-cli ping\nredis-cli info memory\nredis-cli info\nredis-cli dbsize\n```'
     """
     text = windows[-1]
     if len(windows) < 2:
@@ -124,13 +128,33 @@ def quoted_window(windows: Sequence[str]) -> str:
     before = section[: len(section) - shared]
     fences = list(_FENCE_LINE.finditer(before))
     if len(fences) % 2 == 0:
-        return from_sentence_start(windows[-2], text)
+        quote = from_sentence_start(windows[-2], text)
+        return _introduced(section, quote) if quote == text and not shared else quote
     opening = fences[-1]
     if opening.start() >= len(section) - len(windows[-2]):  # the window before opened it
-        return (section + text[shared:])[opening.start() :].lstrip(" \t")
+        block = (section + text[shared:])[opening.start() :].lstrip(" \t")
+        return _introduced(section[: opening.start()], block)
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
     return f"{opening.group().strip()}\n{whole}"
+
+
+def _introduced(preceding: str, quote: str) -> str:
+    r"""``quote`` with the line that introduces it, when it opens with a code fence and
+    the last line of ``preceding`` (the text just before it) ends in a colon and is no
+    longer than ``_CONTINUATION_REACH``.
+
+    >>> _introduced("Intro.\nTo check it:\n", "```sh\nping\n```")
+    'To check it:\n```sh\nping\n```'
+    >>> _introduced("It is fine.", "```sh\nping\n```")
+    '```sh\nping\n```'
+    """
+    if not _FENCE_LINE.match(quote):
+        return quote
+    line = preceding.rstrip().rpartition("\n")[2].strip()
+    if not line.endswith((":", "：")) or len(line) > _CONTINUATION_REACH:
+        return quote
+    return f"{line}\n{quote}"
 
 
 def from_sentence_start(previous: str, text: str) -> str:
