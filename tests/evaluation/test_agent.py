@@ -197,6 +197,26 @@ def test_governed_cap_and_off_as_one_report_over_the_same_plans(
     }
 
 
+def test_questions_asked_in_one_running_session_find_what_fresh_ones_do(
+    workspace: dict[str, Path],
+) -> None:
+    """Both questions in one session per variant: the second is planned with, and shown,
+    what the first kept, and still finds its own runbook, governed as under the cap."""
+    fresh = evaluate(workspace, "over_cautious", max_steps=5, governance=["on", "cap:3"])
+    running = evaluate(
+        workspace, "over_cautious", max_steps=5, governance=["on", "cap:3"], running=2
+    )
+
+    assert (fresh["running"], running["running"]) == (None, 2)
+    on, cap = running["runs"]
+    for before, after in zip(fresh["runs"], running["runs"], strict=True):
+        check_report(after)
+        assert len(after["per_question"]) == 2
+        assert after["evidence_recall"] >= before["evidence_recall"] == 1.0
+    assert on["evidence_recall"] >= cap["evidence_recall"]
+    assert on["executed_lookups_mean"] <= cap["executed_lookups_mean"]
+
+
 def test_an_unknown_governance_variant_is_a_config_error(workspace: dict[str, Path]) -> None:
     with pytest.raises(SuperbizError, match="cap:N"):
         evaluate(workspace, "obedient", governance="cap:")

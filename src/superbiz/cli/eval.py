@@ -26,6 +26,16 @@ from superbiz.cli._common import (
 if TYPE_CHECKING:
     from superbiz.config import Settings
 
+RunningSessions = Annotated[
+    int | None,
+    typer.Option(
+        "--running",
+        min=1,
+        help="Ask the questions N to a session, in a seeded shuffle (unrelated questions in "
+        "one running session: what a session already holds must not make a turn worse).",
+    ),
+]
+
 
 def eval_retrieval(
     dataset_dirs: Annotated[
@@ -147,6 +157,7 @@ def eval_agent(
     ] = "profile",
     data_dir: DataDir = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
+    running: RunningSessions = None,
     output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -183,6 +194,7 @@ def eval_agent(
             governance=variants[0] if len(variants) == 1 else variants,
             use_llm=model == "llm",
             limit=limit,
+            running=running,
             **_tracking(progress, task),
             on_notice=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
         )
@@ -278,15 +290,7 @@ def eval_answers(
     ] = "default",
     data_dir: DataDir = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N queries.")] = None,
-    running: Annotated[
-        int | None,
-        typer.Option(
-            "--running",
-            min=1,
-            help="Ask the questions N to a session, in a seeded shuffle (unrelated questions "
-            "in one running session; the per-turn figures show what the session does to them).",
-        ),
-    ] = None,
+    running: RunningSessions = None,
     output: OutputFile = None,
     as_json: JsonFlag = False,
 ) -> None:

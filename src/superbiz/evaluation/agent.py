@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from superbiz.agents.context import Citation
 from superbiz.agents.executor import Executor
 from superbiz.agents.planner import PlanRequest
 from superbiz.agents.runtime import Runtime, open_runtime
@@ -33,7 +34,7 @@ from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig, Settings
 from superbiz.evaluation.metrics import mean, percentile
 from superbiz.evaluation.profiles import Profile, make_profile
-from superbiz.evaluation.retrieval import load_queries, prepare_dataset
+from superbiz.evaluation.retrieval import load_queries, prepare_dataset, running_sessions
 from superbiz.exceptions import ConfigError
 from superbiz.llm import ChatModel, make_chat_model
 from superbiz.llm.base import ResponseDone, StreamEvent, quotes_documents
@@ -163,6 +164,7 @@ def evaluate_agent(
     governance: str | Sequence[str] = "on",
     use_llm: bool = False,
     limit: int | None = None,
+    running: int | None = None,
     on_total: Callable[[int], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
@@ -173,6 +175,11 @@ def evaluate_agent(
     assistant does), or with ``use_llm`` the configured OpenAI-compatible model, which
     then plans too. One variant gives its report; several give ``{"runs": [report, …]}``
     over the same plans, for one table.
+
+    ``running``: the questions asked ``running`` to a session (``running_sessions``),
+    each variant in sessions of its own: a later question is planned with the documents
+    its session's earlier turns kept and sees them as evidence, as in a chat; the plan
+    figures stay those of a fresh plan. A governed turn must find no less there either.
     """
     labels = [governance] if isinstance(governance, str) else list(governance)
     variants_settings = [governance_settings(label, settings.governance_config) for label in labels]
@@ -213,6 +220,7 @@ def evaluate_agent(
     # extractive assistant does; a configured LLM plans itself.
     with open_runtime(settings, model=model, kb=kb) as runtime:
         queries = load_queries(dataset, limit)
+        sessions = running_sessions(queries, running) if running else [[q] for q in queries]
         runtime.warm_up()
         map_started = time.perf_counter()
         kmap = runtime.knowledge_map()
@@ -228,41 +236,57 @@ def evaluate_agent(
         scoped: list[float] = []
         scoped_hits: list[float] = []
         one_lookup: list[float] = []
-        for item in queries:
-            before = meter.reading() if meter else (0, 0, 0)
-            plan = runtime.planner.plan(PlanRequest(item.query, kmap))
-            after = meter.reading() if meter else (0, 0, 0)
-            planning = (after[0] - before[0], after[1] - before[1], after[2] - before[2])
-            gold_domains = (
-                {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
-            )
-            hit = float(bool(gold_domains & set(plan.domain_ids)))
-            plan_hits.append(hit)
-            planned_counts.append(len(plan.domain_ids))
-            if plan.need_retrieval:
-                scoped.append(float(plan.scoped))
-                if plan.scoped:
-                    scoped_hits.append(hit)
-            one_lookup.append(_one_lookup_gold_shown(runtime, item.id, item.query, item.gold))
-            plan = (player.scripted_plan(item.query) if player else None) or plan
-            for variant in variants:
-                session = f"eval-agent:{profile}:{variant.label}:{item.id}"
-                runtime.clear_session(session)
-                t0 = time.perf_counter()
-                turn = variant.executor.run(session, item.query, turn=1, plan=plan)
-                elapsed = time.perf_counter() - t0
-                variant.seconds += elapsed
-                variant.step_ms.append(elapsed * 1000 / max(turn.steps, 1))
-                variant.rows.append(_metrics(turn, item.gold, planning))
-                variant.traces.append(_trace(item.id, turn, item.gold))
-                variant.sources[turn.answer_source] += 1
-                variant.blocked_ms += [
-                    o.latency_ms for o in turn.lookups if not o.executed and not o.error
-                ]
-                variant.governance_ms.append(turn.governance_ms / max(turn.steps, 1))
-                runtime.tracker.clear_session(session)
-            if on_progress:
-                on_progress(item.id)
+        for number, asked in enumerate(sessions):
+            # per variant, what its session kept of each document (the latest turn's)
+            held: dict[str, dict[str, Citation]] = {v.label: {} for v in variants}
+            for turn_number, item in enumerate(asked, start=1):
+                before = meter.reading() if meter else (0, 0, 0)
+                plan = runtime.planner.plan(PlanRequest(item.query, kmap))
+                after = meter.reading() if meter else (0, 0, 0)
+                planning = (after[0] - before[0], after[1] - before[1], after[2] - before[2])
+                gold_domains = (
+                    {g.split("/")[0] for g in item.gold} if not item.category else {item.category}
+                )
+                hit = float(bool(gold_domains & set(plan.domain_ids)))
+                plan_hits.append(hit)
+                planned_counts.append(len(plan.domain_ids))
+                if plan.need_retrieval:
+                    scoped.append(float(plan.scoped))
+                    if plan.scoped:
+                        scoped_hits.append(hit)
+                one_lookup.append(_one_lookup_gold_shown(runtime, item.id, item.query, item.gold))
+                scripted = player.scripted_plan(item.query) if player else None
+                for variant in variants:
+                    session = f"eval-agent:{profile}:{variant.label}:{number}:{asked[0].id}"
+                    if turn_number == 1:
+                        runtime.clear_session(session)
+                    evidence = list(held[variant.label].values())
+                    own = plan
+                    if evidence:  # planned in the light of what the session holds
+                        own = runtime.planner.plan(PlanRequest(item.query, kmap, evidence))
+                    t0 = time.perf_counter()
+                    turn = variant.executor.run(
+                        session,
+                        item.query,
+                        turn=turn_number,
+                        plan=scripted or own,
+                        evidence=evidence,
+                    )
+                    elapsed = time.perf_counter() - t0
+                    variant.seconds += elapsed
+                    variant.step_ms.append(elapsed * 1000 / max(turn.steps, 1))
+                    variant.rows.append(_metrics(turn, item.gold, planning))
+                    variant.traces.append(_trace(item.id, turn, item.gold))
+                    variant.sources[turn.answer_source] += 1
+                    variant.blocked_ms += [
+                        o.latency_ms for o in turn.lookups if not o.executed and not o.error
+                    ]
+                    variant.governance_ms.append(turn.governance_ms / max(turn.steps, 1))
+                    held[variant.label].update((c.path, c) for c in turn.kept)
+                    if turn_number == len(asked):
+                        runtime.tracker.clear_session(session)
+                if on_progress:
+                    on_progress(item.id)
 
     common = {
         "dataset": str(dataset),
@@ -279,6 +303,7 @@ def evaluate_agent(
         # one unscoped lookup of the question in a fresh session: what a turn must not
         # find less often than (``gold_shown`` of ``eval retrieval``)
         "one_lookup_gold_shown": round(mean(one_lookup), 4),
+        "running": running,
     }
     reports = [{**common, **_report(variant)} for variant in variants]
     if len(reports) == 1:

@@ -22,7 +22,6 @@ extractive policy and looks up as the profile does), or ``--model llm``.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from superbiz.evaluation.retrieval import (
     is_answer_only,
     load_queries,
     prepare_dataset,
+    running_sessions,
 )
 from superbiz.exceptions import ConfigError
 from superbiz.llm import ChatModel, make_chat_model
@@ -111,23 +111,11 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-#: the shuffle of ``running`` sessions: the same sessions on every run
-RUNNING_SEED = 7
-
-
 def _sessions(queries: Sequence[EvalQuery], running: int | None = None) -> list[list[EvalQuery]]:
     """The questions grouped into sessions, in file order (one each without ``session``);
-    with ``running``, ``running`` to a session in a seeded shuffle.
-
-    >>> from superbiz.evaluation.retrieval import EvalQuery
-    >>> asked = [EvalQuery(str(i), f"q{i}", "en", ["a.md"]) for i in range(5)]
-    >>> [len(s) for s in _sessions(asked, running=2)]
-    [2, 2, 1]
-    """
+    with ``running``, ``running`` to a session (``running_sessions``)."""
     if running is not None:
-        shuffled = list(queries)
-        random.Random(RUNNING_SEED).shuffle(shuffled)
-        return [shuffled[i : i + running] for i in range(0, len(shuffled), running)]
+        return running_sessions(queries, running)
     grouped: dict[str, list[EvalQuery]] = {}
     for item in queries:
         grouped.setdefault(item.session or f"\x00{item.id}", []).append(item)
@@ -147,8 +135,6 @@ def evaluate_answers(
 ) -> dict[str, Any]:
     """Every question of ``dataset_dir`` asked of the assistant, its answer scored
     (``running``: that many questions to a session, see the module docstring)."""
-    if running is not None and running < 1:
-        raise ConfigError(f"running sessions hold at least one question, not {running}")
     queries = load_queries(dataset_dir, limit)
     sessions = _sessions(queries, running)
     kb = prepare_dataset(dataset_dir, settings)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from superbiz.evaluation.metrics import (
     reciprocal_rank,
     wilson_interval,
 )
-from superbiz.exceptions import SuperbizError
+from superbiz.exceptions import ConfigError, SuperbizError
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 
@@ -44,6 +45,25 @@ class EvalQuery:
     category: str | None = None
     #: questions with the same ``session`` are turns of one conversation (``eval answers``)
     session: str | None = None
+
+
+#: the shuffle of ``running_sessions``: the same sessions on every run
+RUNNING_SEED = 7
+
+
+def running_sessions(queries: Sequence[EvalQuery], size: int) -> list[list[EvalQuery]]:
+    """``queries`` asked ``size`` to a session, in a seeded shuffle: unrelated questions
+    one after the other, as one person asks them through a day.
+
+    >>> asked = [EvalQuery(str(i), f"q{i}", "en", ["a.md"]) for i in range(5)]
+    >>> [len(s) for s in running_sessions(asked, 2)]
+    [2, 2, 1]
+    """
+    if size < 1:
+        raise ConfigError(f"running sessions hold at least one question, not {size}")
+    shuffled = list(queries)
+    random.Random(RUNNING_SEED).shuffle(shuffled)
+    return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
 
 
 def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]:
