@@ -216,8 +216,8 @@ class Executor:
         A plan to answer from the session's evidence (no retrieval, no direct answer)
         still runs the question once across the knowledge base, as a plain turn would:
         the session's documents stay out of it (dedup: DEDUPED when one of them ranks
-        first), and the answer re-quotes a held document only when it answers better
-        than what the lookup shows. On npm's docs the map's best entry for "How do I
+        first), and the answer reads a held document where the lookup ranked it
+        (``select_for_turn``). On npm's docs the map's best entry for "How do I
         deprecate a version of my package?" was the held package.json page, and the
         turn quoted its "version" section with no lookup; the lookup ranks
         npm-deprecate first."""
