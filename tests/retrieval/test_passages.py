@@ -54,6 +54,10 @@ def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() ->
             assert fenced.startswith("```bash\nredis-cli -p 2637")
         assert (fenced != quoted) == (end == 2)
         assert fenced.split("\n", 2)[1] in body.split("\n")
+    # a block that begins its window, after a window that ends introducing it
+    assert quoted_window(["Check the sentinel:", "```sh\nping\n```"]) == (
+        "Check the sentinel:\n```sh\nping\n```"
+    )
     # before a block, or after it, the sentence rule holds
     assert quoted_window(["Start here. Then the", "Start here. Then the rest."]) == (
         "Start here. Then the rest."

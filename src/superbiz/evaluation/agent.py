@@ -220,7 +220,9 @@ def evaluate_agent(
     # extractive assistant does; a configured LLM plans itself.
     with open_runtime(settings, model=model, kb=kb) as runtime:
         queries = load_queries(dataset, limit)
-        sessions = running_sessions(queries, running) if running else [[q] for q in queries]
+        sessions = (
+            running_sessions(queries, running) if running is not None else [[q] for q in queries]
+        )
         runtime.warm_up()
         map_started = time.perf_counter()
         kmap = runtime.knowledge_map()
