@@ -844,11 +844,17 @@ def test_iss_003_constraints_step_by_step() -> None:
 # -- a planned lookup that did not answer: the planner's scope and words, not the model's --
 
 
-def planned(gov: TurnGovernor, domain: str, level: RelevanceLevel | None) -> Admission:
-    """A lookup the executor ran from the plan (it names the planner's domain)."""
+def planned(
+    gov: TurnGovernor,
+    domain: str,
+    level: RelevanceLevel | None,
+    held_level: RelevanceLevel | None = HR,
+) -> Admission:
+    """A lookup the executor ran from the plan (it names the planner's domain); a DEDUPED
+    one's held documents answer unless ``held_level`` says otherwise."""
     admission = gov.admit(LookupRequest(domain, named=True))
     if admission.allowed:
-        gov.record(domain, level, planned=True)
+        gov.record(domain, level, planned=True, held_level=held_level)
     return admission
 
 
@@ -979,6 +985,29 @@ def test_planned_results_follow_the_matrix(
     gov = make()
     planned(gov, "kubernetes", level)
     assert gov.domain_state("kubernetes") is state
+
+
+@pytest.mark.parametrize("held_level", [REF, None])
+def test_a_planned_lookup_holding_no_answer_leaves_the_model_its_page(
+    held_level: RelevanceLevel | None,
+) -> None:
+    """The plan's lookup ranked first a document of an earlier question that does not
+    answer this one (DEDUPED, though it would only have been REFERENCE): the session holds
+    no answer in that domain, so it is not closed; the model's call naming it again runs
+    as the turn's page (in a fresh session the same lookup is REFERENCE and it does)."""
+    gov = make()
+    planned(gov, "kubernetes", DD, held_level)
+    assert gov.domain_state("kubernetes") is DomainState.RETRY
+    page = gov.admit(LookupRequest("kubernetes", named=True))
+    assert page.allowed and page.paging
+    assert gov.situation() is not Situation.BLOCKED
+
+
+def test_a_planned_lookup_holding_the_answer_closes_its_domain() -> None:
+    gov = make()
+    planned(gov, "kubernetes", DD, P)
+    assert gov.admit(LookupRequest("kubernetes", named=True)).dedup_reason is DOMAIN
+    assert gov.situation() is Situation.BLOCKED
 
 
 # -- a plan of several domains hedges: an answer resolves it, else one named page -------------

@@ -53,11 +53,13 @@ def lookup(governed_kb: KnowledgeBase, engine: Engine) -> GovernedLookup:
 
 @pytest.fixture
 def make_turn(lookup: GovernedLookup, recorder: InvocationRepository) -> Callable[..., LookupTurn]:
-    def make(language: str = "zh", *, turn: int = 1, **governance: Any) -> LookupTurn:
+    def make(
+        language: str = "zh", *, turn: int = 1, session_id: str | None = None, **governance: Any
+    ) -> LookupTurn:
         return LookupTurn(
             lookup,
             GovernanceConfig(**governance),
-            session_id=f"tool-{uuid.uuid4().hex[:8]}",
+            session_id=session_id or f"tool-{uuid.uuid4().hex[:8]}",
             turn=turn,
             language=language,  # type: ignore[arg-type]
             recorder=recorder,
@@ -464,6 +466,35 @@ def test_the_models_page_of_an_unanswered_turn_shows_the_next_documents(
     assert 1 < len(page.shown) <= 4  # 1 + reference_supplements
     again = turn.call({"query": f"more about {question}"})
     assert again.executed and not set(again.shown) & set(page.shown)
+
+
+@pytest.mark.parametrize(
+    ("question", "page"), [("Redis 慢查询怎么排查", True), ("Redis 连接池耗尽", False)]
+)
+def test_a_plan_finding_only_a_held_document_closes_its_domain_only_if_it_answers(
+    make_turn: Callable[..., LookupTurn], question: str, page: bool
+) -> None:
+    """A second question's planned lookup ranks first the Redis runbook the first turn
+    showed (DEDUPED). Asked again, the runbook answers: the domain closes and the model's
+    repeat is blocked. Asked about slow queries, the runbook would only have been
+    REFERENCE: the session holds no answer there, the model is told so, and its call
+    naming the domain runs as the turn's page, as it would in a fresh session."""
+    first = make_turn("zh")
+    assert first.call({"query": "Redis 连接池耗尽"}, origin="plan").shown == [REDIS]
+    turn = make_turn("zh", turn=2, session_id=first.session_id)
+
+    planned = turn.call({"query": question, "domain": "infrastructure"}, origin="plan")
+
+    assert planned.level is RelevanceLevel.DEDUPED and planned.details is not None
+    held = planned.details.held_level
+    assert held == "REFERENCE" if page else held in ("PRECISE", "HIGHLY_RELEVANT")
+    assert planned.result is not None
+    assert ("不能明确回答" in planned.result.message) is page
+    again = turn.call({"query": f"{question} 步骤", "domain": "infrastructure"})
+    if page:  # the domain holds nothing else: the page runs and finds nothing new
+        assert again.executed and again.shown == []
+    else:
+        assert_blocked(again, "domain_retrieved")
 
 
 def test_a_domain_the_model_names_is_not_widened(make_turn: Callable[..., LookupTurn]) -> None:

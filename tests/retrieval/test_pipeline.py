@@ -197,6 +197,17 @@ def test_excluded_documents_are_withheld_and_the_level_is_on_the_rest(
     assert paths(found.withheld) == [REDIS, KAFKA]
 
 
+def test_the_level_the_held_documents_would_have_had_is_kept(retriever: Retriever) -> None:
+    """Whether what the session holds answers the query: a DEDUPED lookup closes its
+    domain only when it does (``TurnGovernor.record``)."""
+    held = retriever.retrieve("pool exhausted", exclude=[REDIS, KAFKA])
+    assert held.shown == [] and held.held_level is RelevanceLevel.HIGHLY_RELEVANT
+    weak = retriever.retrieve("cache trouble", exclude=[REDIS, KAFKA])
+    assert weak.shown == [] and paths(weak.withheld) == [REDIS, KAFKA]
+    assert weak.held_level is RelevanceLevel.REFERENCE
+    assert retriever.retrieve("pool exhausted").held_level is None  # the session holds none
+
+
 def test_an_excluded_exact_match_is_neither_promoted_nor_precise(retriever: Retriever) -> None:
     found = retriever.retrieve("Rate limiting how-to", exclude=[LIMIT])
     assert found.exact_count == 0 and paths(found.ranked)[0] == REDIS

@@ -240,6 +240,7 @@ class TurnGovernor:
         named: bool = True,
         planned: bool = False,
         searched: str | None = None,
+        held_level: RelevanceLevel | None = None,
     ) -> None:
         """After an executed lookup: move its domain along the matrix (``None`` = no result).
 
@@ -254,7 +255,14 @@ class TurnGovernor:
         domain, when it had no answer and the lookup showed a document of another domain
         (it searched the whole knowledge base instead): the planned domain is the one that
         did not answer, the document's own domain the one that holds the result.
+        ``held_level``: the level the lookup would have had had the session held nothing.
+        A planned DEDUPED result whose held documents would not have answered is a plan
+        that found nothing: the session holds no answer there, so the domain is not closed
+        (in a running session the plan's lookup ranked first a held document of an
+        earlier question, and closing its domain blocked the page that found the answer).
         """
+        if level is RelevanceLevel.DEDUPED and planned and held_level not in GOOD_LEVELS:
+            level = None
         if searched is not None and _clean(searched) != _clean(domain) and planned:
             self._record_unanswered_plan(_clean(searched), level)
             shown = _clean(domain)

@@ -156,9 +156,9 @@ class GovernedLookup:
             )
         elif dedup_reason:
             already = [d.title for d in found.withheld]
-            message = localized("lookup.deduped", language).format(
-                titles=_titles(already, language)
-            )
+            # what the session holds is the answer only when it would have been one
+            key = "lookup.deduped" if found.held_level in GOOD_LEVELS else "lookup.deduped_weak"
+            message = localized(key, language).format(titles=_titles(already, language))
         else:
             message = localized("lookup.none", language)
 
@@ -199,6 +199,7 @@ class GovernedLookup:
             shown=[d.doc_path for d in shown],
             withheld=withheld,
             held_ahead=_held_ahead(ranked, shown, withheld),
+            held_level=found.held_level.value if found.held_level else None,
             widened=widened,
         )
         return LookupOutcome(result, details, ranked, language)

@@ -94,6 +94,9 @@ class RetrievalDetails:
     #: (all of them, when it showed none)
     withheld: list[str] = field(default_factory=list)
     held_ahead: list[str] = field(default_factory=list)
+    #: when the session holds a ranked document: the level the lookup would have had
+    #: holding none (a DEDUPED result whose held documents answer has a good one)
+    held_level: str | None = None
     #: the lookup named a domain that had no answer and searched the whole KB instead
     widened: bool = False
 

@@ -199,9 +199,15 @@ class LookupTurn:
         recorded_domain = (primary.domain if primary else None) or governed_domain
         named = domain is not None
         searched = domain if outcome.details.widened else None
+        held = outcome.details.held_level
         self._timed(
             lambda: self.governor.record(
-                recorded_domain, level, named=named, planned=planned, searched=searched
+                recorded_domain,
+                level,
+                named=named,
+                planned=planned,
+                searched=searched,
+                held_level=RelevanceLevel(held) if held else None,
             )
         )
         # A planned lookup's domain is the planner's guess: the model's paraphrases are

@@ -65,6 +65,9 @@ class Retrieval:
     withheld: list[DocHit]
     #: with ``advanced.retrieval.levels: evidence``, the probability that the primary answers
     primary_probability: float | None = None
+    #: when the session holds a ranked document: the level the lookup would have had if
+    #: it held none (whether what the session holds answers the query); else None
+    held_level: RelevanceLevel | None = None
 
     @property
     def top_similarity(self) -> float | None:
@@ -354,26 +357,11 @@ class Retriever:
         exact_count = len(fresh_exact)
         if exact_count == 1 and (top is None or top.doc_path != fresh_exact[0].doc_path):
             exact_count = 0  # the exact match has no chunks (index being repaired)
-        level = relevance_level(
-            exact_count, top.similarity if top else None, self._thresholds, _lead(fresh)
-        )
-        probability = None
-        hidden = None
-        if top is not None:
-            level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
-            # on the whole ranking: when the session holds its first document, the lexical
-            # evidence is about that one (DEDUPED), not the next
-            if level is None and ranked[0] is top and lexically_agreed(query, ranked):
-                level = RelevanceLevel.REFERENCE
-            if level is None and ranked[0] is top:
-                hidden = hidden_answer(
-                    fresh, self._thresholds, self._settings.reference_supplements
-                )
-                level = RelevanceLevel.REFERENCE if hidden else None
-            evidence = primary_evidence(fresh) if self._settings.levels == "evidence" else None
-            if evidence is not None and level is not RelevanceLevel.PRECISE:
-                probability = self._evidence_levels.probability(evidence)
-                level = self._evidence_levels.level(level, evidence)
+        level, probability, hidden = self._level(query, fresh, ranked, exact_count)
+        held_level = None
+        if any(doc.doc_path in excluded for doc in ranked):
+            names_first = len(naming) == 1 and naming[0].doc_path == ranked[0].doc_path
+            held_level, _, _ = self._level(query, ranked, ranked, int(names_first))
 
         shown: list[DocHit] = []
         if page and top is not None and level in (None, RelevanceLevel.REFERENCE):
@@ -422,7 +410,34 @@ class Retriever:
             shown=shown,
             withheld=withheld,
             primary_probability=probability,
+            held_level=held_level,
         )
+
+    def _level(
+        self, query: str, fresh: list[DocHit], ranked: list[DocHit], exact_count: int
+    ) -> tuple[RelevanceLevel | None, float | None, DocHit | None]:
+        """The level of ``fresh``'s first document (``ranked``: the whole ranking), the
+        evidence model's probability that it answers, and a REFERENCE answer it hides."""
+        top = fresh[0] if fresh else None
+        level = relevance_level(
+            exact_count, top.similarity if top else None, self._thresholds, _lead(fresh)
+        )
+        if top is None:
+            return level, None, None
+        probability = hidden = None
+        level = with_answer_evidence(level, top.answer, self._settings.answers.reference)
+        # on the whole ranking: when the session holds its first document, the lexical
+        # evidence is about that one (DEDUPED), not the next
+        if level is None and ranked[0] is top and lexically_agreed(query, ranked):
+            level = RelevanceLevel.REFERENCE
+        if level is None and ranked[0] is top:
+            hidden = hidden_answer(fresh, self._thresholds, self._settings.reference_supplements)
+            level = RelevanceLevel.REFERENCE if hidden else None
+        evidence = primary_evidence(fresh) if self._settings.levels == "evidence" else None
+        if evidence is not None and level is not RelevanceLevel.PRECISE:
+            probability = self._evidence_levels.probability(evidence)
+            level = self._evidence_levels.level(level, evidence)
+        return level, probability, hidden
 
     def infer_domain(self, query: str, visibility: Visibility | None = None) -> str | None:
         """The domain a query without one is about, decided cheaply: the exact matches'
