@@ -196,6 +196,30 @@ def test_english_dedup_message(governed: GovernedLookup, session: str) -> None:
     assert result.completeness_hint == completeness_hint(RelevanceLevel.DEDUPED, "en")
 
 
+@pytest.mark.parametrize(
+    ("question", "answers"),
+    [
+        ("Redis 连接池耗尽", True),
+        ("Redis 慢查询怎么排查", False),
+        ("Redis 缓存命中率下降怎么办", False),
+    ],
+)
+def test_what_the_session_holds_is_named_and_said_whether_it_answers(
+    governed: GovernedLookup, session: str, question: str, answers: bool
+) -> None:
+    """After the Redis runbook was shown, a lookup that ranks it first is DEDUPED, never
+    "nothing in the knowledge base" (the cache-hit question reaches it by its words, under
+    the cosine reference); the message says whether the held runbook would have answered."""
+    assert governed.lookup(session, "Redis 连接池耗尽").result.primary is not None
+    outcome = governed.lookup(session, question)
+    assert outcome.result.relevance_level is RelevanceLevel.DEDUPED
+    assert outcome.details.withheld[0] == REDIS
+    assert "《Redis 连接池耗尽》" in outcome.result.message
+    assert ("不能明确回答" in outcome.result.message) is not answers
+    good = outcome.details.held_level in ("PRECISE", "HIGHLY_RELEVANT")
+    assert good is answers
+
+
 def test_another_session_is_unaffected(governed: GovernedLookup, session: str) -> None:
     governed.lookup(session, "支付失败排查")
     other = governed.lookup(session + "-other", "支付失败排查").result

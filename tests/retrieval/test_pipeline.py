@@ -208,6 +208,27 @@ def test_the_level_the_held_documents_would_have_had_is_kept(retriever: Retrieve
     assert retriever.retrieve("pool exhausted").held_level is None  # the session holds none
 
 
+def test_a_held_first_document_the_level_raises_is_withheld(retriever: Retriever) -> None:
+    """Under the reference, LIMIT holds both words of a keyword query: holding nothing the
+    lookup shows it (REFERENCE); held, it is what the session has, not nothing."""
+    assert retriever.retrieve("tenant quota").level is RelevanceLevel.REFERENCE
+    held = retriever.retrieve("tenant quota", exclude=[LIMIT])
+    assert held.held_level is RelevanceLevel.REFERENCE and paths(held.withheld) == [LIMIT]
+
+
+def test_a_held_document_is_withheld_only_if_a_lookup_holding_nothing_showed_it() -> None:
+    """REDIS clears the reference but ranks under LIMIT, which does not and hides no answer
+    within reach (no reference supplements): holding nothing, the lookup shows nothing, so
+    holding REDIS it is not DEDUPED either (npm's manual, "How do I undo a publish?", had
+    quoted a held page ranked 5th as the answer where a fresh session found nothing)."""
+    retriever = make_retriever(reference_supplements=0)
+    assert retriever.retrieve("tenant quota pool").level is None
+    found = retriever.retrieve("tenant quota pool", exclude=[REDIS])
+    assert found.ranked[1].doc_path == REDIS
+    assert found.ranked[1].similarity >= THRESHOLDS.reference
+    assert found.held_level is None and found.withheld == []
+
+
 def test_an_excluded_exact_match_is_neither_promoted_nor_precise(retriever: Retriever) -> None:
     found = retriever.retrieve("Rate limiting how-to", exclude=[LIMIT])
     assert found.exact_count == 0 and paths(found.ranked)[0] == REDIS

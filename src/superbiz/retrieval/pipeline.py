@@ -61,7 +61,8 @@ class Retrieval:
     level: RelevanceLevel | None
     #: the primary document and its supplements; empty when ``level`` is None
     shown: list[DocHit]
-    #: excluded documents that would otherwise be evidence (named, or above reference)
+    #: excluded documents that would otherwise be evidence: named, or, when holding nothing
+    #: the ranking has a level, its first and those clearing the reference
     withheld: list[DocHit]
     #: with ``advanced.retrieval.levels: evidence``, the probability that the primary answers
     primary_probability: float | None = None
@@ -395,11 +396,19 @@ class Retriever:
                 kept = {d.doc_path for d in shown} | {hidden.doc_path}
                 shown = [d for d in fresh if d.doc_path in kept]
         named = {m.doc_path for m in naming}
+        # what a lookup holding nothing would have shown: nothing when its ranking has no
+        # level, else its first document (also one the level raised above its cosine:
+        # lexical agreement, a hidden answer) and those clearing the reference
+        first = ranked[0].doc_path if held_level is not None else None
         withheld = [
             d
             for d in ranked
             if d.doc_path in excluded
-            and (d.similarity >= self._thresholds.reference or d.doc_path in named)
+            and (
+                d.doc_path in named
+                or d.doc_path == first
+                or (first is not None and d.similarity >= self._thresholds.reference)
+            )
         ]
         return Retrieval(
             ranked=ranked,
