@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from superbiz._text import has_cjk, key_terms
+from superbiz.agents.answer_selection import question_terms
 from superbiz.agents.executor import Executor
 from superbiz.agents.extractive import (
     ExtractiveChatModel,
@@ -245,6 +246,22 @@ def test_a_section_that_only_repeats_the_quotes_words_is_left_out() -> None:
     assert passage.text.startswith("Uninstall Python versions.")
     assert "shims" not in passage.text
     assert "› Removing pyenv\n\nTo uninstall pyenv itself, delete its root folder." in passage.text
+
+
+def test_a_section_is_added_for_a_word_the_quote_lacks_not_part_of_one() -> None:
+    """npm's config reference, asked "What does the save-exact option do?": the next
+    setting, `save-optional`, names "option" only inside "optional" and was quoted after
+    the answer as if it added something."""
+    text = (
+        "#### `save-exact`\n\n* Default: false\n* Type: Boolean\n\n"
+        "Dependencies saved to package.json will be configured with an exact version\n"
+        "rather than using npm's default semver range operator.\n\n"
+        "#### `save-optional`\n\n* Default: false\n* Type: Boolean\n\n"
+        "Save installed packages to a package.json file as `optionalDependencies`.\n"
+    )
+    passage = best_passage(text, question_terms("What does the save-exact option do?"))
+    assert passage.heading == "`save-exact`"
+    assert "exact version" in passage.text and "save-optional" not in passage.text
 
 
 # -- end to end through the Executor -------------------------------------------------------------

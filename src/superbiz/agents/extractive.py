@@ -22,7 +22,7 @@ from itertools import count
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from superbiz._messages import localized
-from superbiz._text import Language, asker_language, key_terms, normalize
+from superbiz._text import Language, asker_language, has_cjk, key_terms, normalize
 from superbiz.agents.answer_selection import AnswerSelection, question_terms, select_answer
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.planner import Plan, PlannedDomain
@@ -167,12 +167,28 @@ class _Section:
         return sum(c > 0 for c in counts), sum(counts)
 
     def named(self, terms: Sequence[str]) -> set[str]:
-        """Which of ``terms`` it mentions."""
-        return {term for term in terms if term in self._text}
+        """Which of ``terms`` it mentions as words (``_names``)."""
+        text = self._text
+        return {term for term in terms if _names(term, text)}
 
     @property
     def _text(self) -> str:
         return normalize(self.heading + "\n" + "\n".join(self.paragraphs))
+
+
+def _names(term: str, text: str) -> bool:
+    """Whether ``text`` (normalised) names ``term``: a Chinese term anywhere, a Latin one
+    as a word or its inflection, not inside a longer word ("option" is not "optional").
+
+    >>> _names("option", "save-optional"), _names("report", "it reports"), _names("连接", "连接池")
+    (False, True, True)
+    """
+    if has_cjk(term):
+        return term in text
+    return (
+        re.search(rf"(?<![a-z0-9]){re.escape(term)}(?:s|es|d|ed|ing)?(?![a-z0-9])", text)
+        is not None
+    )
 
 
 _HEADING = re.compile(r"#{1,6}\s")
