@@ -234,6 +234,7 @@ def test_an_excluded_exact_match_is_neither_promoted_nor_precise(retriever: Retr
     assert found.exact_count == 0 and paths(found.ranked)[0] == REDIS
     assert found.level is RelevanceLevel.HIGHLY_RELEVANT
     assert LIMIT in paths(found.withheld)  # named, though its cosine is 0
+    assert found.held_level is RelevanceLevel.PRECISE  # what a fresh lookup would say
 
 
 def test_domain_filter(retriever: Retriever) -> None:

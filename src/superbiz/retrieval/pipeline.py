@@ -361,8 +361,7 @@ class Retriever:
         level, probability, hidden = self._level(query, fresh, ranked, exact_count)
         held_level = None
         if any(doc.doc_path in excluded for doc in ranked):
-            names_first = len(naming) == 1 and naming[0].doc_path == ranked[0].doc_path
-            held_level, _, _ = self._level(query, ranked, ranked, int(names_first))
+            held_level = self._level_holding_nothing(query, ranked, naming)
 
         shown: list[DocHit] = []
         if page and top is not None and level in (None, RelevanceLevel.REFERENCE):
@@ -421,6 +420,20 @@ class Retriever:
             primary_probability=probability,
             held_level=held_level,
         )
+
+    def _level_holding_nothing(
+        self, query: str, ranked: list[DocHit], naming: list[ExactMatch]
+    ) -> RelevanceLevel | None:
+        """The level of ``ranked`` in a session holding none of it: PRECISE when the query
+        names one document of it (a fresh lookup promotes that one), else its first's."""
+        one = naming[0] if len(naming) == 1 else None
+        if (
+            one is not None
+            and ranked_first_of_its_key(one, ranked)
+            and any(doc.doc_path == one.doc_path for doc in ranked)
+        ):
+            return RelevanceLevel.PRECISE
+        return self._level(query, ranked, ranked, 0)[0]
 
     def _level(
         self, query: str, fresh: list[DocHit], ranked: list[DocHit], exact_count: int
