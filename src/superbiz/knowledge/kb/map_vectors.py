@@ -65,6 +65,7 @@ class KeptMapVectors:
         batch = self._read(entries)
         self._embed(batch, 0)
         self._embed(batch, 1)
+        batch.copy_titles()
         self._keep(batch)
         return batch.matrices
 
@@ -108,8 +109,9 @@ class KeptMapVectors:
                         for call in calls:
                             call.result()
                     for batch in read:
+                        batch.copy_titles()
                         self._keep(batch)
-                        embedded += sum(rows.size for rows in batch.stale)
+                        embedded += batch.embedding(0).size + batch.embedding(1).size
                 return embedded
 
             try:
@@ -122,10 +124,10 @@ class KeptMapVectors:
 
     def _embed(self, batch: _Batch, part: int) -> None:
         """Embed the rows of ``batch``'s entries (``part`` 0) or titles (1) no kept vector
-        was found for: apart, as ``vectors`` embeds them (a batch's rows vary with its
-        company in the last digits, and the entries' batch is what plans were measured
-        with)."""
-        rows, texts = batch.stale[part], batch.texts[part]
+        was found for (``_Batch.embedding``): apart, as ``vectors`` embeds them (a batch's
+        rows vary with its company in the last digits, and the entries' batch is what plans
+        were measured with)."""
+        rows, texts = batch.embedding(part), batch.texts[part]
         if rows.size:
             batch.matrices[part][rows] = self.embedder.embed([texts[row] for row in rows])
 
@@ -155,7 +157,8 @@ class KeptMapVectors:
         except (StoreError, SQLAlchemyError) as exc:
             log.warning("map vectors not read, embedding them instead: %s", exc)
         stale = (np.flatnonzero(~found[0]), np.flatnonzero(~found[1]))
-        return _Batch(entries, texts, hashes, matrices, stale)
+        same = np.array([entry == title for _, entry, title in entries], dtype=bool)
+        return _Batch(entries, texts, hashes, matrices, stale, stale[1][same[stale[1]]])
 
     def _keep(self, batch: _Batch) -> None:
         """Keep the vectors ``batch`` embedded."""
@@ -188,6 +191,18 @@ class _Batch:
     hashes: tuple[list[str], list[str]]
     matrices: tuple[np.ndarray, np.ndarray]
     stale: tuple[np.ndarray, np.ndarray]
+    #: stale title rows whose text is the entry's (a document without covers or a
+    #: when-to-retrieve line, every one of the benchmark sets'): the entry's vector is
+    #: theirs, the text is not embedded twice
+    copied: np.ndarray
+
+    def embedding(self, part: int) -> np.ndarray:
+        """The rows of the entries (``part`` 0) or titles (1) to embed."""
+        return np.setdiff1d(self.stale[1], self.copied) if part else self.stale[0]
+
+    def copy_titles(self) -> None:
+        """Give the ``copied`` title rows their entry's vector (kept or just embedded)."""
+        self.matrices[1][self.copied] = self.matrices[0][self.copied]
 
 
 #: batches read for ``KeptMapVectors.keeping``, and their entries' and titles' embedding calls
