@@ -85,6 +85,18 @@ def test_score_and_summary_of_answers() -> None:
     assert summary["gold_in_answer"] == 1.0 and summary["first_gold_when_held"] == 0.5
     assert summary["quoted_per_answer"] == 2.0 and summary["related_per_answer"] == 1.0
     assert summary["quoted_gold_share"] == 0.25
+    assert summary["only_earlier_quoted"] == 0.0
+
+
+def test_an_answer_quoting_only_earlier_turns_documents_is_counted() -> None:
+    """In a running session of unrelated questions, an answer from another question's
+    documents (the follow-up reading of a question nothing answers) is counted apart."""
+    quoted = [Citation(1, "A", "a.md"), Citation(2, "B", "b.md")]
+    held = TurnResult("s", 2, "q", "en", citations=quoted, reused=["a.md", "b.md"])
+    mixed = TurnResult("s", 3, "q", "en", citations=quoted, reused=["a.md"])
+    rows = [{**score_answer(t, []), "lang": "en"} for t in (held, mixed)]
+    assert [r["only_earlier_quoted"] for r in rows] == [True, False]
+    assert summarise(rows)["only_earlier_quoted"] == 0.5
 
 
 def test_running_sessions_answer_as_well_as_fresh_ones(tmp_path: Path) -> None:

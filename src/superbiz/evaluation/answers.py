@@ -56,6 +56,7 @@ FIGURES = (
     "quoted_gold_share",
     "quoted_per_answer",
     "related_per_answer",
+    "only_earlier_quoted",
 )
 
 
@@ -73,6 +74,7 @@ def score_answer(turn: TurnResult, gold: Sequence[str]) -> dict[str, Any]:
     quoted = [c.path for c in turn.citations]
     related = [c.path for c in turn.related]
     golden = set(gold)
+    earlier = set(turn.reused)
     gold_quoted = [p for p in quoted if p in golden]
     return {
         "gold_in_answer": bool(golden & {*quoted, *related}),
@@ -81,6 +83,9 @@ def score_answer(turn: TurnResult, gold: Sequence[str]) -> dict[str, Any]:
         "quoted_gold_share": len(gold_quoted) / len(quoted) if quoted else 0.0,
         "quoted": len(quoted),
         "related": len(related),
+        # every quote is a document an earlier turn of the session was shown: in a running
+        # session of unrelated questions, an answer from another question's documents
+        "only_earlier_quoted": bool(quoted) and earlier.issuperset(quoted),
         "quoted_paths": quoted,
         "related_paths": related,
         "answer_source": turn.answer_source,
@@ -106,6 +111,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "quoted_gold_share": round(mean([r["quoted_gold_share"] for r in rows]), _DIGITS),
         "quoted_per_answer": round(mean([float(r["quoted"]) for r in rows]), 3),
         "related_per_answer": round(mean([float(r["related"]) for r in rows]), 3),
+        "only_earlier_quoted": round(
+            mean([float(r["only_earlier_quoted"]) for r in rows]), _DIGITS
+        ),
         "nothing_quoted": sum(1 for r in rows if not r["quoted"]),
         "answer_sources": dict(Counter(r["answer_source"] for r in rows)),
     }
@@ -199,6 +207,7 @@ _LABELS = {
     "quoted_gold_share": "share of quoted documents that are gold",
     "quoted_per_answer": "documents quoted per answer",
     "related_per_answer": "documents listed as related per answer",
+    "only_earlier_quoted": "answers quoting only earlier turns' documents",
 }
 
 
