@@ -233,3 +233,19 @@ def test_a_quoted_pdf_passage_is_cited_at_its_own_page() -> None:
 
     assert quote.heading == "Libtasn1 > page 22"
     assert quote.citation.page == 22 and quote.citation.location == "libtasn1.pdf#page=22"
+
+
+def test_one_page_in_two_formats_is_quoted_or_listed_once() -> None:
+    """Node.js ships its API docs as .md and .html: the lookup showed both, the answer
+    quoted the one and listed the other as related, the same page twice."""
+    html = doc(4, "api/webhook.html", "Webhook delivery")
+    passages = {**PASSAGES, html.path: PASSAGES[WEBHOOK.path]}
+    selection = select_answer(QUESTION, [WEBHOOK, html, REFUND], passages, QV)
+
+    assert [q.citation for q in selection.quoted] == [WEBHOOK]
+    assert selection.related == (REFUND,)
+    other_page = doc(5, "api/webhook.html", "Webhook events")  # another title: another page
+    listed = select_answer(
+        QUESTION, [WEBHOOK, other_page], {**passages, other_page.path: PASSAGES[REFUND.path]}, QV
+    )
+    assert listed.related == (other_page,)

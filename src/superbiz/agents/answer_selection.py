@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import PurePosixPath
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -289,12 +290,14 @@ def _select(
         *(d for d in documents if d.path not in earlier or d.path in ranked),
         *sorted((d for d in carried if d.path not in ranked), key=lambda d: -best[d.path][0]),
     ]
+    # one page in two formats (Node.js ships its API docs as .md and .html) is one document
+    copies = _copies(order)
     chosen: list[Citation] = []
     for doc in order:
         if len(chosen) >= MAX_QUOTED:
             break
         lead = best[chosen[0].path][0] + SECOND_LEAD if chosen else answer
-        if best[doc.path][0] >= max(answer, lead):
+        if best[doc.path][0] >= max(answer, lead) and doc.path not in copies:
             chosen.append(doc)
     quoted = tuple(
         Quote(
@@ -312,10 +315,31 @@ def _select(
         if d not in chosen
         and best[d.path][0] >= related
         and (d.path not in earlier or d.path in listable)
+        and d.path not in copies
     )
     return AnswerSelection(
         quoted, listed, {path: round(score, 4) for path, (score, _) in best.items()}
     )
+
+
+def _copies(documents: Sequence[Citation]) -> frozenset[str]:
+    """Paths of ``documents`` that repeat an earlier one's page in another format: the
+    same folder and file name but for the extension, and the same title.
+
+    >>> pages = [Citation(1, "Child process", "api/child_process.md"),
+    ...          Citation(2, "Child process", "api/child_process.html"),
+    ...          Citation(3, "Cluster", "api/cluster.html")]
+    >>> sorted(_copies(pages))
+    ['api/child_process.html']
+    """
+    seen: set[tuple[str, str]] = set()
+    copies: set[str] = set()
+    for doc in documents:
+        key = (str(PurePosixPath(doc.path).with_suffix("")), doc.title.casefold())
+        if key in seen:
+            copies.add(doc.path)
+        seen.add(key)
+    return frozenset(copies)
 
 
 def _at(citation: Citation, passage: StoredPassage) -> Citation:
