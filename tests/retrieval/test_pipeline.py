@@ -3,6 +3,8 @@ known: levels, exact-match promotion, supplements, exclusion and domain inferenc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -227,6 +229,28 @@ def test_a_held_document_is_withheld_only_if_a_lookup_holding_nothing_showed_it(
     assert found.ranked[1].doc_path == REDIS
     assert found.ranked[1].similarity >= THRESHOLDS.reference
     assert found.held_level is None and found.withheld == []
+
+
+def test_one_page_in_two_formats_is_one_document() -> None:
+    """Node.js ships its API docs as .md and .html: both versions of a page were shown,
+    two slots for one page; held in one format, the other came back as new."""
+    html = "ops/redis.html"
+    store = InMemoryChunkStore()
+    store.ensure_collection(4)
+    for path, source, title in ((REDIS, REDIS, "Redis pool"), (html, REDIS, "Redis pool"),
+                                (KAFKA, KAFKA, "Kafka lag")):  # fmt: skip
+        record = replace(chunk(source, "ops"), id=f"{path}#0", doc_path=path, title=title)
+        store.replace_document(path, [record])
+    retrieval = RetrievalConfig()
+    searcher = HybridSearcher(TableEmbedder(QUERIES, 4), store, retrieval)
+    retriever = Retriever(searcher, lambda: ExactIndex([]), THRESHOLDS, retrieval)
+
+    found = retriever.retrieve("pool exhausted")
+    assert len(found.ranked) == 2 and paths(found.ranked)[1] == KAFKA
+    assert len({REDIS, html} & set(paths(found.shown))) == 1
+    held = retriever.retrieve("pool exhausted", exclude=[html])
+    assert paths(held.ranked) == [html, KAFKA]  # the page is held, in the format held
+    assert paths(held.shown) == [KAFKA] and paths(held.withheld) == [html]
 
 
 def test_an_excluded_exact_match_is_neither_promoted_nor_precise(retriever: Retriever) -> None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import PurePosixPath
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -48,6 +47,7 @@ import numpy as np
 from superbiz.access import Reader
 from superbiz.agents.context import Citation
 from superbiz.knowledge.documents.ingested import cited_page
+from superbiz.retrieval.copies import page_key
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
     passage_score,
@@ -335,7 +335,7 @@ def _copies(documents: Sequence[Citation]) -> frozenset[str]:
     seen: set[tuple[str, str]] = set()
     copies: set[str] = set()
     for doc in documents:
-        key = (str(PurePosixPath(doc.path).with_suffix("")), doc.title.casefold())
+        key = page_key(doc.path, doc.title)
         if key in seen:
             copies.add(doc.path)
         seen.add(key)

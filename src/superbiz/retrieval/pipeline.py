@@ -19,6 +19,7 @@ import numpy as np
 
 from superbiz._text import Language, detect_language, key_terms, normalize
 from superbiz.config import RetrievalConfig
+from superbiz.retrieval.copies import one_format
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
 from superbiz.retrieval.ranker import load_rankers, rerank
 from superbiz.retrieval.relevance import (
@@ -353,6 +354,7 @@ class Retriever:
             fresh_exact = []  # another document using the key answers better: no name
         if len(fresh_exact) == 1:
             ranked = self._promote(ranked, fresh_exact[0], vector)
+        ranked = one_format(ranked, excluded)
         fresh = [doc for doc in ranked if doc.doc_path not in excluded]
         top = fresh[0] if fresh else None
         exact_count = len(fresh_exact)
