@@ -47,7 +47,7 @@ import numpy as np
 from superbiz.access import Reader
 from superbiz.agents.context import Citation
 from superbiz.knowledge.documents.ingested import cited_page
-from superbiz.retrieval.copies import page_key
+from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
     passage_score,
@@ -291,7 +291,7 @@ def _select(
         *sorted((d for d in carried if d.path not in ranked), key=lambda d: -best[d.path][0]),
     ]
     # one page in two formats (Node.js ships its API docs as .md and .html) is one document
-    copies = _copies(order)
+    copies = later_formats((d.path, d.title) for d in order)
     chosen: list[Citation] = []
     for doc in order:
         if len(chosen) >= MAX_QUOTED:
@@ -320,26 +320,6 @@ def _select(
     return AnswerSelection(
         quoted, listed, {path: round(score, 4) for path, (score, _) in best.items()}
     )
-
-
-def _copies(documents: Sequence[Citation]) -> frozenset[str]:
-    """Paths of ``documents`` that repeat an earlier one's page in another format: the
-    same folder and file name but for the extension, and the same title.
-
-    >>> pages = [Citation(1, "Child process", "api/child_process.md"),
-    ...          Citation(2, "Child process", "api/child_process.html"),
-    ...          Citation(3, "Cluster", "api/cluster.html")]
-    >>> sorted(_copies(pages))
-    ['api/child_process.html']
-    """
-    seen: set[tuple[str, str]] = set()
-    copies: set[str] = set()
-    for doc in documents:
-        key = page_key(doc.path, doc.title)
-        if key in seen:
-            copies.add(doc.path)
-        seen.add(key)
-    return frozenset(copies)
 
 
 def _at(citation: Citation, passage: StoredPassage) -> Citation:

@@ -139,7 +139,7 @@ class GovernedLookup:
                 found, widened = whole, True
         ranked, shown, level = found.ranked, found.shown, found.level
         retrieved = self._readable(seen, reader)
-        withheld = _recalled(ranked, shown, found.withheld, retrieved)
+        withheld, held_ahead = _held(ranked, shown, found.withheld, retrieved)
 
         dedup_reason: DedupReason | None = None
         if not shown and found.withheld:
@@ -198,7 +198,7 @@ class GovernedLookup:
             already_retrieved=[d.doc_path for d in ranked if d.doc_path in retrieved][:10],
             shown=[d.doc_path for d in shown],
             withheld=withheld,
-            held_ahead=_held_ahead(ranked, shown, withheld),
+            held_ahead=held_ahead,
             held_level=found.held_level.value if found.held_level else None,
             widened=widened,
         )
@@ -266,44 +266,32 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _recalled(
+def _held(
     ranked: list[DocHit], shown: list[DocHit], withheld: list[DocHit], retrieved: Collection[str]
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """The documents of ``retrieved`` (held by the session) that this lookup would have
-    shown were they not held, in ranking order: those passing its thresholds or named
-    (``Retrieval.withheld``), and those ranked above the last document it showed (a
-    page shows documents whatever their cosine).
+    shown were they not held, in ranking order: those it shows in a session holding
+    nothing (``Retrieval.withheld``) and those ranked above the last document it showed
+    (a page shows documents whatever their cosine); and, of them, those ranked above the
+    first document it showed (all of them, when it showed none).
 
     >>> from types import SimpleNamespace as Hit
     >>> ranked = [Hit(doc_path=p) for p in ("a.md", "b.md", "c.md", "d.md", "e.md")]
     >>> held = {"b.md", "d.md", "e.md"}
-    >>> _recalled(ranked, [ranked[2]], [ranked[4]], held)  # type: ignore[arg-type]
-    ['b.md', 'e.md']
-    """
-    last = shown[-1].doc_path if shown else None
-    passing = {d.doc_path for d in withheld}
-    recalled, above = [], last is not None
-    for doc in ranked:
-        if doc.doc_path == last:
-            above = False
-        if doc.doc_path in retrieved and (above or doc.doc_path in passing):
-            recalled.append(doc.doc_path)
-    return recalled
-
-
-def _held_ahead(ranked: list[DocHit], shown: list[DocHit], withheld: list[str]) -> list[str]:
-    """The paths of ``withheld`` that ``ranked`` puts above the first of ``shown`` (all
-    of them when nothing is shown), in their order.
-
-    >>> from types import SimpleNamespace as Hit
-    >>> ranked = [Hit(doc_path=p) for p in ("a.md", "b.md", "c.md", "d.md")]
-    >>> _held_ahead(ranked, [ranked[2]], ["b.md", "d.md"])  # type: ignore[arg-type]
-    ['b.md']
+    >>> _held(ranked, [ranked[2]], [ranked[4]], held)  # type: ignore[arg-type]
+    (['b.md', 'e.md'], ['b.md'])
     """
     first = shown[0].doc_path if shown else None
-    above: set[str] = set()
+    last = shown[-1].doc_path if shown else None
+    passing = {d.doc_path for d in withheld}
+    recalled: list[str] = []
+    ahead: list[str] = []
+    above_first, above_last = True, last is not None
     for doc in ranked:
-        if doc.doc_path == first:
-            break
-        above.add(doc.doc_path)
-    return [path for path in withheld if path in above]
+        above_first = above_first and doc.doc_path != first
+        above_last = above_last and doc.doc_path != last
+        if doc.doc_path in retrieved and (above_last or doc.doc_path in passing):
+            recalled.append(doc.doc_path)
+            if above_first:
+                ahead.append(doc.doc_path)
+    return recalled, ahead

@@ -88,8 +88,8 @@ class RetrievalDetails:
     dedup_reason: DedupReason | None
     already_retrieved: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
-    #: the documents the session holds that this lookup would have shown (passing the
-    #: level's thresholds, named, or ranked above the last document it showed), in
+    #: the documents the session holds that this lookup would have shown (shown by it in
+    #: a session holding nothing, or ranked above the last document it showed), in
     #: ranking order; ``held_ahead``: those ranked above the first document it showed
     #: (all of them, when it showed none)
     withheld: list[str] = field(default_factory=list)

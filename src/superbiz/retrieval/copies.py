@@ -9,12 +9,12 @@ for the extension, and its title are those of the page.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import PurePosixPath
 
 from superbiz.retrieval.search import DocHit
 
-__all__ = ["one_format", "page_key"]
+__all__ = ["later_formats", "one_format", "page_key"]
 
 
 def page_key(path: str, title: str) -> tuple[str, str]:
@@ -26,6 +26,25 @@ def page_key(path: str, title: str) -> tuple[str, str]:
     False
     """
     return str(PurePosixPath(path).with_suffix("")), title.casefold()
+
+
+def later_formats(pages: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The paths of ``pages`` (path, title) that repeat an earlier one's page in another
+    format.
+
+    >>> sorted(later_formats([("api/child_process.md", "Child process"),
+    ...                       ("api/child_process.html", "Child process"),
+    ...                       ("api/cluster.html", "Cluster")]))
+    ['api/child_process.html']
+    """
+    seen: set[tuple[str, str]] = set()
+    later: set[str] = set()
+    for path, title in pages:
+        key = page_key(path, title)
+        if key in seen:
+            later.add(path)
+        seen.add(key)
+    return frozenset(later)
 
 
 def one_format(ranked: list[DocHit], held: Collection[str] = ()) -> list[DocHit]:
