@@ -40,7 +40,6 @@ from superbiz.llm.messages import (
     UserMessage,
 )
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.relevance import RelevanceLevel
 
 PAYMENT = "payment/支付失败排查.md"
 REDIS = "infrastructure/redis-pool.md"
@@ -345,19 +344,25 @@ def test_when_the_tool_is_withheld_it_answers_instead_of_supplementing(ask: Any)
 
 
 def test_a_supplement_found_in_hand_does_not_replan(tmp_path: Path, use_embedder: Embedder) -> None:
-    """On the example KB the supplement for the words the runbook lacks ("keeps") comes
-    back DEDUPED: the dimension is in the document already retrieved, so the supervisor
-    does not re-plan three other domains for it (five lookups, three empty, before)."""
+    """On the example KB the runbook's best passage for "exit code 137" is its table of
+    exit codes, which lacks the question's "keeps restarting"; the supplement for those
+    words ranks the runbook first again (held: withheld, not shown as new), and the
+    supervisor does not re-plan three other domains for them (five lookups, three empty,
+    before): the answer quotes the runbook alone."""
     settings = Settings(data_dir=tmp_path / "data")
     kb = KnowledgeBase(settings, embedder=use_embedder)
     with open_runtime(settings, kb=kb) as runtime:
         Ingestor(kb).ingest([builtin_dataset() / "corpus"])
         turn = runtime.ask("s1", "Pod keeps restarting with exit code 137")
 
-    levels = [o.result.relevance_level if o.result else None for o in turn.result.lookups]
-    assert levels == [RelevanceLevel.REFERENCE, RelevanceLevel.DEDUPED]
+    runbook = "infrastructure/k8s-crashloopbackoff.md"
+    first, supplement = turn.result.lookups
+    assert first.shown == [runbook]
+    assert supplement.arguments.get("missing_dimension") == "keeps restarting"
+    assert supplement.details is not None and supplement.details.held_ahead == [runbook]
+    assert runbook not in supplement.shown
     assert turn.replan is None and turn.result.unfilled == []
-    assert turn.result.evidence == ["infrastructure/k8s-crashloopbackoff.md"]
+    assert [c.path for c in turn.result.citations] == [runbook]
 
 
 def test_a_chinese_question_on_english_runbooks_quotes_the_one_that_answers(

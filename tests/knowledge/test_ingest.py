@@ -20,8 +20,13 @@ from superbiz.config import EmbeddingConfig, VectorSettings
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
 from superbiz.governance.lookup import GovernedLookup
 from superbiz.governance.tracker import InMemorySessionTracker
-from superbiz.knowledge.documents.chunking import embedding_text
-from superbiz.knowledge.documents.document import SourceDocument, content_hash, indexed_hash
+from superbiz.knowledge.documents.chunking import CHUNKER_VERSION, embedding_text
+from superbiz.knowledge.documents.document import (
+    SourceDocument,
+    content_hash,
+    indexed_hash,
+    load_document,
+)
 from superbiz.knowledge.formats import READER_VERSIONS
 from superbiz.knowledge.ingest import batches
 from superbiz.knowledge.ingest import ingestor as ingest_module
@@ -230,7 +235,7 @@ def test_an_ingest_after_an_upgrade_reads_every_older_document_again(
     Ingestor(kb).ingest([small_kb])
     stored = kb.documents.all()
     assert {d.read_with for d in stored} == {
-        f"markdown {READER_VERSIONS['markdown']}; chunks 2 800/100"
+        f"markdown {READER_VERSIONS['markdown']}; chunks {CHUNKER_VERSION} 800/100"
     }
     legacy = stored[0]  # stored before superbiz recorded how it read a file
     kb.documents.save(dataclasses.replace(legacy, metadata={**legacy.metadata, "read_with": ""}))
@@ -804,8 +809,12 @@ def test_a_large_ingest_on_milvus_lite_embeds_in_worker_processes(
     assert running_at_statistics == [0]
     chunks = [chunk for doc in report.added for chunk in kb.store.chunks_of(doc)]
     assert len(chunks) > 2
-    expected = use_embedder.embed([embedding_text(c.title, c.heading, c.text) for c in chunks])
-    np.testing.assert_allclose(np.stack([c.vector for c in chunks]), expected, atol=1e-6)
+    headline = {p: load_document(small_kb / p, small_kb, 1 << 20).headline for p in report.added}
+    assert any("\n" in each for each in headline.values())  # a description heads its chunks
+    texts = [embedding_text(headline[c.doc_path], c.heading, c.text) for c in chunks]
+    np.testing.assert_allclose(
+        np.stack([c.vector for c in chunks]), use_embedder.embed(texts), atol=1e-6
+    )
     assert_consistent(kb)
 
 

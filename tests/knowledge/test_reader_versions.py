@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 import pytest
 
 from format_files import docx_bytes, pdf_bytes
-from superbiz.knowledge.documents.chunking import CHUNKER_VERSION, chunk_markdown
+from superbiz.knowledge.documents.chunking import CHUNKER_VERSION, chunk_markdown, search_text
 from superbiz.knowledge.documents.document import parse_document
 from superbiz.knowledge.formats import READER_VERSIONS
 
@@ -134,7 +134,9 @@ READINGS = {
     ("docx", 2): "ae197a2df1637455",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
-CHUNKINGS = {2: "1b2f6abe22e97d28"}
+#: (to version 2), and of what BM25 indexes of each: the chunk under its document's
+#: headline and headings (from version 3, which heads them with the author's description)
+CHUNKINGS = {2: "1b2f6abe22e97d28", 3: "daeef9b7530af07c"}
 
 
 def _digest(text: str) -> str:
@@ -157,14 +159,18 @@ def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
     )
 
 
-def test_a_chunker_that_cuts_otherwise_has_a_new_version() -> None:
+def test_a_chunker_that_cuts_or_heads_otherwise_has_a_new_version() -> None:
+    doc = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md"))
     body = MARKDOWN.split("---\n", 2)[2]  # as written: a reader's change is not the chunker's
-    cuts = [(c.heading_path, c.text) for size in (800, 120) for c in chunk_markdown(body, size, 20)]
-    chunking = _digest(repr(cuts))
+    chunks = [c for size in (800, 120) for c in chunk_markdown(body, size, 20)]
+    indexed = [search_text(doc.headline, c.heading, c.text) for c in chunks]
+    assert indexed[0].startswith("Rotate the API keys\nRotating the API's signing keys")
+    chunking = _digest(repr([*[(c.heading_path, c.text) for c in chunks], *indexed]))
     if CHUNKER_VERSION not in CHUNKINGS:
         pytest.fail(f"record {CHUNKER_VERSION}: {chunking!r} in CHUNKINGS")
     assert CHUNKINGS[CHUNKER_VERSION] == chunking, (
-        f"chunk_markdown cuts otherwise than at version {CHUNKER_VERSION}: raise "
+        f"chunk_markdown cuts, or search_text heads, otherwise than at version "
+        f"{CHUNKER_VERSION}: raise "
         f"CHUNKER_VERSION to {CHUNKER_VERSION + 1} and record {CHUNKER_VERSION + 1}: "
         f"{chunking!r} in CHUNKINGS"
     )

@@ -227,7 +227,7 @@ def _embedder_rate(
     for path in sample:
         doc = load_document(root / path, root, ingest.max_file_bytes, ingest.encodings)
         for chunk in chunk_markdown(doc.body, ingest.chunk_size, ingest.chunk_overlap):
-            texts.append(embedding_text(doc.title, chunk.heading, chunk.text))
+            texts.append(embedding_text(doc.headline, chunk.heading, chunk.text))
         if len(texts) >= EMBED_SAMPLE:
             break
     if not texts:

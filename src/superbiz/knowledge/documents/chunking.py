@@ -19,8 +19,10 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
 PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
-#: raise it whenever ``chunk_markdown`` cuts the same body otherwise (``chunking_of``)
-CHUNKER_VERSION = 2
+#: raise it whenever ``chunk_markdown`` cuts the same body otherwise, or a chunk is
+#: embedded and indexed under other head lines (``chunking_of``); 3: a document's
+#: headline carries the description its author wrote (``SourceDocument.headline``)
+CHUNKER_VERSION = 3
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -179,7 +181,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 2 800/100'
+    'chunks 3 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 

@@ -79,6 +79,23 @@ class SourceDocument:
     #: how an ingest read it (``read_with``); empty until one stores it
     read_with: str = ""
 
+    @property
+    def headline(self) -> str:
+        """What heads each of its chunks for the embedder and BM25: the title, and under it
+        the description its author wrote (frontmatter ``description``, ``summary`` or
+        ``when_to_retrieve``), so that every passage of a page carries what the page is for
+        in the words a question uses. One the ingest derived or a model wrote is left out:
+        it is the page's own opening, or a guess.
+
+        >>> SourceDocument("a.md", "npm-deprecate", "commands", "", "", 0,
+        ...                when_to_retrieve="Deprecate a version of a package").headline
+        'npm-deprecate\\nDeprecate a version of a package'
+        """
+        authored = self.origin.get("when_to_retrieve", "frontmatter") == "frontmatter"
+        if authored and self.when_to_retrieve and self.when_to_retrieve != self.title:
+            return f"{self.title}\n{self.when_to_retrieve}"
+        return self.title
+
     def metadata(self) -> dict[str, Any]:
         """What the relational store keeps besides the columns."""
         return {
@@ -106,7 +123,7 @@ def content_hash(data: bytes) -> str:
 
 def read_with(path: str, settings: IngestSettings) -> str:
     """How the file of a document at ``path`` becomes text and chunks today: its format's
-    reader and the chunking, with their versions and sizes, e.g. ``markdown 3; chunks 2
+    reader and the chunking, with their versions and sizes, e.g. ``markdown 3; chunks 3
     800/100``. A stored document records it (``metadata["read_with"]``)."""
     chunking = chunking_of(settings.chunk_size, settings.chunk_overlap)
     return f"{reader_of(PurePosixPath(path).suffix)}; {chunking}"

@@ -71,8 +71,9 @@ class Group:
 
 
 def embed_batch(embed: EmbedTexts, batch: Batch) -> np.ndarray:
-    """The vectors of a batch's chunks, each embedded with its title and headings."""
-    return embed([embedding_text(doc.title, chunk.heading, chunk.text) for doc, chunk in batch])
+    """The vectors of a batch's chunks, each embedded with its document's headline and
+    its headings."""
+    return embed([embedding_text(doc.headline, chunk.heading, chunk.text) for doc, chunk in batch])
 
 
 def chunk_id(doc_path: str, index: int, version: str) -> str:
@@ -92,7 +93,7 @@ def chunk_record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> Chunk
         chunk_index=chunk.index,
         content_hash=doc.content_hash,
         text=chunk.text,
-        search_text=search_text(doc.title, chunk.heading, chunk.text),
+        search_text=search_text(doc.headline, chunk.heading, chunk.text),
         vector=vector,
         access=encode_access(doc.access),
     )
