@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -24,7 +25,12 @@ from superbiz import cli
 from superbiz.config import LLMSettings, Settings
 from superbiz.exceptions import LLMUnavailableError
 from superbiz.knowledge.coverage.domains import DomainService
-from superbiz.knowledge.documents.document import SourceDocument, parse_document
+from superbiz.knowledge.documents.chunking import chunk_markdown
+from superbiz.knowledge.documents.document import (
+    HEADLINE_DESCRIPTION_CHARS,
+    SourceDocument,
+    parse_document,
+)
 from superbiz.knowledge.documents.metadata import (
     MAX_COVER_CHARS,
     MAX_COVERS,
@@ -34,6 +40,7 @@ from superbiz.knowledge.documents.metadata import (
     derive_metadata,
     enrich,
 )
+from superbiz.knowledge.ingest.batches import chunk_record
 from superbiz.knowledge.ingest.ingestor import Ingestor, IngestReport
 from superbiz.knowledge.kb.base import KnowledgeBase, exact_entry
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
@@ -578,3 +585,31 @@ def test_ingest_report_lists_metadata_failures_as_dicts() -> None:
     report = IngestReport(metadata_failures=[("a.md", "no JSON object")])
 
     assert report.as_dict()["metadata_failures"] == [{"path": "a.md", "reason": "no JSON object"}]
+
+
+def test_the_headline_carries_only_a_description_the_author_wrote() -> None:
+    """Each chunk is embedded and indexed under its document's headline: the title and
+    the frontmatter's description; one derived from the opening or written by a model
+    does not head the chunks (the opening is in the first chunk already; a model's is a
+    guess)."""
+    written = enrich(doc_of(FAILOVER_MD, FAILOVER), None).document
+    assert written.headline == "DNS failover\n用户要做 DNS 主备切换或演练时"
+    derived = enrich(doc_of(ROLLBACK_MD), None).document
+    assert derived.when_to_retrieve and derived.origin["when_to_retrieve"] == "derived"
+    assert derived.headline == "Release rollback"
+    model = ScriptedChatModel(VALID)
+    guessed = enrich(doc_of(ROLLBACK_MD), LLMMetadataWriter(model)).document
+    assert guessed.when_to_retrieve == "x" and guessed.headline == "Release rollback"
+
+
+def test_a_page_long_description_heads_each_chunk_clipped() -> None:
+    """A description of 50,000 characters heads each chunk with its first
+    ``HEADLINE_DESCRIPTION_CHARS``: the chunk's own text is still what BM25 indexes."""
+    body = "## Steps\n\nRun `vault write transit/keys/api/rotate` to rotate the key.\n"
+    text = f"---\ntitle: Rotate\ndescription: {'word ' * 10_000}\n---\n{body}"
+    doc = enrich(doc_of(text, "ops/rotate.md"), None).document
+    assert len(doc.headline) <= len("Rotate\n") + HEADLINE_DESCRIPTION_CHARS
+    (chunk,) = chunk_markdown(doc.body, 800, 100)
+    record = chunk_record(doc, chunk, np.zeros(4, dtype=np.float32))
+    assert "vault write transit/keys/api/rotate" in record.search_text
+    assert len(record.search_text) < 2 * len(doc.headline) + len(body) + 50

@@ -54,6 +54,11 @@ _ONLY_HEADINGS = (
 )
 
 
+#: the most of a description that heads each chunk (``SourceDocument.headline``), as much
+#: as the map keeps of a derived one: a page-long one would crowd out the chunk's own text
+HEADLINE_DESCRIPTION_CHARS = 300
+
+
 @dataclass(frozen=True, slots=True)
 class SourceDocument:
     """One parsed knowledge document; ``path`` (relative, POSIX) is its identity."""
@@ -93,7 +98,7 @@ class SourceDocument:
         """
         authored = self.origin.get("when_to_retrieve", "frontmatter") == "frontmatter"
         if authored and self.when_to_retrieve and self.when_to_retrieve != self.title:
-            return f"{self.title}\n{self.when_to_retrieve}"
+            return f"{self.title}\n{clip(self.when_to_retrieve, HEADLINE_DESCRIPTION_CHARS)}"
         return self.title
 
     def metadata(self) -> dict[str, Any]:
