@@ -217,8 +217,9 @@ def test_a_new_reader_version_reads_its_format_again_and_no_other(
 
     monkeypatch.setitem(READER_VERSIONS, "markdown", READER_VERSIONS["markdown"] + 1)
     report = Ingestor(kb).ingest([small_kb])
-    assert sorted(report.updated) == md_files(small_kb)
+    assert sorted(report.updated) == sorted(report.reread) == md_files(small_kb)
     assert report.unchanged == [page] and report.added == []
+    assert f"{len(md_files(small_kb))} read again by this version" in report.summary()
     assert_consistent(kb)
     assert sorted(Ingestor(kb).ingest([small_kb]).unchanged) == sorted([*md_files(small_kb), page])
 
@@ -242,6 +243,7 @@ def test_an_ingest_after_an_upgrade_reads_every_older_document_again(
 
     report = DocumentLifecycle(kb).ingest([other])
     assert report.updated == [legacy.path] and report.added == ["deploy.md"]
+    assert report.reread == []  # how it was read is unknown: rewritten, not "read again"
 
     monkeypatch.setitem(READER_VERSIONS, "markdown", READER_VERSIONS["markdown"] + 1)
     assert Ingestor(kb).ingest([other]).updated == ["deploy.md"]  # an upload's run

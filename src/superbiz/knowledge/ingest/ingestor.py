@@ -245,6 +245,8 @@ class Ingestor:
             if doc.path in run.broken and previous.content_hash == doc.content_hash
             else report.updated
         )
+        if outcome is report.updated and previous and previous.read_with not in ("", doc.read_with):
+            report.reread.append(doc.path)
         run.pending.append(self._prepare(run, doc, item.file, outcome))
         if sum(len(p.chunks) for p in run.pending) >= INDEX_CHUNKS:
             self._index(run, run.pending, bulk=True)

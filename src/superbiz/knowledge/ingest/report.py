@@ -19,6 +19,10 @@ class SkippedFile(BaseModel):
 class IngestReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    #: the updated documents this version of superbiz reads otherwise than the one that
+    #: stored them (``read_with``: a reader's or the chunker's version, the chunk size):
+    #: read again after an upgrade, whether or not their files changed too
+    reread: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
@@ -40,7 +44,8 @@ class IngestReport:
     def summary(self) -> str:
         parts = [
             f"{len(self.added)} added",
-            f"{len(self.updated)} updated",
+            f"{len(self.updated)} updated"
+            + (f" ({len(self.reread)} read again by this version)" if self.reread else ""),
             f"{len(self.unchanged)} unchanged",
         ]
         if self.repaired:
@@ -56,6 +61,7 @@ class IngestReport:
         return {
             "added": self.added,
             "updated": self.updated,
+            "reread": self.reread,
             "unchanged": self.unchanged,
             "repaired": self.repaired,
             "removed": self.removed,
