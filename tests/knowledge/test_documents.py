@@ -461,9 +461,29 @@ def test_a_synonym_never_overrides_its_field_nor_refuses_the_document() -> None:
     )
     assert doc.when_to_retrieve == "When a deploy fails"
     assert doc.extra == {"description": "Deploys", "summary": {"lines": 3}}
-    assert doc.warnings[0].startswith("unknown frontmatter keys 'description', 'summary'")
+    assert doc.warnings == (
+        "frontmatter key 'description' not used: 'when_to_retrieve' is set (kept in extra)",
+        "frontmatter key 'summary' not used: 'when_to_retrieve' is set (kept in extra)",
+    )
     only = parse("---\nsummary: The whole runbook in one line\n---\n# Runbook\n\ntext\n")
     assert only.when_to_retrieve == "The whole runbook in one line" and only.warnings == ()
+
+
+def test_a_synonym_of_another_type_says_why_it_is_not_read() -> None:
+    """A Hugo page's ``description: [a, b]`` was reported as an unknown key."""
+    doc = parse(
+        "---\ntitle: Rotate\ndescription: [one, two]\nkeywords: [{a: 1}]\nweight: 3\n---\n"
+        "# Rotate\n\ntext\n"
+    )
+    assert doc.when_to_retrieve is None and doc.tags == ()
+    assert doc.extra == {"description": ["one", "two"], "keywords": [{"a": 1}], "weight": 3}
+    assert doc.warnings[1:] == (
+        "frontmatter key 'description' not used: it is read as 'when_to_retrieve' when it "
+        "is text, not a list (kept in extra)",
+        "frontmatter key 'keywords' not used: it is read as 'tags' when it is text or a "
+        "list of texts, not a list of other values than texts (kept in extra)",
+    )
+    assert doc.warnings[0].startswith("unknown frontmatter key 'weight': not used")
 
 
 def test_mkdocs_admonitions_read_as_quotes_under_their_title() -> None:

@@ -28,6 +28,7 @@ from superbiz.knowledge.documents.frontmatter import (
     FRONTMATTER_KEYS,
     LIST_KEYS,
     SYNONYMS,
+    TEXT_KEYS,
     split_frontmatter,
 )
 from superbiz.knowledge.formats import convert, reader_of
@@ -283,6 +284,11 @@ def _check_keys(
     unknown = [key for key in front if key not in FRONTMATTER_KEYS]
     if not unknown:
         return front, body, ()
+    # a generator's key whose field is set, or of another type, is no unknown key
+    unused = [_unused_synonym(key, front) for key in unknown if key in SYNONYMS]
+    unknown = [key for key in unknown if key not in SYNONYMS]
+    if not unknown:
+        return front, body, tuple(unused)
     known = ", ".join(FRONTMATTER_KEYS)
     names = ", ".join(repr(clip(key, 40)) for key in unknown)
     hint = "; the domain is set by 'category'" if "domain" in unknown else ""
@@ -301,8 +307,37 @@ def _check_keys(
         (
             f"unknown frontmatter key{'s' if len(unknown) > 1 else ''} {names}: not used, "
             f"kept in extra (known keys: {known}){hint}",
+            *unused,
         ),
     )
+
+
+def _unused_synonym(key: str, front: dict[str, Any]) -> str:
+    """Why a static-site generator's ``key`` (``SYNONYMS``) was not read as its field."""
+    field_name = SYNONYMS[key]
+    if field_name in front:
+        why = f"{field_name!r} is set"
+    else:
+        kind = "text" if field_name in TEXT_KEYS else "text or a list of texts"
+        value = front[key]
+        what = (
+            "a list of other values than texts"
+            if isinstance(value, list) and field_name in LIST_KEYS
+            else _kind(value)
+        )
+        why = f"it is read as {field_name!r} when it is {kind}, not {what}"
+    return f"frontmatter key {key!r} not used: {why} (kept in extra)"
+
+
+def _kind(value: Any) -> str:
+    """What a frontmatter value is, in a warning's words."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "true or false"
+    return "empty" if value is None else type(value).__name__
 
 
 def _fits(field_name: str, value: Any) -> bool:
