@@ -10,7 +10,7 @@ from superbiz.config import RetrievalConfig
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.search import HybridSearcher
-from superbiz.retrieval.title_match import title_coverage, title_words
+from superbiz.retrieval.title_match import TitleVocabulary, title_coverage, title_words
 
 
 @pytest.mark.parametrize(
@@ -85,3 +85,31 @@ def test_coverage_counts_a_title_word_as_any_pair_of_words_sharing_a_prefix_woul
             any(a.startswith(w[:4]) or w.startswith(a[:4]) for a in asked) for w in expected
         ) / len(expected)
         assert title_coverage(title, asked) == pairwise
+
+
+def test_a_word_most_titles_share_weighs_little() -> None:
+    """A storage operator's alerts all start "Ceph": a query naming "ceph" and "down"
+    means the page whose title says "Down" rather than the nearer Ceph page; each names a
+    third of its title."""
+    titles = ["Ceph Cluster Full", "Ceph Monitor Slow", "Ceph Pool Quota", "Node Down Alert"]
+    vocabulary = TitleVocabulary.of(titles)
+    assert vocabulary.weight("ceph") < vocabulary.weight("down") == vocabulary.weight("node")
+    asked = title_words("ceph is down")
+    assert title_coverage("Ceph Cluster Full", asked) == title_coverage("Node Down Alert", asked)
+    assert title_coverage("Ceph Cluster Full", asked, vocabulary) < 0.2
+    assert title_coverage("Node Down Alert", asked, vocabulary) == pytest.approx(1 / 3)
+
+    store = InMemoryChunkStore()
+    store.ensure_collection(2)
+    for n, (title, vector) in enumerate(
+        zip(titles, [(1.0, 0.0), (0.0, 1.0), (0.0, 1.0), (0.9, 0.44)], strict=True)
+    ):
+        path = f"ops/{n}.md"
+        vec = np.asarray(vector, dtype=np.float32)
+        text = "ceph down" if n in (0, 3) else "ceph slow"  # BM25 ties the two pages
+        record = ChunkRecord(f"{path}#0", path, "ops", title, "", 0, "h", text, text, vec)
+        store.replace_document(path, [record])
+    query = "ceph is down"
+    searcher = HybridSearcher(TableEmbedder({query: (1.0, 0.0)}, 2), store, RetrievalConfig())
+    assert searcher.search(query)[1][0].title == "Ceph Cluster Full"
+    assert searcher.search(query, titles=vocabulary)[1][0].title == "Node Down Alert"

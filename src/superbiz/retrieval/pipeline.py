@@ -32,6 +32,7 @@ from superbiz.retrieval.relevance import (
     with_answer_evidence,
 )
 from superbiz.retrieval.search import DocHit, HybridSearcher, document_language
+from superbiz.retrieval.title_match import UNIFORM, TitleVocabulary
 from superbiz.retrieval.visibility import Visibility
 
 #: a supplement below the reference cosine still qualifies with this share of the
@@ -277,7 +278,8 @@ def _hybrid(doc: DocHit) -> float:
 class Retriever:
     """Ranks and levels evidence for a query; ``exact_index`` is called on every query
     because the knowledge base rebuilds its index after documents change; ``documents``
-    is the KB's size, which sets how deep each search looks (``candidate_depth``)."""
+    is the KB's size, which sets how deep each search looks (``candidate_depth``), and
+    ``titles`` its titles' words (``TitleVocabulary``)."""
 
     def __init__(
         self,
@@ -286,9 +288,11 @@ class Retriever:
         thresholds: Thresholds,
         settings: RetrievalConfig,
         documents: int = 0,
+        titles: TitleVocabulary = UNIFORM,
     ) -> None:
         self._searcher = searcher
         self._documents = documents
+        self._titles = titles
         self._exact_index = exact_index
         self._thresholds = thresholds
         self._settings = settings
@@ -316,6 +320,7 @@ class Retriever:
             answers=len(fresh) != 1,
             visibility=visibility,
             documents=self._documents,
+            titles=self._titles,
         )
         return Candidates(matches, vector, ranked)
 

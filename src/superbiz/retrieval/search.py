@@ -22,7 +22,7 @@ from superbiz.retrieval.fusion import answer_fusion, lexical_reach, minmax_fusio
 from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
-from superbiz.retrieval.title_match import title_coverage, title_words
+from superbiz.retrieval.title_match import UNIFORM, TitleVocabulary, title_coverage, title_words
 from superbiz.retrieval.visibility import Visibility
 
 log = logging.getLogger(__name__)
@@ -116,11 +116,13 @@ class HybridSearcher:
         answers: bool = True,
         visibility: Visibility | None = None,
         documents: int = 0,
+        titles: TitleVocabulary = UNIFORM,
     ) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores, and by the
         answer model when there is one and ``answers`` is left on; among what
         ``visibility`` lets the reader see (None: everything), filtered in each search;
-        each search as deep as a KB of ``documents`` needs (``candidate_depth``)."""
+        each search as deep as a KB of ``documents`` needs (``candidate_depth``); title
+        words weighed by how rare they are among the KB's ``titles``."""
         source = self._answers if answers else None
         pending = (
             self._answer_pool.submit(
@@ -134,7 +136,7 @@ class HybridSearcher:
         bm25_depth = candidate_depth(self.settings.bm25_candidates, documents)
         dense = self.store.search_dense(vector, dense_depth, domain, visibility)
         sparse = self.store.search_bm25(query, bm25_depth, domain, visibility)
-        ranked = self.rank(query, vector, dense, sparse)
+        ranked = self.rank(query, vector, dense, sparse, titles)
         if source is None or pending is None:
             return vector, ranked
         try:
@@ -222,6 +224,7 @@ class HybridSearcher:
         vector: np.ndarray,
         dense: Sequence[ChunkHit],
         sparse: Sequence[ChunkHit],
+        titles: TitleVocabulary = UNIFORM,
     ) -> list[DocHit]:
         """Fuse at document level, best first.
 
@@ -230,9 +233,10 @@ class HybridSearcher:
         the dev set, document-level fusion (MRR 0.947) edged out chunk-level fusion
         rolled up by max (0.943). Min-max fusion then adds ``title_weight`` times the
         share of the title the query names (``title_coverage``): dev English R@1 0.835 →
-        0.865. Both lexical parts, BM25 and the title's words, count by the share of the
-        query they could see (``lexical_reach``). Chunks inside a document are ordered by
-        cosine.
+        0.865; each title word weighed by its rarity among the KB's ``titles`` (dev2
+        R@1 0.906 → 0.908, dev2-answer-only 0.670 → 0.681, dev pair unchanged). Both
+        lexical parts, BM25 and the title's words, count by the share of the query they
+        could see (``lexical_reach``). Chunks inside a document are ordered by cosine.
         """
         chunks: dict[str, ScoredChunk] = {}
         for hit in dense:
@@ -274,7 +278,8 @@ class HybridSearcher:
                 asked = title_words(query)
                 weight = reach * self.settings.title_weight
                 for path in fused:
-                    fused[path] += weight * title_coverage(by_doc[path][0].hit.title, asked)
+                    title = by_doc[path][0].hit.title
+                    fused[path] += weight * title_coverage(title, asked, titles)
 
         docs = []
         for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True):

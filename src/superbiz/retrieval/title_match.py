@@ -9,7 +9,10 @@ README: counting jieba words lowered HIGHLY_RELEVANT precision).
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from superbiz.retrieval.records import ENGLISH_STOP_WORDS
@@ -33,25 +36,81 @@ def title_words(text: str) -> tuple[str, ...]:
     return tuple(w for w in words if len(w) >= 3 and w not in _STOP)
 
 
-@lru_cache(maxsize=1024)
-def title_coverage(title: str, asked: tuple[str, ...]) -> float:
+class TitleVocabulary:
+    """How rare each title word is among a knowledge base's titles. A word most titles
+    share ("npm" in npm-install, npm-ci and npm-deprecate; "ceph" in a storage operator's
+    alerts) says little about which page a query means, so ``title_coverage`` weighs each
+    of a title's words by its inverse document frequency among the titles, as BM25
+    weighs a term (the weight never reaches 0: a title of shared words still counts).
+
+    >>> titles = TitleVocabulary.of(["npm-install", "npm-ci", "npm-deprecate"])
+    >>> round(titles.weight("npm"), 2), round(titles.weight("deprecate"), 2)
+    (0.13, 0.98)
+    >>> UNIFORM.weight("npm")  # no titles: every word alike
+    1.0
+    """
+
+    __slots__ = ("_counts", "_titles")
+
+    def __init__(self, counts: Mapping[str, int], titles: int) -> None:
+        self._counts = dict(counts)
+        self._titles = titles
+
+    @classmethod
+    def of(cls, titles: Iterable[str]) -> TitleVocabulary:
+        """The vocabulary of ``titles``, each counted once per title it is in."""
+        counts: Counter[str] = Counter()
+        seen = 0
+        for title in titles:
+            seen += 1
+            counts.update(set(title_words(title)))
+        return cls(counts, seen)
+
+    def weight(self, word: str) -> float:
+        if not self._titles:
+            return 1.0
+        return math.log((self._titles + 1) / (self._counts.get(word, 0) + 0.5))
+
+
+#: every title word weighs the same: the plain share of a title's words
+UNIFORM = TitleVocabulary({}, 0)
+
+
+def title_coverage(
+    title: str, asked: tuple[str, ...], vocabulary: TitleVocabulary = UNIFORM
+) -> float:
     """The share of ``title``'s words that the query's words ``asked`` (its ``title_words``)
     contain: a query word that starts with the title word's first four letters, or the
-    title word with the query word's ("ready" ~ "non-ready", "looping" ~ "loop").
-    Remembered for the last lookups: the fusion reads it, and the learned ranker after it.
+    title word with the query word's ("ready" ~ "non-ready", "looping" ~ "loop"); each
+    word weighed by how rare it is among the KB's titles (``vocabulary``).
 
     >>> asked = title_words("Pod web has been in a non-ready state")
     >>> title_coverage("Kube Pod Not Ready", asked)
     0.6666666666666666
     >>> title_coverage("支付失败排查", title_words("支付失败")), title_coverage("Kube API Down", ())
     (0.0, 0.0)
+    >>> titles = TitleVocabulary.of(["npm-install", "npm-ci", "npm-deprecate"])
+    >>> asked = title_words("How do I deprecate a package?")
+    >>> title_coverage("npm-deprecate", asked)
+    0.5
+    >>> round(title_coverage("npm-deprecate", asked, titles), 2)
+    0.88
     """
-    words = title_words(title)
-    if not words:
+    named = _named(title, asked)
+    if not named:
         return 0.0
+    weights = [vocabulary.weight(word) for word, _ in named]
+    return sum(w for w, (_, hit) in zip(weights, named, strict=True) if hit) / sum(weights)
+
+
+@lru_cache(maxsize=1024)
+def _named(title: str, asked: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """Each of ``title``'s words and whether ``asked`` names it (remembered for the last
+    lookups: the fusion reads it, and the learned ranker after it)."""
     heads, shorts = _prefixes(asked)
-    return sum(w[:_PREFIX] in heads or any(w.startswith(a) for a in shorts) for w in words) / len(
-        words
+    return tuple(
+        (w, w[:_PREFIX] in heads or any(w.startswith(a) for a in shorts))
+        for w in title_words(title)
     )
 
 

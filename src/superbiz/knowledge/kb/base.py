@@ -35,6 +35,7 @@ from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.store import ChunkStore
+from superbiz.retrieval.title_match import TitleVocabulary
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
 from superbiz.storage.kb_writes import KnowledgeWriteLock
@@ -125,6 +126,7 @@ class KnowledgeBase:
                 self.thresholds,
                 self.settings.retrieval_config,
                 documents=len(self.current_documents()),
+                titles=TitleVocabulary.of(d.title for d in self.current_documents().values()),
             )
         )
         self._version = knowledge_version(self.engine)
