@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from fakes.embedders import TableEmbedder
-from superbiz.config import RetrievalConfig
+from fakes.embedders import KeywordEmbedder, TableEmbedder
+from superbiz.config import RetrievalConfig, Settings
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.search import HybridSearcher
@@ -113,3 +118,28 @@ def test_a_word_most_titles_share_weighs_little() -> None:
     searcher = HybridSearcher(TableEmbedder({query: (1.0, 0.0)}, 2), store, RetrievalConfig())
     assert searcher.search(query)[1][0].title == "Ceph Cluster Full"
     assert searcher.search(query, titles=vocabulary)[1][0].title == "Node Down Alert"
+
+
+def test_a_knowledge_base_weighs_title_words_by_its_own_titles(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    """The retriever a knowledge base builds after each change reads its titles: a word
+    every title shares weighs less than a title's own, and a new document's words count
+    from the first lookup after it."""
+    files = {
+        f"ops/ceph-{word.lower()}.md": f"# Ceph {word}\n\nThe storage cluster is {word}.\n"
+        for word in ("Full", "Slow", "Degraded")
+    }
+    settings = Settings(data_dir=tmp_path / "data", database_url=f"sqlite:///{tmp_path}/kb.db")
+    kb = KnowledgeBase(settings, embedder=KeywordEmbedder(["storage"]), store=InMemoryChunkStore())
+    try:
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", files)])
+        titles = kb.retriever.titles
+        assert titles.weight("ceph") < titles.weight("degraded") == titles.weight("slow")
+        assert titles.weight("node") > titles.weight("degraded")  # in no title yet
+        node = {"ops/node-down.md": "# Node Down\n\nA node of the storage cluster is down.\n"}
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", node)])
+        assert kb.retriever.titles is not titles
+        assert kb.retriever.titles.weight("node") == kb.retriever.titles.weight("degraded")
+    finally:
+        kb.close()

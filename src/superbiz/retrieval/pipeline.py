@@ -300,6 +300,11 @@ class Retriever:
         self._evidence_levels = EvidenceLevels(**fitted.model_dump()) if fitted else EVIDENCE_LEVELS
         self._rankers = load_rankers(settings.ranker_file) if settings.ranker == "learned" else None
 
+    @property
+    def titles(self) -> TitleVocabulary:
+        """The words of the KB's titles, which the title signal weighs by their rarity."""
+        return self._titles
+
     def candidates(
         self,
         query: str,
