@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.documents.document import (
     DEFAULT_DOMAIN,
     content_hash,
@@ -544,3 +545,23 @@ def test_html_comments_and_empty_anchors_are_not_the_documents_text() -> None:
     assert "Each reader needs its own `<!-- id -->` range." in doc.body
     assert "```xml\n<!-- the dependency -->\n<artifactId>cdc</artifactId>\n```" in doc.body
     assert doc.body.endswith("<!-- never closed\n")
+
+
+def test_html_headings_are_the_pages_sections() -> None:
+    """Docs sites anchor each FAQ question in an ``<h4 id=…>``: read as text, the FAQ was
+    one section, and an answer had no heading to be found or quoted under."""
+    doc = parse(
+        "# FAQ\n\n"
+        '<h4 id="3.11">Nacos权重不生效</h4>\n\n控制台上编辑的权重没有打通客户端。\n\n'
+        '<H2 align="center">\n  Tom &amp; <code>Jerry</code>\n</H2> after it\n'
+        "<h3>never closed\n\nText.\n\n<h1><img src=logo.png></h1>\n"
+        "```html\n<h4>kept as code</h4>\n```\n"
+    )
+    assert doc.body == (
+        "# FAQ\n\n#### Nacos权重不生效\n\n控制台上编辑的权重没有打通客户端。\n\n"
+        "## Tom & Jerry\n after it\n"
+        "<h3>never closed\n\nText.\n\n<h1><img src=logo.png></h1>\n"
+        "```html\n<h4>kept as code</h4>\n```\n"
+    )
+    headings = [chunk.heading for chunk in chunk_markdown(doc.body, size=40, overlap=10)]
+    assert "FAQ > Nacos权重不生效" in headings

@@ -36,6 +36,7 @@ from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
+from superbiz.knowledge.formats._html_headings import html_headings_as_markdown
 from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
@@ -258,6 +259,7 @@ def _read_markdown(
     # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, Sphinx's {note} fences and {ref}`…`
     # roles read as their text
     body = mkdocs_admonitions_as_quotes(colon_admonitions_as_quotes(body))
+    body = html_headings_as_markdown(body)  # a FAQ's <h4> questions are its sections
     body = myst_roles_as_text(myst_directives_as_markdown(body))
     _refuse_unstorable(front, label)
     return front, body, warnings
