@@ -249,3 +249,26 @@ def test_one_page_in_two_formats_is_quoted_or_listed_once() -> None:
         QUESTION, [WEBHOOK, other_page], {**passages, other_page.path: PASSAGES[REFUND.path]}, QV
     )
     assert listed.related == (other_page,)
+
+
+def test_a_table_of_contents_is_not_quoted_while_its_page_has_an_answer() -> None:
+    """A FAQ's contents list every question the page answers, so they name the
+    question's words and match it closely: the answer below them is quoted instead."""
+    faq = doc(4, "guide/faq.md", "FAQ")
+    contents = "\n".join(
+        f"  - [{q}](#3.{n})"
+        for n, q in enumerate(["Webhook retries", "Refund timing", "Disk full"], 1)
+    )
+    passages = {
+        faq.path: [
+            Passage("FAQ", f"# FAQ\n- Usage\n{contents}", vector(1, 0.1)),
+            Passage("FAQ > Webhook retries", "Retries at 1 min … 24 h.", vector(1, 0.6)),
+        ]
+    }
+
+    [quote] = select_answer(QUESTION, [faq], passages, QV).quoted
+
+    assert quote.heading == "FAQ > Webhook retries"
+    # a page that is nothing but a list of links is still scored on it
+    index = {faq.path: passages[faq.path][:1]}
+    assert select_answer(QUESTION, [faq], index, QV).quoted[0].passage.startswith("# FAQ")

@@ -9,7 +9,9 @@ stored chunks, a section or a run of small sections under their headings — aga
 question, with what the pipeline already has: the chunk's dense vector (cross-lingual: a
 Chinese follow-up finds an English "Retry schedule") plus ``TERM_WEIGHT`` × the share of
 the question's terms, numbers and compound names that the passage, its headings and its
-document's title name. A document's score is its best passage's. Then:
+document's title name. A document's score is its best passage's, a table of contents
+aside (``is_navigation``: it lists the questions its page answers, and answers none).
+Then:
 
 * **first quoted**: this turn's first document, in the order the lookups ranked them,
   whose best passage answers (``ANSWER_SCORE``). Measured on dev + dev-answer-only, the
@@ -50,6 +52,7 @@ from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
+    is_navigation,
     passage_score,
     passage_text,
     question_terms,
@@ -251,7 +254,10 @@ def _scores(
         if not own:
             own = [Passage("", doc.content)]
         values = _passage_scores(vector, terms, unwritten, doc.title, own)
-        top = int(np.argmax(values))
+        # a table of contents names every question its page answers: not quoted while
+        # the page has any other passage
+        answering = [i for i, p in enumerate(own) if not is_navigation(p.text)]
+        top = max(answering or range(len(own)), key=values.__getitem__)
         best[doc.path] = (values[top], _whole(own, top))
     return best
 

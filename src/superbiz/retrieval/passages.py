@@ -34,6 +34,12 @@ _CONTINUATION_REACH = 200
 _MIN_OVERLAP = 20
 #: a line that opens or closes a fenced code block, with its info string
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.MULTILINE)
+#: a list item that is a link and nothing else: ``- [Nacos是什么](#1.1)``
+_LINK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\[[^\]]+\]\([^)]*\)[ \t]*$")
+#: the share of a passage's lines (headings and blank lines aside) that are links, and
+#: how many, that make it a table of contents
+_NAVIGATION_SHARE = 0.6
+_NAVIGATION_LINKS = 3
 
 
 def question_terms(question: str) -> list[str]:
@@ -96,6 +102,26 @@ def passage_score(
     """
     share = coverage(terms, text, unwritten)
     return TERM_WEIGHT * share + (cosine if cosine is not None else 0.0)
+
+
+def is_navigation(text: str) -> bool:
+    """Whether a passage is a list of links: a table of contents or a hub page's index,
+    which says where answers are and answers nothing. A FAQ's contents list every
+    question the page answers, so it named each question's terms and matched its words
+    better than the answer did: it was quoted instead of the answer.
+
+    >>> is_navigation("# FAQ\\n- 常规\\n  - [是什么](#1.1)\\n  - [可用](#1.3)\\n  - [依赖](#1.4)")
+    True
+    >>> is_navigation("## See also\\n- [Runbook](r.md)\\n- [Dashboard](d.md)\\n- [Logs](l.md)")
+    True
+    >>> is_navigation("Drain the node first.\\nThen restart it.\\n- [Runbook](r.md)")
+    False
+    """
+    lines = [
+        line for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")
+    ]
+    links = sum(1 for line in lines if _LINK_ITEM.match(line))
+    return links >= _NAVIGATION_LINKS and links >= _NAVIGATION_SHARE * len(lines)
 
 
 def quoted_window(windows: Sequence[str]) -> str:
