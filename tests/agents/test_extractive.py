@@ -412,3 +412,33 @@ def test_a_code_block_is_quoted_whole_and_never_left_open() -> None:
     # a window that ends inside a block: the quote closes it
     cut = best_passage(text.split("\n\n# then check")[0], ["redis-cli"])
     assert cut.text.endswith("SENTINEL failover mymaster\n```")
+
+
+def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
+    tmp_path: Path, use_embedder: Embedder, kb_writer: Any
+) -> None:
+    """TiDB's pages put Hugo's ``{{< copyable >}}`` above each command and fold each case
+    into ``<details>``: the answer quoted those lines as written. The stored text keeps
+    them (search reads it); the quote shows what the page does: the summary as a label,
+    the shortcode as nothing."""
+    page = (
+        "# 界面提示集群中未启动必要组件 NgMonitoring\n\n"
+        "<details>\n  <summary>使用 TiUP 部署的集群</summary>\n\n"
+        "检查 TiUP Cluster 版本，NgMonitoring 需要 TiUP v1.9.0 及以上：\n\n"
+        '{{< copyable "shell-regular" >}}\n\n'
+        "```shell\ntiup cluster --version\n```\n\n</details>\n"
+    )
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", {"dashboard/ngmonitoring.md": page})])
+        turn = runtime.ask("s1", "界面提示集群中未启动必要组件 NgMonitoring 怎么办？").result
+
+        assert [c.path for c in turn.citations] == ["dashboard/ngmonitoring.md"]
+        assert "**使用 TiUP 部署的集群**" in turn.answer
+        assert "tiup cluster --version" in turn.answer
+        assert "{{<" not in turn.answer and "<details>" not in turn.answer
+        assert "<summary>" not in turn.answer
+        # what search reads is the page as written
+        [chunk] = kb.passages(["dashboard/ngmonitoring.md"])["dashboard/ngmonitoring.md"]
+        assert '{{< copyable "shell-regular" >}}' in chunk.text

@@ -26,6 +26,7 @@ from superbiz._text import Language, asker_language, has_cjk, key_terms, normali
 from superbiz.agents.answer_selection import AnswerSelection, question_terms, select_answer
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.planner import Plan, PlannedDomain
+from superbiz.knowledge.documents.ingested import as_rendered
 from superbiz.llm.base import ResponseDone, StreamEvent, TextDelta
 from superbiz.llm.messages import (
     AssistantMessage,
@@ -336,7 +337,7 @@ def quote_answer(
     parts = [label]
     for quote, citation in zip(selection.quoted, quoted, strict=True):
         title = localized("common.title", language).format(title=citation.title)
-        passage = best_passage(quote.passage, terms)
+        passage = best_passage(as_rendered(quote.passage), terms)
         section = passage.heading or (quote.heading.split(" > ")[-1] if quote.heading else "")
         if section and section != citation.title:
             title += f" › {section}"

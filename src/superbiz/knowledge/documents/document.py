@@ -36,7 +36,7 @@ from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
-from superbiz.knowledge.formats._html_headings import html_headings_as_markdown
+from superbiz.knowledge.formats._html_blocks import html_headings_as_markdown
 from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown

@@ -14,6 +14,8 @@ from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.document import conversion_limits, parse_document
 from superbiz.knowledge.formats import CONVERTERS
+from superbiz.knowledge.formats._html_blocks import collapsible_sections_opened
+from superbiz.knowledge.formats._shortcodes import shortcode_lines_dropped
 from superbiz.storage.repository import StoredDocument
 
 
@@ -47,3 +49,16 @@ def cited_page(path: str, heading_path: str) -> int | None:
     from superbiz.knowledge.formats.pdf import page_of
 
     return page_of(heading_path)
+
+
+def as_rendered(text: str) -> str:
+    """A stored passage as a renderer shows two kinds of markup its text keeps: Hugo's
+    shortcode lines (``{{< copyable "shell-regular" >}}``, shown as nothing) and
+    ``<details>`` sections (their summary shown as a label), for a quote a person reads.
+    The stored text keeps them because search reads it: read as rendered, TiDB's pages
+    moved dev's levels (docs/benchmarks/answers.md, "A Chinese documentation site").
+
+    >>> as_rendered('<details><summary>TiUP</summary>\\n{{< copyable "shell-regular" >}}\\ntiup -v')
+    '**TiUP**\\n\\ntiup -v'
+    """
+    return shortcode_lines_dropped(collapsible_sections_opened(text))
