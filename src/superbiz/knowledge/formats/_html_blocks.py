@@ -24,7 +24,7 @@ from __future__ import annotations
 import html
 import re
 
-from superbiz.knowledge.formats._markdown import fence_after, heading, inline
+from superbiz.knowledge.formats._markdown import fence_after, heading, inline, lines_outside_code
 
 _OPEN = re.compile(r"^[ \t]{0,3}<h([1-6])(?:\s[^>]*)?>", re.IGNORECASE)
 #: a line that opens or closes a collapsible section, its summary (group 1) on it or not
@@ -105,16 +105,17 @@ def collapsible_sections_opened(markdown: str) -> str:
     """
     if "<details" not in markdown.lower():
         return markdown
-    out: list[str] = []
-    fence = None
-    for line in markdown.split("\n"):
-        if fence is None and (match := _DETAILS.match(line) or _SUMMARY.match(line)):
-            label = _text(match.group(1) or "")
-            out.append(f"**{label}**" if label else "")
-        else:
-            out.append(line)
-        fence = fence_after(line, fence)
-    return "\n".join(out)
+    return lines_outside_code(markdown, _opened)
+
+
+def _opened(line: str) -> str:
+    """A line that opens or closes a collapsible section as a reader sees it: its
+    summary as a bold line, else nothing; any other line as it is."""
+    match = _DETAILS.match(line) or _SUMMARY.match(line)
+    if match is None:
+        return line
+    label = _text(match.group(1) or "")
+    return f"**{label}**" if label else ""
 
 
 def _text(markup: str) -> str:

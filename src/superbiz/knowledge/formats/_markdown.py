@@ -5,7 +5,7 @@ thing whichever file it came from."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 _BACKTICKS = re.compile(r"`+")
@@ -52,6 +52,21 @@ def fence_after(line: str, fence: str | None) -> str | None:
         return None if closes_fence(line, fence) else fence
     opening = CODE_FENCE.match(line)
     return opening.group(1) if opening else None
+
+
+def lines_outside_code(markdown: str, rewrite: Callable[[str], str]) -> str:
+    """``markdown`` with each line outside its fenced code blocks replaced by
+    ``rewrite(line)``; the lines of a code block stay as written.
+
+    >>> lines_outside_code("note\\n```\\nnote\\n```", str.upper)
+    'NOTE\\n```\\nnote\\n```'
+    """
+    out: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        out.append(rewrite(line) if fence is None else line)
+        fence = fence_after(line, fence)
+    return "\n".join(out)
 
 
 def without_blank_ends(lines: Sequence[str]) -> list[str]:

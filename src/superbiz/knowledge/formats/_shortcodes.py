@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from superbiz.knowledge.formats._markdown import fence_after
+from superbiz.knowledge.formats._markdown import lines_outside_code
 
 _SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{(?:<[^\n]*?>|%[^\n]*?%)\}\}[ \t]*$")
 
@@ -30,9 +30,4 @@ def shortcode_lines_dropped(markdown: str) -> str:
     """
     if "{{" not in markdown:
         return markdown
-    out: list[str] = []
-    fence = None
-    for line in markdown.split("\n"):
-        out.append("" if fence is None and _SHORTCODE_LINE.match(line) else line)
-        fence = fence_after(line, fence)
-    return "\n".join(out)
+    return lines_outside_code(markdown, lambda line: "" if _SHORTCODE_LINE.match(line) else line)
