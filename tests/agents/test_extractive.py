@@ -418,15 +418,17 @@ def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
     tmp_path: Path, use_embedder: Embedder, kb_writer: Any
 ) -> None:
     """TiDB's pages put Hugo's ``{{< copyable >}}`` above each command and fold each case
-    into ``<details>``: the answer quoted those lines as written. The stored text keeps
-    them (search reads it); the quote shows what the page does: the summary as a label,
-    the shortcode as nothing."""
+    into ``<details>``; DolphinScheduler's FAQ centres a screenshot in ``<p>``: the answer
+    quoted those lines as written. The stored text keeps them (search reads it); the quote
+    shows what the page does: the summary as a label, the shortcode and the picture's
+    markup as nothing."""
     page = (
         "# 界面提示集群中未启动必要组件 NgMonitoring\n\n"
+        '<p align="center">\n  <img src="ngmonitoring.png" width="60%" />\n</p>\n\n'
         "<details>\n  <summary>使用 TiUP 部署的集群</summary>\n\n"
         "检查 TiUP Cluster 版本，NgMonitoring 需要 TiUP v1.9.0 及以上：\n\n"
         '{{< copyable "shell-regular" >}}\n\n'
-        "```shell\ntiup cluster --version\n```\n\n</details>\n"
+        "```shell\ntiup cluster --version\n```\n\n</details>\n\n---\n"
     )
     settings = Settings(data_dir=tmp_path / "data")
     kb = KnowledgeBase(settings, embedder=use_embedder)
@@ -438,7 +440,9 @@ def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
         assert "**使用 TiUP 部署的集群**" in turn.answer
         assert "tiup cluster --version" in turn.answer
         assert "{{<" not in turn.answer and "<details>" not in turn.answer
-        assert "<summary>" not in turn.answer
+        assert "<summary>" not in turn.answer and "<img" not in turn.answer
+        quote = turn.answer.split("来源：")[0]
+        assert quote.rstrip().endswith("```") and "---" not in quote  # it ends with its text
         # what search reads is the page as written
         [chunk] = kb.passages(["dashboard/ngmonitoring.md"])["dashboard/ngmonitoring.md"]
         assert '{{< copyable "shell-regular" >}}' in chunk.text

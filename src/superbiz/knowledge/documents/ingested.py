@@ -8,14 +8,18 @@ converted, and how a PDF's pages are marked, are the knowledge base's own
 
 from __future__ import annotations
 
+import re
 from pathlib import Path, PurePosixPath
 
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.document import conversion_limits, parse_document
 from superbiz.knowledge.formats import CONVERTERS
-from superbiz.knowledge.formats._html_blocks import collapsible_sections_opened
-from superbiz.knowledge.formats._shortcodes import shortcode_lines_dropped
+from superbiz.knowledge.formats._html_blocks import (
+    collapsible_sections_opened,
+    layout_lines_dropped,
+)
+from superbiz.knowledge.formats._shortcodes import shortcodes_as_rendered
 from superbiz.storage.repository import StoredDocument
 
 
@@ -52,13 +56,22 @@ def cited_page(path: str, heading_path: str) -> int | None:
 
 
 def as_rendered(text: str) -> str:
-    """A stored passage as a renderer shows two kinds of markup its text keeps: Hugo's
-    shortcode lines (``{{< copyable "shell-regular" >}}``, shown as nothing) and
-    ``<details>`` sections (their summary shown as a label), for a quote a person reads.
+    """A stored passage as a renderer shows the markup its text keeps, for a quote a person
+    reads: Hugo's shortcode lines (``{{< copyable "shell-regular" >}}``) as nothing and
+    its ``ref`` link targets as the pages they name, ``<details>`` sections with their
+    summary as a label, lines of HTML tags alone (a centred logo, ``</div>``) as nothing,
+    and no thematic break (``---``) after the end.
     The stored text keeps them because search reads it: read as rendered, TiDB's pages
     moved dev's levels (docs/benchmarks/answers.md, "A Chinese documentation site").
 
     >>> as_rendered('<details><summary>TiUP</summary>\\n{{< copyable "shell-regular" >}}\\ntiup -v')
     '**TiUP**\\n\\ntiup -v'
+    >>> as_rendered('<p align="center">\\n<img src="a.png" />\\n</p>\\nA：改小。\\n\\n---\\n')
+    'A：改小。'
     """
-    return shortcode_lines_dropped(collapsible_sections_opened(text))
+    shown = layout_lines_dropped(shortcodes_as_rendered(collapsible_sections_opened(text)))
+    return _THEMATIC_BREAK_AT_END.sub("", shown).rstrip() if shown.strip() else shown
+
+
+#: a thematic break (``---``, ``***``, ``___``) ending a text, with the blank lines around it
+_THEMATIC_BREAK_AT_END = re.compile(r"(?:\n[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*)+\s*\Z")

@@ -36,6 +36,8 @@ _DETAILS = re.compile(
 #: a summary on a line of its own
 _SUMMARY = re.compile(r"^[ \t]*<summary(?:\s[^>]*)?>(.*?)</summary\s*>[ \t]*$", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
+#: a line of HTML tags and nothing else: ``<p align="center">``, ``<img src=… />``, ``</div>``
+_TAGS_ONLY = re.compile(r"^[ \t]*(?:</?[A-Za-z][^>]*>[ \t]*)+$")
 #: lines a heading element may span before its closing tag (a paragraph's worth)
 _MAX_LINES = 8
 
@@ -116,6 +118,22 @@ def _opened(line: str) -> str:
         return line
     label = _text(match.group(1) or "")
     return f"**{label}**" if label else ""
+
+
+def layout_lines_dropped(markdown: str) -> str:
+    """``markdown`` without its lines of HTML tags alone, outside code: the wrappers a
+    README centres a logo in, the logo itself, ``<br>`` and ``</div>`` lines. A quote
+    in text cannot show a picture or a layout, and showed their markup instead (7 of
+    dev2's 355 answers began with a DolphinScheduler FAQ's ``<p align="center">``).
+
+    >>> layout_lines_dropped('Q：告警\\n<p align="center">\\n <img src="a.png" />\\n</p>\\nA')
+    'Q：告警\\nA'
+    >>> layout_lines_dropped("Press <kbd>Ctrl</kbd>.\\n```html\\n<br>\\n```")
+    'Press <kbd>Ctrl</kbd>.\\n```html\\n<br>\\n```'
+    """
+    if "<" not in markdown:
+        return markdown
+    return lines_outside_code(markdown, lambda line: None if _TAGS_ONLY.match(line) else line)
 
 
 def _text(markup: str) -> str:

@@ -54,17 +54,21 @@ def fence_after(line: str, fence: str | None) -> str | None:
     return opening.group(1) if opening else None
 
 
-def lines_outside_code(markdown: str, rewrite: Callable[[str], str]) -> str:
+def lines_outside_code(markdown: str, rewrite: Callable[[str], str | None]) -> str:
     """``markdown`` with each line outside its fenced code blocks replaced by
-    ``rewrite(line)``; the lines of a code block stay as written.
+    ``rewrite(line)``, or left out where that is None; a code block stays as written.
 
     >>> lines_outside_code("note\\n```\\nnote\\n```", str.upper)
     'NOTE\\n```\\nnote\\n```'
+    >>> lines_outside_code("<br>\\ntext", lambda line: None if line == "<br>" else line)
+    'text'
     """
     out: list[str] = []
     fence: str | None = None
     for line in markdown.split("\n"):
-        out.append(rewrite(line) if fence is None else line)
+        written = rewrite(line) if fence is None else line
+        if written is not None:
+            out.append(written)
         fence = fence_after(line, fence)
     return "\n".join(out)
 
