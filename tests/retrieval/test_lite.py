@@ -391,6 +391,14 @@ def _both_searches(store: Any, gate: Any, domain: str | None) -> list[Any]:
     return out
 
 
+def _assert_same_hits(ours: list[dict[str, Any]], lites: list[dict[str, Any]]) -> None:
+    """The same hits in the same order, their distances equal to float rounding: through a
+    filter ours are brute force over the segment's rows where Lite walks its HNSW graph,
+    and the two compute a distance in other orders (``_lite.search``)."""
+    assert [(h["id"], h["entity"]) for h in ours] == [(h["id"], h["entity"]) for h in lites]
+    assert [h["distance"] for h in ours] == pytest.approx([h["distance"] for h in lites], rel=1e-5)
+
+
 def _both_queries(gate: Any) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """Rows queried through the live rows and through Lite's own query."""
     from superbiz.retrieval._lite.search import query_live
@@ -415,7 +423,11 @@ def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path:
     store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
     try:
         store.ensure_collection(8)
-        other = [dataclasses.replace(c, domain="db") for c in _chunks("b.md", 7)]
+        # b.md's vectors apart from a.md's (``_chunks`` draws the same ones for every
+        # document): a tie cut at the limit may fall either way between brute force and HNSW
+        other = [
+            dataclasses.replace(c, domain="db", vector=c.vector + 0.25) for c in _chunks("b.md", 7)
+        ]
         steps: list[Any] = [
             lambda: store.insert(_chunks("a.md", 12) + other),
             store.flush,
@@ -432,7 +444,7 @@ def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path:
             views = gate.live.views
             for domain in (None, "ops", "db"):
                 for ours, lites in _both_searches(store, gate, domain):
-                    assert ours == lites
+                    _assert_same_hits(ours, lites)
             queried = _both_queries(gate)
             assert all(ours == lites for ours, lites in queried)
             assert any(lites for _, lites in queried)
@@ -514,3 +526,53 @@ def test_vectorized_bm25_cuts_ties_at_the_k_th_score_as_its_whole_ranking_does()
         ids, distances = fast.search(queries, k)
         assert (ids == whole_ids[:, :k]).all()
         assert (distances == whole_distances[:, :k]).all()
+
+
+def test_a_filtered_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path) -> None:
+    """A lookup scoped to a domain searched a segment's HNSW graph through an id selector,
+    which misses neighbours the filter cut off, and which ones depended on the graph, so on
+    the chunks' ids: a new reader version (every id new, no text changed) moved 94 of dev's
+    476 lookups. Through a filter over a segment's rows it is brute force: the hits are the
+    exact nearest rows of that domain, for any ids."""
+    from superbiz.retrieval.records import ChunkRecord
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((3000, 32)).astype(np.float32)
+    domains = ["ops" if i % 4 == 0 else "db" for i in range(len(vectors))]
+    probes = rng.standard_normal((20, 32)).astype(np.float32)
+    for salt in ("v8", "v9"):
+        store = MilvusChunkStore(str(tmp_path / f"{salt}.db"), "chunks")
+        try:
+            store.ensure_collection(32)
+            store.insert(
+                [
+                    ChunkRecord(
+                        id=f"{salt}:{i}",
+                        doc_path=f"d{i}.md",
+                        domain=domains[i],
+                        title=f"d{i}",
+                        heading="",
+                        chunk_index=0,
+                        content_hash=salt,
+                        text=f"chunk {i}",
+                        search_text=f"chunk {i}",
+                        vector=vector,
+                    )
+                    for i, vector in enumerate(vectors)
+                ]
+            )
+            store.flush()
+            gate = store._local_collection()
+            assert gate is not None and any(seg.indexes for seg in _segments_of(gate))
+            ops = np.flatnonzero(np.array(domains) == "ops")
+            for probe in probes:
+                hits = store.search_dense(probe, 15, domain="ops")
+                nearest = ops[np.argsort(((vectors[ops] - probe) ** 2).sum(axis=1))[:15]]
+                assert [h.doc_path for h in hits] == [f"d{i}.md" for i in nearest]
+        finally:
+            store.close()
+
+
+def _segments_of(gate: Any) -> list[Any]:
+    return list(gate.live.view().segments)
