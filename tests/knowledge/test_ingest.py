@@ -1024,3 +1024,27 @@ def test_the_next_files_are_read_while_the_current_ones_are_embedded(
             expected = _HashEmbedder.row(embedding_text(chunk.title, chunk.heading, chunk.text))
             np.testing.assert_allclose(chunk.vector, expected, atol=1e-6)
     assert_consistent(kb)
+
+
+def test_a_docusaurus_mdx_page_is_ingested_without_its_imports(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    """Docusaurus sites keep their pages as ``.mdx``: a folder's were skipped as an
+    unsupported file type, and a ``.md`` page that shows tabs opened with its imports."""
+    root = tmp_path / "docs"
+    (root / "ops").mkdir(parents=True)
+    (root / "ops" / "deploy.mdx").write_text(
+        "---\ntitle: Deploy\n---\nimport Tabs from '@theme/Tabs';\n"
+        "import TabItem from '@theme/TabItem';\n\n{/* TODO: Windows */}\n"
+        "Drain the node, then roll the deployment.\n\n<Tabs>\n<TabItem value=\"k8s\">\n\n"
+        "```bash\nkubectl rollout restart deploy/api\n```\n\n</TabItem>\n</Tabs>\n",
+        encoding="utf-8",
+    )
+    kb = open_kb()
+    report = Ingestor(kb).ingest([root])
+
+    assert report.added == ["ops/deploy.mdx"] and report.skipped == []
+    [chunk] = kb.passages(["ops/deploy.mdx"])["ops/deploy.mdx"]
+    assert chunk.text.startswith("Drain the node, then roll the deployment.")
+    assert "import" not in chunk.text and "TODO" not in chunk.text
+    assert "kubectl rollout restart deploy/api" in chunk.text

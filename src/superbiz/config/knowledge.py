@@ -22,6 +22,7 @@ class IngestSettings(_Section):
     """Characters two neighbouring chunks share (smaller than `chunk-size`)."""
     extensions: tuple[str, ...] = (
         ".md",
+        ".mdx",
         ".markdown",
         ".txt",
         ".html",
@@ -30,8 +31,8 @@ class IngestSettings(_Section):
         ".docx",
         ".rst",
     )
-    """The files ingested: Markdown and text as they are; HTML, PDF, Word and reStructuredText
-    converted to the same structure."""
+    """The files ingested: Markdown (``.mdx`` too: its imports and comments dropped) and
+    text as they are; HTML, PDF, Word and reStructuredText converted to the same structure."""
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
     """Tried in order for a file without a byte-order mark; add `gb18030` to accept GBK files."""
     convert_memory_mb: int = Field(320, ge=64)

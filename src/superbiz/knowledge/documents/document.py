@@ -39,6 +39,7 @@ from superbiz.knowledge.formats._admonitions import (
 from superbiz.knowledge.formats._html_blocks import html_headings_as_markdown
 from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
+from superbiz.knowledge.formats._mdx import mdx_scripts_dropped
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
@@ -253,7 +254,8 @@ def _read_markdown(
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     front, body = split_frontmatter(text, label)
     front, body, warnings = _check_keys(front, body, text)
-    body = invisible_html_dropped(body)  # a licence header in a comment is not the text
+    # a licence header in a comment is not the text, nor a Docusaurus page's imports
+    body = mdx_scripts_dropped(invisible_html_dropped(body))
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
     # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, Sphinx's {note} fences and {ref}`…`
