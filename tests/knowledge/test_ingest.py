@@ -1036,7 +1036,7 @@ def test_a_docusaurus_mdx_page_is_ingested_without_its_imports(
     (root / "ops" / "deploy.mdx").write_text(
         "---\ntitle: Deploy\n---\nimport Tabs from '@theme/Tabs';\n"
         "import TabItem from '@theme/TabItem';\n\n{/* TODO: Windows */}\n"
-        "Drain the node, then roll the deployment.\n\n<Tabs>\n<TabItem value=\"k8s\">\n\n"
+        'Drain the node, then roll the deployment.\n\n<Tabs>\n<TabItem value="k8s">\n\n'
         "```bash\nkubectl rollout restart deploy/api\n```\n\n</TabItem>\n</Tabs>\n",
         encoding="utf-8",
     )

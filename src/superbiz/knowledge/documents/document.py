@@ -27,6 +27,7 @@ from superbiz.knowledge.documents.frontmatter import (
     ACCESS_KEY,
     FRONTMATTER_KEYS,
     LIST_KEYS,
+    SITE_KEYS,
     SYNONYMS,
     TEXT_KEYS,
     split_frontmatter,
@@ -285,7 +286,7 @@ def _check_keys(
     for key, field_name in SYNONYMS.items():
         if key in front and field_name not in front and _fits(field_name, front[key]):
             front[field_name] = front.pop(key)
-    unknown = [key for key in front if key not in FRONTMATTER_KEYS]
+    unknown = [key for key in front if key not in FRONTMATTER_KEYS and not _site_key(key)]
     if not unknown:
         return front, body, ()
     # a generator's key whose field is set, or of another type, is no unknown key
@@ -314,6 +315,11 @@ def _check_keys(
             *unused,
         ),
     )
+
+
+def _site_key(key: Any) -> bool:
+    """Whether ``key`` is a static-site generator's (``SITE_KEYS``), in any case."""
+    return isinstance(key, str) and key.lower() in SITE_KEYS
 
 
 def _unused_synonym(key: str, front: dict[str, Any]) -> str:
