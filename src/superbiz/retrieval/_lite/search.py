@@ -105,8 +105,8 @@ def nearest(
     """The ``limit`` rows of ``vectors`` (those ``admitted``; None: all) nearest the one
     ``query`` row, exactly, as Lite's brute force returns them: ``(1, limit)`` row numbers
     and distances, padded with -1 and infinity. For L2 one matrix product, ``|v|² − 2 v·q +
-    |q|²``, where Lite takes a difference row by row (3 ms for dev2's 3,500 chunks against
-    0.5 ms); the distances agree to float rounding.
+    |q|²``, where Lite takes a difference row by row (0.7 ms against 4.8 ms for 3,500 rows
+    of 512 on one core); the distances agree to float rounding.
 
     >>> rows = np.array([[0.0, 0.0], [3.0, 4.0], [1.0, 0.0]], dtype=np.float32)
     >>> nearest(rows, np.array([[0.0, 0.0]], dtype=np.float32), "L2", 4, None)
