@@ -580,3 +580,12 @@ def test_a_site_generators_keys_are_frontmatter_and_no_unknown_keys() -> None:
     assert docusaurus.warnings == () and docusaurus.title == "Failover"
     assert docusaurus.body == "# Failover\n\nDrain.\n"
     assert docusaurus.extra == {"id": "failover", "Sidebar_Position": 2}
+
+
+def test_mdx_markup_never_closed_or_page_long_is_kept_as_written() -> None:
+    """A page of ``{/*`` openings never closed, and a page-long line that starts like an
+    import, are text: kept as written (each had made the reader's scan quadratic or worse)."""
+    openings = "{/* draft " * 50_000
+    long_line = "import " + "a " * 100_000 + "!"
+    doc = parse(f"---\ntitle: Hostile\n---\n{openings}\n\n{long_line}\n\nimport x from 'y'\n")
+    assert doc.body == f"{openings}\n\n{long_line}\n\n"

@@ -16,8 +16,11 @@ import re
 from superbiz.knowledge.formats._markdown import fence_after
 
 #: ``import X from 'module';``, ``import {A, B} from "module"``, ``import 'style.css';``
-_IMPORT = re.compile(r"^import\s+(?:[\w*{}\s,]+?\s+from\s+)?(?:'[^'\n]+'|\"[^\"\n]+\")\s*;?[ \t]*$")
-_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.DOTALL)
+_IMPORT = re.compile(r"import[ \t]+(?:[\w*{}, \t]+?[ \t]from[ \t]+)?(?:'[^'\n]+'|\"[^\"\n]+\")")
+#: an import statement is short: a longer line is text (and no regular expression runs
+#: over a page-long line)
+_IMPORT_CHARS = 300
+_OPEN, _CLOSE = "{/*", "*/}"
 
 
 def mdx_scripts_dropped(markdown: str) -> str:
@@ -50,5 +53,23 @@ def _prose_dropped(lines: list[str]) -> list[str]:
     """Lines outside code without their import statements and comments."""
     if not lines:
         return []
-    text = "\n".join(line for line in lines if not _IMPORT.match(line))
-    return _COMMENT.sub("", text).split("\n")
+    text = "\n".join(line for line in lines if not _import(line))
+    return _comments_dropped(text).split("\n")
+
+
+def _import(line: str) -> bool:
+    return len(line) <= _IMPORT_CHARS and _IMPORT.fullmatch(line.rstrip(" \t;")) is not None
+
+
+def _comments_dropped(text: str) -> str:
+    """``text`` without its ``{/* … */}`` comments, in one pass: an opening never closed
+    stays, and so does the rest of the text after it (a page of openings is linear)."""
+    kept, at = [], 0
+    while (start := text.find(_OPEN, at)) >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break
+        kept.append(text[at:start])
+        at = end + len(_CLOSE)
+    kept.append(text[at:])
+    return "".join(kept)
