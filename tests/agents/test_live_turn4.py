@@ -144,6 +144,19 @@ def test_the_world_cup_is_answered_with_no_evidence_and_no_quote(
     assert "DISPUTE_CREDIT" not in turn.answer and "[1]" not in turn.answer
 
 
+def test_the_world_cup_asked_after_the_webhook_question_is_still_no_evidence(
+    no_model: Runtime,
+) -> None:
+    """A question that does not point back at the turn before it is not read with it:
+    read so, the webhook runbook answered "the webhook question + Who won …?" and the
+    World Cup was quoted the retry schedule, labelled grounded."""
+    no_model.ask("turn4-world-cup-after-webhook", WEBHOOK)
+    turn = no_model.ask("turn4-world-cup-after-webhook", WORLD_CUP).result
+
+    assert turn.answer_source == "no_evidence" and not turn.grounded
+    assert turn.citations == [] and "[1]" not in turn.answer
+
+
 def test_a_sub_question_that_adds_to_the_question_is_a_lookup_of_its_own(
     replayed: tuple[Runtime, FakeOpenAIServer],
 ) -> None:

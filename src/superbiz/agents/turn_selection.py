@@ -12,6 +12,7 @@ from functools import partial
 from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource, select_answer
 from superbiz.agents.context import Citation
+from superbiz.agents.follow_up import refers_back
 from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
 
@@ -30,8 +31,9 @@ def select_for_turn(
 ) -> AnswerSelection:
     """What the answer to ``question`` quotes and lists among ``documents`` (this turn's
     and the session's; ``earlier``: the paths of the session's), after the turn's
-    ``outcomes``; in a follow-up (``previous``: the question before it), read with that
-    question when its own words find nothing. ``passages``: where the documents' stored
+    ``outcomes``; in a follow-up (``previous``: the question before it) that points back
+    at it (``refers_back``), read with that question when its own words find nothing.
+    ``passages``: where the documents' stored
     passages and the question's vector come from (None: the documents' shown text and
     the question's terms alone); ``reader``: whose turn it is."""
     ordered = reading_order(list(documents), outcomes)
@@ -46,7 +48,7 @@ def select_for_turn(
         placed={p for d in details for p in [*d.held_ahead, *d.shown]},
         recalled=frozenset(p for d in details for p in [*d.withheld, *d.shown]),
     )
-    context = f"{previous}\n{question}" if previous else None
+    context = f"{previous}\n{question}" if previous and refers_back(question) else None
     if passages is None:
         return select({}, context=context)
     stored = passages.passages([d.path for d in ordered])

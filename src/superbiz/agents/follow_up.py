@@ -1,0 +1,69 @@
+"""Whether a question in a session refers back to the turn before it.
+
+A follow-up that nothing answers in its own words is read with the question before it
+(``turn_selection``): "And how do I resume it afterwards?" after a question about pausing
+a replica's replay, "重试几次之后会放弃？" after one about webhooks. Read so, a question
+that stands alone is answered from the previous, unrelated question's documents: asked
+five to a running session (``eval answers --running 5``), 20 questions of the four
+development sets that a fresh session honestly answered with "nothing answers" quoted an
+earlier question's runbook instead, and none of those was right.
+
+What tells the two apart is grammar, not the knowledge base: a follow-up points back, with
+a pronoun or a demonstrative ("it", "those", "那台机器"), by opening as a continuation
+("And …", "What about …"), or — in Chinese, which drops what both speakers know — by
+naming no thing at all ("重试几次之后会放弃？": verbs and a count, no noun). These word
+lists are closed classes of the two languages superbiz reads, chosen from grammar; a
+possessive ("renews its certificate") points inside its own sentence and is left out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from superbiz._text import has_cjk, segmenter
+
+__all__ = ["refers_back"]
+
+#: English pronouns and adverbs that point at something said before; "its" and "their"
+#: are left out (a possessive's owner is nearly always in its own sentence: "Kubelet has
+#: failed to renew its client certificate"), and so are "this" and "that", which an alert
+#: text uses for itself ("Ensure NTP is configured on this host")
+_ENGLISH = re.compile(
+    r"\b(?:it|they|them|these|those|again|afterwards|instead)\b"
+    r"|^\W*(?:and|but|then|so|also|what about|how about)\b",
+    re.IGNORECASE,
+)
+#: Chinese pronouns, and demonstratives as jieba cuts them: 这 or 那 alone or with a
+#: classifier (这个, 那台, 这些); not the place words 这边, 这里 ("我们这边要查什么"), which
+#: point at the asker's side, nor 这么, 那么 (so much)
+_CHINESE_PRONOUNS = frozenset({"它", "它们", "其"})
+_DEMONSTRATIVE = re.compile(r"[这那][个些台种次条张步项类份位]?")
+#: jieba's part-of-speech tags of a thing named: nouns, names of people, places and
+#: organisations, other proper nouns, a word in Latin letters ("webhook", "Redis"); a
+#: verbal noun (``vn``: 重试) names an action, not what it acts on
+_NAMING_TAGS = frozenset({"n", "nr", "nrt", "nrfg", "ns", "nt", "nz", "ng", "eng"})
+
+
+def refers_back(question: str) -> bool:
+    """Whether ``question`` points back at an earlier turn instead of standing alone.
+
+    >>> refers_back("And how do I resume it afterwards?")
+    True
+    >>> refers_back("Kubelet has failed to renew its client certificate.")
+    False
+    >>> refers_back("重试几次之后会放弃？"), refers_back("如果那台机器丢了怎么恢复？")
+    (True, True)
+    >>> refers_back("如何对比上下游数据的一致性？")
+    False
+    """
+    if _ENGLISH.search(question):
+        return True
+    if not has_cjk(question):
+        return False
+    segmenter()  # jieba set up as everywhere else (quiet, its cache file)
+    import jieba.posseg
+
+    words = [(w.word, w.flag) for w in jieba.posseg.cut(question)]
+    if any(word in _CHINESE_PRONOUNS or _DEMONSTRATIVE.fullmatch(word) for word, _ in words):
+        return True
+    return not any(flag in _NAMING_TAGS for _, flag in words)
