@@ -272,3 +272,28 @@ def test_a_table_of_contents_is_not_quoted_while_its_page_has_an_answer() -> Non
     # a page that is nothing but a list of links is still scored on it
     index = {faq.path: passages[faq.path][:1]}
     assert select_answer(QUESTION, [faq], index, QV).quoted[0].passage.startswith("# FAQ")
+
+
+def test_a_pages_title_stored_alone_scores_for_it_but_is_not_what_it_quotes() -> None:
+    """An alert runbook's ``# etcdGRPCReadRequestsSlow`` is a chunk of its own that names
+    every word of the alert: it scores the page (the figures of every set unchanged), and
+    the quote is the page's best passage with something under its heading, not the title
+    with nothing under it (39 answers on the four sets quoted nothing but a heading)."""
+    runbook = doc(5, "alerts/etcdGRPCReadRequestsSlow.md", "etcdGRPCReadRequestsSlow")
+    passages = {
+        runbook.path: [
+            Passage("etcdGRPCReadRequestsSlow", "# etcdGRPCReadRequestsSlow", vector(1, 0.1)),
+            Passage(
+                "etcdGRPCReadRequestsSlow > Meaning",
+                "## Meaning\n\nReads are slow.",
+                vector(1, 0.8),
+            ),
+        ]
+    }
+    title_only = {runbook.path: passages[runbook.path][:1]}
+
+    [quote] = select_answer(QUESTION, [runbook], passages, QV).quoted
+
+    assert quote.heading.endswith("Meaning") and "Reads are slow." in quote.passage
+    scores = select_answer(QUESTION, [runbook], passages, QV).scores
+    assert scores == select_answer(QUESTION, [runbook], title_only, QV).scores

@@ -210,6 +210,17 @@ def test_best_passage_quotes_the_section_asked_about_not_the_opening() -> None:
     assert "订单服务" not in passage.text and "read-only" not in passage.text
 
 
+def test_an_faq_question_written_as_a_heading_is_answered_by_what_follows_it() -> None:
+    """dev2's FAQ pages put the question in a heading and the answer under it, in words
+    of its own: the quote was the heading alone ("A：DolphinScheduler" left out)."""
+    text = "## Q：项目的名称是？\n\nA：DolphinScheduler\n\n## Q：其他问题\n\nA：无"
+    passage = best_passage(text, key_terms("项目的名称是？"))
+    assert passage.heading == "Q：项目的名称是？" and passage.text == "A：DolphinScheduler"
+    # under a page's title with nothing of its own, the section that says something
+    alert = "# etcdGRPCReadRequestsSlow\n\n## Meaning\n\nReads take over 3 seconds."
+    assert best_passage(alert, ["etcd", "grpc", "read"]).text == "Reads take over 3 seconds."
+
+
 def test_a_code_block_a_quoted_sentence_introduces_is_quoted_with_it() -> None:
     """CMake's example: "For example, the code:", the block, then "will run ``someHasher``";
     the block names none of the question's words and the quote read "the code: will run"."""

@@ -10,7 +10,9 @@ question, with what the pipeline already has: the chunk's dense vector (cross-li
 Chinese follow-up finds an English "Retry schedule") plus ``TERM_WEIGHT`` × the share of
 the question's terms, numbers and compound names that the passage, its headings and its
 document's title name. A document's score is its best passage's, a table of contents
-aside (``is_navigation``: it lists the questions its page answers, and answers none).
+aside (``is_navigation``: it lists the questions its page answers, and answers none); a
+page's title stored alone (``is_bare_heading``) counts for the page's score but is not
+what it quotes, which is its best passage with something under a heading.
 Then:
 
 * **first quoted**: this turn's first document, in the order the lookups ranked them,
@@ -52,6 +54,7 @@ from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
+    is_bare_heading,
     is_navigation,
     passage_score,
     passage_text,
@@ -258,7 +261,11 @@ def _scores(
         # the page has any other passage
         answering = [i for i, p in enumerate(own) if not is_navigation(p.text)]
         top = max(answering or range(len(own)), key=values.__getitem__)
-        best[doc.path] = (values[top], _whole(own, top))
+        # a page's title stored alone scores for the page, and the quote is the page's
+        # best passage that says something under it
+        said = [i for i in answering if not is_bare_heading(own[i].text)]
+        quoted = top if top in said or not said else max(said, key=values.__getitem__)
+        best[doc.path] = (values[top], _whole(own, quoted))
     return best
 
 

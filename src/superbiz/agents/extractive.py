@@ -232,18 +232,26 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     r"""The passage of ``text`` that answers ``terms``: the section (heading to heading)
     that mentions the most of them (ties: the most mentions), then any other section
     mentioning more than half as many and one the quote does not name yet, best first,
-    each by its paragraphs naming one, under its heading. Quoting the document's opening
-    because it names the product once is what this avoids; with no term anywhere, the
-    opening it is. A section that only repeats the quote's words (the next command of a
-    reference page, under words every section uses) is left out.
+    each by its paragraphs naming one, under its heading (all of them, from its start,
+    when only its heading names any: an FAQ's question, answered by what follows it).
+    Quoting the document's opening because it names the product once is what this
+    avoids; with no term anywhere, the opening it is. A section that only repeats the
+    quote's words (the next command of a reference page, under words every section
+    uses) is left out.
 
     >>> best_passage("# T\n\nintro\n\nredis pool is full\n\nother", ["redis"], 100).text
     'redis pool is full'
     >>> best_passage("# T\n\nuses redis\n\n## Full pool\n\nredis pool is full", ["redis", "pool"])
     QuotedPassage(heading='Full pool', text='redis pool is full')
+    >>> best_passage("## Why is the pool full?\n\nClients leak connections.", ["pool", "full"])
+    QuotedPassage(heading='Why is the pool full?', text='Clients leak connections.')
+    >>> best_passage("# RedisPoolFull\n\n## Meaning\n\nThe pool is full.", ["redis", "pool"])
+    QuotedPassage(heading='Meaning', text='The pool is full.')
     """
     sections = _sections(text)
-    hits = [s.hits(terms) for s in sections]
+    # a heading with nothing under it before the next one (a page's title) has nothing
+    # to quote: "etcdGRPCReadRequestsSlow" named every word of its alert and was quoted empty
+    hits = [s.hits(terms) if s.paragraphs else (0, 0) for s in sections]
     best = max(hits, default=(0, 0))[0]
     if not best:
         return QuotedPassage("", _within([p for s in sections for p in s.paragraphs], limit))
@@ -257,7 +265,10 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
             named |= names
     paragraphs: list[str] = []
     for i in quoted:
-        own = _reading(sections[i].paragraphs, terms)
+        # a section that names the question only in its heading (an FAQ's question) is
+        # answered by what follows it: read from its start (its paragraphs naming none of
+        # the terms, the quote had been the heading alone)
+        own = _reading(sections[i].paragraphs, terms) or list(sections[i].paragraphs)
         if paragraphs and own and sections[i].heading:
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own

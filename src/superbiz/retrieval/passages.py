@@ -124,6 +124,17 @@ def is_navigation(text: str) -> bool:
     return links >= _NAVIGATION_LINKS and links >= _NAVIGATION_SHARE * len(lines)
 
 
+def is_bare_heading(text: str) -> bool:
+    """Whether a passage is headings alone: a page's title stored as a chunk of its own
+    (an alert runbook's ``# etcdGRPCReadRequestsSlow`` above its first section). Its words
+    are the question's, so it scored best, and the quote under it was empty.
+
+    >>> is_bare_heading("# etcdGRPCReadRequestsSlow"), is_bare_heading("# T\\n\\nRestart it.")
+    (True, False)
+    """
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.split("\n"))
+
+
 def quoted_window(windows: Sequence[str]) -> str:
     r"""The last of ``windows`` (consecutive windows of one section, in order) as a quote
     reads it. The chunker cuts a long section into windows that overlap, each begun on a
