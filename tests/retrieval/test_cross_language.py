@@ -67,6 +67,28 @@ category: acme
 If a deployment breaks production, redeploy the previous release: `acme deploy --revision`
 with the last good revision number. Then tell the on-call engineer what happened.
 """,
+    "acme/builds.md": """---
+title: Builds that wait too long
+category: acme
+---
+# Builds that wait too long
+
+Alert Name: AcmeBuildsPendingForLong
+
+Pending builds pile up in a namespace when its jobs repeat: look up the namespace, find the
+projects whose pipelines keep queueing builds, and block the user when it is abuse.
+""",
+    "acme/runners.md": """---
+title: Runner fleet
+category: acme
+---
+# Runner fleet
+
+Alert Name: AcmeTooManyPendingBuildsPerNamespace
+
+Check that the runner managers create machines, that the cloud quota is not exhausted and
+that the error rate of the managers is low. Restart a manager that stopped polling.
+""",
 }
 
 QUESTIONS = {
@@ -97,6 +119,16 @@ def test_a_chinese_question_finds_the_english_runbook_that_answers_it(
 ) -> None:
     ranked = english_kb.retriever.candidates(question).ranked
     assert ranked[0].doc_path == QUESTIONS[question], [d.doc_path for d in ranked]
+
+
+def test_a_chinese_question_naming_an_alert_finds_the_page_that_names_it(
+    english_kb: Any,
+) -> None:
+    """The alert's name is one term of three for BM25 (the rest is Chinese), but only one
+    page contains it: an identifier counts whatever language the question is in."""
+    question = "AcmeTooManyPendingBuildsPerNamespace 告警了，要怎么排查？"
+    ranked = english_kb.retriever.candidates(question).ranked
+    assert ranked[0].doc_path == "acme/runners.md", [d.doc_path for d in ranked]
 
 
 def test_an_english_question_still_weighs_its_words(english_kb: Any) -> None:

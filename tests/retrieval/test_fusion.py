@@ -111,6 +111,13 @@ def test_lexical_reach_counts_the_terms_in_a_script_the_hits_use() -> None:
     assert lexical_reach("pip", []) == 0.0
     # no key term (stop words, one-letter words): nothing to scale
     assert lexical_reach("的 a", english) == 1.0
+    # an identifier the hits contain names its document in any language
+    alert = ["Alert Name: CICDTooManyPendingJobsPerNamespace", "Pending jobs"]
+    assert lexical_reach("CICDTooManyPendingJobsPerNamespace 告警了，要怎么排查？", alert) == 1.0
+    assert lexical_reach("max_connections 该设多大？", ["Raise max_connections"]) == 1.0
+    # one the hits do not contain, or a plain word, is one term as before
+    assert lexical_reach("KubePodCrashLooping 告警了，要怎么排查？", alert) == 1 / 3
+    assert lexical_reach("Pending 告警了，要怎么排查？", alert) == 1 / 3
 
 
 def test_rrf_formula() -> None:
