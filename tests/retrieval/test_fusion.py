@@ -118,6 +118,8 @@ def test_lexical_reach_counts_the_terms_in_a_script_the_hits_use() -> None:
     # one the hits do not contain, or a plain word, is one term as before
     assert lexical_reach("KubePodCrashLooping 告警了，要怎么排查？", alert) == 1 / 3
     assert lexical_reach("Pending 告警了，要怎么排查？", alert) == 1 / 3
+    # an abbreviation or a version number is no identifier
+    assert lexical_reach("升级到 v1.2 后报错 e.g. 日志", ["v1.2 e.g. release notes"]) < 1.0
 
 
 def test_rrf_formula() -> None:

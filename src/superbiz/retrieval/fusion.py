@@ -13,10 +13,12 @@ from collections.abc import Iterable, Mapping
 from superbiz._text import has_cjk, has_latin, key_terms
 
 #: a name that identifies what it names in any language: CamelCase of three humps or more
-#: (``CICDTooManyPendingJobsPerNamespace``) or words joined by ``_`` or ``.``
-#: (``max_connections``, ``java.lang.NoSuchFieldError``)
+#: (``CICDTooManyPendingJobsPerNamespace``) or words joined by ``_`` or ``.``, each begun
+#: by a letter, six characters at least (``max_connections``, ``java.lang.NoSuchFieldError``;
+#: not "e.g" nor "v1.2")
 _IDENTIFIER = re.compile(
-    r"(?<![\w.])(?:[A-Z]+[a-z0-9]+){3,}(?![\w.])|(?<![\w.])[A-Za-z][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w.])"
+    r"(?<![\w.])(?:[A-Z]+[a-z0-9]+){3,}(?![\w.])"
+    r"|(?<![\w.])(?=[\w.]{6})[A-Za-z][A-Za-z0-9]*(?:[_.][A-Za-z][A-Za-z0-9]*)+(?![\w.])"
 )
 
 
