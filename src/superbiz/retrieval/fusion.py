@@ -86,8 +86,10 @@ def lexical_reach(query: str, hits: Iterable[str]) -> float:
     # document whatever language the rest is in ("CICDTooManyPendingJobsPerNamespace
     # 告警了，要怎么排查？": one term of three, its page second behind a neighbour's cosine)
     named = [m.lower() for m in _IDENTIFIER.findall(query)]
-    if named and any(name in text.lower() for name in named for text in texts):
-        return 1.0
+    if named:
+        lowered = [text.lower() for text in texts]
+        if any(name in text for name in named for text in lowered):
+            return 1.0
     terms = key_terms(query)
     if not terms:
         return 1.0

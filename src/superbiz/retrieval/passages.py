@@ -117,9 +117,7 @@ def is_navigation(text: str) -> bool:
     >>> is_navigation("Drain the node first.\\nThen restart it.\\n- [Runbook](r.md)")
     False
     """
-    lines = [
-        line for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")
-    ]
+    lines = _body_lines(text)
     links = sum(1 for line in lines if _LINK_ITEM.match(line))
     return links >= _NAVIGATION_LINKS and links >= _NAVIGATION_SHARE * len(lines)
 
@@ -132,7 +130,12 @@ def is_bare_heading(text: str) -> bool:
     >>> is_bare_heading("# etcdGRPCReadRequestsSlow"), is_bare_heading("# T\\n\\nRestart it.")
     (True, False)
     """
-    return all(not line.strip() or line.lstrip().startswith("#") for line in text.split("\n"))
+    return not _body_lines(text)
+
+
+def _body_lines(text: str) -> list[str]:
+    """The lines of ``text`` that are neither blank nor a heading."""
+    return [line for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")]
 
 
 def quoted_window(windows: Sequence[str]) -> str:
