@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
@@ -15,6 +18,10 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlch
 from superbiz.exceptions import StoreError, first_line
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+#: first key of the advisory lock held while the schema is brought up to date (after
+#: ``replica_turn_order.LOCK_NAMESPACE`` and ``kb_writes.WRITE_NAMESPACE``); the second
+#: is the schema's hash, so databases in other schemas never wait
+SCHEMA_NAMESPACE = 0x5B12 + 2
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -41,7 +48,8 @@ def open_database(
         event.listen(engine, "connect", _sqlite_pragmas)
     if migrate:
         try:
-            command.upgrade(alembic_config(engine), "head")
+            with _schema_lock(engine):
+                command.upgrade(alembic_config(engine), "head")
         except OperationalError as exc:
             engine.dispose()
             raise StoreError(f"cannot reach the database at {engine.url!r}: {exc.orig}") from exc
@@ -50,6 +58,49 @@ def open_database(
             raise StoreError(f"cannot migrate the database at {engine.url!r}: {exc}") from exc
     event.listen(engine, "handle_error", _unavailable_store)
     return engine
+
+
+@contextmanager
+def _schema_lock(engine: Engine) -> Iterator[None]:
+    """One process at a time brings the schema up to date: replicas started together on
+    an empty schema, or ``superbiz serve`` and ``superbiz ingest`` on a new data folder,
+    each ran the migrations, and all but the first stopped on a table the first had
+    just made ("table documents already exists"). The next one in finds the schema
+    current and changes nothing. On PostgreSQL an advisory lock, on SQLite a file lock
+    beside the database (not the write lock's: a process opening the database while
+    another ingests must not wait for the ingest)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            key = {"namespace": SCHEMA_NAMESPACE}
+            connection.execute(_SCHEMA_LOCK, key)
+            try:
+                yield
+            finally:
+                connection.execute(_SCHEMA_UNLOCK, key)
+    elif engine.dialect.name == "sqlite" and engine.url.database:
+        with file_lock(Path(engine.url.database), ".schema-lock"):
+            yield
+    else:
+        yield
+
+
+_SCHEMA_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
+_SCHEMA_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
+
+
+@contextmanager
+def file_lock(database: Path, suffix: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<database><suffix>``, which the kernel releases with
+    the process (an in-memory database has no file and no other process to share it)."""
+    if database.name in ("", ":memory:"):
+        yield
+        return
+    with open(database.with_name(database.name + suffix), "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def upsert_insert(engine: Engine, table: Table | type[Any]) -> Any:
@@ -78,9 +129,10 @@ def relational_store_error(engine: Engine | None, exc: BaseException) -> StoreEr
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
     cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+    # the wait first: a new file's switch to WAL beside another process's waits for it
+    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
 
 

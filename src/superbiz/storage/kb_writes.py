@@ -25,7 +25,6 @@ The four locks, by what they order and across what:
 
 from __future__ import annotations
 
-import fcntl
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -34,7 +33,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from superbiz.storage.db import dedicated_connection, relational_store_error
+from superbiz.storage.db import dedicated_connection, file_lock, relational_store_error
 from superbiz.storage.replica_turn_order import LOCK_NAMESPACE
 
 #: first key of the knowledge base's advisory lock (sessions' locks use ``LOCK_NAMESPACE``);
@@ -72,7 +71,7 @@ class KnowledgeWriteLock:
         if self.engine.dialect.name == "postgresql":
             stack.enter_context(self._advisory())
         elif self.engine.dialect.name == "sqlite" and self.engine.url.database:
-            stack.enter_context(_file_lock(Path(self.engine.url.database)))
+            stack.enter_context(file_lock(Path(self.engine.url.database), ".write-lock"))
         return stack
 
     @contextmanager
@@ -101,18 +100,3 @@ def _unlock(connection: Connection, params: dict[str, object]) -> None:
         connection.invalidate()  # the connection is gone, and with it the lock
     finally:
         connection.close()
-
-
-@contextmanager
-def _file_lock(database: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<database>.write-lock`` (an in-memory database has
-    no file and no other process to share it)."""
-    if database.name in ("", ":memory:"):
-        yield
-        return
-    with open(database.with_name(database.name + ".write-lock"), "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
