@@ -12,6 +12,7 @@ import multiprocessing
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 
+import pytest
 from sqlalchemy import inspect, text
 
 from superbiz.storage.db import open_database
@@ -32,22 +33,13 @@ def _open(url: str, start: Barrier, results: multiprocessing.Queue[str]) -> None
         results.put("ok")
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_processes_opening_a_fresh_database_at_once_all_start(
-    database_factory: Callable[[str], str],
+    kind: str, database_factory: Callable[[str], str]
 ) -> None:
     spawn = multiprocessing.get_context("spawn")
     for _ in range(ROUNDS):
-        url = database_factory("sqlite")
-        _open_together(spawn, url)
-        _assert_migrated(url)
-
-
-def test_replicas_opening_a_fresh_schema_at_once_all_start(
-    database_factory: Callable[[str], str],
-) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    for _ in range(ROUNDS):
-        url = database_factory("postgresql")
+        url = database_factory(kind)
         _open_together(spawn, url)
         _assert_migrated(url)
 
