@@ -579,3 +579,40 @@ def test_a_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path) -> None
 
 def _segments_of(gate: Any) -> list[Any]:
     return list(gate.live.view().segments)
+
+
+@pytest.mark.parametrize("kept", [1.0, 0.9, 0.1, 0.0005])
+def test_the_exact_search_finds_lites_brute_force_neighbours_under_any_filter(
+    kept: float,
+) -> None:
+    """All rows, most of them (read in place, the rest set to infinity) and a few (copied
+    out): the rows and distances of Lite's own brute force, to float rounding."""
+    from milvus_lite.index.brute_force import BruteForceIndex
+
+    from superbiz.retrieval._lite.search import nearest, squared_norms
+
+    rng = np.random.default_rng(36)
+    vectors = rng.standard_normal((3000, 64)).astype(np.float32)
+    query = rng.standard_normal((1, 64)).astype(np.float32)
+    admitted = None if kept == 1.0 else rng.random(3000) < kept
+    ids, distances = nearest(vectors, query, "L2", 15, admitted, squared_norms(vectors))
+    lite_ids, lite_distances = BruteForceIndex.build(vectors, "L2").search(
+        query, 15, valid_mask=admitted
+    )
+    assert ids.tolist() == lite_ids.tolist()
+    finite = np.isfinite(lite_distances)
+    assert np.allclose(distances[finite], lite_distances[finite], rtol=1e-4, atol=1e-4)
+    assert np.isinf(distances[~finite]).all()
+
+
+def test_a_segments_squared_norms_are_worked_out_once_while_it_lives() -> None:
+    from superbiz.retrieval._lite import search
+
+    vectors = np.arange(12, dtype=np.float32).reshape(4, 3)
+    first = search.squared_norms(vectors)
+    assert first.tolist() == [5.0, 50.0, 149.0, 302.0]
+    assert search.squared_norms(vectors) is first
+    assert search.squared_norms(vectors.copy()) is not first  # another array, its own
+    key = id(vectors)
+    del vectors
+    assert key not in search._NORMS  # let go with its array

@@ -10,6 +10,7 @@ for the extension, and its title are those of the page.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from superbiz.retrieval.search import DocHit
@@ -17,8 +18,9 @@ from superbiz.retrieval.search import DocHit
 __all__ = ["later_formats", "one_format", "page_key"]
 
 
+@lru_cache(maxsize=65536)
 def page_key(path: str, title: str) -> tuple[str, str]:
-    """What two formats of one page share.
+    """What two formats of one page share (cached: a lookup asks it of every candidate).
 
     >>> page_key("api/fs.md", "File system") == page_key("api/fs.html", "File System")
     True
