@@ -76,7 +76,10 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
             try:
                 yield
             finally:
-                connection.execute(_SCHEMA_UNLOCK, key)
+                try:
+                    connection.execute(_SCHEMA_UNLOCK, key)
+                except DBAPIError:  # the connection is gone, and with it the lock
+                    connection.invalidate()
     elif engine.dialect.name == "sqlite" and engine.url.database:
         with file_lock(Path(engine.url.database), ".schema-lock"):
             yield
