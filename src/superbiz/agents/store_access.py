@@ -10,12 +10,13 @@ so that each call runs with the lock released. The lock is held for a turn's own
 overlap in their model calls. With server stores (PostgreSQL, a Milvus server) there
 is nothing to serialise and the lock is a no-op.
 
-The four locks, by what they order and across what:
+The five locks, by what they order and across what:
 
 * ``agents.turn_order``: turns of one session (the protocol; within one process);
 * ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
 * ``agents.store_access``: threads using the embedded stores, within one process;
-* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it;
+* ``storage.db``: bringing one database's schema up to date, across every process opening it.
 """
 
 from __future__ import annotations

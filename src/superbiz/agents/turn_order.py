@@ -8,12 +8,13 @@ serialises them inside one process, first come first served. Several replicas ne
 implementation every replica sees (e.g. a PostgreSQL advisory lock) behind the same
 ``hold``.
 
-The four locks, by what they order and across what:
+The five locks, by what they order and across what:
 
 * ``agents.turn_order``: turns of one session (the protocol; within one process);
 * ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
 * ``agents.store_access``: threads using the embedded stores, within one process;
-* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it;
+* ``storage.db``: bringing one database's schema up to date, across every process opening it.
 """
 
 from __future__ import annotations

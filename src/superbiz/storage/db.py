@@ -72,12 +72,12 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
             key = {"namespace": SCHEMA_NAMESPACE}
-            connection.execute(_SCHEMA_LOCK, key)
+            connection.execute(SCHEMA_LOCK, key)
             try:
                 yield
             finally:
                 try:
-                    connection.execute(_SCHEMA_UNLOCK, key)
+                    connection.execute(SCHEMA_UNLOCK, key)
                 except DBAPIError:  # the connection is gone, and with it the lock
                     connection.invalidate()
     elif engine.dialect.name == "sqlite" and engine.url.database:
@@ -87,8 +87,9 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
         yield
 
 
-_SCHEMA_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
-_SCHEMA_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
+#: a session-level advisory lock per schema: ``namespace`` says what it orders
+SCHEMA_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
+SCHEMA_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
 
 
 @contextmanager

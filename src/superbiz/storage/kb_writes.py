@@ -15,12 +15,13 @@ write (``superbiz ingest``, an upload, a delete) holds this lock:
 It is re-entrant within a thread (an upload ingests while it holds the lock); other
 threads of the process wait for it too.
 
-The four locks, by what they order and across what:
+The five locks, by what they order and across what:
 
 * ``agents.turn_order``: turns of one session (the protocol; within one process);
 * ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
 * ``agents.store_access``: threads using the embedded stores, within one process;
-* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it;
+* ``storage.db``: bringing one database's schema up to date, across every process opening it.
 """
 
 from __future__ import annotations
@@ -30,17 +31,21 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from superbiz.storage.db import dedicated_connection, file_lock, relational_store_error
+from superbiz.storage.db import (
+    SCHEMA_LOCK,
+    SCHEMA_UNLOCK,
+    dedicated_connection,
+    file_lock,
+    relational_store_error,
+)
 from superbiz.storage.replica_turn_order import LOCK_NAMESPACE
 
 #: first key of the knowledge base's advisory lock (sessions' locks use ``LOCK_NAMESPACE``);
 #: the second is the schema's hash, so knowledge bases in other schemas never wait
 WRITE_NAMESPACE = LOCK_NAMESPACE + 1
-_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
-_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
 
 
 class KnowledgeWriteLock:
@@ -79,7 +84,7 @@ class KnowledgeWriteLock:
         params: dict[str, object] = {"namespace": WRITE_NAMESPACE}
         connection = dedicated_connection(self.engine)
         try:
-            connection.execute(_LOCK, params)
+            connection.execute(SCHEMA_LOCK, params)
             connection.commit()
         except BaseException as exc:
             connection.close()
@@ -94,7 +99,7 @@ class KnowledgeWriteLock:
 
 def _unlock(connection: Connection, params: dict[str, object]) -> None:
     try:
-        connection.execute(_UNLOCK, params)
+        connection.execute(SCHEMA_UNLOCK, params)
         connection.commit()
     except DBAPIError:
         connection.invalidate()  # the connection is gone, and with it the lock

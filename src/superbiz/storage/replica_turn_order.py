@@ -10,12 +10,13 @@ connection and with it the lock, so nothing stays locked after a crash. Two sess
 whose ids hash alike merely take turns. Chosen over Redis by measurement (README,
 "Deploy for a team"): one server fewer to run, and no lease to expire under a slow turn.
 
-The four locks, by what they order and across what:
+The five locks, by what they order and across what:
 
 * ``agents.turn_order``: turns of one session (the protocol; within one process);
 * ``storage.replica_turn_order``: turns of one session, across replicas (PostgreSQL);
 * ``agents.store_access``: threads using the embedded stores, within one process;
-* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it.
+* ``storage.kb_writes``: writes to one knowledge base, across every process sharing it;
+* ``storage.db``: bringing one database's schema up to date, across every process opening it.
 """
 
 from __future__ import annotations
