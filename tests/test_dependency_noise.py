@@ -109,3 +109,39 @@ def test_milvus_lite_outlives_a_model_that_takes_minutes(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["model", "1", "True", "None"], done.stdout + done.stderr
     assert not [word for word in NOISE if word in done.stderr], done.stderr
+
+
+PYMILVUS_WARNS = textwrap.dedent(
+    """
+    import logging, sys
+    from superbiz.cli import _main
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    _main(verbose=sys.argv[2] == "verbose")  # the CLI's callback, before any command
+    store = MilvusChunkStore(sys.argv[1], "chunks")  # pymilvus imported, as a command does
+    # what its query iterator logs against a `milvus-lite server`, which has no sessions
+    logging.getLogger("pymilvus.client.iterator.search_iterator").warning(
+        "failed to get mvccTs from milvus server, use client-side ts instead"
+    )
+    store.close()
+    """
+)
+
+
+def test_pymilvus_warnings_stay_quiet_once_a_store_imported_it(tmp_path: Path) -> None:
+    """Seen in `eval scale --profile server`: one such line per query of `milvus-lite
+    server`, hundreds a run, although the CLI sets pymilvus' logger to ERROR: pymilvus
+    set it back to WARNING when the store imported it. ``--verbose`` still shows them."""
+
+    def stderr(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", PYMILVUS_WARNS, str(tmp_path / f"{mode}.db"), mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stderr
+
+    assert "mvccTs" not in stderr("quiet")
+    assert "mvccTs" in stderr("verbose")

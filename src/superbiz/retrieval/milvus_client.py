@@ -7,6 +7,7 @@ this as how it reaches Milvus (reconnecting, reloading a released collection).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,20 @@ SERVER_GRPC_OPTIONS: dict[str, Any] = {
     "grpc.keepalive_time_ms": 600_000,
     "grpc.keepalive_permit_without_calls": 0,
 }
+
+
+def milvus_client_class() -> Any:
+    """pymilvus' ``MilvusClient``, imported with the level the application gave the
+    ``pymilvus`` logger kept: pymilvus sets that logger to WARNING with a handler of its
+    own when it is first imported, which is after the CLI set it to ERROR (the store
+    imports it lazily), so "failed to get mvccTs …" printed on every query of a
+    ``milvus-lite server`` (hundreds of lines in ``eval scale --profile server``)."""
+    chosen = logging.getLogger("pymilvus").level
+    from pymilvus import MilvusClient
+
+    if chosen:
+        logging.getLogger("pymilvus").setLevel(chosen)
+    return MilvusClient
 
 
 #: Milvus' ErrCollectionNotLoaded: a restarted server may hold the collection released

@@ -26,7 +26,12 @@ import numpy as np
 from superbiz._text import segmenter
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
 from superbiz.retrieval._lite import InProcessLite
-from superbiz.retrieval.milvus_client import LITE_GRPC_OPTIONS, SERVER_GRPC_OPTIONS, GuardedClient
+from superbiz.retrieval.milvus_client import (
+    LITE_GRPC_OPTIONS,
+    SERVER_GRPC_OPTIONS,
+    GuardedClient,
+    milvus_client_class,
+)
 from superbiz.retrieval.milvus_filters import Filter, search_filter
 from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection
 from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
@@ -49,8 +54,7 @@ class MilvusChunkStore:
     """The ``ChunkStore`` of production: one Milvus collection (see the module docstring)."""
 
     def __init__(self, uri: str, collection: str, token: str | None = None) -> None:
-        from pymilvus import MilvusClient
-
+        client_class = milvus_client_class()
         self.uri = uri
         self.collection = collection
         local = self._is_lite = "://" not in uri
@@ -72,7 +76,7 @@ class MilvusChunkStore:
             # reconnecting server client a broken one (see GuardedClient).
             options = LITE_GRPC_OPTIONS if local else SERVER_GRPC_OPTIONS
             self._client = GuardedClient(
-                lambda: MilvusClient(
+                lambda: client_class(
                     uri=uri, token=token or "", dedicated=True, grpc_options=options
                 ),
                 uri,
