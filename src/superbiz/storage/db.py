@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,9 @@ def open_database(
         try:
             with _schema_lock(engine):
                 command.upgrade(alembic_config(engine), "head")
+        except StoreError:
+            engine.dispose()
+            raise
         except OperationalError as exc:
             engine.dispose()
             raise StoreError(f"cannot reach the database at {engine.url!r}: {exc.orig}") from exc
@@ -60,42 +63,62 @@ def open_database(
     return engine
 
 
-@contextmanager
-def _schema_lock(engine: Engine) -> Iterator[None]:
+def _schema_lock(engine: Engine) -> AbstractContextManager[None]:
     """One process at a time brings the schema up to date: replicas started together on
     an empty schema, or ``superbiz serve`` and ``superbiz ingest`` on a new data folder,
     each ran the migrations, and all but the first stopped on a table the first had
     just made ("table documents already exists"). The next one in finds the schema
-    current and changes nothing. On PostgreSQL an advisory lock, on SQLite a file lock
-    beside the database (not the write lock's: a process opening the database while
-    another ingests must not wait for the ingest)."""
+    current and changes nothing. Its own lock file on SQLite, not the write lock's: a
+    process opening the database while another ingests must not wait for the ingest."""
+    return process_lock(engine, SCHEMA_NAMESPACE, ".schema-lock")
+
+
+@contextmanager
+def process_lock(engine: Engine, namespace: int, suffix: str) -> Iterator[None]:
+    """A lock across every process using ``engine``'s database, released with the
+    process if it dies: on PostgreSQL a session-level advisory lock ``(namespace, the
+    schema's hash)`` on a connection of its own, on SQLite an ``flock`` on the file
+    ``<database><suffix>``; none for an in-memory database (no other process shares it)."""
     if engine.dialect.name == "postgresql":
-        with engine.connect() as connection:
-            key = {"namespace": SCHEMA_NAMESPACE}
-            connection.execute(SCHEMA_LOCK, key)
-            try:
-                yield
-            finally:
-                try:
-                    connection.execute(SCHEMA_UNLOCK, key)
-                except DBAPIError:  # the connection is gone, and with it the lock
-                    connection.invalidate()
+        with _advisory_lock(engine, namespace):
+            yield
     elif engine.dialect.name == "sqlite" and engine.url.database:
-        with file_lock(Path(engine.url.database), ".schema-lock"):
+        with _file_lock(Path(engine.url.database), suffix):
             yield
     else:
         yield
 
 
-#: a session-level advisory lock per schema: ``namespace`` says what it orders
-SCHEMA_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
-SCHEMA_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
+_LOCK = text("SELECT pg_advisory_lock(:namespace, hashtext(current_schema()))")
+_UNLOCK = text("SELECT pg_advisory_unlock(:namespace, hashtext(current_schema()))")
 
 
 @contextmanager
-def file_lock(database: Path, suffix: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<database><suffix>``, which the kernel releases with
-    the process (an in-memory database has no file and no other process to share it)."""
+def _advisory_lock(engine: Engine, namespace: int) -> Iterator[None]:
+    params: dict[str, object] = {"namespace": namespace}
+    connection = dedicated_connection(engine)
+    try:
+        connection.execute(_LOCK, params)
+        connection.commit()
+    except BaseException as exc:
+        connection.close()
+        if isinstance(exc, DBAPIError):
+            raise relational_store_error(engine, exc) from exc
+        raise
+    try:
+        yield
+    finally:
+        try:
+            connection.execute(_UNLOCK, params)
+            connection.commit()
+        except DBAPIError:
+            connection.invalidate()  # the connection is gone, and with it the lock
+        finally:
+            connection.close()
+
+
+@contextmanager
+def _file_lock(database: Path, suffix: str) -> Iterator[None]:
     if database.name in ("", ":memory:"):
         yield
         return

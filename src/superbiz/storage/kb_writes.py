@@ -29,18 +29,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Engine
 
-from superbiz.storage.db import (
-    SCHEMA_LOCK,
-    SCHEMA_UNLOCK,
-    dedicated_connection,
-    file_lock,
-    relational_store_error,
-)
+from superbiz.storage.db import process_lock
 from superbiz.storage.replica_turn_order import LOCK_NAMESPACE
 
 #: first key of the knowledge base's advisory lock (sessions' locks use ``LOCK_NAMESPACE``);
@@ -73,35 +65,5 @@ class KnowledgeWriteLock:
 
     def _acquire(self) -> ExitStack:
         stack = ExitStack()
-        if self.engine.dialect.name == "postgresql":
-            stack.enter_context(self._advisory())
-        elif self.engine.dialect.name == "sqlite" and self.engine.url.database:
-            stack.enter_context(file_lock(Path(self.engine.url.database), ".write-lock"))
+        stack.enter_context(process_lock(self.engine, WRITE_NAMESPACE, ".write-lock"))
         return stack
-
-    @contextmanager
-    def _advisory(self) -> Iterator[None]:
-        params: dict[str, object] = {"namespace": WRITE_NAMESPACE}
-        connection = dedicated_connection(self.engine)
-        try:
-            connection.execute(SCHEMA_LOCK, params)
-            connection.commit()
-        except BaseException as exc:
-            connection.close()
-            if isinstance(exc, DBAPIError):
-                raise relational_store_error(self.engine, exc) from exc
-            raise
-        try:
-            yield
-        finally:
-            _unlock(connection, params)
-
-
-def _unlock(connection: Connection, params: dict[str, object]) -> None:
-    try:
-        connection.execute(SCHEMA_UNLOCK, params)
-        connection.commit()
-    except DBAPIError:
-        connection.invalidate()  # the connection is gone, and with it the lock
-    finally:
-        connection.close()
