@@ -2,15 +2,16 @@
 filters and merge, with the live-row masks instead of Lite's per-row walk. ``search_check``
 compares them with Lite's own searches and queries before a store uses them.
 
-One departure: a dense search of a segment whose rows to search (live, and admitted by
-the filter of a lookup scoped to a domain or to what a reader may see) number at most
-``EXACT_ROWS`` is exact, by brute force over those rows, where Lite walks the segment's
-HNSW graph (through an id selector, under a filter). The walk misses neighbours, the more
-so through a filter, and which ones depends on the graph, so on the chunks' ids: raising
-the Markdown reader's version number, which changes every chunk's id and no text, changed
-94 of dev's 476 lookups (24 more HIGHLY_RELEVANT, R@1 0.943 → 0.941), and once the
-filtered searches were exact, the next raise still changed 109 of dev-answer-only's.
-Exact, a lookup is the same under any ids.
+One departure: a dense search reads the rows to search (live, and admitted by the filter
+of a lookup scoped to a domain or to what a reader may see) of its smallest segments, up
+to ``EXACT_ROWS`` in all, exactly, by brute force (``exact_segments``), where Lite walks
+each segment's HNSW graph (through an id selector, under a filter). The walk misses
+neighbours, the more so through a filter, and which ones depends on the graph, so on the
+chunks' ids: raising the Markdown reader's version number, which changes every chunk's id
+and no text, changed 94 of dev's 476 lookups (24 more HIGHLY_RELEVANT, R@1 0.943 → 0.941),
+and once the filtered searches were exact, the next raise still changed 109 of
+dev-answer-only's. Exact, a lookup is the same under any ids. Past ``EXACT_ROWS`` the
+largest segments keep their graphs: a scan's cost is its bytes, read from memory.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 from superbiz.retrieval._lite.bm25 import segment_scorer
 from superbiz.retrieval._lite.live_rows import LiveRows
 
-#: the most rows a dense search of one segment reads exactly (about a millisecond of
-#: numpy); past it, the segment's HNSW graph
+#: the most rows of segments with a graph that one dense search reads exactly (a
+#: millisecond of numpy from memory); past it, the largest segments' HNSW graphs
 EXACT_ROWS = 10_000
 
 
@@ -57,8 +58,8 @@ def search_dense(
     query = np.asarray([vector], dtype=np.float32)
     compiled = collection._compile_filter(expr) if expr else None
     plan = collection._indexed_filter_plan(compiled)
-    candidates: list[tuple[float, int, int]] = []
     sources: list[Any] = []  # the segments with rows, then the memtable
+    searched: list[tuple[np.ndarray, np.ndarray, Any, int]] = []
     for seg, alive in zip(view.segments, view.dense, strict=True):
         if seg.num_rows == 0:
             continue
@@ -67,13 +68,16 @@ def search_dense(
         mask = alive if compiled is None else alive & evaluate_segment_filter(seg, compiled, plan)
         mask = mask if valid is None else mask & valid
         if mask.any():
-            index = seg.indexes.get(field)
-            admitted = None if mask.all() else mask
-            if index is None or np.count_nonzero(mask) <= EXACT_ROWS:
-                found = nearest(vectors, query, metric, limit, admitted, squared_norms(vectors))
-            else:
-                found = index.search(query, limit, valid_mask=admitted)
-            candidates += _ranked(found, len(sources) - 1)
+            searched.append((vectors, mask, seg.indexes.get(field), len(sources) - 1))
+    exact = exact_segments([(int(np.count_nonzero(m)), i is not None) for _, m, i, _ in searched])
+    candidates: list[tuple[float, int, int]] = []
+    for (vectors, mask, index, source), brute in zip(searched, exact, strict=True):
+        admitted = None if mask.all() else mask
+        if brute:
+            found = nearest(vectors, query, metric, limit, admitted, squared_norms(vectors))
+        else:
+            found = index.search(query, limit, valid_mask=admitted)
+        candidates += _ranked(found, source)
     pks, vectors, refs, table, alive = view.memtable_dense(field)
     if pks:
         sources.append(None)
@@ -99,6 +103,28 @@ def search_dense(
     for hit in hits:
         hit["distance"] = _internal_distance_to_milvus_distance(hit["distance"], metric)
     return hits
+
+
+def exact_segments(segments: list[tuple[int, bool]]) -> list[bool]:
+    """Which segments a dense search reads by brute force, given each one's rows to
+    search and whether it has a graph: those without one, then the smallest until
+    ``EXACT_ROWS`` rows in all. A knowledge base of up to ``EXACT_ROWS`` chunks is
+    searched exactly however Lite has split it; a larger one reads at most that many
+    rows exactly (a scan's cost is its bytes), the largest segments by their graphs.
+
+    >>> exact_segments([(2_062, True), (8_219, True), (33_314, True), (7_847, True)])
+    [True, False, False, True]
+    >>> exact_segments([(40_000, False), (9_000, True)])
+    [True, True]
+    """
+    exact = [not indexed for _, indexed in segments]
+    budget = EXACT_ROWS
+    for i in sorted(range(len(segments)), key=lambda i: segments[i][0]):
+        rows, indexed = segments[i]
+        if indexed and rows <= budget:
+            exact[i] = True
+            budget -= rows
+    return exact
 
 
 def nearest(
