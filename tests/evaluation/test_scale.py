@@ -110,6 +110,7 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     seed = _seed(tmp_path / "seed")
     args = ["eval", "scale", str(seed), "--max-documents", "8", "--work", str(tmp_path / "w")]
+    args += ["--rounds", "3"]
     result = CliRunner().invoke(app, [*args, "-o", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text(encoding="utf-8"))
@@ -124,6 +125,10 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     assert second["ingest"]["embedder_chunks_per_s"] > 0 and second["peak_rss_mb"] > 0
     # wall and CPU time of each lookup (CPU: what another process's load moves least)
     assert second["lookup_ms"]["cpu_p50"] > 0 and second["lookup_ms"]["p50"] > 0
+    # timed three times over, each figure the median of the passes'
+    rounds = second["lookup_ms"]["p50_rounds"]
+    assert report["lookup_rounds"] == second["lookup_ms"]["rounds"] == len(rounds) == 3
+    assert second["lookup_ms"]["p50"] == sorted(rounds)[1]
     assert "scale (embedded profile" in result.output
 
 

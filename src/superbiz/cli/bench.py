@@ -209,6 +209,12 @@ def eval_scale(
         Path | None,
         typer.Option("--work", help="Keep the generated corpus (and the KB) here."),
     ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds", help="Passes over the seed's questions timed (their median).", min=1
+        ),
+    ] = 3,
     as_json: JsonFlag = False,
     output: OutputFile = None,
 ) -> None:
@@ -237,6 +243,7 @@ def eval_scale(
             profile="server" if profile == "server" else "embedded",
             max_documents=max_documents,
             database_url=database_url,
+            lookup_rounds=rounds,
             on_size=partial,
             on_notice=lambda text: err.print(f"[dim]{escape(text)}[/]"),
         )
