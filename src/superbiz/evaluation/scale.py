@@ -247,9 +247,7 @@ def _embedder_rate(
         return len(texts) / (time.perf_counter() - started)
 
 
-def _lookups(
-    runtime: Runtime, queries: Sequence[ScaleQuery], rounds: int = LOOKUP_ROUNDS
-) -> dict[str, Any]:
+def _lookups(runtime: Runtime, queries: Sequence[ScaleQuery], rounds: int) -> dict[str, Any]:
     """Latency of the seed's questions (the same at every size) and recall of the seed's
     and of the copies' questions, one fresh session each (as ``eval retrieval``).
 
