@@ -1,22 +1,31 @@
 """A turn's answer selection: the documents in front of the answer, in the order its
-lookups ranked them (the session's held documents where those lookups put them), with
-their passages read from the knowledge base, handed to the pure
-:func:`superbiz.agents.answer_selection.select_answer`.
+lookups ranked them (the session's held documents where those lookups put them), the
+first of them reordered by a passage model where the knowledge base has one
+(:mod:`superbiz.agents.quote_order`), with their passages read from the knowledge base,
+handed to the pure :func:`superbiz.agents.answer_selection.select_answer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 
+import numpy as np
+
 from superbiz.access import Reader
-from superbiz.agents.answer_selection import AnswerSelection, PassageSource, select_answer
+from superbiz.agents.answer_selection import (
+    AnswerSelection,
+    PassageSource,
+    StoredPassage,
+    select_answer,
+)
 from superbiz.agents.context import Citation
 from superbiz.agents.follow_up import refers_back
+from superbiz.agents.quote_order import PASSAGE_CHARS, QUOTE_DEPTH, PassageMatcher, fused_order
 from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
 
-__all__ = ["reading_order", "select_for_turn"]
+__all__ = ["model_order", "reading_order", "select_for_turn"]
 
 
 def select_for_turn(
@@ -40,25 +49,34 @@ def select_for_turn(
     if not ordered:
         return AnswerSelection()
     details = [o.details for o in outcomes if o.details]
+    placed = {p for d in details for p in [*d.held_ahead, *d.shown]}
+    context = f"{previous}\n{question}" if previous and refers_back(question) else None
+    if passages is None:
+        stored: Mapping[str, Sequence[StoredPassage]] = {}
+        vector = None
+    else:
+        stored = passages.passages([d.path for d in ordered])
+        vector = passages.embed_question(question)
+        if isinstance(passages, PassageMatcher):
+            ordered = model_order(question, ordered, placed, stored, vector, passages)
     select = partial(
         select_answer,
         question,
         ordered,
+        stored,
+        vector,
         earlier=frozenset(earlier),
-        placed={p for d in details for p in [*d.held_ahead, *d.shown]},
+        placed=placed,
         recalled=frozenset(p for d in details for p in [*d.withheld, *d.shown]),
     )
-    context = f"{previous}\n{question}" if previous and refers_back(question) else None
     if passages is None:
-        return select({}, context=context)
-    stored = passages.passages([d.path for d in ordered])
-    vector = passages.embed_question(question)
+        return select(context=context)
     chinese = passages.writes_chinese(reader)
-    selection = select(stored, vector, writes_chinese=chinese)
+    selection = select(writes_chinese=chinese)
     if selection.answered or context is None:
         return selection
     wider = passages.embed_question(context)
-    return select(stored, vector, context=context, context_vector=wider, writes_chinese=chinese)
+    return select(context=context, context_vector=wider, writes_chinese=chinese)
 
 
 def reading_order(documents: list[Citation], outcomes: Sequence[ToolOutcome]) -> list[Citation]:
@@ -84,3 +102,36 @@ def reading_order(documents: list[Citation], outcomes: Sequence[ToolOutcome]) ->
         for path in [*ahead, *outcome.shown]:
             order.setdefault(path, len(order))
     return sorted(documents, key=lambda d: order.get(d.path, len(order)))
+
+
+def model_order(
+    question: str,
+    ordered: list[Citation],
+    ranked: Collection[str],
+    stored: Mapping[str, Sequence[StoredPassage]],
+    vector: np.ndarray,
+    matcher: PassageMatcher,
+) -> list[Citation]:
+    """``ordered`` with its first documents that the turn's lookups ranked (``ranked``: at
+    most ``QUOTE_DEPTH``) in ``fused_order`` of the passage model's match of ``question``
+    with each one's best passage (its stored chunk nearest the question's ``vector``);
+    unchanged with fewer than two of them or no model (``match_passages`` gives None)."""
+    head = 0
+    while head < min(len(ordered), QUOTE_DEPTH) and ordered[head].path in ranked:
+        head += 1
+    if head < 2:
+        return ordered
+    texts = [best_passage(doc, stored.get(doc.path, ()), vector) for doc in ordered[:head]]
+    cosines = matcher.match_passages(question, texts)
+    if cosines is None:
+        return ordered
+    return [ordered[i] for i in fused_order(cosines)] + ordered[head:]
+
+
+def best_passage(doc: Citation, chunks: Sequence[StoredPassage], vector: np.ndarray) -> str:
+    """The document's title and its stored chunk nearest ``vector`` (the content it was
+    shown with when no chunk has a vector), cut at ``PASSAGE_CHARS``."""
+    scored = [(float(np.dot(vector, c.vector)), c.text) for c in chunks if c.vector is not None]
+    if scored:
+        return f"{doc.title}\n{max(scored)[1]}"[:PASSAGE_CHARS]
+    return f"{doc.title}\n{doc.content}"[:PASSAGE_CHARS]

