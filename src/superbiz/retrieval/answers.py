@@ -72,6 +72,13 @@ class AnswerEncoder:
             rows = np.asarray(self._model.passage(list(texts)), dtype=np.float32)
         return rows.reshape(len(texts), -1)
 
+    def cosines(self, query: str, texts: Sequence[str]) -> list[float]:
+        """The cosine of ``query`` with each of ``texts``, encoded as passages."""
+        vector, rows = self.query(query), self.passages(texts)
+        norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(vector)
+        cosines: list[float] = (rows @ vector / np.where(norms > 0, norms, 1.0)).tolist()
+        return cosines
+
 
 @contextmanager
 def _named_errors() -> Iterator[None]:

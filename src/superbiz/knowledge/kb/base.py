@@ -15,12 +15,7 @@ from sqlalchemy import Engine
 from superbiz._text import has_cjk
 from superbiz.access import Reader
 from superbiz.config import Settings
-from superbiz.exceptions import (
-    ConfigError,
-    EmbeddingError,
-    IndexMismatchError,
-    UnknownDomainError,
-)
+from superbiz.exceptions import ConfigError, EmbeddingError, IndexMismatchError, UnknownDomainError
 from superbiz.knowledge.documents.document import normalize_domain
 from superbiz.knowledge.kb._mirror import DocumentMirror
 from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
@@ -163,29 +158,19 @@ class KnowledgeBase:
             return None
         return shared_encoder()
 
-    @cached_property
-    def passage_encoder(self) -> AnswerEncoder | None:
-        """The passage model, when ``retrieval.answers.passages`` names one."""
-        if self.settings.retrieval.answers.passages == "none":
-            return None
-        return shared_encoder()
-
     def match_passages(self, question: str, passages: Sequence[str]) -> list[float] | None:
         """The passage model's cosine of ``question`` with each of ``passages``
-        (``quote_order.PassageMatcher``); None without a model, or when it fails (the
-        answer then reads its documents in the lookups' order)."""
-        encoder = self.passage_encoder
-        if encoder is None or not passages:
+        (``quote_order.PassageMatcher``), when ``retrieval.answers.passages`` names one;
+        None without, or when it fails (the answer then reads its documents in the
+        lookups' order)."""
+        if self.settings.retrieval.answers.passages == "none" or not passages:
             return None
         chars = self.settings.retrieval_config.answers.query_chars
         try:
-            query, rows = encoder.query(question[:chars]), encoder.passages(passages)
+            return shared_encoder().cosines(question[:chars], passages)
         except EmbeddingError as exc:
             log.warning("%s; the answer reads its documents in the lookups' order", exc)
             return None
-        norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
-        cosines: list[float] = (rows @ query / np.where(norms > 0, norms, 1.0)).tolist()
-        return cosines
 
     @cached_property
     def searcher(self) -> HybridSearcher:
