@@ -415,13 +415,19 @@ def _both_queries(gate: Any) -> list[tuple[list[dict[str, Any]], list[dict[str, 
     return out
 
 
-def test_live_row_searches_return_lites_hits_and_build_once_per_change(tmp_path: Path) -> None:
+def test_live_row_searches_return_lites_hits_and_build_once_per_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Documents replaced (their chunk ids deleted and written again), deleted, left in
     Lite's memtable or flushed, searched and queried with and without a filter: the
     searches and queries over the kept live rows return exactly Lite's own hits and rows,
-    and the rows are worked out once per change of the collection, not once per call."""
+    and the rows are worked out once per change of the collection, not once per call.
+    Over Lite's full-precision graph: over an 8-bit one Lite's own search reports the
+    8-bit vectors' distances, ours the rows' own (the quantised graph's test below)."""
+    from superbiz.retrieval import milvus_schema
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
+    monkeypatch.setattr(milvus_schema, "LITE_DENSE_INDEX", {"index_type": "AUTOINDEX"})
     store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
     try:
         store.ensure_collection(8)
@@ -537,7 +543,6 @@ def test_a_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path, segment
     chunks' ids: a new reader version (every id new, no text changed) moved 94 of dev's 476
     lookups. Over up to ``EXACT_ROWS`` rows, in one segment or several, it is brute force:
     the hits are the exact nearest rows, of the domain or of all, for any ids."""
-    from superbiz.retrieval.records import ChunkRecord
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
     rng = np.random.default_rng(11)
@@ -548,21 +553,7 @@ def test_a_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path, segment
         store = MilvusChunkStore(str(tmp_path / f"{salt}.db"), "chunks")
         try:
             store.ensure_collection(32)
-            records = [
-                ChunkRecord(
-                    id=f"{salt}:{i}",
-                    doc_path=f"d{i}.md",
-                    domain=domains[i],
-                    title=f"d{i}",
-                    heading="",
-                    chunk_index=0,
-                    content_hash=salt,
-                    text=f"chunk {i}",
-                    search_text=f"chunk {i}",
-                    vector=vector,
-                )
-                for i, vector in enumerate(vectors)
-            ]
+            records = _one_chunk_documents(vectors, salt, domains)
             for part in np.array_split(np.arange(len(records)), segments):
                 store.insert([records[i] for i in part])
                 store.flush()
@@ -578,6 +569,71 @@ def test_a_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path, segment
                     assert [h.doc_path for h in hits] == [f"d{i}.md" for i in nearest]
         finally:
             store.close()
+
+
+def _one_chunk_documents(vectors: np.ndarray, salt: str, domains: list[str]) -> list[Any]:
+    """Document ``d<i>.md`` in ``domains[i]``: one chunk, ``vectors[i]``."""
+    from superbiz.retrieval.records import ChunkRecord
+
+    return [
+        ChunkRecord(
+            id=f"{salt}:{i}",
+            doc_path=f"d{i}.md",
+            domain=domains[i],
+            title=f"d{i}",
+            heading="",
+            chunk_index=0,
+            content_hash=salt,
+            text=f"chunk {i}",
+            search_text=f"chunk {i}",
+            vector=vector,
+        )
+        for i, vector in enumerate(vectors)
+    ]
+
+
+def test_a_lite_files_graph_holds_a_byte_per_dimension_and_finds_the_nearest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lite keeps every vector in its tables; its default graph (``AUTOINDEX``: faiss
+    ``IndexHNSWFlat``) kept a second float copy, 421 of a 50,000-document KB's 2,418 MB.
+    A Lite file's graph holds 8-bit vectors (``HNSW_SQ``), and a search that walks it (past
+    ``EXACT_ROWS``; here every search) still finds the nearest rows."""
+    import faiss
+
+    from superbiz.retrieval._lite import search
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    rng = np.random.default_rng(36)
+    vectors = rng.standard_normal((3000, 256)).astype(np.float32)
+    probes = vectors[:40] + 0.3 * rng.standard_normal((40, 256)).astype(np.float32)
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(256)
+        assert store._client.describe_index("chunks", "dense")["index_type"] == "HNSW_SQ"
+        store.insert(_one_chunk_documents(vectors, "v", ["ops"] * len(vectors)))
+        store.flush()
+        gate = store._local_collection()
+        assert gate is not None
+        (segment,) = _segments_of(gate)
+        graph = segment.indexes["dense"]
+        assert graph.index_type == "HNSW_SQ"
+        assert faiss.serialize_index(graph._index).nbytes < vectors.nbytes / 2
+        monkeypatch.setattr(search, "EXACT_ROWS", 0)
+        assert search.exact_segments([(len(vectors), True)]) == [False]
+        found = 0
+        for probe in probes:
+            hits = store.search_dense(probe, 10)
+            squared = ((vectors - probe) ** 2).sum(axis=1)
+            exact = np.argsort(squared)[:10]
+            found += len({h.doc_path for h in hits} & {f"d{i}.md" for i in exact})
+            # each hit's distance is its float vector's, not its 8-bit vector's
+            rows = [int(h.doc_path[1:-3]) for h in hits]
+            assert [h.score for h in hits] == pytest.approx(squared[rows].tolist(), rel=1e-4)
+            assert [h.score for h in hits] == sorted(h.score for h in hits)
+        assert found >= 0.9 * 10 * len(probes)
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(

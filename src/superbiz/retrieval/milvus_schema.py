@@ -14,13 +14,25 @@ from superbiz.retrieval.records import DENSE_METRIC
 TEXT_MAX = 16384
 #: the longest access list a chunk keeps (``superbiz.access``: 64 groups of 128 characters)
 ACCESS_MAX = 16384
+#: the dense graph of a Milvus Lite file: HNSW over 8-bit vectors, the degree and build depth
+#: of Lite's own ``AUTOINDEX`` (faiss ``IndexHNSWFlat``, M 16, efConstruction 200). Lite keeps
+#: every float vector in its tables, and exact searches read those; a full-precision graph
+#: held a second copy (421 of a 50,000-document KB's 2,418 MB). Measured on a 100,000-row
+#: segment: the same neighbours found, 62 MB instead of 209 (docs/benchmarks/scale.md).
+LITE_DENSE_INDEX: dict[str, Any] = {
+    "index_type": "HNSW_SQ",
+    "params": {"M": 16, "efConstruction": 200, "sq_type": "SQ8"},
+}
 
 
 def chunk_collection(
-    client: Any, dimension: int, analyzer: dict[str, Any] | None
+    client: Any, dimension: int, analyzer: dict[str, Any] | None, *, lite: bool = False
 ) -> tuple[Any, Any]:
     """The schema and index parameters of a collection of ``dimension``-d chunks, with
-    BM25 over ``analyzer`` (None: dense only, for a Milvus without full-text search)."""
+    BM25 over ``analyzer`` (None: dense only, for a Milvus without full-text search).
+
+    ``lite``: the collection is in a Milvus Lite file, whose dense graph is
+    ``LITE_DENSE_INDEX``; a server chooses its own (``AUTOINDEX``)."""
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -40,7 +52,8 @@ def chunk_collection(
     schema.add_field("access", DataType.VARCHAR, max_length=ACCESS_MAX)
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dimension)
     index = client.prepare_index_params()
-    index.add_index("dense", index_type="AUTOINDEX", metric_type=DENSE_METRIC)
+    dense = LITE_DENSE_INDEX if lite else {"index_type": "AUTOINDEX"}
+    index.add_index("dense", metric_type=DENSE_METRIC, **dense)
     index.add_index("domain", index_type="INVERTED")
     # a reader's filter then reads two scalar indexes, not every row's text: on Lite,
     # dense p50 through the filter 9.7 ms without it (7.6 ms unfiltered; README)

@@ -144,7 +144,7 @@ class MilvusChunkStore:
         self.dimension = dimension
 
     def _create(self, dimension: int, analyzer: dict[str, Any] | None) -> None:
-        schema, index = chunk_collection(self._client, dimension, analyzer)
+        schema, index = chunk_collection(self._client, dimension, analyzer, lite=self._is_lite)
         self._client.create_collection(self.collection, schema=schema, consistency_level="Strong")
         # Not ``create_collection(index_params=...)``: pymilvus then polls each index's
         # state after sleeping 0.5 s first, 1.5 s for three indexes on an empty

@@ -77,6 +77,8 @@ def search_dense(
             found = nearest(vectors, query, metric, limit, admitted, squared_norms(vectors))
         else:
             found = index.search(query, limit, valid_mask=admitted)
+            if metric == "L2":
+                found = exact_distances(found, vectors, query)
         candidates += _ranked(found, source)
     pks, vectors, refs, table, alive = view.memtable_dense(field)
     if pks:
@@ -175,6 +177,30 @@ def nearest(
     distances = np.full((1, limit), np.inf, dtype=np.float32)
     ids[0, :k] = rows[order]
     distances[0, :k] = np.sqrt(np.maximum(squared[order], 0.0))
+    return ids, distances
+
+
+def exact_distances(
+    found: tuple[np.ndarray, np.ndarray], vectors: np.ndarray, query: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A graph's L2 hits with their exact distances, nearest first. A Lite file's graph
+    holds 8-bit vectors (``milvus_schema.LITE_DENSE_INDEX``) and reports distances between
+    those; a lookup's cosines (its levels, its fusion) must not depend on how a segment
+    is indexed, and the rows' float vectors are at hand in the segment's table.
+
+    >>> rows = np.array([[0.0, 0.0], [3.0, 4.0], [1.0, 0.0]], dtype=np.float32)
+    >>> graph = (np.array([[1, 2, -1]]), np.array([[4.9, 1.1, np.inf]], dtype=np.float32))
+    >>> exact_distances(graph, rows, np.array([[0.0, 0.0]], dtype=np.float32))
+    (array([[ 2,  1, -1]]), array([[ 1.,  5., inf]], dtype=float32))
+    """
+    ids, distances = found
+    k = int(np.count_nonzero(ids[0] >= 0))
+    rows = ids[0, :k]
+    exact = np.sqrt(((vectors[rows] - query[0]) ** 2).sum(axis=1, dtype=np.float32))
+    order = np.argsort(exact, kind="stable")
+    ids, distances = ids.copy(), distances.copy()
+    ids[0, :k] = rows[order]
+    distances[0, :k] = exact[order]
     return ids, distances
 
 
