@@ -1,0 +1,135 @@
+"""Milvus Lite's compaction in a writer's store: one output segment copied at a time,
+leaving the files Lite's own compaction leaves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from superbiz.retrieval._lite import compaction
+
+
+def _version(doc: str, count: int, version: int) -> list[Any]:
+    """``count`` chunks of ``doc`` as written by its ``version``-th edit."""
+    from superbiz.retrieval.records import ChunkRecord
+
+    rng = np.random.default_rng(version)
+    return [
+        ChunkRecord(
+            id=f"{doc}#{i}",
+            doc_path=doc,
+            domain="ops",
+            title=doc,
+            heading="",
+            chunk_index=i,
+            content_hash=f"v{version}",
+            text=f"{doc} chunk {i} of edit {version}",
+            search_text=f"{doc} chunk {i} of edit {version}",
+            vector=rng.standard_normal(8).astype(np.float32),
+        )
+        for i in range(count)
+    ]
+
+
+def _edits(store: Any, *, edited: bool) -> dict[str, str]:
+    """Six flushes of four documents each, written, edited (fewer chunks, more) and
+    deleted (``edited``), else all new; the content hash each live document's chunks must
+    carry at the end."""
+    expected: dict[str, str] = {}
+    for edit in range(6):
+        first = edit if edited else 4 * edit
+        for number in range(first, first + 4):
+            doc = f"d{number}.md"
+            store.replace_document(doc, _version(doc, 2 + (number + edit) % 4, edit))
+            expected[doc] = f"v{edit}"
+        if edited:
+            gone = f"d{edit // 2}.md"
+            store.delete_documents([gone])
+            expected.pop(gone, None)
+        store.flush()
+    return expected
+
+
+def _live_rows(store: Any) -> list[tuple[str, str, str]]:
+    rows = store._client.query(
+        store.collection, filter='id != ""', output_fields=["doc_path", "content_hash", "text"]
+    )
+    return sorted((r["doc_path"], r["content_hash"], r["text"]) for r in rows)
+
+
+@pytest.mark.parametrize(("edited", "segment_rows"), [(True, None), (False, 30)])
+def test_a_writers_store_compacts_leanly_and_keeps_each_documents_last_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edited: bool, segment_rows: int | None
+) -> None:
+    """Documents written, edited and deleted over six flushes: Lite compacts (fewer data
+    files than flushes), through ``lean_compact`` in the writer's store, and every
+    document holds its last edit's chunks and nothing else, the same rows in the same
+    files as in a store left to Lite's own compaction; also where a compaction's rows
+    make several segments (``segment_rows``: 100,000 in Lite; here 56 new rows, 30 a
+    segment)."""
+    import milvus_lite.constants
+    import milvus_lite.engine.compaction
+    import pyarrow.parquet as pq
+
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    monkeypatch.setattr(compaction, "_verdict", [])
+    assert compaction.compaction_check() is None  # with Lite's own segment size
+    if segment_rows is not None:
+        monkeypatch.setattr(milvus_lite.constants, "MAX_SEGMENT_ROWS", segment_rows)
+        monkeypatch.setattr(milvus_lite.engine.compaction, "MAX_SEGMENT_ROWS", segment_rows)
+    found = []
+    for lean in (True, False):
+        monkeypatch.setattr(compaction, "_verdict", [None] if lean else ["off for this store"])
+        store = MilvusChunkStore(str(tmp_path / f"{lean}.db"), "chunks")
+        try:
+            store.ensure_collection(8)
+            expected = _edits(store, edited=edited)
+            gate = store._local_collection()
+            assert gate is not None
+            gate.wait_for_index_build()
+            manager = gate.collection._compaction_mgr
+            assert ("_compact_files" in vars(manager)) is lean
+            files = gate.collection._manifest.get_all_data_files()["_default"]
+            assert len(files) < 6
+            folder = Path(gate.collection._data_dir, "partitions", "_default")
+            sizes = [pq.ParquetFile(folder / name).metadata.num_rows for name in files]
+            assert segment_rows is None or max(sizes) == segment_rows
+            rows = _live_rows(store)
+            assert {doc: edit for doc, edit, _ in rows} == expected
+            assert all(f" of edit {edit[1:]}" in text for _, edit, text in rows)
+            found.append((sorted(files), rows))
+        finally:
+            store.close()
+    assert found[0] == found[1]
+
+
+def test_a_compaction_that_would_leave_other_rows_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As after a Lite upgrade that changed what a compaction keeps: the check finds other
+    rows in the files, says so once, and collections keep Lite's own compaction."""
+
+    def every_version(keys: Any, is_deleted: Any) -> Any:
+        import pyarrow as pa
+
+        return pa.array(range(keys.num_rows), type=pa.uint64())
+
+    monkeypatch.setattr(compaction, "surviving_rows", every_version)
+    monkeypatch.setattr(compaction, "_verdict", [])
+
+    class Collection:
+        _compaction_mgr = object()
+
+    with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
+        problem = compaction.compaction_check()
+        assert problem is not None and problem.startswith("other files: ")
+        assert compaction.lean_compaction(Collection()) is False
+        assert compaction.compaction_check() == problem
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Milvus Lite compacts as written for another version ({problem}); its own "
+        "compaction is used"
+    ]
