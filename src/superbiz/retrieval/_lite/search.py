@@ -189,18 +189,17 @@ def exact_distances(
     is indexed, and the rows' float vectors are at hand in the segment's table.
 
     >>> rows = np.array([[0.0, 0.0], [3.0, 4.0], [1.0, 0.0]], dtype=np.float32)
-    >>> graph = (np.array([[1, 2, -1]]), np.array([[4.9, 1.1, np.inf]], dtype=np.float32))
+    >>> graph = (np.array([[1, -1, 2]]), np.array([[4.9, np.inf, 1.1]], dtype=np.float32))
     >>> exact_distances(graph, rows, np.array([[0.0, 0.0]], dtype=np.float32))
     (array([[ 2,  1, -1]]), array([[ 1.,  5., inf]], dtype=float32))
     """
     ids, distances = found
-    k = int(np.count_nonzero(ids[0] >= 0))
-    rows = ids[0, :k]
+    rows = ids[0][ids[0] >= 0]
     exact = np.sqrt(((vectors[rows] - query[0]) ** 2).sum(axis=1, dtype=np.float32))
     order = np.argsort(exact, kind="stable")
-    ids, distances = ids.copy(), distances.copy()
-    ids[0, :k] = rows[order]
-    distances[0, :k] = exact[order]
+    ids, distances = np.full_like(ids, -1), np.full_like(distances, np.inf)
+    ids[0, : len(rows)] = rows[order]
+    distances[0, : len(rows)] = exact[order]
     return ids, distances
 
 
