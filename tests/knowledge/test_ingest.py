@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
+from fakes.records import chunk_record
 from superbiz import _process
 from superbiz.config import EmbeddingConfig, VectorSettings
 from superbiz.exceptions import IndexMismatchError, UnknownDomainError
@@ -35,7 +36,6 @@ from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 from superbiz.retrieval.embedders import Embedder, OpenAIEmbedder
-from superbiz.retrieval.records import ChunkRecord
 from superbiz.storage.repository import StoredDocument
 
 OpenKB = Callable[..., KnowledgeBase]
@@ -687,17 +687,15 @@ def test_row_without_chunks_and_orphan_chunks_are_repaired(
     kb.store.replace_document(
         "orphan/lost.md",
         [
-            ChunkRecord(
-                id=chunk_id("orphan/lost.md", 0, "e" * 64),
-                doc_path="orphan/lost.md",
+            chunk_record(
+                "orphan/lost.md",
+                vector,
+                "orphan text",
                 domain="orphan",
                 title="Lost",
-                heading="",
-                chunk_index=0,
                 content_hash="e" * 64,
-                text="orphan text",
                 search_text="Lost\nLost\norphan text",
-                vector=vector,
+                chunk_id=chunk_id("orphan/lost.md", 0, "e" * 64),
             )
         ],
     )

@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from fakes.embedders import TableEmbedder
+from fakes.records import chunk_record
 from superbiz.config import AnswerConfig, EvidenceLevelSettings, RetrievalConfig
 from superbiz.exceptions import ConfigError, EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, answer_head, to_bytes
@@ -115,18 +116,7 @@ VECTORS = {"ops/a.md": (1.0, 0, 0, 0), "ops/b.md": (0, 1.0, 0, 0), "ops/c.md": (
 
 
 def chunk(path: str, text: str) -> ChunkRecord:
-    return ChunkRecord(
-        id=f"{path}#0",
-        doc_path=path,
-        domain="ops",
-        title=path,
-        heading="",
-        chunk_index=0,
-        content_hash="h",
-        text=text,
-        search_text=text,
-        vector=np.asarray(VECTORS[path], dtype=np.float32),
-    )
+    return chunk_record(path, VECTORS[path], text)
 
 
 class FixedAnswers:

@@ -12,6 +12,7 @@ import pytest
 from milvus_lite.analyzer.sparse import sparse_to_bytes
 from milvus_lite.index.sparse_inverted import SparseInvertedIndex
 
+from fakes.records import chunk_record
 from superbiz.config import Settings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
@@ -171,17 +172,15 @@ def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) ->
     def records(doc: str, count: int, version: int) -> list[ChunkRecord]:
         rng = np.random.default_rng(version)
         return [
-            ChunkRecord(
-                id=f"{doc}#{i}",
-                doc_path=doc,
-                domain="ops",
+            chunk_record(
+                doc,
+                rng.standard_normal(8),
+                f"第 {i} 段 text {version} " * (i + 1),
+                index=i,
                 title=f"{doc} v{version}",
                 heading="Steps" if i % 2 else "",
-                chunk_index=i,
                 content_hash=f"h{version}",
-                text=f"第 {i} 段 text {version} " * (i + 1),
                 search_text=f"redis 连接池 {i} {version}",
-                vector=rng.standard_normal(8).astype(np.float32),
             )
             for i in range(count)
         ]
@@ -219,22 +218,18 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
     gRPC (a store whose in-process collection is unavailable) read back the same, and a
     row Lite refuses is a StoreError that names the store."""
     from superbiz.exceptions import StoreError
-    from superbiz.retrieval.records import ChunkRecord
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
     rng = np.random.default_rng(7)
     records = [
-        ChunkRecord(
-            id=f"a.md#{i}",
-            doc_path="a.md",
-            domain="ops",
+        chunk_record(
+            "a.md",
+            rng.standard_normal(8),
+            f"第 {i} 段 check the pool",
+            index=i,
             title="Redis 连接池",
             heading="Steps" if i else "",
-            chunk_index=i,
-            content_hash="h",
-            text=f"第 {i} 段 check the pool",
             search_text=f"redis 连接池 pool {i}",
-            vector=rng.standard_normal(8).astype(np.float32),
         )
         for i in range(5)
     ]
@@ -273,22 +268,15 @@ def test_rows_written_in_process_read_back_as_through_the_client(tmp_path: Path)
 
 
 def _chunks(doc: str, count: int) -> list[Any]:
-    from superbiz.retrieval.records import ChunkRecord
-
     rng = np.random.default_rng(3)
     texts = ["Redis 连接池耗尽 pool exhausted", "支付回调超时 payment callback", "TiKV 扩容 leader"]
     return [
-        ChunkRecord(
-            id=f"{doc}#{i}",
-            doc_path=doc,
-            domain="ops",
-            title=doc,
-            heading="",
-            chunk_index=i,
-            content_hash="h",
-            text=texts[i % 3] + f" {i}",
+        chunk_record(
+            doc,
+            rng.standard_normal(8),
+            texts[i % 3] + f" {i}",
+            index=i,
             search_text=(texts[i % 3] + " ") * (1 + i % 4) + f"{i}",
-            vector=rng.standard_normal(8).astype(np.float32),
         )
         for i in range(count)
     ]
@@ -573,20 +561,15 @@ def test_a_dense_search_is_exact_whatever_the_chunks_ids(tmp_path: Path, segment
 
 def _one_chunk_documents(vectors: np.ndarray, salt: str, domains: list[str]) -> list[Any]:
     """Document ``d<i>.md`` in ``domains[i]``: one chunk, ``vectors[i]``."""
-    from superbiz.retrieval.records import ChunkRecord
-
     return [
-        ChunkRecord(
-            id=f"{salt}:{i}",
-            doc_path=f"d{i}.md",
+        chunk_record(
+            f"d{i}.md",
+            vector,
+            f"chunk {i}",
             domain=domains[i],
             title=f"d{i}",
-            heading="",
-            chunk_index=0,
             content_hash=salt,
-            text=f"chunk {i}",
-            search_text=f"chunk {i}",
-            vector=vector,
+            chunk_id=f"{salt}:{i}",
         )
         for i, vector in enumerate(vectors)
     ]

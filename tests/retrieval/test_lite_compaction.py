@@ -9,26 +9,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fakes.records import chunk_record
 from superbiz.retrieval._lite import compaction
 
 
 def _version(doc: str, count: int, version: int) -> list[Any]:
     """``count`` chunks of ``doc`` as written by its ``version``-th edit."""
-    from superbiz.retrieval.records import ChunkRecord
-
     rng = np.random.default_rng(version)
+    text = f"{doc} chunk {{}} of edit {version}"
     return [
-        ChunkRecord(
-            id=f"{doc}#{i}",
-            doc_path=doc,
-            domain="ops",
-            title=doc,
-            heading="",
-            chunk_index=i,
-            content_hash=f"v{version}",
-            text=f"{doc} chunk {i} of edit {version}",
-            search_text=f"{doc} chunk {i} of edit {version}",
-            vector=rng.standard_normal(8).astype(np.float32),
+        chunk_record(
+            doc, rng.standard_normal(8), text.format(i), index=i, content_hash=f"v{version}"
         )
         for i in range(count)
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes.records import chunk_record
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.memory_store import InMemoryChunkStore, bm25_tokens
 from superbiz.retrieval.records import DENSE_METRIC, ChunkRecord
@@ -25,18 +26,7 @@ def unit(*values: float) -> np.ndarray:
 
 
 def record(doc: str, index: int, text: str, vector: np.ndarray, domain: str = "ops") -> ChunkRecord:
-    return ChunkRecord(
-        id=f"{doc}#{index}",
-        doc_path=doc,
-        domain=domain,
-        title=doc,
-        heading="",
-        chunk_index=index,
-        content_hash=f"h{index}",
-        text=text,
-        search_text=text,
-        vector=vector,
-    )
+    return chunk_record(doc, vector, text, index=index, domain=domain, content_hash=f"h{index}")
 
 
 @pytest.fixture(params=["memory", "milvus-lite"])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fakes.embedders import TableEmbedder
+from fakes.records import chunk_record
 from superbiz.config import RetrievalConfig
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
 from superbiz.retrieval.memory_store import InMemoryChunkStore
@@ -45,18 +46,7 @@ TEXTS = {REDIS: "pool exhausted", KAFKA: "consumer backlog", LIMIT: "tenant quot
 
 
 def chunk(doc: str, domain: str) -> ChunkRecord:
-    return ChunkRecord(
-        id=f"{doc}#0",
-        doc_path=doc,
-        domain=domain,
-        title=doc,
-        heading="",
-        chunk_index=0,
-        content_hash="h",
-        text=TEXTS[doc],
-        search_text=TEXTS[doc],
-        vector=np.asarray(VECTORS[doc], dtype=np.float32),
-    )
+    return chunk_record(doc, VECTORS[doc], TEXTS[doc], domain=domain)
 
 
 def make_retriever(**settings: float | None) -> Retriever:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fakes.embedders import TableEmbedder
+from fakes.records import chunk_record
 from superbiz.config import RetrievalConfig
 from superbiz.exceptions import ConfigError
 from superbiz.retrieval.exact_index import ExactEntry, ExactIndex, ExactMatch, MatchField
@@ -26,7 +27,7 @@ from superbiz.retrieval.ranker import (
     rerank,
     shipped_rankers,
 )
-from superbiz.retrieval.records import ChunkHit, ChunkRecord
+from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import RelevanceLevel, Thresholds
 from superbiz.retrieval.search import DocHit, HybridSearcher, ScoredChunk
 
@@ -260,11 +261,7 @@ def test_a_lookup_ranks_with_the_file_and_levels_the_new_primary(tmp_path: Path)
     store = InMemoryChunkStore()
     store.ensure_collection(2)
     for path, vector in vectors.items():
-        record = ChunkRecord(
-            f"{path}#0", path, "ops", path, "", 0, "h", "pool", "pool",
-            np.asarray(vector, dtype=np.float32),
-        )  # fmt: skip
-        store.replace_document(path, [record])
+        store.replace_document(path, [chunk_record(path, vector, "pool")])
     index = ExactIndex([ExactEntry(path, path, "ops") for path in vectors])
     path = tmp_path / "ranker.json"
     # a model that prefers the lower cosine: what a ranker trained elsewhere may do

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from fakes.embedders import KeywordEmbedder, TableEmbedder
+from fakes.records import chunk_record
 from superbiz.config import RetrievalConfig, Settings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
-from superbiz.retrieval.records import ChunkRecord
 from superbiz.retrieval.search import HybridSearcher
 from superbiz.retrieval.title_match import TitleVocabulary, title_coverage, title_words
 
@@ -58,9 +58,7 @@ def _searcher(title_weight: float) -> HybridSearcher:
         ("k/crash.md", "Kube Pod Crash Looping", "pod restarts", (0.8, 0.6)),
         ("k/disk.md", "Node Disk Full", "disk full", (0.0, 1.0)),
     ):
-        vec = np.asarray(vector, dtype=np.float32)
-        record = ChunkRecord(f"{path}#0", path, "k", title, "", 0, "h", text, text, vec)
-        store.replace_document(path, [record])
+        store.replace_document(path, [chunk_record(path, vector, text, domain="k", title=title)])
     settings = RetrievalConfig(title_weight=title_weight)
     return HybridSearcher(TableEmbedder({QUERY: (1.0, 0.0)}, 2), store, settings)
 
@@ -110,10 +108,8 @@ def test_a_word_most_titles_share_weighs_little() -> None:
         zip(titles, [(1.0, 0.0), (0.0, 1.0), (0.0, 1.0), (0.9, 0.44)], strict=True)
     ):
         path = f"ops/{n}.md"
-        vec = np.asarray(vector, dtype=np.float32)
         text = "ceph down" if n in (0, 3) else "ceph slow"  # BM25 ties the two pages
-        record = ChunkRecord(f"{path}#0", path, "ops", title, "", 0, "h", text, text, vec)
-        store.replace_document(path, [record])
+        store.replace_document(path, [chunk_record(path, vector, text, title=title)])
     query = "ceph is down"
     searcher = HybridSearcher(TableEmbedder({query: (1.0, 0.0)}, 2), store, RetrievalConfig())
     assert searcher.search(query)[1][0].title == "Ceph Cluster Full"
