@@ -112,15 +112,56 @@ def test_a_compaction_that_would_leave_other_rows_is_not_used(
     monkeypatch.setattr(compaction, "surviving_rows", every_version)
     monkeypatch.setattr(compaction, "_verdict", [])
 
-    class Collection:
-        _compaction_mgr = object()
+    class Manager:
+        def __init__(self) -> None:
+            self.compacted: list[str] = []
 
+        def _compact_files(self, partition: str) -> None:  # Lite's own
+            self.compacted.append(partition)
+
+    class Collection:
+        _compaction_mgr = Manager()
+
+    collection = Collection()
+    manager = collection._compaction_mgr
     with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
+        compaction.lean_compaction(collection)
+        manager._compact_files("_default")  # the first compaction runs the check
         problem = compaction.compaction_check()
         assert problem is not None and problem.startswith("other files: ")
-        assert compaction.lean_compaction(Collection()) is False
-        assert compaction.compaction_check() == problem
+        assert manager.compacted == ["_default"]
+        assert "_compact_files" not in vars(manager)  # Lite's own from now on
     assert [r.getMessage() for r in caplog.records] == [
         f"Milvus Lite compacts as written for another version ({problem}); its own "
         "compaction is used"
     ]
+
+
+def test_the_check_runs_at_the_first_compaction_not_at_the_first_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check compacts two collections (half a second): a one-file upload, which
+    flushes once and compacts nothing, does not pay for it; the first compaction runs it,
+    in Lite's background thread, and compacts leanly from then on."""
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+
+    monkeypatch.setattr(compaction, "_verdict", [])
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(8)
+        store.replace_document("d.md", _version("d.md", 3, 1))
+        store.flush()
+        gate = store._local_collection()
+        assert gate is not None
+        gate.wait_for_index_build()
+        manager = gate.collection._compaction_mgr
+        assert len(_live_rows(store)) == 3
+        assert "_compact_files" in vars(manager)  # set, not yet run
+        assert compaction._verdict == []
+        expected = _edits(store, edited=True)
+        gate.wait_for_index_build()
+        assert compaction._verdict == [None]
+        assert manager._compact_files.func is compaction.lean_compact
+        assert {doc: edit for doc, edit, _ in _live_rows(store)} == {"d.md": "v1", **expected}
+    finally:
+        store.close()

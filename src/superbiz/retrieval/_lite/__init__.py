@@ -84,7 +84,7 @@ class InProcessLite:
     def __init__(self, collection: Any) -> None:
         self.collection = collection
         self._live: LiveRows | bool | None = None  # decided at the first search
-        self._lean: bool | None = None  # decided at the first insert
+        self._compaction_set = False  # at the first insert
 
     @property
     def live(self) -> LiveRows | None:
@@ -115,8 +115,9 @@ class InProcessLite:
         """What Lite's gRPC handler does with ``rows`` once pymilvus has encoded them.
         The first insert makes the collection's compactions lean (``lean_compaction``:
         only a writer's flushes compact)."""
-        if self._lean is None:
-            self._lean = lean_compaction(self.collection)
+        if not self._compaction_set:
+            lean_compaction(self.collection)
+            self._compaction_set = True
         columnar_flush(self.collection._memtable)
         self.collection.insert(rows)
 

@@ -109,14 +109,24 @@ def lean_compact(
     log.debug("compaction of %s: %d files, %d rows kept", partition, len(files), len(kept))
 
 
-def lean_compaction(collection: Any) -> bool:
-    """Make ``collection`` compact with ``lean_compact`` when ``compaction_check`` agrees
-    (on this collection's own manager; Lite's class is untouched); whether it does."""
-    if compaction_check() is not None:
-        return False
+def lean_compaction(collection: Any) -> None:
+    """Make ``collection`` compact with ``lean_compact`` from its first compaction on, if
+    ``compaction_check`` agrees then (on this collection's own manager; Lite's class is
+    untouched; where the check disagrees, Lite's own method is used). Decided at the first
+    compaction, not at the first write: most writes (a one-file upload) never compact,
+    and the check costs half a second."""
     manager = collection._compaction_mgr
-    manager._compact_files = partial(lean_compact, manager)
-    return True
+    if "_compact_files" in vars(manager):  # installed already
+        return
+
+    def first_compaction(*args: Any, **kwargs: Any) -> Any:
+        if compaction_check() is None:
+            manager._compact_files = partial(lean_compact, manager)
+        else:
+            del manager._compact_files  # Lite's own, from its class
+        return manager._compact_files(*args, **kwargs)
+
+    manager._compact_files = first_compaction
 
 
 def compaction_check() -> str | None:
