@@ -118,6 +118,45 @@ def test_ingest_seals_rows_and_searches_use_the_vectorized_scorer(
         kb.close()
 
 
+def test_a_lite_file_with_an_older_superbiz_graph_is_told_a_rebuild_shrinks_it(
+    tmp_path: Path, small_kb: Path, use_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file made before superbiz chose 8-bit graphs keeps its full-precision ones (they
+    work; only a rebuild replaces them): an ingest says what a rebuild gains, a rebuild
+    builds the graph as ``LITE_DENSE_INDEX`` and says nothing more."""
+    from superbiz.retrieval import milvus_schema
+
+    settings = Settings(data_dir=tmp_path / "data")
+    with monkeypatch.context() as older:
+        older.setattr(milvus_schema, "LITE_DENSE_INDEX", {"index_type": "AUTOINDEX", "params": {}})
+        kb = KnowledgeBase(settings, embedder=use_embedder)
+        try:
+            assert Ingestor(kb).ingest([small_kb]).notes == []
+        finally:
+            kb.close()
+
+    def dense_index(kb: KnowledgeBase) -> str:
+        client = kb.store._client  # type: ignore[attr-defined]
+        return str(client.describe_index(kb.store.collection, "dense")["index_type"])  # type: ignore[attr-defined]
+
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    try:
+        assert dense_index(kb) == "AUTOINDEX"
+        (note,) = Ingestor(kb).ingest([small_kb]).notes
+        assert "full-precision vectors (AUTOINDEX" in note and "--rebuild" in note
+        rebuilt = Ingestor(kb).ingest([small_kb], rebuild=True)
+        assert rebuilt.notes == [] and rebuilt.added
+        assert dense_index(kb) == "HNSW_SQ"
+    finally:
+        kb.close()
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    try:
+        assert kb.store.upgrade is None
+        assert Ingestor(kb).ingest([small_kb]).notes == []
+    finally:
+        kb.close()
+
+
 def test_accelerate_bm25_leaves_an_unknown_collection_alone() -> None:
     accelerate_bm25(object(), "sparse")  # no segments API: nothing to do, no error
 

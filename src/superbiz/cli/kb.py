@@ -106,6 +106,8 @@ def ingest(
         err.print(f"[yellow]metadata derived[/] {escape(where)}: {escape(reason)}")
     for where, reason in _by_reason(report.metadata_warnings):
         err.print(f"[yellow]metadata warning[/] {escape(where)}: {escape(reason)}")
+    for note in report.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
     if git:
         for old, new in synced.renamed:
             err.print(f"renamed {escape(old)} → {escape(new)}")

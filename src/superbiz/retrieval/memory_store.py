@@ -49,6 +49,7 @@ class InMemoryChunkStore:
 
     def __init__(self) -> None:
         self.dimension: int | None = None
+        self.upgrade: str | None = None  # nothing is built to be rebuilt
         self._chunks: dict[str, ChunkRecord] = {}
         self._terms: dict[str, Counter[str]] = {}
 

@@ -25,6 +25,27 @@ LITE_DENSE_INDEX: dict[str, Any] = {
 }
 
 
+def graph_upgrade(built: str | None) -> str | None:
+    """What a rebuild gains for a Lite file whose dense graph is of type ``built`` (as
+    ``describe_index`` names it): None when it is ``LITE_DENSE_INDEX`` already or unknown.
+    A file made before superbiz chose 8-bit graphs keeps working with its full-precision
+    ones; only a rebuild replaces them.
+
+    >>> graph_upgrade("HNSW_SQ") is None, graph_upgrade(None) is None
+    (True, True)
+    >>> graph_upgrade("AUTOINDEX").split(": ")[0]
+    'its vector graphs hold full-precision vectors (AUTOINDEX, from an older superbiz)'
+    """
+    wanted = LITE_DENSE_INDEX["index_type"]
+    if built in (None, "", wanted):
+        return None
+    return (
+        f"its vector graphs hold full-precision vectors ({built}, from an older superbiz): "
+        f"`superbiz ingest PATH --rebuild` builds them as {wanted}, in about a third of their "
+        "memory"
+    )
+
+
 def chunk_collection(
     client: Any, dimension: int, analyzer: dict[str, Any] | None, *, lite: bool = False
 ) -> tuple[Any, Any]:

@@ -31,6 +31,12 @@ class ChunkStore(Protocol):
         """The vectors' dimension; ``None`` until the first ``ensure_collection``."""
         ...
 
+    @property
+    def upgrade(self) -> str | None:
+        """What rebuilding the index would gain, where an older superbiz built it in a
+        shape that still works (None: nothing to gain)."""
+        ...
+
     def ensure_collection(self, dimension: int) -> None:
         """Create the (empty) index for ``dimension``-d vectors, or check the existing one."""
         ...

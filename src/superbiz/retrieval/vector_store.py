@@ -33,7 +33,7 @@ from superbiz.retrieval.milvus_client import (
     milvus_client_class,
 )
 from superbiz.retrieval.milvus_filters import Filter, search_filter
-from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection
+from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection, graph_upgrade
 from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
 from superbiz.retrieval.store import Outside
 from superbiz.retrieval.visibility import Visibility
@@ -97,6 +97,8 @@ class MilvusChunkStore:
         self.has_access = False
         self.dimension: int | None = None
         self.outdated = False  # built by an older superbiz: another schema or analyzer
+        #: what a rebuild would gain (``ChunkStore.upgrade``)
+        self.upgrade: str | None = None
         self._local: InProcessLite | bool | None = None  # see _local_collection
         self._analyzer: dict[str, Any] | None = BM25_ANALYZER  # what the self-check uses
         if self._client.has_collection(collection):
@@ -111,6 +113,17 @@ class MilvusChunkStore:
         self.has_access = "access" in by_name
         self.outdated = "search_text" not in by_name
         self._client.load_collection(self.collection)
+        if self._is_lite:
+            self.upgrade = graph_upgrade(self._dense_index_type())
+
+    def _dense_index_type(self) -> str | None:
+        """The dense field's index type, None where Milvus does not say (advice only)."""
+        try:
+            described = self._client.describe_index(self.collection, "dense")
+        except Exception:  # pymilvus raises several unrelated types here
+            return None
+        found = described.get("index_type") if isinstance(described, dict) else None
+        return found if isinstance(found, str) else None
 
     def ensure_collection(self, dimension: int) -> None:
         """Create the collection for ``dimension``-d vectors, or check the existing one."""
@@ -155,6 +168,7 @@ class MilvusChunkStore:
         self.has_access = True
         self._analyzer = analyzer
         self.outdated = False
+        self.upgrade = None
 
     def drop(self) -> None:
         if self._client.has_collection(self.collection):

@@ -46,6 +46,11 @@ class IngestSummary(BaseModel):
     #: unknown frontmatter keys and the like: stored, but worth fixing
     metadata_warnings: list[SkippedFile]
     domains_changed: list[str]
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Advice about the knowledge base itself, e.g. an index an older "
+        "superbiz built that a rebuild would improve.",
+    )
 
 
 class Uploaded(BaseModel):

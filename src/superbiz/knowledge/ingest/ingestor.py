@@ -156,6 +156,8 @@ class Ingestor:
         kb.check_index()
         kb.store.ensure_collection(kb.embedder.dimension)
         kb.record_embedder()
+        if kb.store.upgrade:
+            run.report.notes.append(f"the knowledge base still works, but {kb.store.upgrade}")
         return again
 
     def _survey(self, run: IngestRun, again: list[Candidate]) -> None:

@@ -36,6 +36,9 @@ class IngestReport:
     domains_changed: set[str] = field(default_factory=set)
     #: documents whose opening the answer model encoded (``retrieval.answers``)
     answers_encoded: int = 0
+    #: what the run advises about the knowledge base itself (an index an older superbiz
+    #: built, which a rebuild would improve), once per run
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -70,6 +73,7 @@ class IngestReport:
             "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
             "domains_changed": sorted(self.domains_changed),
             "answers_encoded": self.answers_encoded,
+            "notes": self.notes,
         }
 
 
