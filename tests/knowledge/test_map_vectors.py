@@ -436,3 +436,31 @@ def test_a_planner_asks_only_for_the_entries_a_new_map_changed(
     assert fresh.plan(PlanRequest(QUESTION, after)) == plan
     assert fresh.domain_scores(QUESTION, after) == planner.domain_scores(QUESTION, after)
     assert fresh.clear_margins(after) == planner.clear_margins(after)
+
+
+def test_the_entries_of_several_batches_embed_before_the_ingest_waits_for_them(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk upload's entries come in many batches: the first ``KEEP_AHEAD`` windows of
+    them begin on entering (with one window begun, 9,540 new documents' entries mostly
+    waited for the statistics to end), each through the ``embed`` it is handed (the
+    ingest's worker processes), and are kept by ``finish``."""
+    monkeypatch.setattr(map_vectors, "KEEP_BATCH", 1)
+    embedder = CountingEmbedder(kb.embedder, "another-model")
+    kept = KeptMapVectors(kb.documents, embedder)  # type: ignore[arg-type]
+    five = [(f"d{i}.md", f"entry {i}", f"title {i}") for i in range(5)]  # 3 windows of 2
+    handed: list[str] = []
+    all_made = threading.Event()
+
+    def worker_embed(texts: Sequence[str]) -> np.ndarray:
+        handed.extend(texts)
+        if len(handed) == 10:
+            all_made.set()
+        return kb.embedder.embed(texts)
+
+    with kept.keeping(five, embed=worker_embed) as finish:
+        assert all_made.wait(10)  # every window's calls, before anything waits for them
+        assert finish() == 10
+    assert sorted(handed) == sorted(t for _, entry, title in five for t in (entry, title))
+    assert embedder.texts == 0
+    assert kept.keep(five) == 0  # all kept

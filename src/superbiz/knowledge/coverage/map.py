@@ -31,6 +31,7 @@ from superbiz.knowledge.coverage.domains import DomainService, derived_summary
 from superbiz.knowledge.kb.access_rules import ReaderView
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.map_vectors import MapEntry
+from superbiz.retrieval.embedders import EmbedTexts
 from superbiz.retrieval.store import Outside
 from superbiz.storage.repository import StoredDocument
 
@@ -273,12 +274,17 @@ def build_map(kb: KnowledgeBase, domains: DomainService | None = None) -> Knowle
 
 @contextmanager
 def keeping_entry_vectors(
-    kb: KnowledgeBase, paths: Collection[str], *, outside: Outside = nullcontext
+    kb: KnowledgeBase,
+    paths: Collection[str],
+    *,
+    outside: Outside = nullcontext,
+    embed: EmbedTexts | None = None,
 ) -> Iterator[None]:
     """Embed and keep the map entries of the documents at ``paths`` (what an ingest
     wrote) that are not kept yet, in the map's order: begun on entering, so that they
     embed while the block runs (the ingest flushes its index and measures its statistics
-    there), finished on leaving, the waits inside ``outside()``. A plan then reads them:
+    there), finished on leaving, the waits inside ``outside()``; with ``embed`` where
+    given (the ingest's worker processes). A plan then reads them:
     the first question after a bulk upload no longer embeds the new part of the map. An
     embedder that fails costs only time: the first plan embeds what is missing."""
     if not paths:  # an unchanged run reads no documents for it
@@ -286,7 +292,7 @@ def keeping_entry_vectors(
         return
     chosen = (doc for doc in kb.current_documents(fresh=True).values() if doc.path in paths)
     entries = [MapDocument.of(doc).entry for _, docs in _by_domain(chosen) for doc in docs]
-    with kb.map_vectors.keeping(entries, outside=outside) as finish:
+    with kb.map_vectors.keeping(entries, outside=outside, embed=embed) as finish:
         yield
         try:
             finish()

@@ -138,9 +138,9 @@ class Ingestor:
             self._read(run, item)
         self._index(run, run.pending)
         self._finish_indexing(run)
-        run.closing.close()  # every chunk is in: no embedding worker idles through the rest
         self._tidy(run)
-        self._announce(run)
+        self._announce(run)  # the map's entries embed on the run's worker processes too
+        run.closing.close()  # no embedding worker idles through what the caller does next
 
     # -- steps ----------------------------------------------------------------
     def _open_index(self, run: IngestRun) -> list[Candidate]:
@@ -279,12 +279,12 @@ class Ingestor:
         """Tell readers of the change: the index flushed, the caches built again, the
         statistics measured again (and once for a KB ingested before it was measured, or
         measured by an older method)
-        while the written documents' map entries embed in threads (both are mostly one
-        core's work: 3.0 → 2.5 s after dev2's 477 documents), the changed domains
-        summarised again."""
+        while the written documents' map entries embed in threads, on the run's worker
+        processes where it has them (both are mostly one core's work: 3.0 → 2.5 s after
+        dev2's 477 documents), the changed domains summarised again."""
         kb, report = self.kb, run.report
         written = {*report.added, *report.updated, *report.repaired}
-        with keeping_entry_vectors(kb, written, outside=self.outside_stores):
+        with keeping_entry_vectors(kb, written, outside=self.outside_stores, embed=run.embed):
             if report.changed or report.answers_encoded:
                 kb.store.flush(waiting=self.outside_stores)
                 kb.changed()
