@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -115,12 +116,13 @@ class KeptMapVectors:
                 ]
                 return read, calls
 
-            begun = [start(window) for window in windows[:KEEP_AHEAD]]
+            # the windows begun and not kept yet: a kept one's matrices are let go of
+            begun = deque(start(window) for window in windows[:KEEP_AHEAD])
 
             def finish() -> int:
                 embedded = 0
                 for number in range(len(windows)):
-                    read, calls = begun[number]
+                    read, calls = begun.popleft()
                     if number + KEEP_AHEAD < len(windows):
                         begun.append(start(windows[number + KEEP_AHEAD]))
                     with outside():
