@@ -831,6 +831,29 @@ def test_a_large_ingest_on_milvus_lite_embeds_in_worker_processes(
     assert_consistent(kb)
 
 
+def test_the_first_full_group_already_embeds_in_worker_processes(
+    tmp_path: Path, open_kb: OpenKB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker starts in about 0.5 s of a core from the kept model files, less than one
+    full group loses to the GIL in threads: a run's workers start with its first."""
+    monkeypatch.setattr(ingest_module, "INDEX_CHUNKS", 1)  # a group per document
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(args)
+        return popen(args, **kwargs)
+
+    monkeypatch.setattr(_process.subprocess, "Popen", start)
+    folder = tmp_path / "kb" / "ops"
+    folder.mkdir(parents=True)
+    (folder / "restart.md").write_text("# Restart\n\nRestart the payment service.\n")
+    (folder / "rollback.md").write_text("# Rollback\n\nRoll the last deploy back.\n")
+    report = Ingestor(open_kb(ingest={"embedding_processes": 2})).ingest([tmp_path / "kb"])
+    assert len(report.added) == 2
+    assert [args[-1] for args in started] == ["superbiz.retrieval.embedding_processes"] * 2
+
+
 @pytest.mark.parametrize("run", ["small", "on a Milvus server"])
 def test_a_small_ingest_or_one_on_a_milvus_server_starts_no_worker_process(
     small_kb: Path,

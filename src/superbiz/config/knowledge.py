@@ -42,10 +42,10 @@ class IngestSettings(_Section):
     """The longest one file's conversion may take; a file needing longer is skipped with the
     reason."""
     embedding_processes: int = Field(2, ge=0)
-    """Worker processes a large ingest embeds in (its 1,024-chunk groups from the fourth on)
-    with the embedded model where Milvus Lite runs in the process: about 200 MB each while the
-    ingest runs, none on a one-core machine; 0: threads of the process, which take turns with
-    Lite's Python for the GIL."""
+    """Worker processes an ingest of more than 1,024 chunks embeds in (from its first full
+    group of 1,024 on) with the embedded model where Milvus Lite runs in the process: about
+    200 MB each while the ingest runs, none on a one-core machine; 0: threads of the
+    process, which take turns with Lite's Python for the GIL."""
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> IngestSettings:

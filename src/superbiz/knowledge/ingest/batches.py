@@ -27,8 +27,11 @@ EMBED_WORKERS = 2
 #: the embedding threads to overlap the inserts (with one batch per call they took turns)
 INDEX_CHUNKS = 8 * EMBED_BATCH
 #: full groups a large run embeds in its own threads before its worker processes start
-#: (``Ingestor._embedding``)
-THREADED_GROUPS = 3
+#: (``Ingestor._embedding``): none since a worker loads the kept model files in 0.5 s of a
+#: core (``retrieval._use_files``; 1.3 s before, when three groups went first): dev2's 477
+#: documents, two full groups, ingest in 9.02 s instead of 9.82 (the means of ten runs each,
+#: alternating; 11.0 against 13.0 in four while the machine was slower)
+THREADED_GROUPS = 0
 
 
 class Pending(NamedTuple):

@@ -374,8 +374,9 @@ class Ingestor:
         threads waited for the GIL (``eval scale`` at 11,925 documents: an embedded ingest
         took 288 s in threads, 224 s with the workers). Beside a Milvus server the threads
         reach the embedder's own speed and the workers were slower (300 s against 272, the
-        server on the same two cores). A small run keeps its threads: a worker's start
-        (an interpreter and the model) costs about 2 s of a core."""
+        server on the same two cores). A run without a full group keeps its threads: a
+        worker's start (an interpreter and the kept model files) costs about 0.5 s of a
+        core."""
         if bulk:
             run.full_groups += 1
         settings = self.kb.settings
