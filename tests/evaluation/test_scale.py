@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import yaml
 from typer.testing import CliRunner
 
 from superbiz.cli import app
+from superbiz.config import Settings
 from superbiz.evaluation._scale_corpus import ScaleCorpus
-from superbiz.evaluation.scale import sizes
+from superbiz.evaluation.scale import EMBED_PASSES, _embedder_rate, sizes
 from superbiz.knowledge.documents.frontmatter import split_frontmatter
+from superbiz.retrieval.embedders import EmbedTexts
 
 RUNBOOKS = {
     "payment/callback-timeout.md": (
@@ -163,3 +170,26 @@ def test_a_work_folder_left_by_a_larger_run_holds_only_this_sizes_documents(
     assert sorted(p.relative_to(corpus.root).as_posix() for p in corpus.root.rglob("*.md")) == (
         sorted(corpus.iter_paths(4))
     )
+
+
+def test_the_embedders_rate_is_its_fastest_pass(tmp_path: Path) -> None:
+    """A shared machine once ran one pass at half the speed of the next: the rate an
+    ingest is compared with is the embedder's fastest pass over the sample."""
+    seed = _seed(tmp_path / "seed")
+    paths = [p.relative_to(seed / "corpus").as_posix() for p in (seed / "corpus").rglob("*.md")]
+    calls: list[int] = []
+
+    class FirstPassSlow:
+        def in_processes(self, processes: int) -> AbstractContextManager[EmbedTexts]:
+            return nullcontext(self.embed)
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            calls.append(len(texts))
+            if len(calls) == 1:  # the sample is one batch: the first pass is this call
+                time.sleep(0.5)
+            return np.zeros((len(texts), 4), dtype=np.float32)
+
+    kb = SimpleNamespace(embedder=FirstPassSlow())
+    rate = _embedder_rate(kb, Settings(), seed / "corpus", paths)  # type: ignore[arg-type]
+    assert len(calls) == EMBED_PASSES == 2 and calls[0] == calls[1] == len(RUNBOOKS)
+    assert rate is not None and rate > len(RUNBOOKS) / 0.5
