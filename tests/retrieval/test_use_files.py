@@ -118,6 +118,21 @@ def test_a_copy_unused_for_a_month_goes_when_another_is_kept(cache: Path) -> Non
     assert _kept(cache).stat().st_mtime > month + 86_400
 
 
+def test_a_kept_copy_on_a_read_only_disk_is_still_read(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept_use(1)
+
+    def read_only(path: object, *args: object, **kwargs: object) -> None:
+        raise OSError(30, "Read-only file system", str(path))
+
+    monkeypatch.setattr(_use_files.os, "utime", read_only)
+    _no_parsing(monkeypatch)
+    with caplog.at_level(logging.INFO, logger=_use_files.__name__):
+        kept_use(1)
+    assert not caplog.records
+
+
 def test_nowhere_to_keep_the_files_costs_only_speed(
     tmp_path: Path, package_rows: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:

