@@ -19,7 +19,7 @@ import numpy as np
 
 from superbiz._text import normalize, segmenter
 from superbiz.exceptions import IndexMismatchError
-from superbiz.retrieval.records import BM25_STOP_WORDS, ChunkHit, ChunkRecord
+from superbiz.retrieval.records import BM25_STOP_WORDS, ChunkHit, ChunkRecord, ChunkWords
 from superbiz.retrieval.store import Outside
 from superbiz.retrieval.visibility import Visibility
 
@@ -117,6 +117,14 @@ class InMemoryChunkStore:
         self, doc_paths: Sequence[str], *, vectors: bool = True
     ) -> dict[str, list[ChunkHit]]:
         return {path: hits for path in doc_paths if (hits := self.chunks_of(path))}
+
+    def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
+        wanted = set(doc_paths)
+        return {
+            ChunkWords(c.search_text, c.heading, c.text): np.asarray(c.vector, dtype=np.float32)
+            for c in self._chunks.values()
+            if c.doc_path in wanted
+        }
 
     def search_dense(
         self,

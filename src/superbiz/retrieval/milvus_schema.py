@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from superbiz.retrieval.records import DENSE_METRIC
+import numpy as np
+
+from superbiz.retrieval.records import DENSE_METRIC, ChunkHit, ChunkRecord
 
 #: the longest text a chunk keeps (its stored text and search text, in Milvus' bytes)
 TEXT_MAX = 16384
+#: the longest heading a chunk keeps
+HEADING_MAX = 2048
+#: characters of a text kept: four bytes each at most in UTF-8
+_TEXT_CHARS = TEXT_MAX // 4
+#: the fields a search hit or a document's chunks are read with (the vector apart)
+HIT_FIELDS = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
 #: the longest access list a chunk keeps (``superbiz.access``: 64 groups of 128 characters)
 ACCESS_MAX = 16384
 #: the dense graph of a Milvus Lite file: HNSW over 8-bit vectors, the degree and build depth
@@ -61,7 +69,7 @@ def chunk_collection(
     schema.add_field("doc_path", DataType.VARCHAR, max_length=1024)
     schema.add_field("domain", DataType.VARCHAR, max_length=128)
     schema.add_field("title", DataType.VARCHAR, max_length=1024)
-    schema.add_field("heading", DataType.VARCHAR, max_length=2048)
+    schema.add_field("heading", DataType.VARCHAR, max_length=HEADING_MAX)
     schema.add_field("chunk_index", DataType.INT64)
     schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
     schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX)
@@ -91,3 +99,49 @@ def chunk_collection(
         )
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     return schema, index
+
+
+def chunk_hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0) -> ChunkHit:
+    """A row read with ``HIT_FIELDS`` (and ``dense``, where asked for) as a hit."""
+    dense = entity.get("dense")
+    return ChunkHit(
+        id=id_ or entity["id"],
+        doc_path=entity["doc_path"],
+        domain=entity["domain"],
+        title=entity["title"],
+        heading=entity["heading"],
+        chunk_index=int(entity["chunk_index"]),
+        text=entity["text"],
+        score=score,
+        vector=np.asarray(dense, dtype=np.float32) if dense is not None else None,
+    )
+
+
+def chunk_row(chunk: ChunkRecord, *, access: bool) -> dict[str, Any]:
+    """``chunk`` as a row of the collection: its texts cut to their fields' sizes, its
+    access list only where the collection has the field (``access``)."""
+    return {
+        "id": chunk.id,
+        "doc_path": chunk.doc_path,
+        "domain": chunk.domain,
+        "title": chunk.title[:1024],
+        "heading": chunk.heading[:HEADING_MAX],
+        "chunk_index": chunk.chunk_index,
+        "content_hash": chunk.content_hash,
+        "text": chunk.text[:_TEXT_CHARS],
+        "search_text": chunk.search_text[:_TEXT_CHARS],
+        "dense": np.asarray(chunk.vector, dtype=np.float32).tolist(),
+        **({"access": chunk.access} if access else {}),
+    }
+
+
+def kept_whole(row: dict[str, Any]) -> bool:
+    """Whether ``chunk_row`` cut nothing of a row's search text (which holds its text)
+    and heading.
+
+    >>> kept_whole({"search_text": "T\\nT\\nrun it", "heading": "T"})
+    True
+    >>> kept_whole({"search_text": "x" * _TEXT_CHARS, "heading": "T"})
+    False
+    """
+    return len(row["search_text"]) < _TEXT_CHARS and len(row["heading"]) < HEADING_MAX

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,3 +84,15 @@ class ChunkHit:
     text: str
     score: float
     vector: np.ndarray | None = None
+
+
+class ChunkWords(NamedTuple):
+    """What a stored chunk was embedded from, as the store keeps it. Two chunks that agree
+    on all three were embedded from the same text: the search text is the headline twice
+    around what follows it, and what follows depends on the heading and text alone
+    (``chunking.embedding_text``), so equal search texts with equal tails have equal
+    headlines."""
+
+    search_text: str
+    heading: str
+    text: str

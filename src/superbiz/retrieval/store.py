@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from superbiz.retrieval.records import ChunkHit, ChunkRecord
+from superbiz.retrieval.records import ChunkHit, ChunkRecord, ChunkWords
 from superbiz.retrieval.visibility import Visibility
 
 #: a context long work runs in, from whoever holds the stores' lock: it lets go of the lock
@@ -86,6 +86,12 @@ class ChunkStore(Protocol):
     ) -> dict[str, list[ChunkHit]]:
         """``chunks_of`` for several documents in one query; documents without chunks
         are left out; ``vectors=False`` may leave the chunks' vectors out."""
+        ...
+
+    def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
+        """The vectors of ``doc_paths``' chunks by what each was embedded from: an update
+        embeds only the chunks whose words changed. A chunk whose words the store cut
+        short is left out (another text may share what was kept)."""
         ...
 
     def search_dense(

@@ -33,8 +33,21 @@ from superbiz.retrieval.milvus_client import (
     milvus_client_class,
 )
 from superbiz.retrieval.milvus_filters import Filter, search_filter
-from superbiz.retrieval.milvus_schema import TEXT_MAX, chunk_collection, graph_upgrade
-from superbiz.retrieval.records import BM25_ANALYZER, DENSE_METRIC, ChunkHit, ChunkRecord
+from superbiz.retrieval.milvus_schema import (
+    HIT_FIELDS,
+    chunk_collection,
+    chunk_hit,
+    chunk_row,
+    graph_upgrade,
+    kept_whole,
+)
+from superbiz.retrieval.records import (
+    BM25_ANALYZER,
+    DENSE_METRIC,
+    ChunkHit,
+    ChunkRecord,
+    ChunkWords,
+)
 from superbiz.retrieval.store import Outside
 from superbiz.retrieval.visibility import Visibility
 
@@ -47,7 +60,6 @@ QUERY_BATCH = 4096
 
 #: rows per insert call: bounds the request size and memory of a large document
 INSERT_BATCH = 512
-_OUTPUT = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
 
 
 class MilvusChunkStore:
@@ -191,22 +203,8 @@ class MilvusChunkStore:
         handler would do with them once pymilvus had encoded them (about a tenth of an
         ingest's CPU: pymilvus checks every string character by character)."""
         for start in range(0, len(chunks), INSERT_BATCH):
-            rows = [
-                {
-                    "id": c.id,
-                    "doc_path": c.doc_path,
-                    "domain": c.domain,
-                    "title": c.title[:1024],
-                    "heading": c.heading[:2048],
-                    "chunk_index": c.chunk_index,
-                    "content_hash": c.content_hash,
-                    "text": c.text[: TEXT_MAX // 4],
-                    "search_text": c.search_text[: TEXT_MAX // 4],
-                    "dense": np.asarray(c.vector, dtype=np.float32).tolist(),
-                    **({"access": c.access} if self.has_access else {}),
-                }
-                for c in chunks[start : start + INSERT_BATCH]
-            ]
+            batch = chunks[start : start + INSERT_BATCH]
+            rows = [chunk_row(c, access=self.has_access) for c in batch]
             self._insert_rows(rows)
 
     def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -330,12 +328,25 @@ class MilvusChunkStore:
         if not doc_paths:
             return {}
         query = Filter("doc_path in {paths}", {"paths": list(doc_paths)})
-        output = ["id", *_OUTPUT, "dense"] if vectors else ["id", *_OUTPUT]
+        output = ["id", *HIT_FIELDS, "dense"] if vectors else ["id", *HIT_FIELDS]
         found: dict[str, list[ChunkHit]] = {}
         for row in self._rows(query, output):
-            hit = self._hit(row, score=float("nan"))
+            hit = chunk_hit(row, score=float("nan"))
             found.setdefault(hit.doc_path, []).append(hit)
         return {path: sorted(hits, key=lambda h: h.chunk_index) for path, hits in found.items()}
+
+    def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
+        if self.dimension is None or self.outdated:
+            return {}
+        found: dict[ChunkWords, np.ndarray] = {}
+        for start in range(0, len(doc_paths), _QUERY_BATCH):
+            paths = list(doc_paths[start : start + _QUERY_BATCH])
+            fields = ["search_text", "heading", "text", "dense"]
+            for r in self._rows(Filter("doc_path in {paths}", {"paths": paths}), fields):
+                if kept_whole(r):
+                    words = ChunkWords(r["search_text"], r["heading"], r["text"])
+                    found[words] = np.asarray(r["dense"], dtype=np.float32)
+        return found
 
     def _rows(self, query: Filter, output: list[str]) -> list[dict[str, Any]]:
         """Every row matching ``query``: one query in process on Milvus Lite (the
@@ -409,7 +420,7 @@ class MilvusChunkStore:
             return []
         data = np.asarray(vector, dtype=np.float32).tolist()
         where = search_filter(domain, visibility, has_access=self.has_access)
-        return self._search(data, "dense", DENSE_METRIC, limit, where, _OUTPUT)
+        return self._search(data, "dense", DENSE_METRIC, limit, where, HIT_FIELDS)
 
     def search_bm25(
         self,
@@ -423,7 +434,7 @@ class MilvusChunkStore:
         if self.dimension is None or not self.has_bm25 or not text.strip():
             return []
         where = search_filter(domain, visibility, has_access=self.has_access)
-        return self._search(text, "sparse", "BM25", limit, where, [*_OUTPUT, "dense"])
+        return self._search(text, "sparse", "BM25", limit, where, [*HIT_FIELDS, "dense"])
 
     def _search(
         self,
@@ -453,7 +464,7 @@ class MilvusChunkStore:
             ),
             public,
         )
-        return [self._hit(h["entity"], h["id"], float(h["distance"])) for h in hits]
+        return [chunk_hit(h["entity"], h["id"], float(h["distance"])) for h in hits]
 
     def _named_errors(self, call: Callable[[], _T]) -> _T:
         """pymilvus raises many types: each becomes a ``StoreError`` naming the store
@@ -476,21 +487,6 @@ class MilvusChunkStore:
             )
             self._local = gate if gate is not None else False
         return self._local if isinstance(self._local, InProcessLite) else None
-
-    @staticmethod
-    def _hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0) -> ChunkHit:
-        dense = entity.get("dense")
-        return ChunkHit(
-            id=id_ or entity["id"],
-            doc_path=entity["doc_path"],
-            domain=entity["domain"],
-            title=entity["title"],
-            heading=entity["heading"],
-            chunk_index=int(entity["chunk_index"]),
-            text=entity["text"],
-            score=score,
-            vector=np.asarray(dense, dtype=np.float32) if dense is not None else None,
-        )
 
     def close(self) -> None:
         self._client.close()

@@ -1,11 +1,12 @@
 """Chunks embedded in batches, in threads, while a run reads its next files and inserts
-the batch before: the ids and records the vector store gets."""
+the batch before: the ids and records the vector store gets, and the row the database
+gets once they are in."""
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -16,7 +17,8 @@ from superbiz.access import encode_access
 from superbiz.knowledge.documents.chunking import Chunk, embedding_text, search_text
 from superbiz.knowledge.documents.document import SourceDocument
 from superbiz.retrieval.embedders import EmbedTexts
-from superbiz.retrieval.records import ChunkRecord
+from superbiz.retrieval.records import ChunkRecord, ChunkWords
+from superbiz.storage.repository import StoredDocument
 
 EMBED_BATCH = 128
 #: batches embedded at once, in threads, while the current one is inserted and the next
@@ -49,16 +51,27 @@ Batch = list[tuple[SourceDocument, Chunk]]
 
 class Group:
     """Documents being indexed together: their chunks in ``EMBED_BATCH`` batches, the
-    first ``EMBED_WORKERS`` of them already embedding in the run's pool."""
+    first ``EMBED_WORKERS`` of them already embedding in the run's pool, but for the
+    chunks whose words were embedded before (``known``: an updated document's unchanged
+    passages), which keep that vector (``reused``)."""
 
     def __init__(
         self,
         pending: list[Pending],
         pool: ThreadPoolExecutor,
         embed: Callable[[Batch], np.ndarray],
+        known: Mapping[ChunkWords, np.ndarray] | None = None,
     ) -> None:
         self.pending = pending
-        work = [(p.doc, chunk) for p in pending for chunk in p.chunks]
+        self.reused: list[ChunkRecord] = []
+        work = []
+        for p in pending:
+            for chunk in p.chunks:
+                vector = known.get(chunk_words(p.doc, chunk)) if known else None
+                if vector is None:
+                    work.append((p.doc, chunk))
+                else:
+                    self.reused.append(chunk_record(p.doc, chunk, vector))
         self.batches = [work[i : i + EMBED_BATCH] for i in range(0, len(work), EMBED_BATCH)]
         self._pool, self._embed = pool, embed
         self._next = min(EMBED_WORKERS, len(self.batches))
@@ -77,6 +90,14 @@ def embed_batch(embed: EmbedTexts, batch: Batch) -> np.ndarray:
     """The vectors of a batch's chunks, each embedded with its document's headline and
     its headings."""
     return embed([embedding_text(doc.headline, chunk.heading, chunk.text) for doc, chunk in batch])
+
+
+def chunk_words(doc: SourceDocument, chunk: Chunk) -> ChunkWords:
+    """What a stored chunk with this document's headline, heading and text shows the
+    store (``ChunkStore.vectors_by_words``)."""
+    return ChunkWords(
+        search_text(doc.headline, chunk.heading, chunk.text), chunk.heading, chunk.text
+    )
 
 
 def chunk_id(doc_path: str, index: int, version: str) -> str:
@@ -99,4 +120,20 @@ def chunk_record(doc: SourceDocument, chunk: Chunk, vector: np.ndarray) -> Chunk
         search_text=search_text(doc.headline, chunk.heading, chunk.text),
         vector=vector,
         access=encode_access(doc.access),
+    )
+
+
+def document_row(written: Pending) -> StoredDocument:
+    """The relational row of a document whose chunks are in."""
+    doc = written.doc
+    return StoredDocument(
+        path=doc.path,
+        title=doc.title,
+        domain=doc.domain,
+        content_hash=doc.content_hash,
+        size_bytes=doc.size_bytes,
+        chunk_count=len(written.chunks),
+        source_file=str(written.file),
+        metadata=doc.metadata(),
+        access=doc.access,
     )

@@ -41,6 +41,7 @@ from superbiz.knowledge.ingest.batches import (
     Pending,
     chunk_id,
     chunk_record,
+    document_row,
     embed_batch,
 )
 from superbiz.knowledge.ingest.discovery import (
@@ -278,10 +279,10 @@ class Ingestor:
     def _announce(self, run: IngestRun) -> None:
         """Tell readers of the change: the index flushed, the caches built again, the
         statistics measured again (and once for a KB ingested before it was measured, or
-        measured by an older method)
-        while the written documents' map entries embed in threads, on the run's worker
-        processes where it has them (both are mostly one core's work: 3.0 → 2.5 s after
-        dev2's 477 documents), the changed domains summarised again."""
+        measured by an older method) while the written documents' map entries embed in
+        threads, on the run's worker processes where it has them (both are mostly one
+        core's work: 3.0 → 2.5 s after dev2's 477 documents), the changed domains
+        summarised again."""
         kb, report = self.kb, run.report
         written = {*report.added, *report.updated, *report.repaired}
         with keeping_entry_vectors(kb, written, outside=self.outside_stores, embed=run.embed):
@@ -357,12 +358,14 @@ class Ingestor:
         """Start indexing ``pending`` documents, and finish the group started before:
         ``pending`` is embedded in the run's threads while the earlier group is inserted
         and, after this returns, while the run reads and converts its next files (which
-        took turns with embedding before). ``_finish_indexing`` finishes the last group.
+        took turns with embedding before); an updated document's passages whose words did
+        not change keep their vectors. ``_finish_indexing`` finishes the last group.
         ``bulk``: the group is full and more may come (``_embedding``)."""
         if run.pool is None:
             run.pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="embed")
-        embed = self._embedding(run, bulk)
-        started = Group(pending, run.pool, partial(embed_batch, embed)) if pending else None
+        embed = partial(embed_batch, self._embedding(run, bulk))
+        known = self.kb.store.vectors_by_words(run.earlier_versions(pending))
+        started = Group(pending, run.pool, embed, known) if pending else None
         earlier, run.started = run.started, started
         if earlier is not None:
             self._write(run, earlier, tick=tick)
@@ -393,18 +396,17 @@ class Ingestor:
 
     def _write(self, run: IngestRun, group: Group, *, tick: bool) -> None:
         """Write ``group``'s documents beside their earlier versions: the new chunks
-        inserted ``EMBED_BATCH`` at a time as their vectors come (a large file never holds
-        all its vectors at once) under ids of their own (``chunk_id``), then each row, and
-        only then the earlier chunks deleted. Readers find every document throughout; an
-        embedder or store failure, or a crash, leaves the earlier version whole (the next
-        run's reconcile repairs a doubled index). A row the database refuses is a skipped
-        file: its new chunks are deleted, its earlier version kept."""
+        (``EMBED_BATCH`` at a time as their vectors come, so a large file never holds all
+        at once, then those that kept their vectors) under ids of their own (``chunk_id``),
+        then each row, and only then the earlier chunks deleted. Readers find every
+        document throughout; an embedder or store failure, or a crash, leaves the earlier
+        version whole (the next run's reconcile repairs a doubled index). A row the
+        database refuses is a skipped file: its new chunks deleted, its earlier version kept."""
         pending = group.pending
         store = self.kb.store
-        # Only a stored document can have chunks: ``_reconcile`` dropped every other's at
-        # the start of the run, under the write lock. Asking for the rest scanned the
-        # whole index once a group, so a bulk ingest slowed as the KB grew.
-        earlier = store.chunk_ids([p.doc.path for p in pending if p.doc.path in run.stored])
+        # Only a stored document can have chunks (``_reconcile`` dropped the others' under
+        # the write lock); asking for all scanned the whole index once a group.
+        earlier = store.chunk_ids(run.earlier_versions(pending))
         fresh = {
             p.doc.path: {chunk_id(p.doc.path, c.index, p.doc.content_hash) for c in p.chunks}
             for p in pending
@@ -421,20 +423,10 @@ class Ingestor:
             group.embed_next()
             pairs = zip(batch, vectors, strict=True)
             store.insert([chunk_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
-        rows = [
-            StoredDocument(
-                path=doc.path,
-                title=doc.title,
-                domain=doc.domain,
-                content_hash=doc.content_hash,
-                size_bytes=doc.size_bytes,
-                chunk_count=len(chunks),
-                source_file=str(file),
-                metadata=doc.metadata(),
-                access=doc.access,
-            )
-            for doc, file, _, chunks in pending
-        ]
+        if group.reused:  # last: an embedder failing leaves none of a one-batch group in
+            store.insert(group.reused)
+            run.report.vectors_reused += len(group.reused)
+        rows = [document_row(p) for p in pending]
         try:  # every row in one transaction; when one is refused, each on its own
             self.kb.documents.save_all(rows)
             refused: dict[str, str] = {}

@@ -36,6 +36,9 @@ class IngestReport:
     domains_changed: set[str] = field(default_factory=set)
     #: documents whose opening the answer model encoded (``retrieval.answers``)
     answers_encoded: int = 0
+    #: passages of updated documents whose words did not change: their vectors were kept,
+    #: not embedded again
+    vectors_reused: int = 0
     #: what the run advises about the knowledge base itself (an index an older superbiz
     #: built, which a rebuild would improve), once per run
     notes: list[str] = field(default_factory=list)
@@ -58,6 +61,8 @@ class IngestReport:
         parts.append(f"{len(self.skipped)} skipped")
         if self.answers_encoded:
             parts.append(f"{self.answers_encoded} openings encoded for answers")
+        if self.vectors_reused:
+            parts.append(f"{self.vectors_reused} unchanged passages not embedded again")
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -73,6 +78,7 @@ class IngestReport:
             "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
             "domains_changed": sorted(self.domains_changed),
             "answers_encoded": self.answers_encoded,
+            "vectors_reused": self.vectors_reused,
             "notes": self.notes,
         }
 

@@ -82,3 +82,7 @@ class IngestRun:
         """Report ``path`` skipped for ``reason``; ``label`` is what progress shows."""
         self.report.skipped.append((path, reason))
         self.tick(path if label is None else label)
+
+    def earlier_versions(self, pending: list[Pending]) -> list[str]:
+        """The paths of ``pending`` documents stored when the run began (updates, repairs)."""
+        return [p.doc.path for p in pending if p.doc.path in self.stored]
