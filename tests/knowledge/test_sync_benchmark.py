@@ -26,4 +26,8 @@ def test_cli_benchmarks_a_sync_against_the_full_ingest_and_writes_json(
     ratio = report["sync_one_changed_median_seconds"] / report["full_ingest_seconds"]
     assert report["ratio"] == pytest.approx(ratio, rel=0.02, abs=0.001)
     assert report["meets_target"] == (report["ratio"] <= 0.05)
+    # a long page's one edited section is all its second sync embeds
+    page = report["long_page"]
+    assert page["sections"] == 300 and page["passages"] >= 300
+    assert page["passages_kept"] == page["passages"] - 1
     assert not (tmp_path / ".superbiz").exists()  # the configured KB is never touched

@@ -25,9 +25,12 @@ from superbiz._text import load_segmenter
 from superbiz.config import AdvancedSettings, Settings, VectorSettings
 from superbiz.evaluation.ingest import _WORDS
 from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.sources.git_sources import GitSources
 from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
 
 TARGET_RATIO = 0.05
+#: sections of the long page a sync adds and then edits in one place (``_long_page``)
+LONG_SECTIONS = 300
 _DOMAINS = ("payment", "login", "deploy", "database", "network", "storage", "alerts", "billing")
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "superbiz-eval",
@@ -118,6 +121,7 @@ def benchmark_sync(settings: Settings, *, files: int = 400, changes: int = 3) ->
             started = time.perf_counter()
             git.sync(first.source.name)
             unchanged.append(time.perf_counter() - started)
+            long_page = _long_page(git, work, bare, first.source.name)
         finally:
             kb.close()
     sync = statistics.median(syncs)
@@ -134,8 +138,42 @@ def benchmark_sync(settings: Settings, *, files: int = 400, changes: int = 3) ->
         "ratio": round(sync / full, 4) if full else None,
         "target_ratio": TARGET_RATIO,
         "meets_target": bool(full) and sync / full <= TARGET_RATIO,
+        "long_page": long_page,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
+    }
+
+
+def _long_page(git: GitSources, work: Path, bare: Path, name: str) -> dict[str, Any]:
+    """A page of ``LONG_SECTIONS`` sections pushed and synced, then one section edited and
+    synced again: the edit embeds the passages whose words it changed, not the page."""
+    rng = random.Random(11)
+    sections = [
+        f"## Procedure {n}\n\n" + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(60, 140)))
+        for n in range(LONG_SECTIONS)
+    ]
+    page = work / "docs" / "handbook.md"
+    seconds, reports = [], []
+    for step in ("add", "edit"):
+        if step == "edit":
+            sections[LONG_SECTIONS // 2] += "\n\nEscalate to the on-call lead after two retries."
+        page.write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n", encoding="utf-8")
+        _git(work, "add", "-A")
+        _git(work, "commit", "-q", "-m", f"handbook: {step}")
+        _git(work, "push", "-q", str(bare), "main")
+        started = time.perf_counter()
+        reports.append(git.sync(name).report)
+        seconds.append(time.perf_counter() - started)
+    added, edited = reports
+    stored = git.kb.documents.get(added.added[0]) if len(added.added) == 1 else None
+    if stored is None or edited.updated != added.added:
+        raise RuntimeError(f"expected the handbook added, then updated: {edited.summary()}")
+    return {
+        "sections": LONG_SECTIONS,
+        "passages": stored.chunk_count,
+        "sync_added_seconds": round(seconds[0], 3),
+        "sync_one_section_edited_seconds": round(seconds[1], 3),
+        "passages_kept": edited.vectors_reused,
     }
 
 
@@ -148,6 +186,12 @@ def render_sync_report(report: dict[str, Any], console: Console) -> None:
         f"{len(report['sync_one_changed_seconds'])}; fetch "
         f"{report['fetch_median_seconds']} s) → [bold]{report['ratio']:.1%}[/] of the full "
         f"ingest, {verdict} the ≤ {report['target_ratio']:.0%} target"
+    )
+    page = report["long_page"]
+    console.print(
+        f"a {page['passages']}-passage page: synced when added in {page['sync_added_seconds']} s, "
+        f"with one section edited in {page['sync_one_section_edited_seconds']} s "
+        f"({page['passages_kept']} passages kept their vectors)"
     )
     console.print(
         f"[dim]sync with nothing changed: {report['sync_nothing_changed_seconds']} s; "
