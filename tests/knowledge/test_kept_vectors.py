@@ -84,7 +84,7 @@ def test_an_edited_section_is_the_only_passage_embedded_again(
     report = Ingestor(kb).ingest([root])
     assert report.updated == [PATH]
     assert report.vectors_reused == passages - 1
-    assert "unchanged passages not embedded again" in report.summary()
+    assert "passages kept their vectors" in report.summary()
     # the edited passage and nothing else: the map's entry is the document's, unchanged
     assert embedder.texts == 1
     stored_vectors_are_fresh(kb, embedder.inner)

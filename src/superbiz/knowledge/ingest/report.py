@@ -62,7 +62,7 @@ class IngestReport:
         if self.answers_encoded:
             parts.append(f"{self.answers_encoded} openings encoded for answers")
         if self.vectors_reused:
-            parts.append(f"{self.vectors_reused} unchanged passages not embedded again")
+            parts.append(f"{self.vectors_reused} passages kept their vectors")
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
