@@ -197,6 +197,32 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
         assert analyzer.analyze(text) == expected, text
 
 
+def test_cached_analysis_cuts_new_ascii_blocks_as_jieba_does() -> None:
+    """A new ASCII block is cut without jieba (``_ascii_tokens``), unless it holds one of
+    the dictionary's ASCII words (``C++``, ``c#``, ``AT&T``): on 3,000 random texts of
+    letters, digits, jieba's joiners, punctuation, whitespace and those words, the ids are
+    those of jieba and Lite's filters."""
+    import random
+
+    import jieba
+    from milvus_lite.analyzer.factory import create_analyzer
+    from milvus_lite.analyzer.hash import term_to_id
+
+    from superbiz.retrieval._lite.ingest import cache_analysis
+    from superbiz.retrieval.records import BM25_ANALYZER, BM25_STOP_WORDS
+
+    pieces = [*"aZ09+#&._%-", *"!\"'()*,/:;<=>?@[]^`{|}~", " ", "\t", "\n", "\r\n", "\x0c", "\x1c"]
+    pieces += ["C++", "c#", "AT&T", "the", "Redis", "v1.2", "3.14%", "x86_64", "页"]
+    rng = random.Random(5)
+    texts = ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(3000)]
+    analyzer = create_analyzer(BM25_ANALYZER)
+    cache_analysis(analyzer)
+    stop = set(BM25_STOP_WORDS)
+    for text in texts:
+        words = [w.strip().lower() for w in jieba.cut_for_search(text) if w.strip()]
+        assert analyzer.analyze(text) == [term_to_id(w) for w in words if w not in stop], text
+
+
 @pytest.mark.parametrize("replace", [True, False])
 def test_columnar_flush_builds_lites_own_table(tmp_path: Path, replace: bool) -> None:
     """Rows inserted in three calls, some replaced and some deleted in between (taken

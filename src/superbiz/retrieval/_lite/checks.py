@@ -40,6 +40,7 @@ CHECK_TEXTS = (
     "## TiKV 如何扩容？是否需要重启，the Region 的 leader 吗",
     "Payment gateway timeout: check the Redis pool (redis-cli info clients); 连接池耗尽时重试。",
     "支付回调超时 支付回调超时 payment-gateway v1.2.3 50% C++ C# a&b 3.14 -- ``` **bold**",
+    "libstdc++ AT&T's c#-style x86_64 v1.2% (https://example.com/a?b=c&d=1) 'q' \"dq\" \r\n",
     "Redis 连接池耗尽 redis pool exhausted, 连接池 连接池 重试 retry",
     "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ　中文　全角 émigré naïve 🙂 \t\n\n",
     "",

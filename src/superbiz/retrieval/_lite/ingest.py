@@ -1,11 +1,13 @@
 """What Lite does at ingest, made cheaper on one store's own objects: the jieba analysis of
-each inserted text through a cache of blocks (``cache_analysis``, checked by
-``self_check``), and a memtable flushed column by column in Arrow (``columnar_flush``,
-which falls back to Lite's own code on anything unexpected).
+each inserted text through a cache of blocks, a new ASCII block cut without jieba's
+dictionary walk (``cache_analysis``, checked by ``self_check``), and a memtable flushed
+column by column in Arrow (``columnar_flush``, which falls back to Lite's own code on
+anything unexpected).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -39,15 +41,25 @@ def cache_analysis(analyzer: Any) -> None:
     Latin letters, digits and ``+#&._%-``, and what lies between them) and segments
     each block on its own; Lite's analyzer then strips, lowercases, drops stop words
     and hashes token by token. So a text's ids are its blocks' ids in order, and a
-    block seen before costs a dictionary lookup. Other analyzers are left alone.
+    block seen before costs a dictionary lookup; a new block in ASCII is cut as jieba
+    cuts it without jieba's dictionary walk (``_ascii_tokens``: half the analysis of
+    English runbooks). Other analyzers are left alone.
     """
     if type(analyzer).__name__ != "JiebaAnalyzer" or "analyze" in vars(analyzer):
         return
     import jieba
+    from milvus_lite.analyzer.hash import term_to_id
 
     split = jieba.re_han_default.split
     analyze_text: Callable[[str], list[int]] = analyzer.analyze  # Lite's own, bound
+    stop_words: frozenset[str] = analyzer._stop_words
     cache: dict[str, list[int]] = {}
+
+    def analyze_block(block: str) -> list[int]:
+        if not block.isascii() or any(word in block for word in _ascii_words()):
+            return analyze_text(block)
+        tokens = (token.strip().lower() for token in _ascii_tokens(block))
+        return [term_to_id(t) for t in tokens if t and t not in stop_words]
 
     def analyze(text: str) -> list[int]:
         ids: list[int] = []
@@ -58,11 +70,42 @@ def cache_analysis(analyzer: Any) -> None:
             if found is None:
                 if len(cache) >= ANALYSIS_CACHE_SIZE:
                     cache.clear()
-                found = cache[block] = analyze_text(block)
+                found = cache[block] = analyze_block(block)
             ids += found
         return ids
 
     analyzer.analyze = analyze
+
+
+@functools.cache
+def _ascii_words() -> tuple[str, ...]:
+    """The words of jieba's dictionary written in ASCII (``C++``, ``AT&T``: five in jieba
+    0.42): jieba cuts an ASCII block holding none of them as ``_ascii_tokens`` does."""
+    import jieba
+
+    jieba.dt.check_initialized()
+    frequency = jieba.dt.FREQ
+    return tuple(word for word in frequency if word.isascii() and frequency[word])
+
+
+def _ascii_tokens(block: str) -> list[str]:
+    """What ``jieba.cut_for_search`` gives for one block of ``re_han_default.split`` that
+    is ASCII and holds no word of jieba's dictionary: every character of a run of
+    letters, digits and ``+#&._%-`` is its own word there, so the run goes to jieba's
+    HMM stage, which splits off each run of letters and digits (a decimal part and a
+    percent sign with it); between runs, whitespace is kept and every other character
+    is a word. No ASCII piece is in the dictionary, so search mode adds no n-gram.
+
+    >>> _ascii_tokens("Apache-2.0"), _ascii_tokens("v1.2%"), _ascii_tokens(", (")
+    (['Apache', '-', '2.0'], ['v1.2%'], [',', ' ', '('])
+    """
+    import jieba
+    from jieba import finalseg
+
+    if jieba.re_han_default.match(block):
+        return [block] if len(block) == 1 else [p for p in finalseg.re_skip.split(block) if p]
+    skip = jieba.re_skip_default
+    return [w for p in skip.split(block) for w in ([p] if skip.match(p) else p)]
 
 
 def columnar_flush(memtable: Any) -> None:
