@@ -120,6 +120,8 @@ class InMemoryChunkStore:
 
     def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
         wanted = set(doc_paths)
+        if not wanted:  # a group of new documents: no pass over the store
+            return {}
         return {
             ChunkWords(c.search_text, c.heading, c.text): np.asarray(c.vector, dtype=np.float32)
             for c in self._chunks.values()
