@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy.exc import DataError
 
 from conftest import refuse_titles, write_kb
+from superbiz.config import Settings, VectorSettings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
@@ -262,11 +263,31 @@ def test_a_chmod_000_folder_is_skipped_and_never_pruned(tmp_path: Path, kb: Know
 # -- idempotency at any chunk count --------------------------------------------------------
 
 
+@pytest.fixture(params=["lite", "server"])
+def paged_kb(
+    request: pytest.FixtureRequest, tmp_path: Path, kb: KnowledgeBase, use_embedder: Embedder
+) -> Iterator[KnowledgeBase]:
+    """``kb``, or one on a Milvus server, whose client reads query results in pages."""
+    if request.param == "lite":
+        yield kb
+        return
+    server = request.getfixturevalue("milvus_server")
+    vector = VectorSettings(uri=server.uri, collection=request.getfixturevalue("milvus_collection"))
+    knowledge = KnowledgeBase(
+        Settings(data_dir=tmp_path / "server-data", database_url=None, vector=vector),
+        embedder=use_embedder,
+    )
+    yield knowledge
+    knowledge.close()
+
+
 def test_reingest_is_unchanged_when_chunks_span_many_query_pages(
-    tmp_path: Path, kb: KnowledgeBase
+    tmp_path: Path, paged_kb: KnowledgeBase
 ) -> None:
-    """Chunks are read back in pages: with a page of 3 rows, documents of 10+ chunks
-    and 100+ chunks in all are still counted exactly, so nothing is 'repaired'."""
+    """Chunks are read back in one query in process on Milvus Lite, in pages through the
+    client on a server: with a page of 3 rows, documents of 10+ chunks and 100+ chunks in
+    all are still counted exactly, so nothing is 'repaired'."""
+    kb = paged_kb
     root = tmp_path / "kb"
     sections = "\n\n".join(f"## Step {i}\n" + f"Check item {i} carefully. " * 12 for i in range(30))
     write_kb(root, {f"ops/runbook-{n}.md": f"# Runbook {n}\n\n{sections}\n" for n in range(10)})

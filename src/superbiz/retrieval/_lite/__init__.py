@@ -121,8 +121,11 @@ class InProcessLite:
         columnar_flush(self.collection._memtable)
         self.collection.insert(rows)
 
-    def query(self, expr: str, output_fields: list[str], limit: int) -> list[dict[str, Any]]:
-        """The rows matching ``expr``, as Lite's query returns them."""
+    def query(
+        self, expr: str, output_fields: list[str], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows matching ``expr`` (up to ``limit``; None: all), as Lite's query
+        returns them."""
         if self.live is not None:
             return query_live(self.live, expr, output_fields, limit)
         return list(self.collection.query(expr=expr, output_fields=output_fields, limit=limit))

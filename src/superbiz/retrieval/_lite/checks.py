@@ -249,4 +249,9 @@ def _searches_differ(collection: Any, live: LiveRows, probes: np.ndarray, step: 
                 expected = collection.query(expr=expr, output_fields=fields, limit=limit)
                 if query_live(live, expr, fields, limit) != expected:
                     return f"a query differs after step {step} ({limit}, {expr}, {fields})"
+    for expr in (None, 'domain == "a"'):  # every row (the store reads all it matches)
+        if query_live(live, expr, ["id", "dense"], None) != collection.query(
+            expr=expr, output_fields=["id", "dense"], limit=None
+        ):
+            return f"a query of every row differs after step {step} ({expr})"
     return None

@@ -321,11 +321,11 @@ def search_bm25(
 
 
 def query_live(
-    live: LiveRows, expr: str | None, output_fields: list[str], limit: int
+    live: LiveRows, expr: str | None, output_fields: list[str], limit: int | None
 ) -> list[dict[str, Any]]:
     """Lite's query (``Collection.query``) with the live rows of ``live``'s current view:
     each segment's live rows that pass the filter, then the memtable's, in Lite's order,
-    projected as Lite projects them, up to ``limit``. Lite walks every row of every
+    projected as Lite projects them, up to ``limit`` (None: all). Lite walks every row of every
     segment in Python for each query: 0.4 s each at 11,925 documents, where an ingest
     compares the whole index with the documents 200 at a time."""
     from milvus_lite.search.filter import evaluate_mask
@@ -342,17 +342,22 @@ def query_live(
         if seg.num_rows == 0:
             continue
         mask = alive if compiled is None else alive & evaluate_segment_filter(seg, compiled, plan)
-        found += entity.of_rows(seg, np.flatnonzero(mask)[: limit - len(found)].tolist())
-        if len(found) >= limit:
+        found += entity.of_rows(seg, np.flatnonzero(mask)[: _room(limit, found)].tolist())
+        if limit is not None and len(found) >= limit:
             return found
     if collection._vector_name is None:  # no dense field: Lite's own query
         return list(collection.query(expr=expr, output_fields=output_fields, limit=limit))
     _, _, refs, table, alive = view.memtable_dense(collection._vector_name)
     if refs:
         mask = alive if compiled is None else alive & evaluate_mask(compiled, table)
-        for row in np.flatnonzero(mask)[: limit - len(found)].tolist():
+        for row in np.flatnonzero(mask)[: _room(limit, found)].tolist():
             found.append(entity.of_record(view.memtable.materialize_row(*refs[row])))
     return found
+
+
+def _room(limit: int | None, found: list[Any]) -> int | None:
+    """How many more rows a query up to ``limit`` takes (None: all)."""
+    return None if limit is None else limit - len(found)
 
 
 class _Projection:
