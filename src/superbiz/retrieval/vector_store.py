@@ -281,12 +281,8 @@ class MilvusChunkStore:
         if self.dimension is None:
             return {}
         found: dict[str, set[str]] = defaultdict(set)
-        for start in range(0, len(doc_paths), _QUERY_BATCH):
-            query = Filter(
-                "doc_path in {paths}", {"paths": list(doc_paths[start : start + _QUERY_BATCH])}
-            )
-            for row in self._rows(query, ["id", "doc_path"]):
-                found[row["doc_path"]].add(row["id"])
+        for row in self._rows_of_documents(doc_paths, ["id", "doc_path"]):
+            found[row["doc_path"]].add(row["id"])
         return dict(found)
 
     def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
@@ -296,12 +292,9 @@ class MilvusChunkStore:
             return {}
         counts: dict[str, int] = defaultdict(int)
         hashes: dict[str, set[str]] = defaultdict(set)
-        for start in range(0, len(doc_paths), _QUERY_BATCH):
-            batch = list(doc_paths[start : start + _QUERY_BATCH])
-            query = Filter("doc_path in {paths}", {"paths": batch})
-            for row in self._rows(query, ["doc_path", "content_hash"]):
-                counts[row["doc_path"]] += 1
-                hashes[row["doc_path"]].add(row["content_hash"])
+        for row in self._rows_of_documents(doc_paths, ["doc_path", "content_hash"]):
+            counts[row["doc_path"]] += 1
+            hashes[row["doc_path"]].add(row["content_hash"])
         return {path: (counts[path], frozenset(hashes[path])) for path in counts}
 
     def delete_other_documents(self, keep: Sequence[str]) -> None:
@@ -338,15 +331,21 @@ class MilvusChunkStore:
     def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
         if self.dimension is None or self.outdated:
             return {}
-        found: dict[ChunkWords, np.ndarray] = {}
+        fields = ["search_text", "heading", "text", "dense"]
+        return {
+            ChunkWords(r["search_text"], r["heading"], r["text"]): np.asarray(r["dense"], "<f4")
+            for r in self._rows_of_documents(doc_paths, fields)
+            if kept_whole(r)
+        }
+
+    def _rows_of_documents(
+        self, doc_paths: Sequence[str], output: list[str]
+    ) -> Iterator[dict[str, Any]]:
+        """``_rows`` of ``doc_paths``' chunks, ``_QUERY_BATCH`` documents a query (a filter
+        naming them all grows with the KB)."""
         for start in range(0, len(doc_paths), _QUERY_BATCH):
             paths = list(doc_paths[start : start + _QUERY_BATCH])
-            fields = ["search_text", "heading", "text", "dense"]
-            for r in self._rows(Filter("doc_path in {paths}", {"paths": paths}), fields):
-                if kept_whole(r):
-                    words = ChunkWords(r["search_text"], r["heading"], r["text"])
-                    found[words] = np.asarray(r["dense"], dtype=np.float32)
-        return found
+            yield from self._rows(Filter("doc_path in {paths}", {"paths": paths}), output)
 
     def _rows(self, query: Filter, output: list[str]) -> list[dict[str, Any]]:
         """Every row matching ``query``: one query in process on Milvus Lite, however many

@@ -325,8 +325,8 @@ def query_live(
 ) -> list[dict[str, Any]]:
     """Lite's query (``Collection.query``) with the live rows of ``live``'s current view:
     each segment's live rows that pass the filter, then the memtable's, in Lite's order,
-    projected as Lite projects them, up to ``limit`` (None: all). Lite walks every row of every
-    segment in Python for each query: 0.4 s each at 11,925 documents, where an ingest
+    projected as Lite projects them, up to ``limit`` (None: all). Lite walks every row of
+    every segment in Python for each query: 0.4 s each at 11,925 documents, where an ingest
     compares the whole index with the documents 200 at a time."""
     from milvus_lite.search.filter import evaluate_mask
     from milvus_lite.search.indexed_filter import evaluate_segment_filter
