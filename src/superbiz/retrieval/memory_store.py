@@ -118,6 +118,9 @@ class InMemoryChunkStore:
     ) -> dict[str, list[ChunkHit]]:
         return {path: hits for path in doc_paths if (hits := self.chunks_of(path))}
 
+    def refuses(self, doc_path: str, domain: str) -> str | None:
+        return None  # any key fits
+
     def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
         wanted = set(doc_paths)
         if not wanted:  # a group of new documents: no pass over the store

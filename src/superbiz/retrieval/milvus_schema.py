@@ -6,22 +6,37 @@ indexed, decided once when the store creates it (``MilvusChunkStore.ensure_colle
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from superbiz.access import GROUP_MAX, GROUPS_MAX
 from superbiz.retrieval.records import DENSE_METRIC, ChunkHit, ChunkRecord
 
-#: the longest text a chunk keeps (its stored text and search text, in Milvus' bytes)
+# A Milvus server counts a VARCHAR's length in UTF-8 bytes, Milvus Lite in characters: every
+# size here is in bytes, and what is cut is cut to bytes (a CJK character is three).
+
+#: the longest text a chunk keeps (its stored text and search text)
 TEXT_MAX = 16384
 #: the longest heading a chunk keeps
 HEADING_MAX = 2048
+#: the longest title a chunk keeps (the document's whole title is in its stored row)
+TITLE_MAX = 1024
+#: a document's path and domain are never cut (they are keys): their fields hold the longest
+#: a document may have (1,024 and 128 characters: ``superbiz.storage.models``), four bytes
+#: a character (collections an earlier superbiz made hold 1,024 and 128 bytes)
+PATH_BYTES = 4 * 1024
+DOMAIN_BYTES = 4 * 128
+#: the key fields of a collection superbiz makes now, and their sizes
+KEY_BYTES = {"doc_path": PATH_BYTES, "domain": DOMAIN_BYTES}
 #: characters of a text kept: four bytes each at most in UTF-8
 _TEXT_CHARS = TEXT_MAX // 4
 #: the fields a search hit or a document's chunks are read with (the vector apart)
 HIT_FIELDS = ["doc_path", "domain", "title", "heading", "chunk_index", "text"]
-#: the longest access list a chunk keeps (``superbiz.access``: 64 groups of 128 characters)
-ACCESS_MAX = 16384
+#: the longest access list a chunk keeps: ``superbiz.access.encode_access``'s JSON of the most
+#: groups a list may name, each as long as a group's name may be (earlier collections: 16,384)
+ACCESS_MAX = GROUPS_MAX * (4 * GROUP_MAX + len('"",')) + len("[]")
 #: the dense graph of a Milvus Lite file: HNSW over 8-bit vectors, the degree and build depth
 #: of Lite's own ``AUTOINDEX`` (faiss ``IndexHNSWFlat``, M 16, efConstruction 200). Lite keeps
 #: every float vector in its tables, and exact searches read those; a full-precision graph
@@ -66,9 +81,9 @@ def chunk_collection(
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=128)
-    schema.add_field("doc_path", DataType.VARCHAR, max_length=1024)
-    schema.add_field("domain", DataType.VARCHAR, max_length=128)
-    schema.add_field("title", DataType.VARCHAR, max_length=1024)
+    schema.add_field("doc_path", DataType.VARCHAR, max_length=KEY_BYTES["doc_path"])
+    schema.add_field("domain", DataType.VARCHAR, max_length=KEY_BYTES["domain"])
+    schema.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX)
     schema.add_field("heading", DataType.VARCHAR, max_length=HEADING_MAX)
     schema.add_field("chunk_index", DataType.INT64)
     schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
@@ -124,8 +139,8 @@ def chunk_row(chunk: ChunkRecord, *, access: bool) -> dict[str, Any]:
         "id": chunk.id,
         "doc_path": chunk.doc_path,
         "domain": chunk.domain,
-        "title": chunk.title[:1024],
-        "heading": chunk.heading[:HEADING_MAX],
+        "title": cut_to_bytes(chunk.title, TITLE_MAX),
+        "heading": cut_to_bytes(chunk.heading, HEADING_MAX),
         "chunk_index": chunk.chunk_index,
         "content_hash": chunk.content_hash,
         "text": chunk.text[:_TEXT_CHARS],
@@ -143,5 +158,45 @@ def kept_whole(row: dict[str, Any]) -> bool:
     True
     >>> kept_whole({"search_text": "x" * _TEXT_CHARS, "heading": "T"})
     False
+    >>> kept_whole({"search_text": "run it", "heading": cut_to_bytes("标题" * 400, HEADING_MAX)})
+    False
     """
-    return len(row["search_text"]) < _TEXT_CHARS and len(row["heading"]) < HEADING_MAX
+    # a heading cut to bytes keeps more than HEADING_MAX - 4 of them
+    return len(row["search_text"]) < _TEXT_CHARS and len(row["heading"].encode()) < HEADING_MAX - 3
+
+
+def cut_to_bytes(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8, whole characters only.
+
+    >>> cut_to_bytes("订单退款", 7), cut_to_bytes("refund", 7)
+    ('订单', 'refund')
+    """
+    if len(text) * 4 <= limit:
+        return text  # the common case, without encoding
+    encoded = text.encode()
+    return text if len(encoded) <= limit else encoded[:limit].decode(errors="ignore")
+
+
+def key_too_long(
+    sizes: Mapping[str, int], keys: Mapping[str, str], *, in_bytes: bool
+) -> str | None:
+    """Why a collection whose key fields hold ``sizes`` (UTF-8 bytes ``in_bytes``, as a
+    Milvus server counts; else characters, as Lite does) cannot hold a document's ``keys``;
+    None when it can. Only a collection an earlier superbiz made is too small.
+
+    >>> key_too_long({"doc_path": 1024}, {"doc_path": "运维/值班.md"}, in_bytes=True) is None
+    True
+    >>> key_too_long({"doc_path": 1024}, {"doc_path": "运维/" * 200}, in_bytes=True)[:48]
+    'its path is 1,400 bytes, longer than the 1,024 t'
+    """
+    for name, value in keys.items():
+        length = len(value.encode()) if in_bytes else len(value)
+        if length > sizes.get(name, length):
+            what = "path" if name == "doc_path" else name
+            unit = "bytes" if in_bytes else "characters"
+            return (
+                f"its {what} is {length:,} {unit}, longer than the {sizes[name]:,} the vector "
+                "index made by an earlier superbiz holds (`superbiz ingest PATH --rebuild` "
+                "makes it anew)"
+            )
+    return None

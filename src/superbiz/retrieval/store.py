@@ -88,6 +88,11 @@ class ChunkStore(Protocol):
         are left out; ``vectors=False`` may leave the chunks' vectors out."""
         ...
 
+    def refuses(self, doc_path: str, domain: str) -> str | None:
+        """Why this store cannot hold a document of ``doc_path`` in ``domain``, None when it
+        can (a collection an earlier superbiz made holds shorter keys than a path may be)."""
+        ...
+
     def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
         """The vectors of ``doc_paths``' chunks by what each was embedded from: an update
         embeds only the chunks whose words changed. A chunk whose words the store cut

@@ -35,11 +35,13 @@ from superbiz.retrieval.milvus_client import (
 from superbiz.retrieval.milvus_filters import Filter, search_filter
 from superbiz.retrieval.milvus_schema import (
     HIT_FIELDS,
+    KEY_BYTES,
     chunk_collection,
     chunk_hit,
     chunk_row,
     graph_upgrade,
     kept_whole,
+    key_too_long,
 )
 from superbiz.retrieval.records import (
     BM25_ANALYZER,
@@ -113,6 +115,7 @@ class MilvusChunkStore:
         self.upgrade: str | None = None
         self._local: InProcessLite | bool | None = None  # see _local_collection
         self._analyzer: dict[str, Any] | None = BM25_ANALYZER  # what the self-check uses
+        self._key_sizes = KEY_BYTES  # what ``refuses`` checks a document's keys against
         if self._client.has_collection(collection):
             self._read_schema()
 
@@ -124,6 +127,7 @@ class MilvusChunkStore:
         self.has_bm25 = "sparse" in by_name
         self.has_access = "access" in by_name
         self.outdated = "search_text" not in by_name
+        self._key_sizes = {key: int(by_name[key]["params"]["max_length"]) for key in KEY_BYTES}
         self._client.load_collection(self.collection)
         if self._is_lite:
             self.upgrade = graph_upgrade(self._dense_index_type())
@@ -181,6 +185,7 @@ class MilvusChunkStore:
         self._analyzer = analyzer
         self.outdated = False
         self.upgrade = None
+        self._key_sizes = KEY_BYTES
 
     def drop(self) -> None:
         if self._client.has_collection(self.collection):
@@ -327,6 +332,10 @@ class MilvusChunkStore:
             hit = chunk_hit(row, score=float("nan"))
             found.setdefault(hit.doc_path, []).append(hit)
         return {path: sorted(hits, key=lambda h: h.chunk_index) for path, hits in found.items()}
+
+    def refuses(self, doc_path: str, domain: str) -> str | None:
+        keys = {"doc_path": doc_path, "domain": domain}
+        return key_too_long(self._key_sizes, keys, in_bytes=not self._is_lite)
 
     def vectors_by_words(self, doc_paths: Sequence[str]) -> dict[ChunkWords, np.ndarray]:
         if self.dimension is None or self.outdated:

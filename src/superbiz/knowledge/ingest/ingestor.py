@@ -305,6 +305,9 @@ class Ingestor:
         doc = self.parsed.pop(file, None) or load_document(
             file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
         )
+        refused = self.kb.store.refuses(doc.path, doc.domain)
+        if refused:
+            raise DocumentError(doc.path, refused)
         stored_as = indexed_hash(doc.content_hash, doc.path, settings)
         return dataclasses.replace(
             doc, content_hash=stored_as, read_with=read_with(doc.path, settings)
