@@ -64,7 +64,7 @@ def test_chats_and_reads_go_on_while_an_upload_converts_or_measures(
         monkeypatch.setattr(documents, "convert", gate)
     else:
         gate = Gate(ExactIndex.frequency)
-        monkeypatch.setattr(ExactIndex, "frequency", lambda index, docs: gate(index, docs))
+        monkeypatch.setattr(ExactIndex, "frequency", lambda index, *args: gate(index, *args))
     uploaded: list[httpx.Response] = []
     app = create_app(runtime.settings, assistant=runtime, warm_up=False)
     with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=20) as client:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fakes.embedders import CountingEmbedder
 from superbiz.config import Settings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KEY_FREQUENCY_KEY, LEVEL_CALIBRATION_KEY, KnowledgeBase
@@ -301,3 +302,57 @@ def test_each_search_looks_deeper_as_the_kb_grows(
     asked.clear()
     open_kb.retrieve("A Kafka broker stopped answering")
     assert asked == [("dense", 26), ("bm25", 26)]  # 15 × √(6 / 2)
+
+
+def test_a_small_kb_measured_whole_again_reads_and_embeds_only_what_changed(
+    tmp_path: Path, use_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured whole after every change, a KB of up to ``WHOLE_DOCUMENTS`` keeps in the
+    process what it read: an added file reads its own text and embeds its own probes,
+    and the numbers are those a process measuring everything afresh gets."""
+    from superbiz.knowledge.kb.statistics import measure
+
+    embedder = CountingEmbedder(use_embedder)
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=embedder)  # type: ignore[arg-type]
+    root = _write(tmp_path / "kb", {**RUNBOOKS, **{f"s{n:02d}.md": _faq(n) for n in range(60)}})
+    try:
+        Ingestor(kb).ingest([root])
+        probes = kb.calibration.probes if kb.calibration else 0
+        assert probes >= MIN_PROBES
+
+        read: list[list[str]] = []
+        chunks_of = kb.store.chunks_of_documents
+
+        def spy(paths: Any, *, vectors: bool = True) -> Any:
+            if not vectors:  # the key count's read (the calibration's reads vectors)
+                read.append(list(paths))
+            return chunks_of(paths, vectors=vectors)
+
+        monkeypatch.setattr(kb.store, "chunks_of_documents", spy)
+        embedder.texts = 0
+        # its title is a key the unchanged consumer-lag.md's text uses
+        _write(root, {"behind.md": "---\ntitle: Consumers fall behind\n---\n\nScale them.\n"})
+        Ingestor(kb).ingest([root])
+
+        assert read == [["behind.md"]]
+        assert 0 < embedder.texts < 10  # its passage, its probe, its map entries
+        frequency, calibration = kb.key_frequency, kb.calibration
+        assert frequency is not None and calibration is not None
+        assert frequency.users["consumers fall behind"] == ("behind.md", "consumer-lag.md")
+        afresh = KnowledgeBase(settings, embedder=use_embedder)
+        try:
+            again = measure(afresh)
+        finally:
+            afresh.close()
+        assert (again.frequency.counts, again.frequency.users) == (
+            frequency.counts,
+            frequency.users,
+        )
+        assert again.calibration.probes == calibration.probes
+        assert again.calibration.reference == pytest.approx(calibration.reference, abs=1e-6)
+        assert again.calibration.highly_relevant == pytest.approx(
+            calibration.highly_relevant, abs=1e-6
+        )
+    finally:
+        kb.close()

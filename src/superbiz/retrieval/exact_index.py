@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Collection, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
+from typing import NamedTuple
 
 from superbiz._text import STOP_WORDS, is_cjk, normalize, segmenter
 from superbiz.retrieval._key_scan import KeyScanner, scanner
@@ -93,13 +94,22 @@ def _form(norm: str) -> str:
     return _SPACE_NEAR_CJK.sub("", " ".join(_JOINERS.sub(" ", norm).split()))
 
 
-def compound_spans(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+class KeyText(NamedTuple):
+    """A text as the key count reads it (``compound_spans``): its match form, and where in
+    it the compounds are."""
+
+    form: str
+    compounds: tuple[tuple[int, int], ...]
+
+
+def compound_spans(text: str) -> KeyText:
     """``match_form(text)`` and where in it the URLs, host names, paths and identifiers
     are (start, end): a key inside one of them, short of the whole, is no match.
 
-    >>> compound_spans("Lag on grafana.kafka.example.net for kafka_consumer_lag")
+    >>> read = compound_spans("Lag on grafana.kafka.example.net for kafka_consumer_lag")
+    >>> read.form, read.compounds
     ('lag on grafana.kafka.example.net for kafka consumer lag', ((7, 32), (37, 55)))
-    >>> compound_spans("Kafka 消费延迟")[1]
+    >>> compound_spans("Kafka 消费延迟").compounds
     ()
     """
     norm = normalize(text).replace(_OPEN, "").replace(_CLOSE, "")  # a PDF's icon glyphs
@@ -113,7 +123,7 @@ def compound_spans(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
         spans.append((end, end + len(inner)))
         out += (inner, after)
         end += len(inner) + len(after)
-    return "".join(out), tuple(spans)
+    return KeyText("".join(out), tuple(spans))
 
 
 def is_specific(term: str) -> bool:
@@ -298,23 +308,32 @@ class ExactIndex:
                 )
         return sorted(best.values(), key=lambda m: (m.field, -len(m.key), m.doc_path))
 
-    def frequency(self, documents: Iterable[tuple[str, str]]) -> KeyFrequency:
-        """Each key's document frequency over ``documents`` (path, text), matched as a
-        query is: on word boundaries, never inside a URL or an identifier; and which
-        documents use each key that stays one."""
+    def frequency(
+        self,
+        documents: Iterable[tuple[str, str | KeyText]],
+        read: MutableMapping[str, KeyText] | None = None,
+    ) -> KeyFrequency:
+        """Each key's document frequency over ``documents`` (path, text, or the text as
+        ``compound_spans`` reads it), matched as a query is: on word boundaries, never
+        inside a URL or an identifier; and which documents use each key that stays one.
+        ``read`` is given each text read here, by path, for a count to come."""
         used_by: dict[str, list[str]] = defaultdict(list)
         count = 0
         automaton = self._key_scanner()
         for path, text in documents:
             count += 1
+            analysed = compound_spans(text) if isinstance(text, str) else text
+            if read is not None:
+                read[path] = analysed
             # a document is segmented only where a Chinese key occurs in it
             blocks = lru_cache(maxsize=1)(_BlockBoundaries)
             found: set[str] = set()  # a key found once is not checked again in this text
             keys: Iterator[str]
             if automaton is None:  # the library failed its check: the buckets
-                keys = (key for key, _, _ in self._occurrences(text, blocks, known=found))
+                occurring = self._occurring(analysed, blocks, known=found)
+                keys = (key for key, _, _ in occurring)
             else:
-                keys = self._scanned(automaton, text, blocks, known=found)
+                keys = self._scanned(automaton, analysed, blocks, known=found)
             for key in keys:
                 found.add(key)
             for key in found:
@@ -341,13 +360,13 @@ class ExactIndex:
     def _scanned(
         self,
         automaton: KeyScanner,
-        text: str,
+        text: KeyText,
         boundaries: Callable[[str], Container[int]],
         known: Container[str],
     ) -> Iterator[str]:
-        """The keys ``_occurrences`` finds in ``text``, found by ``automaton`` rather than
+        """The keys ``_occurring`` finds in ``text``, found by ``automaton`` rather than
         by the buckets: the same places, the same checks."""
-        form, compounds = compound_spans(text)
+        form, compounds = text
         for key, start, end in automaton.occurrences(form):
             if (
                 key not in known
@@ -364,7 +383,15 @@ class ExactIndex:
     ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
         """Each key ``query`` holds where a key may stand (word boundaries, not inside a
         compound), with its field and document; keys in ``known`` are skipped."""
-        text, compounds = compound_spans(query)
+        return self._occurring(compound_spans(query), boundaries, known)
+
+    def _occurring(
+        self,
+        analysed: KeyText,
+        boundaries: Callable[[str], Container[int]],
+        known: Container[str] = (),
+    ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
+        text, compounds = analysed
         for start, unit in self._units(text):
             for key, field_, entry in self._starting_at(text, start, unit):
                 if key in known:

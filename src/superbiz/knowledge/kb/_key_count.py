@@ -20,12 +20,12 @@ import logging
 import os
 import pickle
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import nullcontext
 from types import TracebackType
 
 from superbiz._process import WorkerFailed, WorkerProcess
-from superbiz.retrieval.exact_index import ExactEntry, ExactIndex
+from superbiz.retrieval.exact_index import ExactEntry, ExactIndex, KeyText
 from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.store import Outside
 
@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 #: documents to count from which every other batch goes to a worker process
 PARALLEL_DOCUMENTS = 10_000
 
-Texts = list[tuple[str, str]]
+#: a batch of documents: each one's path and text (or its text as read before)
+Texts = list[tuple[str, str | KeyText]]
 
 
 def count_keys(
@@ -43,11 +44,13 @@ def count_keys(
     *,
     documents: int,
     outside: Outside = nullcontext,
+    read: MutableMapping[str, KeyText] | None = None,
 ) -> KeyFrequency:
     """``ExactIndex(entries).frequency`` over the (path, text) of ``documents`` documents,
     which ``batches()`` reads a batch at a time; each batch is counted inside
     ``outside()``. From ``PARALLEL_DOCUMENTS`` on, on two cores; if the worker fails,
-    ``batches()`` is read again and counted on one.
+    ``batches()`` is read again and counted on one. ``read``: as for ``frequency`` (the
+    texts a worker reads are not given).
 
     >>> entries = [ExactEntry("a.md", "Kafka lag", "ops", (), (), ())]
     >>> texts = [("a.md", "Kafka lag grows"), ("b.md", "see Kafka lag")]
@@ -55,17 +58,21 @@ def count_keys(
     2
     """
     try:
-        return _count(entries, batches(), documents >= PARALLEL_DOCUMENTS, outside)
+        return _count(entries, batches(), documents >= PARALLEL_DOCUMENTS, outside, read)
     except WorkerFailed as exc:
         log.warning("key count: the worker failed (%s); counting on one core", exc)
-        return _count(entries, batches(), False, outside)
+        return _count(entries, batches(), False, outside, read)
 
 
 def _count(
-    entries: Sequence[ExactEntry], batches: Iterable[Texts], parallel: bool, outside: Outside
+    entries: Sequence[ExactEntry],
+    batches: Iterable[Texts],
+    parallel: bool,
+    outside: Outside,
+    read: MutableMapping[str, KeyText] | None,
 ) -> KeyFrequency:
     with outside():
-        counter = _KeyCounter(entries, parallel=parallel)
+        counter = _KeyCounter(entries, parallel=parallel, read=read)
     with counter:
         for texts in batches:
             with outside():
@@ -80,8 +87,15 @@ class _KeyCounter:
     counted by a worker process; ``result`` raises ``WorkerFailed`` if it stopped. A
     context manager: the worker never outlives it."""
 
-    def __init__(self, entries: Sequence[ExactEntry], *, parallel: bool) -> None:
+    def __init__(
+        self,
+        entries: Sequence[ExactEntry],
+        *,
+        parallel: bool,
+        read: MutableMapping[str, KeyText] | None = None,
+    ) -> None:
         self.index = ExactIndex(entries)
+        self._read = read
         self._counted: list[KeyFrequency | None] = []  # None: a batch the worker counts
         self._worker = self._start(entries) if parallel and (os.cpu_count() or 1) > 1 else None
 
@@ -91,7 +105,7 @@ class _KeyCounter:
             self._worker.send(texts)
             self._counted.append(None)
         else:
-            self._counted.append(self.index.frequency(texts))
+            self._counted.append(self.index.frequency(texts, self._read))
 
     def result(self) -> KeyFrequency:
         """The counts of every batch added, as one pass over them gives them."""

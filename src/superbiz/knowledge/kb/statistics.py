@@ -16,11 +16,12 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from superbiz.knowledge.kb._key_count import count_keys
+from superbiz.knowledge.kb._key_count import Texts, count_keys
 from superbiz.knowledge.kb.base import (
     KEY_FREQUENCY_KEY,
     LEVEL_CALIBRATION_KEY,
@@ -33,6 +34,7 @@ from superbiz.retrieval.calibration import (
     calibrate_levels,
     choose_probes,
 )
+from superbiz.retrieval.exact_index import KeyText
 from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.store import Outside
@@ -58,6 +60,32 @@ class KnowledgeStatistics:
     seconds: float
 
 
+@dataclass
+class _Kept:
+    """What measuring a KB of up to ``WHOLE_DOCUMENTS`` documents again reuses in this
+    process: each document's text as the key count read it (by path, content hash and
+    title: its chunks are its content's), and each probe's vector. A sync of one file of
+    400 read, analysed and embedded them all again (``eval sync``)."""
+
+    embedder: str
+    texts: dict[tuple[str, str, str], KeyText] = field(default_factory=dict)
+    probes: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+_KEPT: WeakKeyDictionary[KnowledgeBase, _Kept] = WeakKeyDictionary()
+
+
+def _kept(kb: KnowledgeBase) -> _Kept:
+    kept = _KEPT.get(kb)
+    if kept is None or kept.embedder != kb.embedder.name:
+        kept = _KEPT[kb] = _Kept(kb.embedder.name)
+    return kept
+
+
+def _text_key(doc: StoredDocument) -> tuple[str, str, str]:
+    return doc.path, doc.content_hash, doc.title
+
+
 def measure(
     kb: KnowledgeBase, *, whole: bool = False, outside_stores: Outside = nullcontext
 ) -> KnowledgeStatistics:
@@ -70,11 +98,14 @@ def measure(
     shrunk by ``RECALIBRATE_CHANGE``: 50,000 documents measured whole took minutes and
     gigabytes at every upload (``superbiz eval scale``). It reads under the stores and
     computes (seconds for a large KB) inside ``outside_stores``, the key count a batch of
-    documents at a time (``count_keys``)."""
+    documents at a time (``count_keys``). Measured whole, a KB reads and embeds again only
+    what changed since this process last measured it (``_Kept``)."""
     started = time.perf_counter()
     docs = kb.documents.all()
     hashes = {doc.path: doc.content_hash for doc in docs}
     previous = None if whole or len(docs) <= WHOLE_DOCUMENTS else kb.key_frequency
+    kept = _kept(kb) if len(docs) <= WHOLE_DOCUMENTS else None
+    read: dict[str, KeyText] | None = {} if kept else None
     incremental = previous is not None and bool(previous.measured)
     counted = docs
     gone: list[str] = []
@@ -86,8 +117,14 @@ def measure(
         # matches those (``MapPlanner``), and the same frequency judges them
         entries = [exact_entry(doc, derived_covers=True) for doc in docs]
     fresh = count_keys(
-        entries, lambda: _texts(kb, counted), documents=len(counted), outside=outside_stores
+        entries,
+        lambda: _texts(kb, counted, kept),
+        documents=len(counted),
+        outside=outside_stores,
+        read=read,
     )
+    if kept is not None and read is not None:
+        kept.texts = {_text_key(doc): read[doc.path] for doc in docs if doc.path in read}
     calibration = kb.calibration
     recalibrate = whole or not _still_holds(calibration, kb.embedder.name, len(docs))
     sample = _sample(docs) if recalibrate else []
@@ -98,18 +135,25 @@ def measure(
         else:
             frequency = KeyFrequency(fresh.documents, fresh.counts, fresh.users, hashes)
         if recalibrate:
-            calibration = _calibrate(kb, len(docs), sample, chunks)
+            calibration = _calibrate(kb, len(docs), sample, chunks, kept)
     assert calibration is not None
     return KnowledgeStatistics(frequency, calibration, time.perf_counter() - started)
 
 
-def _texts(kb: KnowledgeBase, docs: list[StoredDocument]) -> Iterator[list[tuple[str, str]]]:
-    """Each document's path and text (title and chunks), ``_READ_BATCH`` at a time."""
+def _texts(kb: KnowledgeBase, docs: list[StoredDocument], kept: _Kept | None) -> Iterator[Texts]:
+    """Each document's path and text (title and chunks), ``_READ_BATCH`` at a time; a
+    text ``kept`` as read before is not read again."""
+    known = kept.texts if kept is not None else {}
     for start in range(0, len(docs), _READ_BATCH):
         batch = docs[start : start + _READ_BATCH]
-        chunks = kb.store.chunks_of_documents([doc.path for doc in batch], vectors=False)
+        unread = [doc.path for doc in batch if _text_key(doc) not in known]
+        chunks = kb.store.chunks_of_documents(unread, vectors=False) if unread else {}
         yield [
-            (doc.path, "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]))
+            (
+                doc.path,
+                known.get(_text_key(doc))
+                or "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]),
+            )
             for doc in batch
         ]
 
@@ -137,6 +181,7 @@ def _calibrate(
     documents: int,
     sample: list[StoredDocument],
     chunks: dict[str, list[ChunkHit]],
+    kept: _Kept | None,
 ) -> LevelCalibration:
     """The level thresholds of a KB of ``documents`` documents, measured on ``sample``."""
     probes = choose_probes(
@@ -150,10 +195,21 @@ def _calibrate(
         kb.embedder.name,
         documents,
         probes,
-        kb.embedder.embed([p.text for p in probes]),
+        _embedded(kb, [p.text for p in probes], kept),
         [c.doc_path for c in vectored],
         np.stack([c.vector for c in vectored if c.vector is not None]),
     )
+
+
+def _embedded(kb: KnowledgeBase, texts: list[str], kept: _Kept | None) -> np.ndarray:
+    """``kb.embedder.embed(texts)``, each text ``kept`` embedded once."""
+    if kept is None:
+        return kb.embedder.embed(texts)
+    missing = [text for text in dict.fromkeys(texts) if text not in kept.probes]
+    if missing:
+        kept.probes.update(zip(missing, kb.embedder.embed(missing), strict=True))
+    kept.probes = {text: kept.probes[text] for text in texts}
+    return np.stack([kept.probes[text] for text in texts])
 
 
 def _stable(path: str) -> str:
