@@ -105,6 +105,15 @@ def is_cjk(char: str) -> bool:
     return bool(_CJK.match(char))
 
 
+def cjk_count(text: str) -> int:
+    """How many CJK characters ``text`` holds.
+
+    >>> cjk_count("Redis 连接池")
+    3
+    """
+    return len(_CJK.findall(text))
+
+
 def has_cjk(text: str) -> bool:
     """Whether ``text`` holds a CJK character anywhere."""
     return _CJK.search(text) is not None

@@ -356,3 +356,35 @@ def test_a_small_kb_measured_whole_again_reads_and_embeds_only_what_changed(
         )
     finally:
         kb.close()
+
+
+def test_a_change_keys_only_the_documents_it_touched_and_drops_the_keys_of_those_gone(
+    tmp_path: Path, open_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key count's index of every document is kept in the process and redone by
+    difference: an upload keys its own document alone, and a removed document's keys
+    no longer count in the documents that come after it."""
+    from superbiz.knowledge.kb import statistics
+
+    monkeypatch.setattr(statistics, "WHOLE_DOCUMENTS", 2)
+    compaction = "---\ntitle: Log compaction\n---\n\nKafka log compaction stalls.\n"
+    root = _write(tmp_path / "kb", {**RUNBOOKS, "compaction.md": compaction})
+    Ingestor(open_kb).ingest([root])
+    keyed: list[str] = []
+    real_entry = statistics.exact_entry
+
+    def spy(doc: Any, **kwargs: Any) -> Any:
+        keyed.append(doc.path)
+        return real_entry(doc, **kwargs)
+
+    monkeypatch.setattr(statistics, "exact_entry", spy)
+    (root / "compaction.md").unlink()
+    retention = "---\ntitle: Retention\n---\n\nRetention runs after log compaction.\n"
+    _write(root, {"retention.md": retention})
+    Ingestor(open_kb).ingest([root], prune=True)
+
+    assert keyed == ["retention.md"]
+    after = open_kb.key_frequency
+    # counted as a key only while a document was named by it
+    assert after is not None and "log compaction" not in after.counts
+    assert after.users["retention"] == ("retention.md",)

@@ -93,7 +93,11 @@ def test_replace_delete_and_index_state(store: ChunkStore) -> None:
     store.flush()
     assert [c.text for c in store.chunks_of("ops/redis.md")] == ["Replaced"]
     assert store.search_bm25("exhausted", 10) == []
-    store.delete_other_documents(["api/limit.md"])
+    assert store.index_state(None) == {
+        "ops/redis.md": (1, frozenset({"h0"})),
+        "api/limit.md": (1, frozenset({"h0"})),
+    }
+    store.delete_documents(["ops/redis.md"])
     store.flush()
     assert store.chunks_of("ops/redis.md") == []
     store.delete_documents(["api/limit.md"])

@@ -24,7 +24,7 @@ from enum import IntEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from superbiz._text import STOP_WORDS, is_cjk, normalize, segmenter
+from superbiz._text import STOP_WORDS, cjk_count, has_cjk, is_cjk, normalize, segmenter
 from superbiz.retrieval._key_scan import KeyScanner, scanner
 from superbiz.retrieval.key_frequency import KEY_DOCUMENTS_LIMIT, KeyFrequency
 
@@ -137,8 +137,7 @@ def is_specific(term: str) -> bool:
     norm = normalize(term)
     if not norm or norm in STOP_WORDS:
         return False
-    cjk = sum(1 for ch in norm if is_cjk(ch))
-    return cjk >= 2 or len(_LATIN_LETTER.findall(norm)) >= 3
+    return cjk_count(norm) >= 2 or len(_LATIN_LETTER.findall(norm)) >= 3
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -158,7 +157,7 @@ def names_by_file_name(stem: str) -> bool:
     >>> [names_by_file_name(s) for s in ("mysql-failover", "NodeClockSkewDetected", "支付回调")]
     [True, True, True]
     """
-    if any(is_cjk(ch) for ch in stem):
+    if has_cjk(stem):
         return True
     return len(_WORD.findall(_CAMEL_HUMP.sub(" ", stem))) >= 2
 

@@ -92,19 +92,15 @@ class InMemoryChunkStore:
             self._chunks.pop(chunk_id, None)
             self._terms.pop(chunk_id, None)
 
-    def delete_other_documents(self, keep: Sequence[str]) -> None:
-        kept = set(keep)
-        self._remove(lambda path: path not in kept)
-
     def flush(self, waiting: Outside = nullcontext) -> None:
         """Nothing to seal: every write is searchable at once."""
 
-    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
-        wanted = set(doc_paths)
+    def index_state(self, doc_paths: Sequence[str] | None) -> dict[str, tuple[int, frozenset[str]]]:
+        wanted = None if doc_paths is None else set(doc_paths)
         counts: Counter[str] = Counter()
         hashes: dict[str, set[str]] = {}
         for chunk in self._chunks.values():
-            if chunk.doc_path in wanted:
+            if wanted is None or chunk.doc_path in wanted:
                 counts[chunk.doc_path] += 1
                 hashes.setdefault(chunk.doc_path, set()).add(chunk.content_hash)
         return {path: (counts[path], frozenset(hashes[path])) for path in counts}

@@ -64,17 +64,14 @@ class ChunkStore(Protocol):
         """Delete the chunks with these ids (an updated document's earlier version)."""
         ...
 
-    def delete_other_documents(self, keep: Sequence[str]) -> None:
-        """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
-        ...
-
     def flush(self, waiting: Outside = nullcontext) -> None:
         """Make what was written searchable at full speed; a wait for the index to build
         (which touches nothing a reader uses) runs inside ``waiting``."""
         ...
 
-    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
-        """doc_path → (chunk count, content hashes) for ``doc_paths`` that have chunks."""
+    def index_state(self, doc_paths: Sequence[str] | None) -> dict[str, tuple[int, frozenset[str]]]:
+        """doc_path → (chunk count, content hashes) for ``doc_paths`` that have chunks;
+        None: for every document the index holds."""
         ...
 
     def chunks_of(self, doc_path: str) -> list[ChunkHit]:

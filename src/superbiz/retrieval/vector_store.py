@@ -290,28 +290,24 @@ class MilvusChunkStore:
             found[row["doc_path"]].add(row["id"])
         return dict(found)
 
-    def index_state(self, doc_paths: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
-        """doc_path → (chunk count, content hashes seen) for ``doc_paths`` that have chunks:
-        what reconciliation compares with the relational store."""
+    def index_state(self, doc_paths: Sequence[str] | None) -> dict[str, tuple[int, frozenset[str]]]:
+        """doc_path → (chunk count, content hashes seen) for ``doc_paths`` that have chunks
+        (None: every document, in one read): what reconciliation compares with the
+        relational store."""
         if self.dimension is None:
             return {}
         counts: dict[str, int] = defaultdict(int)
         hashes: dict[str, set[str]] = defaultdict(set)
-        for row in self._rows_of_documents(doc_paths, ["doc_path", "content_hash"]):
+        fields = ["doc_path", "content_hash"]
+        rows = (
+            self._rows(Filter('doc_path != ""', {}), fields)
+            if doc_paths is None
+            else self._rows_of_documents(doc_paths, fields)
+        )
+        for row in rows:
             counts[row["doc_path"]] += 1
             hashes[row["doc_path"]].add(row["content_hash"])
         return {path: (counts[path], frozenset(hashes[path])) for path in counts}
-
-    def delete_other_documents(self, keep: Sequence[str]) -> None:
-        """Delete chunks of every document not in ``keep`` (orphans after a crash)."""
-        if self.dimension is None:
-            return
-        query = (
-            Filter("doc_path not in {keep}", {"keep": list(keep)})
-            if keep
-            else Filter('doc_path != ""', {})
-        )
-        self._client.delete(self.collection, **self._filter(query))
 
     def chunks_of(self, doc_path: str) -> list[ChunkHit]:
         return self.chunks_of_documents([doc_path]).get(doc_path, [])

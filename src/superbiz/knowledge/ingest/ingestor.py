@@ -166,7 +166,7 @@ class Ingestor:
         each file goes. Each file is stored once, under its path in the widest KB folder
         that holds it (given now, or ingested before): the root to load it against, and
         the copies stored under narrower folders' paths, removed once it has landed."""
-        run.stored = {doc.path: doc for doc in self.kb.documents.all()}
+        run.stored = dict(self.kb.current_documents(fresh=True))  # read by difference
         if run.reread:  # what an older reader or chunking made, wherever its file is
             now = partial(read_with, settings=self.kb.settings.ingest)
             again += stored_files(d for d in run.stored.values() if d.read_with != now(d.path))
@@ -331,9 +331,11 @@ class Ingestor:
         run.report.removed.extend(copies)
 
     def _reconcile(self, stored: dict[str, StoredDocument]) -> set[str]:
-        """Drop index entries with no row; return rows whose index disagrees."""
-        self.kb.store.delete_other_documents(list(stored))
-        state = self.kb.store.index_state(list(stored))
+        """Drop index entries with no row; return rows whose index disagrees. The whole
+        index is read once (a delete naming every stored document, then a query per 200 of
+        them, took 1.3 s of a one-file upload into 11,925 documents)."""
+        state = self.kb.store.index_state(None)
+        self.kb.store.delete_documents([path for path in state if path not in stored])
         return {
             path
             for path, doc in stored.items()

@@ -45,8 +45,10 @@ def count_keys(
     documents: int,
     outside: Outside = nullcontext,
     read: MutableMapping[str, KeyText] | None = None,
+    index: ExactIndex | None = None,
 ) -> KeyFrequency:
-    """``ExactIndex(entries).frequency`` over the (path, text) of ``documents`` documents,
+    """``ExactIndex(entries).frequency`` over the (path, text) of ``documents`` documents
+    (``index``: that index, where the caller holds it),
     which ``batches()`` reads a batch at a time; each batch is counted inside
     ``outside()``. From ``PARALLEL_DOCUMENTS`` on, on two cores; if the worker fails,
     ``batches()`` is read again and counted on one. ``read``: as for ``frequency`` (the
@@ -58,10 +60,11 @@ def count_keys(
     2
     """
     try:
-        return _count(entries, batches(), documents >= PARALLEL_DOCUMENTS, outside, read)
+        parallel = documents >= PARALLEL_DOCUMENTS
+        return _count(entries, batches(), parallel, outside, read, index)
     except WorkerFailed as exc:
         log.warning("key count: the worker failed (%s); counting on one core", exc)
-        return _count(entries, batches(), False, outside, read)
+        return _count(entries, batches(), False, outside, read, index)
 
 
 def _count(
@@ -70,9 +73,10 @@ def _count(
     parallel: bool,
     outside: Outside,
     read: MutableMapping[str, KeyText] | None,
+    index: ExactIndex | None,
 ) -> KeyFrequency:
     with outside():
-        counter = _KeyCounter(entries, parallel=parallel, read=read)
+        counter = _KeyCounter(entries, parallel=parallel, read=read, index=index)
     with counter:
         for texts in batches:
             with outside():
@@ -93,8 +97,9 @@ class _KeyCounter:
         *,
         parallel: bool,
         read: MutableMapping[str, KeyText] | None = None,
+        index: ExactIndex | None = None,
     ) -> None:
-        self.index = ExactIndex(entries)
+        self.index = ExactIndex(entries) if index is None else index
         self._read = read
         self._counted: list[KeyFrequency | None] = []  # None: a batch the worker counts
         self._worker = self._start(entries) if parallel and (os.cpu_count() or 1) > 1 else None
