@@ -137,6 +137,9 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     assert report["lookup_rounds"] == second["lookup_ms"]["rounds"] == len(rounds) == 3
     assert second["lookup_ms"]["p50"] == sorted(rounds)[1]
     assert "scale (embedded profile" in result.output
+    # one file uploaded and deleted at each size, gone before the next size's ingest
+    assert first["upload"]["seconds"] > 0 and first["upload"]["delete_seconds"] > 0
+    assert second["domains"] == 2 * first["domains"] and "one file uploaded" in result.output
 
 
 def test_every_copy_of_a_numbered_seed_is_a_file_of_its_own(tmp_path: Path) -> None:

@@ -186,6 +186,7 @@ def _measure_size(
     embed_rate = _embedder_rate(kb, settings, corpus.root, new_paths)
     embed_s = new_chunks / embed_rate if embed_rate else None
     notice(f"ingested {len(report.added)} documents in {ingest_s:.1f} s")
+    upload = _upload(runtime, corpus.root.parent / "upload")
 
     copies = -(-documents // corpus.seed_size)
     queries = corpus.queries_of(documents // corpus.seed_size, PER_COPY)
@@ -208,6 +209,7 @@ def _measure_size(
             "embedder_chunks_per_s": _round(embed_rate),
             "ratio_to_embedder": _round(ingest_s / embed_s if embed_s else None, 2),
         },
+        "upload": upload,
         "peak_rss_mb": _round(_peak_rss_mb()),
         "rss_mb": _round(_rss_mb()),
         **lookups,
@@ -215,6 +217,23 @@ def _measure_size(
         "gaps": gaps,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def _upload(runtime: Runtime, folder: Path) -> dict[str, float]:
+    """Seconds to add one new file to the KB at this size, and to take it out again
+    (``ingest --prune``), as a team member's upload and delete run in a serving process:
+    the statistics, the map and the index's state are brought up to date, not rebuilt."""
+    file = folder / "oncall" / "handover.md"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text("# On-call handover\n\n## Steps\n\nRead the pager queue aloud.\n")
+    ingest = Ingestor(runtime.kb, domains=runtime.domains).ingest
+    started = time.perf_counter()
+    ingest([folder])
+    added = time.perf_counter() - started
+    file.unlink()
+    started = time.perf_counter()
+    ingest([folder], prune=True)
+    return {"seconds": round(added, 3), "delete_seconds": round(time.perf_counter() - started, 3)}
 
 
 def _chunks(kb: KnowledgeBase) -> int:
@@ -457,7 +476,9 @@ def render_scale_report(report: dict[str, Any], console: Console) -> None:
             f"{ingest['embedder_seconds']} s ({ingest['embedder_chunks_per_s']} chunks/s); "
             f"map built in {row['planner']['map_build_s']} s, first plan "
             f"{row['planner']['first_plan_ms']} ms (a new process's "
-            f"{row['planner'].get('new_process_first_plan_ms')} ms); "
+            f"{row['planner'].get('new_process_first_plan_ms')} ms); one file uploaded "
+            f"{row.get('upload', {}).get('seconds')} s, deleted "
+            f"{row.get('upload', {}).get('delete_seconds')} s; "
             f"load average {row['load_average_1m']}[/]"
         )
     if report.get("stopped"):
