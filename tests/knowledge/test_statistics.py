@@ -304,13 +304,19 @@ def test_each_search_looks_deeper_as_the_kb_grows(
     assert asked == [("dense", 26), ("bm25", 26)]  # 15 × √(6 / 2)
 
 
+@pytest.mark.parametrize("texts_kept", ["all", "none"])
 def test_a_small_kb_measured_whole_again_reads_and_embeds_only_what_changed(
-    tmp_path: Path, use_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, use_embedder: Embedder, monkeypatch: pytest.MonkeyPatch, texts_kept: str
 ) -> None:
     """Measured whole after every change, a KB of up to ``WHOLE_DOCUMENTS`` keeps in the
     process what it read: an added file reads its own text and embeds its own probes,
-    and the numbers are those a process measuring everything afresh gets."""
+    and the numbers are those a process measuring everything afresh gets. Past the
+    budget of characters kept (``TEXTS_KEPT``), texts are read again."""
+    from superbiz.knowledge.kb import statistics
     from superbiz.knowledge.kb.statistics import measure
+
+    if texts_kept == "none":
+        monkeypatch.setattr(statistics, "TEXTS_KEPT", 0)
 
     embedder = CountingEmbedder(use_embedder)
     settings = Settings(data_dir=tmp_path / "data")
@@ -335,7 +341,8 @@ def test_a_small_kb_measured_whole_again_reads_and_embeds_only_what_changed(
         _write(root, {"behind.md": "---\ntitle: Consumers fall behind\n---\n\nScale them.\n"})
         Ingestor(kb).ingest([root])
 
-        assert read == [["behind.md"]]
+        every = sorted([*RUNBOOKS, *(f"s{n:02d}.md" for n in range(60)), "behind.md"])
+        assert read == [["behind.md"] if texts_kept == "all" else every]
         assert 0 < embedder.texts < 10  # its passage, its probe, its map entries
         frequency, calibration = kb.key_frequency, kb.calibration
         assert frequency is not None and calibration is not None

@@ -51,6 +51,9 @@ CALIBRATION_DOCUMENTS = 2000
 RECALIBRATE_CHANGE = 0.25
 #: documents whose chunks are read at a time
 _READ_BATCH = 500
+#: characters of the documents' texts a process keeps for the next measure (``_Kept``):
+#: 20–40 MB; the 400 files of ``eval sync`` hold about a million
+TEXTS_KEPT = 20_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,24 @@ def _kept(kb: KnowledgeBase) -> _Kept:
 
 def _text_key(doc: StoredDocument) -> tuple[str, str, str]:
     return doc.path, doc.content_hash, doc.title
+
+
+def _within(
+    budget: int, texts: list[tuple[tuple[str, str, str], KeyText]]
+) -> dict[tuple[str, str, str], KeyText]:
+    """The first of ``texts`` that hold ``budget`` characters together.
+
+    >>> texts = [(("a.md", "h", "A"), KeyText("abc", ())), (("b.md", "", ""), KeyText("defg", ()))]
+    >>> [path for path, _, _ in _within(5, texts)]
+    ['a.md']
+    """
+    kept = {}
+    for key, text in texts:
+        budget -= len(text.form)
+        if budget < 0:
+            break
+        kept[key] = text
+    return kept
 
 
 def _keys(kept: _Kept, docs: list[StoredDocument]) -> list[ExactEntry]:
@@ -151,7 +172,11 @@ def measure(
         read=read,
         index=kept.index,
     )
-    kept.texts = {_text_key(d): read[d.path] for d in docs if d.path in read} if read else {}
+    kept.texts = (
+        _within(TEXTS_KEPT, [(_text_key(d), read[d.path]) for d in docs if d.path in read])
+        if read
+        else {}
+    )
     if not small:
         kept.probes = {}
     calibration = kb.calibration
