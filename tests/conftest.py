@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from superbiz._net import free_port
+from superbiz._net import free_port, wait_listening
 from superbiz.config import Settings
 
 # Read before the fixtures below remove every SUPERBIZ_* variable from the environment.
@@ -343,21 +343,6 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
 # -- a Milvus server (the server profile) ----------------------------------------------------
 
 
-def wait_for_port(port: int, timeout_s: float, alive: Callable[[], bool]) -> bool:
-    """True once 127.0.0.1:``port`` accepts connections; False on timeout or when
-    ``alive()`` says the process that should listen has exited."""
-    import socket
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and alive():
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.1)
-    return False
-
-
 class MilvusServer:
     """``milvus-lite server`` in a subprocess: the gRPC protocol of Milvus standalone,
     BM25 included. ``stop()`` and ``start()`` let a test take it away and bring it back
@@ -388,7 +373,7 @@ class MilvusServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        if wait_for_port(self.port, timeout_s, lambda: self.process.poll() is None):
+        if wait_listening(self.port, timeout_s, lambda: self.process.poll() is None):
             return None
         self.stop()
         tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from typer.testing import CliRunner
 from access_probe import HR_DOC, PROBES, RECON_TITLE, assert_nothing_hidden, write_access_kb
 from oidc_provider import Provider, id_token, running_provider
 from superbiz import cli
-from superbiz._net import free_port
+from superbiz._net import accepts_connections, free_port
 from superbiz.config import OidcSettings, Settings
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.storage.chat import ChatMessage, ChatRepository
@@ -85,11 +84,9 @@ def _wait_listening(server: HttpServer, port: int) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             pytest.fail(f"the MCP server exited early:\n{server.log.read_text()[-3000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        if accepts_connections(port):
             return
-        except OSError:
-            time.sleep(0.1)
+        time.sleep(0.1)
     server.stop()
     pytest.fail(f"the MCP server did not listen within {STARTUP_TIMEOUT_S} s")
 

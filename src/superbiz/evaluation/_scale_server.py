@@ -5,16 +5,14 @@ own, as the deploy tests run them; both removed afterwards."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from superbiz._net import free_port
+from superbiz._net import free_port, wait_listening
 from superbiz.exceptions import SuperbizError
 
 START_TIMEOUT_S = 120.0
@@ -44,13 +42,9 @@ class MilvusLiteServer:
             self.process = subprocess.Popen(
                 [*command, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.process.poll() is None:
-            with socket.socket() as sock:
-                sock.settimeout(0.5)
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
-            time.sleep(0.1)
+        process = self.process
+        if wait_listening(self.port, START_TIMEOUT_S, lambda: process.poll() is None):
+            return self
         self.stop()
         raise SuperbizError(f"milvus-lite server did not start (see {self.log})")
 
