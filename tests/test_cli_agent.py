@@ -198,6 +198,17 @@ def test_a_question_longer_than_a_turn_takes_is_refused_as_the_api_refuses_it(
     assert invoke("trace", session, "--data-dir", data_dir).exit_code == 1  # nothing recorded
 
 
+@pytest.mark.parametrize("question", ["", "   ", "\x00\x07 \t"])
+def test_an_empty_question_is_refused_as_the_api_refuses_it(
+    data_dir: Path, session: str, question: str
+) -> None:
+    result = ask(data_dir, question, session)
+
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert one_line(result.stderr).startswith("error: the question is empty")
+    assert invoke("trace", session, "--data-dir", data_dir).exit_code == 1  # nothing recorded
+
+
 # -- trace -------------------------------------------------------------------------------------
 
 

@@ -91,7 +91,7 @@ class SessionBusyError(SuperbizError):
 
 
 class QuestionError(SuperbizError):
-    """A question that cannot be asked as written (longer than a turn takes)."""
+    """A question that cannot be asked as written (empty, or longer than a turn takes)."""
 
 
 class TurnCancelledError(SuperbizError):

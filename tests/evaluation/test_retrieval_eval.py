@@ -17,9 +17,11 @@ from superbiz.evaluation.metrics import wilson_interval
 from superbiz.evaluation.retrieval import (
     evaluate_retrieval,
     is_answer_only,
+    load_queries,
     render_report,
     render_reports,
 )
+from superbiz.exceptions import SuperbizError
 from superbiz.retrieval.embedders import Embedder
 
 QUERIES = [
@@ -70,6 +72,17 @@ def test_answer_only_is_read_from_the_readme_title(
     if readme is not None:
         (tmp_path / "README.md").write_text(readme, encoding="utf-8")
     assert is_answer_only(tmp_path) is expected
+
+
+@pytest.mark.parametrize("query", ["", "  ", None, 42, ["a"]])
+def test_a_query_line_without_a_question_is_refused_with_its_line(
+    tmp_path: Path, query: object
+) -> None:
+    rows = [QUERIES[0], {"id": "bad", "query": query, "gold": ["a.md"]}]
+    (tmp_path / "queries.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    with pytest.raises(SuperbizError, match=r"queries.jsonl:2: not a query line \(its query is"):
+        load_queries(tmp_path)
 
 
 def test_report_counts_supplements_per_level_and_summarises_answer_only(

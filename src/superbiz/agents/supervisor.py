@@ -88,8 +88,11 @@ class Supervisor:
     ) -> SupervisedTurn:
         """Turn number ``turn`` (``Runtime.next_turn``: chat turns and a person's lookups
         share one count), within the turn deadline (the runtime undoes a failed one).
-        Control characters are taken out of the question (PostgreSQL cannot store a NUL)."""
+        Control characters are taken out of the question (PostgreSQL cannot store a NUL);
+        a question with nothing left is refused, as the API refuses it, not answered."""
         question = CONTROL_CHARACTERS.sub("", question)
+        if not question.strip():
+            raise QuestionError("the question is empty: ask about a symptom, an error or a task")
         if len(question) > MAX_QUESTION_CHARS:
             raise QuestionError(
                 f"the question is {len(question)} characters long; a turn takes at most "

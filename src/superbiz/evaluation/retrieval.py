@@ -76,6 +76,8 @@ def load_queries(dataset_dir: Path, limit: int | None = None) -> list[EvalQuery]
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row["query"], str) or not row["query"].strip():
+                raise TypeError(f"its query is {row['query']!r}, not a question")
             queries.append(
                 EvalQuery(
                     id=str(row["id"]),
