@@ -350,6 +350,14 @@ def test_key_frequency_follows_a_change_without_counting_the_others_again() -> N
     assert after.measured == {"a.md": "1", "b.md": "2", "c.md": "1"}
     assert KeyFrequency.from_json(after.to_json()) == after
 
+    # a.md removed, nothing new: only the keys it used lose it
+    later = after.updated({"b.md": "2", "c.md": "1"}, KeyFrequency(0), gone=["a.md"])
+    assert later.users["kafka lag"] == ("c.md",) and later.counts["kafka lag"] == 1
+    assert later.users["broker down"] == ("c.md",) and later.counts["broker down"] == 1
+    # nothing gone, nothing new: the same counts
+    same = later.updated(later.measured, KeyFrequency(0), gone=[])
+    assert (same.counts, same.users, same.documents) == (later.counts, later.users, 2)
+
 
 def test_block_boundaries_are_jiebas_boundaries_of_the_whole_text() -> None:
     """A document's token boundaries worked out per jieba block (only where a key is

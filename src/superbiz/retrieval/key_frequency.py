@@ -6,7 +6,7 @@ whenever documents change (``superbiz.knowledge.kb.statistics``), read at match 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 #: The most documents whose text may use a key that still names one of them. On dev the
@@ -57,9 +57,12 @@ class KeyFrequency:
         (``superbiz calibrate --measure``)."""
         gone = set(gone)
         counts = dict(self.counts)
-        users = {key: [p for p in paths if p not in gone] for key, paths in self.users.items()}
-        for key, paths in self.users.items():
-            counts[key] -= len(paths) - len(users[key])
+        users: dict[str, Sequence[str]] = dict(self.users)
+        for key, paths in self.users.items() if gone else ():
+            if gone.isdisjoint(paths):  # most keys, checked in C rather than path by path
+                continue
+            users[key] = kept = [p for p in paths if p not in gone]
+            counts[key] -= len(paths) - len(kept)
             if not counts[key]:
                 del counts[key]
         for key, added in fresh.counts.items():

@@ -312,8 +312,18 @@ def _root_of(real: str, doc_path: str) -> str | None:
     return real[: -len(tail)] or "/"
 
 
-def under(file: str, folders: Sequence[Path]) -> bool:
-    return any(Path(file).is_relative_to(folder) for folder in folders)
+def under(file: str, folders: Sequence[Path | str]) -> bool:
+    """Whether ``file`` is one of ``folders`` or lies in one: ``Path.is_relative_to`` on
+    strings, for absolute normalised paths (a stored document's file, a folder a run
+    resolved), as every stored file is asked at each prune.
+
+    >>> under("/kb/ops/a.md", ["/kb"]), under("/kb2/a.md", ["/kb"]), under("/a.md", ["/"])
+    (True, False, True)
+    """
+    for folder in map(str, folders):
+        if file == folder or file.startswith(folder.rstrip("/") + "/"):
+            return True
+    return False
 
 
 def gone(file: str) -> bool:

@@ -485,7 +485,7 @@ class Ingestor:
             doc.path
             for doc in run.stored.values()
             if doc.path not in run.seen
-            and any(Path(doc.source_file).is_relative_to(root) for root in roots)
+            and under(doc.source_file, roots)
             and not under(doc.source_file, run.unlisted)
             and (gone(doc.source_file) or run.real(doc.source_file) in run.fragments)
         ]
