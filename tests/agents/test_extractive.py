@@ -425,6 +425,29 @@ def test_a_code_block_is_quoted_whole_and_never_left_open() -> None:
     assert cut.text.endswith("SENTINEL failover mymaster\n```")
 
 
+def test_a_quote_too_long_for_its_room_ends_at_a_line_never_in_a_word() -> None:
+    """The example KB's 401 runbook quoted its steps up to "`auth-service` is healthy (`aut…":
+    a word and a code span cut in two. A list ends after its last whole item; a long
+    paragraph after its last sentence; a long sentence after its last word."""
+    steps = "\n".join(
+        f"{n}. For `4010{n}`, check the secret version of `app-{n}` and the rotation log "
+        "of the gateway before asking the caller to retry the signed request."
+        for n in range(1, 9)
+    )
+    quote = best_passage(f"## Investigation steps\n\n{steps}", ["secret", "rotation"]).text
+    assert quote.endswith(".\n…") and len(quote) <= 702
+    assert all(line.count("`") % 2 == 0 for line in quote.splitlines())
+
+    sentences = " ".join(f"Rotate the secret of app {n} and wait a whole day." for n in range(40))
+    quote = best_passage(f"## Rotation\n\n{sentences}", ["rotate", "secret"]).text
+    assert quote.endswith("a whole day. …")
+
+    words = "rotate the secret " + "and then wait for the `gateway-cache` to expire " * 40
+    quote = best_passage(f"## Rotation\n\n{words}", ["rotate", "secret"]).text
+    assert quote.endswith("…") and quote[:-1].split()[-1] in words.split()
+    assert quote.count("`") % 2 == 0
+
+
 def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
     tmp_path: Path, use_embedder: Embedder, kb_writer: Any
 ) -> None:

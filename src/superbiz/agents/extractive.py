@@ -307,12 +307,46 @@ def _within(paragraphs: Sequence[str], limit: int) -> str:
         size += len(paragraph)
     if len(chosen) > 1 and chosen[-1].startswith("› "):
         chosen.pop()
-    passage = "\n\n".join(chosen)
-    if len(passage) > limit:
-        passage = passage[:limit].rstrip() + "…"
+    passage = _cut("\n\n".join(chosen), limit)
     # a block cut by the window or by the limit is closed, so the answer after it is text
     unclosed = sum(1 for line in passage.splitlines() if _FENCE.match(line)) % 2
     return passage + "\n```" if unclosed else passage
+
+
+#: a sentence's end: a full stop after a word (not "e.g."), or a Chinese one
+_SENTENCE_END = re.compile(r"(?:(?<=[^\W\d_]{2})|(?<=[)\]`'\"”]))[.!?;](?=\s)|[。！？；]")
+
+
+def _cut(passage: str, limit: int) -> str:
+    r"""``passage`` cut to ``limit`` characters where a reader expects a cut: after its last
+    whole line that fits, else its last sentence, else its last word, each only when it
+    keeps half the room (a long line is still quoted); then "…", and an inline code span
+    the cut left open is closed (a word or a command cut in two reads as a typo).
+
+    >>> _cut("1. Restart the pod.\n2. Check `kubectl logs pay-callback` for errors", 36)
+    '1. Restart the pod.\n…'
+    >>> _cut("Restart the failing pod. Then read its logs for the request", 40)
+    'Restart the failing pod. …'
+    >>> _cut("Check whether the backend `auth-service` is healthy now", 40)
+    'Check whether the backend `auth-service`…'
+    >>> _cut("Check whether `kubectl describe node` says DiskPressure", 30)
+    'Check whether `kubectl`…'
+    """
+    if len(passage) <= limit:
+        return passage
+    room, least = passage[: limit + 1], limit // 2
+    line = room.rfind("\n")
+    if line >= least:
+        return passage[:line].rstrip() + "\n…"
+    ends = [m.end() for m in _SENTENCE_END.finditer(room)]
+    if ends and ends[-1] >= least:
+        return passage[: ends[-1]] + " …"
+    space = max(room.rfind(" "), room.rfind("\t"))
+    head = passage[:space].rstrip() if space >= least else passage[:limit].rstrip()
+    last = head.rsplit("\n", 1)[-1]
+    if last.count("`") % 2 and not _FENCE.match(last):
+        head += "`"
+    return head + "…"
 
 
 def compose_answer(view: TurnView, *, label: str | None = None) -> str:
