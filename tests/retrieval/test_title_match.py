@@ -15,7 +15,12 @@ from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.memory_store import InMemoryChunkStore
 from superbiz.retrieval.search import HybridSearcher
-from superbiz.retrieval.title_match import TitleVocabulary, title_coverage, title_words
+from superbiz.retrieval.title_match import (
+    TitleCounts,
+    TitleVocabulary,
+    title_coverage,
+    title_words,
+)
 
 
 @pytest.mark.parametrize(
@@ -114,6 +119,24 @@ def test_a_word_most_titles_share_weighs_little() -> None:
     searcher = HybridSearcher(TableEmbedder({query: (1.0, 0.0)}, 2), store, RetrievalConfig())
     assert searcher.search(query)[1][0].title == "Ceph Cluster Full"
     assert searcher.search(query, titles=vocabulary)[1][0].title == "Node Down Alert"
+
+
+def test_title_counts_kept_by_difference_weigh_as_the_titles_counted_whole() -> None:
+    """After documents come, go and change their titles, the vocabulary kept by
+    difference weighs every word as one counted from every title does."""
+    changes = [
+        {"a": "Ceph Cluster Full", "b": "Ceph Monitor Slow", "c": "Node Down Alert"},
+        {"a": "Ceph Cluster Full", "c": "Node Down Alert", "d": "Ceph Pool Quota"},  # b went
+        {"a": "Ceph Cluster Nearly Full", "c": "Node Down Alert", "d": "Ceph Pool Quota"},
+        {"c": "Node Down Alert"},
+        {},
+        {"e": "KubePodCrashLooping", "f": "Kube Pod Not Ready", "g": "支付失败排查"},
+    ]
+    kept = TitleCounts()
+    for titles in changes:
+        vocabulary, whole = kept.vocabulary(titles), TitleVocabulary.of(titles.values())
+        words = {w for title in (*titles.values(), "Ceph Monitor Slow") for w in title_words(title)}
+        assert {w: vocabulary.weight(w) for w in words} == {w: whole.weight(w) for w in words}
 
 
 def test_a_knowledge_base_weighs_title_words_by_its_own_titles(

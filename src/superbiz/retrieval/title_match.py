@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -74,6 +75,43 @@ class TitleVocabulary:
 
 #: every title word weighs the same: the plain share of a title's words
 UNIFORM = TitleVocabulary({}, 0)
+
+
+class TitleCounts:
+    """A changing knowledge base's ``TitleVocabulary``, kept by difference: a change
+    counts the words of the titles it touched, not every title again (the first lookup
+    after an upload into 11,925 documents spent 0.1 s on them, on every replica).
+
+    >>> titles = TitleCounts()
+    >>> round(titles.vocabulary({"a": "npm-install", "b": "npm-publish"}).weight("npm"), 2)
+    0.18
+    >>> later = titles.vocabulary({"a": "npm-install", "c": "yarn-publish"})  # b went, c came
+    >>> whole = TitleVocabulary.of(["npm-install", "yarn-publish"])
+    >>> [round(later.weight(w), 2) == round(whole.weight(w), 2) for w in ("npm", "publish")]
+    [True, True]
+    """
+
+    def __init__(self) -> None:
+        self._titles: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def vocabulary(self, titles: Mapping[str, str]) -> TitleVocabulary:
+        """The vocabulary of ``titles`` (each document's title by its key), as
+        ``TitleVocabulary.of(titles.values())`` counts it."""
+        with self._lock:
+            held, counts = self._titles, self._counts
+            for key in [key for key, title in held.items() if titles.get(key) != title]:
+                for word in set(title_words(held.pop(key))):
+                    counts[word] -= 1
+                    if not counts[word]:
+                        del counts[word]
+            for key, title in titles.items():
+                if key not in held:
+                    held[key] = title
+                    for word in set(title_words(title)):
+                        counts[word] = counts.get(word, 0) + 1
+            return TitleVocabulary(counts, len(held))
 
 
 def title_coverage(

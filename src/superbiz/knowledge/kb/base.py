@@ -35,7 +35,7 @@ from superbiz.retrieval.records import ChunkHit
 from superbiz.retrieval.relevance import DEFAULT_THRESHOLDS, FALLBACK_THRESHOLDS, Thresholds
 from superbiz.retrieval.search import AnswerSource, HybridSearcher
 from superbiz.retrieval.store import ChunkStore
-from superbiz.retrieval.title_match import TitleVocabulary
+from superbiz.retrieval.title_match import TitleCounts
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
 from superbiz.storage.kb_writes import KnowledgeWriteLock
@@ -126,9 +126,12 @@ class KnowledgeBase:
                 self.thresholds,
                 self.settings.retrieval_config,
                 documents=len(self.current_documents()),
-                titles=TitleVocabulary.of(d.title for d in self.current_documents().values()),
+                titles=self._titles.vocabulary(
+                    {path: doc.title for path, doc in self.current_documents().items()}
+                ),
             )
         )
+        self._titles = TitleCounts()  # the retriever's title vocabulary, by difference
         self._version = knowledge_version(self.engine)
 
     @property
