@@ -266,7 +266,12 @@ class MilvusChunkStore:
                 time.sleep(0.05)
 
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
+        """On Milvus Lite, a few documents' chunks by their ids, read in process: Lite's delete
+        by filter walks every row in Python (0.5–1.4 s at 50,000 documents, against 0.02)."""
         if not doc_paths or self.dimension is None:
+            return
+        if len(doc_paths) <= _QUERY_BATCH and self._local_collection() is not None:
+            self.delete_chunks({i for ids in self.chunk_ids(doc_paths).values() for i in ids})
             return
         self._client.delete(
             self.collection,
