@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from superbiz._text import STOP_WORDS, cjk_count, has_cjk, is_cjk, normalize, segmenter
-from superbiz.retrieval._key_scan import KeyScanner, scanner
+from superbiz.retrieval._key_scan import Scanner, scanner
 from superbiz.retrieval.key_frequency import KEY_DOCUMENTS_LIMIT, KeyFrequency
 
 _LATIN_LETTER = re.compile(r"[a-z]")
@@ -239,8 +239,9 @@ class ExactIndex:
         self._by_length: dict[str, tuple[list[_Keyed], int, _ByLength]] = {}
         self.key_frequency = frequency
         self.size = 0
-        #: every key as one automaton, for ``frequency`` (made again after a change)
-        self._scanner: KeyScanner | None = None
+        #: every key as one automaton, for ``frequency`` (made again after a change, beside
+        #: the last one while the keys added since are few)
+        self._scanner: Scanner | None = None
         self._scanner_made = False
         for entry in entries:
             self.add(entry)
@@ -347,18 +348,18 @@ class ExactIndex:
             },
         )
 
-    def _key_scanner(self) -> KeyScanner | None:
+    def _key_scanner(self) -> Scanner | None:
         """Every key a text can reach as one automaton (``_key_scan``), made once per
         change of the keys; None where the library failed its check. A key that no unit
         starts (``_UNIT``) is in no bucket a text reaches, so it is left out."""
         if not self._scanner_made:
-            self._scanner = scanner(k for k in self.keys() if _UNIT.match(k))
+            self._scanner = scanner((k for k in self.keys() if _UNIT.match(k)), self._scanner)
             self._scanner_made = True
         return self._scanner
 
     def _scanned(
         self,
-        automaton: KeyScanner,
+        automaton: Scanner,
         text: KeyText,
         boundaries: Callable[[str], Container[int]],
         known: Container[str],
