@@ -118,7 +118,8 @@ class KnowledgeBase:
             lambda: AccessRules.of(self.documents.access_lists(), self._domain_lists)
         )
         self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
-        #: the retriever holds the thresholds, measured per change
+        #: the retriever holds the thresholds, measured per change, and the titles' words
+        self._titles = TitleCounts()  # counted by difference
         self._retriever = Versioned(
             lambda: Retriever(
                 self.searcher,
@@ -131,7 +132,6 @@ class KnowledgeBase:
                 ),
             )
         )
-        self._titles = TitleCounts()  # the retriever's title vocabulary, by difference
         self._version = knowledge_version(self.engine)
 
     @property
