@@ -349,8 +349,9 @@ class ExactIndex:
         )
 
     def _key_scanner(self) -> Scanner | None:
-        """Every key a text can reach as one automaton (``_key_scan``), made once per
-        change of the keys; None where the library failed its check. A key that no unit
+        """Every key a text can reach as one automaton (``_key_scan``), brought to the keys
+        once per change of them (the last automaton kept beside one of the keys added
+        since: ``scanner``); None where the library failed its check. A key that no unit
         starts (``_UNIT``) is in no bucket a text reaches, so it is left out."""
         if not self._scanner_made:
             self._scanner = scanner((k for k in self.keys() if _UNIT.match(k)), self._scanner)

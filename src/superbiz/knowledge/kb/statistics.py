@@ -201,16 +201,15 @@ def _texts(
     text ``known`` as read before is not read again."""
     for start in range(0, len(docs), _READ_BATCH):
         batch = docs[start : start + _READ_BATCH]
-        unread = [doc.path for doc in batch if _text_key(doc) not in known]
+        held = {doc.path: known.get(_text_key(doc)) for doc in batch}
+        unread = [path for path, text in held.items() if text is None]
         chunks = kb.store.chunks_of_documents(unread, vectors=False) if unread else {}
-        yield [
-            (
-                doc.path,
-                known.get(_text_key(doc))
-                or "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))]),
-            )
-            for doc in batch
-        ]
+        yield [(doc.path, held[doc.path] or _joined(doc, chunks)) for doc in batch]
+
+
+def _joined(doc: StoredDocument, chunks: dict[str, list[ChunkHit]]) -> str:
+    """A document's text as the key count reads it: its title and its chunks."""
+    return "\n".join([doc.title, *(c.text for c in chunks.get(doc.path, []))])
 
 
 def _still_holds(calibration: LevelCalibration | None, embedder: str, documents: int) -> bool:
