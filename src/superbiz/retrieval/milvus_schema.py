@@ -134,7 +134,9 @@ def chunk_hit(entity: dict[str, Any], id_: str | None = None, score: float = 0.0
 
 def chunk_row(chunk: ChunkRecord, *, access: bool) -> dict[str, Any]:
     """``chunk`` as a row of the collection: its texts cut to their fields' sizes, its
-    access list only where the collection has the field (``access``)."""
+    vector a float32 array (the client and Milvus Lite's in-process insert take one as
+    it is: no Python float per value), its access list only where the collection has
+    the field (``access``)."""
     return {
         "id": chunk.id,
         "doc_path": chunk.doc_path,
@@ -145,7 +147,7 @@ def chunk_row(chunk: ChunkRecord, *, access: bool) -> dict[str, Any]:
         "content_hash": chunk.content_hash,
         "text": chunk.text[:_TEXT_CHARS],
         "search_text": chunk.search_text[:_TEXT_CHARS],
-        "dense": np.asarray(chunk.vector, dtype=np.float32).tolist(),
+        "dense": np.asarray(chunk.vector, dtype=np.float32),
         **({"access": chunk.access} if access else {}),
     }
 

@@ -18,6 +18,9 @@ speed, never results:
 * Lite analyses every inserted text with jieba, in Python (2–4 ms per chunk, a fifth
   of an ingest's CPU); ``cache_analysis`` makes one analyzer remember the term ids of
   each block jieba cuts on its own, so a repeated word or phrase is analysed once;
+* Lite's insert checks every element of every vector in Python and builds its
+  write-ahead batch value by value; ``insert_columns`` takes Lite's own steps with the
+  vectors as one float32 array (``insert_check`` compares the batches first);
 * Lite's flush turns its memtable into a table value by value (``as_py``: 512
   Python floats per vector), which was most of the +200 MB peak of a 6 MB ingest;
   ``columnar_flush`` makes one memtable build the same table with Arrow's ``take``.
@@ -47,7 +50,8 @@ own searches and queries after each change; if they differ, searches and queries
 through Lite's own code (said once).
 The checks were written for Lite ``LITE_SERIES`` (pinned in pyproject.toml).
 
-The modules: ``ingest`` (analysis cache, columnar flush), ``bm25`` (``VectorizedBm25``),
+The modules: ``ingest`` (analysis cache, columnar flush), ``insert``
+(``insert_columns`` and its check), ``bm25`` (``VectorizedBm25``),
 ``live_rows`` (``LiveRows``), ``search`` (the live-row searches and query), ``compaction``
 (the lean compaction and its check) and ``checks`` (the two self-checks that guard the
 rest); this module is the gate that installs them.
@@ -63,6 +67,7 @@ from superbiz.retrieval._lite.bm25 import accelerate_bm25
 from superbiz.retrieval._lite.checks import search_check, self_check
 from superbiz.retrieval._lite.compaction import lean_compaction
 from superbiz.retrieval._lite.ingest import analyzers, cache_analysis, columnar_flush
+from superbiz.retrieval._lite.insert import as_lists, insert_check, insert_columns
 from superbiz.retrieval._lite.live_rows import LiveRows
 from superbiz.retrieval._lite.search import (
     collection_search,
@@ -85,6 +90,7 @@ class InProcessLite:
         self.collection = collection
         self._live: LiveRows | bool | None = None  # decided at the first search
         self._compaction_set = False  # at the first insert
+        self._columns: bool | None = None  # whether ``insert_columns`` may: its first use
 
     @property
     def live(self) -> LiveRows | None:
@@ -112,14 +118,18 @@ class InProcessLite:
         return gate
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
-        """What Lite's gRPC handler does with ``rows`` once pymilvus has encoded them.
+        """What Lite's gRPC handler does with ``rows`` once pymilvus has encoded them,
+        their vectors kept as arrays where ``insert_check`` agrees (``insert_columns``).
         The first insert makes the collection's compactions lean (``lean_compaction``:
         only a writer's flushes compact)."""
         if not self._compaction_set:
             lean_compaction(self.collection)
             self._compaction_set = True
         columnar_flush(self.collection._memtable)
-        self.collection.insert(rows)
+        if self._columns is None:
+            self._columns = insert_check() is None
+        if not self._columns or insert_columns(self.collection, rows) is None:
+            self.collection.insert(as_lists(rows))
 
     def query(
         self, expr: str, output_fields: list[str], limit: int | None = None

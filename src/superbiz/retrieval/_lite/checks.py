@@ -147,8 +147,10 @@ def search_check() -> str | None:
     return _search_verdict[0]
 
 
-def _search_disagreement() -> str | None:
-    from milvus_lite.engine.collection import Collection
+def check_schema(*fields: Any) -> Any:
+    """The schema of the checks' collections, superbiz's in small: a key, ``fields``, a
+    text analysed as the store's BM25 analyses it, a 4-d vector and the text's sparse
+    vector."""
     from milvus_lite.schema.types import (
         CollectionSchema,
         DataType,
@@ -157,10 +159,10 @@ def _search_disagreement() -> str | None:
         FunctionType,
     )
 
-    schema = CollectionSchema(
+    return CollectionSchema(
         fields=[
             FieldSchema("id", DataType.VARCHAR, is_primary=True, max_length=64),
-            FieldSchema("domain", DataType.VARCHAR, max_length=64),
+            *fields,
             FieldSchema(
                 "text",
                 DataType.VARCHAR,
@@ -173,6 +175,13 @@ def _search_disagreement() -> str | None:
         ],
         functions=[Function("bm25", FunctionType.BM25, ["text"], ["sparse"])],
     )
+
+
+def _search_disagreement() -> str | None:
+    from milvus_lite.engine.collection import Collection
+    from milvus_lite.schema.types import DataType, FieldSchema
+
+    schema = check_schema(FieldSchema("domain", DataType.VARCHAR, max_length=64))
     rng = np.random.default_rng(36)
     probes = rng.standard_normal((4, 4)).astype(np.float32)
 
