@@ -76,6 +76,23 @@ def self_check(analyzer: dict[str, Any] | None) -> str | None:
     return _verdicts[key]
 
 
+def verdict_once(
+    verdict: list[str | None], check: Callable[[], str | None], warning: str
+) -> str | None:
+    """What ``check`` found, worked out once per process into ``verdict`` (empty until
+    then): None where an acceleration does what Lite's own code does, else what differed,
+    logged once as ``warning`` (its ``%s`` the difference). A check that fails disagrees:
+    Lite's own code still works."""
+    if not verdict:
+        try:
+            verdict.append(check())
+        except Exception as exc:  # Lite reorganised
+            verdict.append(f"the check failed: {exc}")
+        if verdict[0] is not None:
+            log.warning(warning, verdict[0])
+    return verdict[0]
+
+
 def _lite_version() -> str:
     try:
         from importlib.metadata import version

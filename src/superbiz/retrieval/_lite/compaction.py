@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from superbiz._process import release_freed_memory
+from superbiz.retrieval._lite.checks import verdict_once
 
 #: the gate logs under one name, whichever of its modules speaks
 log = logging.getLogger(__package__)
@@ -135,18 +136,11 @@ def compaction_check() -> str | None:
     the same writes (new versions of rows, deletes before and after their rows' flush,
     five flushes, so Lite compacts), one compacted by each; their data files must have
     the same names and the same rows. Run once per process."""
-    if not _verdict:
-        try:
-            _verdict.append(_files_differ())
-        except Exception as exc:  # Lite reorganised: its own compaction still works
-            _verdict.append(f"the check failed: {exc}")
-        if _verdict[0] is not None:
-            log.warning(
-                "Milvus Lite compacts as written for another version (%s); its own "
-                "compaction is used",
-                _verdict[0],
-            )
-    return _verdict[0]
+    return verdict_once(
+        _verdict,
+        _files_differ,
+        "Milvus Lite compacts as written for another version (%s); its own compaction is used",
+    )
 
 
 def _files_differ() -> str | None:

@@ -15,15 +15,13 @@ process; where their batches differ (a Lite upgrade), the gate keeps Lite's own 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import tempfile
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-#: the gate logs under one name, whichever of its modules speaks
-log = logging.getLogger(__package__)
+from superbiz.retrieval._lite.checks import check_schema, verdict_once
 
 #: the insert check's verdict, once per process (empty: not run yet)
 _verdict: list[str | None] = []
@@ -160,24 +158,16 @@ def insert_check() -> str | None:
     differed (said once; Lite's own insert is used). Two small collections of superbiz's
     shape (a text analysed for BM25, its sparse output, a vector) get the same rows, one
     through each; their write-ahead batches must be equal. Run once per process."""
-    if not _verdict:
-        try:
-            _verdict.append(_batches_differ())
-        except Exception as exc:  # Lite reorganised: its own insert still works
-            _verdict.append(f"the check failed: {exc}")
-        if _verdict[0] is not None:
-            log.warning(
-                "Milvus Lite inserts as written for another version (%s); its own insert is used",
-                _verdict[0],
-            )
-    return _verdict[0]
+    return verdict_once(
+        _verdict,
+        _batches_differ,
+        "Milvus Lite inserts as written for another version (%s); its own insert is used",
+    )
 
 
 def _batches_differ() -> str | None:
     from milvus_lite.engine.collection import Collection
     from milvus_lite.schema.types import DataType, FieldSchema
-
-    from superbiz.retrieval._lite.checks import check_schema
 
     schema = check_schema(FieldSchema("n", DataType.INT64))
     vectors = np.array(
