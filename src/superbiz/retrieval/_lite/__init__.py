@@ -90,7 +90,6 @@ class InProcessLite:
         self.collection = collection
         self._live: LiveRows | bool | None = None  # decided at the first search
         self._compaction_set = False  # at the first insert
-        self._columns: bool | None = None  # whether ``insert_columns`` may: its first use
 
     @property
     def live(self) -> LiveRows | None:
@@ -126,9 +125,7 @@ class InProcessLite:
             lean_compaction(self.collection)
             self._compaction_set = True
         columnar_flush(self.collection._memtable)
-        if self._columns is None:
-            self._columns = insert_check() is None
-        if not self._columns or insert_columns(self.collection, rows) is None:
+        if insert_check() is not None or insert_columns(self.collection, rows) is None:
             self.collection.insert(as_lists(rows))
 
     def query(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ def insert_columns(collection: Any, rows: list[dict[str, Any]]) -> list[Any] | N
     field's length or the collection is of a shape this does not handle (automatic keys,
     partition keys, dynamic or JSON fields): Lite's own insert then does it, and says
     what is wrong."""
+    from milvus_lite.constants import DEFAULT_PARTITION
     from milvus_lite.engine.operation import InsertOp
     from milvus_lite.exceptions import PartitionNotFoundError
     from milvus_lite.schema.types import DataType
@@ -62,13 +62,12 @@ def insert_columns(collection: Any, rows: list[dict[str, Any]]) -> list[Any] | N
     for record in records:  # every other field, by Lite's own rules
         record[vector.name] = None
         validate_record(record, without, default_properties=collection._database_properties)
-    partition = _default_partition()
-    if not collection._manifest.has_partition(partition):
-        raise PartitionNotFoundError(partition)
+    if not collection._manifest.has_partition(DEFAULT_PARTITION):
+        raise PartitionNotFoundError(DEFAULT_PARTITION)
     first = collection._next_seq
     collection._next_seq += len(records)
-    batch = _wal_batch(collection, records, vector.name, matrix, partition, first)
-    collection._apply(InsertOp(partition=partition, batch=batch))
+    batch = _wal_batch(collection, records, vector.name, matrix, DEFAULT_PARTITION, first)
+    collection._apply(InsertOp(partition=DEFAULT_PARTITION, batch=batch))
     if collection._should_flush():
         collection._trigger_flush()
     return [record[collection._pk_name] for record in records]
@@ -94,13 +93,6 @@ def _vector_field(schema: Any) -> Any | None:
 
 def _is_vector(value: Any, dim: int) -> bool:
     return isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == (dim,)
-
-
-@cache
-def _default_partition() -> str:
-    from milvus_lite.constants import DEFAULT_PARTITION
-
-    return str(DEFAULT_PARTITION)
 
 
 def _without_vector(schema: Any) -> Any:
@@ -143,10 +135,8 @@ def _wal_batch(
             columns.append(pa.FixedSizeListArray.from_arrays(flat, kind.list_size))
             continue
         elif name in sparse:
-            values = [
-                sparse_to_bytes(r.get(name)) if isinstance(r.get(name), dict) else r.get(name)
-                for r in records
-            ]
+            given = (r.get(name) for r in records)
+            values = [sparse_to_bytes(v) if isinstance(v, dict) else v for v in given]
         else:
             values = [r.get(name) for r in records]
         columns.append(pa.array(values, type=kind))
