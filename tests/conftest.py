@@ -320,6 +320,23 @@ def kb_writer() -> Callable[..., Path]:
 # -- the governed executor loop (added for the executor, tool, profile and CLI tests) ------
 
 
+@contextlib.contextmanager
+def ingested_kb(root: Path, files: dict[str, str | bytes], embedder: Any) -> Iterator[Any]:
+    """``files`` written under ``root`` and ingested, every one, into a knowledge base of
+    their own (``embedder``, Milvus Lite, SQLite), closed afterwards."""
+    from superbiz.knowledge.ingest.ingestor import Ingestor
+    from superbiz.knowledge.kb.base import KnowledgeBase
+
+    settings = Settings(data_dir=root / "data", database_url=f"sqlite:///{root}/superbiz.db")
+    kb = KnowledgeBase(settings, embedder=embedder)
+    try:
+        report = Ingestor(kb).ingest([write_kb(root / "kb", files)])
+        assert len(report.added) == len(files) and not report.skipped, report
+        yield kb
+    finally:
+        kb.close()
+
+
 @pytest.fixture(scope="session")
 def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> Iterator[Any]:
     """The small KB ingested once for the whole session (real USE, Milvus Lite, SQLite).
@@ -327,17 +344,8 @@ def governed_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> 
     Shared read-only: tests give each turn a fresh session id and their own tracker and
     recorder, so nothing one test does is seen by another.
     """
-    from superbiz.knowledge.ingest.ingestor import Ingestor
-    from superbiz.knowledge.kb.base import KnowledgeBase
-
-    root = tmp_path_factory.mktemp("governed-kb")
-    folder = write_kb(root / "kb")
-    settings = Settings(data_dir=root / "data", database_url=f"sqlite:///{root}/superbiz.db")
-    kb = KnowledgeBase(settings, embedder=use_embedder)
-    report = Ingestor(kb).ingest([folder])
-    assert len(report.added) == len(SMALL_KB) and not report.skipped
-    yield kb
-    kb.close()
+    with ingested_kb(tmp_path_factory.mktemp("governed-kb"), SMALL_KB, use_embedder) as kb:
+        yield kb
 
 
 # -- a Milvus server (the server profile) ----------------------------------------------------

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import write_kb
-
-from superbiz.config import Settings
+from tests.conftest import ingested_kb
 
 _OVERVIEW = """---
 title: Acme CLI overview
@@ -101,16 +99,8 @@ QUESTIONS = {
 
 @pytest.fixture(scope="module")
 def english_kb(tmp_path_factory: pytest.TempPathFactory, use_embedder: Any) -> Iterator[Any]:
-    from superbiz.knowledge.ingest.ingestor import Ingestor
-    from superbiz.knowledge.kb.base import KnowledgeBase
-
-    root = tmp_path_factory.mktemp("english-kb")
-    settings = Settings(data_dir=root / "data", database_url=f"sqlite:///{root}/superbiz.db")
-    kb = KnowledgeBase(settings, embedder=use_embedder)
-    report = Ingestor(kb).ingest([write_kb(root / "kb", dict(RUNBOOKS))])
-    assert len(report.added) == len(RUNBOOKS)
-    yield kb
-    kb.close()
+    with ingested_kb(tmp_path_factory.mktemp("english-kb"), dict(RUNBOOKS), use_embedder) as kb:
+        yield kb
 
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[Path(p).stem for p in QUESTIONS.values()])

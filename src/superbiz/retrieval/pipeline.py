@@ -11,7 +11,7 @@ the level and the documents to show are decided on the fresh ones.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -277,9 +277,8 @@ def _hybrid(doc: DocHit) -> float:
 
 class Retriever:
     """Ranks and levels evidence for a query; ``exact_index`` is called on every query
-    because the knowledge base rebuilds its index after documents change; ``documents``
-    is the KB's size, which sets how deep each search looks (``candidate_depth``), and
-    ``titles`` its titles' words (``TitleVocabulary``)."""
+    because the KB rebuilds its index after documents change; ``sizes`` (each document's
+    chunk count) and ``titles`` are the KB's, as ``HybridSearcher.search`` reads them."""
 
     def __init__(
         self,
@@ -287,12 +286,12 @@ class Retriever:
         exact_index: Callable[[], ExactIndex],
         thresholds: Thresholds,
         settings: RetrievalConfig,
-        documents: int = 0,
         titles: TitleVocabulary = UNIFORM,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         self._searcher = searcher
-        self._documents = documents
         self._titles = titles
+        self._sizes = sizes
         self._exact_index = exact_index
         self._thresholds = thresholds
         self._settings = settings
@@ -324,8 +323,8 @@ class Retriever:
             domain,
             answers=len(fresh) != 1,
             visibility=visibility,
-            documents=self._documents,
             titles=self._titles,
+            sizes=self._sizes,
         )
         return Candidates(matches, vector, ranked)
 

@@ -6,7 +6,7 @@ import heapq
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -19,6 +19,7 @@ from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.fusion import answer_fusion, lexical_reach, minmax_fusion, rrf_fusion
+from superbiz.retrieval.gathered import gathered_copies
 from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
 from superbiz.retrieval.store import ChunkStore
@@ -115,14 +116,16 @@ class HybridSearcher:
         *,
         answers: bool = True,
         visibility: Visibility | None = None,
-        documents: int = 0,
         titles: TitleVocabulary = UNIFORM,
+        sizes: Mapping[str, int] | None = None,
     ) -> tuple[np.ndarray, list[DocHit]]:
         """The query vector and the documents ranked by fused chunk scores, and by the
         answer model when there is one and ``answers`` is left on; among what
         ``visibility`` lets the reader see (None: everything), filtered in each search;
-        each search as deep as a KB of ``documents`` needs (``candidate_depth``); title
-        words weighed by how rare they are among the KB's ``titles``."""
+        ``sizes``, the KB's documents' chunk counts: each search as deep as a KB of that
+        many documents needs (``candidate_depth``), and a page's passages that another
+        gathers counted for the page (``gathered_copies``); title words weighed by how
+        rare they are among the KB's ``titles``."""
         source = self._answers if answers else None
         pending = (
             self._answer_pool.submit(
@@ -132,10 +135,15 @@ class HybridSearcher:
             else None
         )
         vector = self.embed(query)
+        documents = len(sizes or ())
         dense_depth = candidate_depth(self.settings.candidates, documents)
         bm25_depth = candidate_depth(self.settings.bm25_candidates, documents)
         dense = self.store.search_dense(vector, dense_depth, domain, visibility)
         sparse = self.store.search_bm25(query, bm25_depth, domain, visibility)
+        if sizes:
+            copies = gathered_copies([*dense, *sparse], sizes)
+            dense = [hit for hit in dense if hit.id not in copies]
+            sparse = [hit for hit in sparse if hit.id not in copies]
         ranked = self.rank(query, vector, dense, sparse, titles)
         if source is None or pending is None:
             return vector, ranked

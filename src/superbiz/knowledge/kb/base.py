@@ -126,10 +126,10 @@ class KnowledgeBase:
                 lambda: self.exact_index,
                 self.thresholds,
                 self.settings.retrieval_config,
-                documents=len(self.current_documents()),
                 titles=self._titles.vocabulary(
                     {path: doc.title for path, doc in self.current_documents().items()}
                 ),
+                sizes={path: doc.chunk_count for path, doc in self.current_documents().items()},
             )
         )
         self._version = knowledge_version(self.engine)
