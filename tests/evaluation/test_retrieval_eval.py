@@ -120,6 +120,23 @@ def test_report_counts_supplements_per_level_and_summarises_answer_only(
     assert "gold document shown (primary or supplement)" in text
 
 
+def test_a_corpus_file_skipped_as_part_of_a_page_is_no_fault_and_a_broken_one_is(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    """A site built by Sphinx keeps each page's source beside it (``_sources/``): an
+    evaluation of the built site runs; an empty file still stops it, named."""
+    dataset = _dataset(tmp_path / "ds", kb_writer, None)
+    (dataset / "corpus" / "objects.inv").write_bytes(b"# Sphinx inventory version 2\n")
+    kb_writer(dataset / "corpus" / "_sources", {"glossary.md.txt": "# Glossary\nCopied.\n"})
+
+    report = evaluate_retrieval(dataset, Settings(data_dir=tmp_path / "data"), limit=1)
+
+    assert report["queries"] == 1
+    (dataset / "corpus" / "empty.md").write_text("")
+    with pytest.raises(SuperbizError, match=r"^1 corpus files could not be ingested \(empty.md"):
+        evaluate_retrieval(dataset, Settings(data_dir=tmp_path / "data"), limit=1)
+
+
 def test_a_dev_dataset_prints_no_answer_only_line(
     tmp_path: Path, kb_writer: Callable[..., Path]
 ) -> None:

@@ -352,6 +352,41 @@ def test_a_text_file_pages_include_is_a_fragment_not_a_document(
     assert_consistent(kb)
 
 
+def test_a_sphinx_html_build_is_ingested_as_its_pages(tmp_path: Path, open_kb: OpenKB) -> None:
+    """A Sphinx site as its HTML builder writes it (run here): each page's source copied
+    under ``_sources/`` and the theme's files under ``_static/`` are no documents, and
+    one stored before goes with --prune; a ``_sources`` folder outside a build stays."""
+    build_main = pytest.importorskip(
+        "sphinx.cmd.build", reason="Sphinx builds the site: pip install -e '.[docs]'"
+    ).build_main
+    source, site = tmp_path / "source", tmp_path / "site"
+    source.mkdir()
+    (source / "conf.py").write_text("project = 'Runbooks'\nhtml_theme = 'alabaster'\n")
+    (source / "index.rst").write_text("Runbooks\n========\n\n.. toctree::\n\n   failover\n")
+    (source / "failover.rst").write_text(
+        "MySQL failover\n==============\n\nPromote the replica with the newest GTID set.\n"
+    )
+    assert build_main(["-q", "-b", "html", str(source), str(site)]) == 0
+    assert (site / "objects.inv").is_file() and (site / "_sources" / "failover.rst.txt").is_file()
+    inventory = (site / "objects.inv").read_bytes()
+    (site / "objects.inv").unlink()  # the same folders, in no build: documents
+    kb = open_kb()
+    assert "_sources/failover.rst.txt" in Ingestor(kb).ingest([site]).added
+    (site / "objects.inv").write_bytes(inventory)
+
+    report = Ingestor(kb).ingest([site], prune=True)
+
+    stored = set(kb.current_documents())
+    assert {"index.html", "failover.html"} <= stored
+    assert not any(path.startswith(("_sources/", "_static/")) for path in stored)
+    reasons = dict(report.skipped)
+    assert reasons["_sources/failover.rst.txt"].startswith("the source of a page Sphinx built")
+    assert "_sources/failover.rst.txt" in report.removed
+    _, hits = kb.searcher.search("promote the replica GTID")
+    assert [hit.doc_path for hit in hits][:1] == ["failover.html"]
+    assert_consistent(kb)
+
+
 # -- one file, one document -------------------------------------------------------------------
 
 TEAM_A = "---\ntitle: Team A guide\n---\n# Team A guide\nTeam A rotates the flamingo keys.\n"

@@ -100,7 +100,7 @@ def ingest(
     if as_json:
         _print_json(synced.as_dict() if git else report.as_dict())
         return
-    for path, reason in report.skipped:
+    for path, reason in _by_reason(report.skipped):
         err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
     for where, reason in _by_reason(report.metadata_failures):
         err.print(f"[yellow]metadata derived[/] {escape(where)}: {escape(reason)}")
@@ -121,9 +121,9 @@ _NAMED_FILES = 3
 
 
 def _by_reason(notes: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Metadata notes as printed: each reason once, after the files it holds for, named
-    up to ``_NAMED_FILES`` of them. A site's own frontmatter key on each of its 91 pages
-    printed 91 identical warnings.
+    """Skips and metadata notes as printed: each reason once, after the files it holds
+    for, named up to ``_NAMED_FILES`` of them. A site's own frontmatter key on each of its
+    91 pages printed 91 identical warnings, a Sphinx build's copied sources a line each.
 
     >>> _by_reason([("a.md", "x"), ("b.md", "y"), ("c.md", "x")])
     [('a.md', 'x'), ('c.md', 'x'), ('b.md', 'y')]

@@ -113,9 +113,11 @@ def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
         raise SuperbizError(f"{corpus} does not exist: a dataset needs corpus/ and queries.jsonl")
     kb = KnowledgeBase(settings)
     report = Ingestor(kb).ingest([corpus], prune=True)
-    if report.skipped:
-        first = "; ".join(f"{p}: {r}" for p, r in report.skipped[:3])
-        raise SuperbizError(f"{len(report.skipped)} corpus files could not be ingested ({first})")
+    parts = set(report.parts)  # skipped as part of another page: no fault
+    failed = [(path, reason) for path, reason in report.skipped if path not in parts]
+    if failed:
+        first = "; ".join(f"{p}: {r}" for p, r in failed[:3])
+        raise SuperbizError(f"{len(failed)} corpus files could not be ingested ({first})")
     return kb
 
 

@@ -106,9 +106,10 @@ _INCLUDE_SCAN = 200_000
 
 
 def without_fragments(found: Sequence[Found]) -> tuple[list[Found], set[Path]]:
-    """``found`` with each file another page includes (``include_fragments``) turned into
-    a skip with its reason, and those files."""
-    fragments = include_fragments(found)
+    """``found`` with each file that is part of something else — included by another
+    page (``include_fragments``), or the material of a Sphinx site's HTML build
+    (``sphinx_build_material``) — turned into a skip with its reason, and those files."""
+    fragments = {**include_fragments(found), **sphinx_build_material(found)}
     kept: list[Found] = [
         (item.file.relative_to(item.root).as_posix(), fragments[item.file])
         if isinstance(item, Candidate) and item.file in fragments
@@ -148,6 +149,37 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
             if target in files and target.suffix.lower() != ".rst":
                 pages.setdefault(target, []).append(item.file.relative_to(item.root).as_posix())
     return {target: _included_by(by) for target, by in pages.items()}
+
+
+#: what Sphinx's HTML builder writes at its output's root (the cross-reference inventory)
+SPHINX_INVENTORY = "objects.inv"
+#: folders of a Sphinx HTML build that hold no page: each page's source, copied beside
+#: the page built from it, and the theme's scripts, styles and their licences
+_SPHINX_MATERIAL = {
+    "_sources": "the source of a page Sphinx built, copied beside it: the page is ingested",
+    "_static": "a file of the Sphinx theme (scripts, styles, licences), not a page",
+}
+
+
+def sphinx_build_material(found: Iterable[Found]) -> dict[Path, str]:
+    """Files in the ``_sources`` and ``_static`` folders of a Sphinx HTML build (a folder
+    holding ``objects.inv``), each with the reason to skip it. Ingested as they are, a
+    site downloaded from Read the Docs held every page twice, its HTML and its source
+    (``_sources/how-to/sso.md.txt``, in a domain of its own), and a theme's licence."""
+    builds: dict[Path, bool] = {}
+    material: dict[Path, str] = {}
+    for item in found:
+        if not isinstance(item, Candidate):
+            continue
+        parts = item.file.relative_to(item.root).parts[:-1]
+        for depth, name in enumerate(parts):
+            build = item.root.joinpath(*parts[:depth])
+            if name in _SPHINX_MATERIAL and builds.setdefault(
+                build, (build / SPHINX_INVENTORY).is_file()
+            ):
+                material[item.file] = _SPHINX_MATERIAL[name]
+                break
+    return material
 
 
 def _included_by(pages: Sequence[str]) -> str:

@@ -27,6 +27,9 @@ class IngestReport:
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: the skipped files that are part of another document or page (a page's include, a
+    #: Sphinx build's copy of a page's source): left out on purpose, not for a fault
+    parts: list[str] = field(default_factory=list)
     #: documents ingested with derived metadata because the LLM failed, and why
     metadata_failures: list[tuple[str, str]] = field(default_factory=list)
     #: what a document's frontmatter says that is not used (unknown keys), on every run
@@ -74,6 +77,7 @@ class IngestReport:
             "repaired": self.repaired,
             "removed": self.removed,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "parts": self.parts,
             "metadata_failures": [{"path": p, "reason": r} for p, r in self.metadata_failures],
             "metadata_warnings": [{"path": p, "reason": r} for p, r in self.metadata_warnings],
             "domains_changed": sorted(self.domains_changed),
