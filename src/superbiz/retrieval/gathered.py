@@ -1,17 +1,17 @@
-"""A passage stored in several documents is cited from the smallest of them.
+"""A passage stored in several documents is cited from the page it belongs to.
 
 A site exported whole carries pages that gather the others: mdBook's ``print.html`` (the
 Cargo book's holds its 103 pages, 2,027 chunks), Sphinx's single-page build, a wiki's
 "all pages" view. Every passage of the book stands there a second time, so for any
 question that page's best passage ties the page the passage belongs to, its many
 matches lift it, and it was ranked first and quoted for 6 of 16 questions asked of the
-Cargo book, above the page that answers. A passage whose every paragraph stands in
-passages of documents with fewer chunks belongs to those: the pages that are about it (a
-gathering page joins small pages into one passage, so its passages are matched by their
-paragraphs, not whole) and holds at least ``GATHERS`` times their chunks. Where documents
-of about one size share a passage (two formats of one page, a footer every runbook
-repeats, the options every command page lists), nothing tells which is its page, and each
-keeps it.
+Cargo book, above the page that answers. So a passage counts for the smaller documents
+that hold it: among a lookup's hits, one whose every paragraph stands in hits of
+documents of at most a ``GATHERS``-th of its own document's chunks is left out
+(paragraphs, not whole passages: a gathering page runs small pages together into one
+passage). Where documents of about one size share a passage (two formats of one page, a
+footer every runbook repeats, the options every command page lists), nothing tells which
+is its page, and each keeps it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = ["GATHERS", "gathered_copies", "paragraphs"]
 #: gathering page holds that page and more. Command pages that repeat the same options
 #: (``cargo build`` and ``cargo check``, 23 and 22 chunks) gather nothing of each other
 GATHERS = 2
-_NONE = 1 << 62  # larger than any document
+_ABOVE_ANY = 1 << 62  # larger than any document
 
 
 def paragraphs(text: str) -> list[str]:
@@ -74,7 +74,7 @@ def gathered_copies(hits: Sequence[ChunkHit], sizes: Mapping[str, int]) -> froze
     opens: dict[str, int] = {}
     for size, hit in yielding:
         opening = _opening(hit.text)
-        if size < opens.get(opening, _NONE):
+        if size < opens.get(opening, _ABOVE_ANY):
             opens[opening] = size
     judged = [(s, hit) for s, hit in judged if GATHERS * opens.get(_opening(hit.text), s) <= s]
     if not judged:
@@ -83,7 +83,7 @@ def gathered_copies(hits: Sequence[ChunkHit], sizes: Mapping[str, int]) -> froze
     smallest: dict[str, int] = {}  # each paragraph's smallest document that may yield it
     for size, hit in yielding:
         for block in blocks[hit.id]:
-            if size < smallest.get(block, _NONE):
+            if size < smallest.get(block, _ABOVE_ANY):
                 smallest[block] = size
     copies = set()
     for size, hit in judged:
