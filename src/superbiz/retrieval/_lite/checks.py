@@ -11,14 +11,20 @@ the gate leaves that work to Lite's own code.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from superbiz._cache import cache_root, private
 from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
 from superbiz.retrieval._lite.ingest import cache_analysis
 from superbiz.retrieval._lite.live_rows import LiveRows
@@ -145,14 +151,20 @@ def search_check() -> str | None:
     """None when ``search_dense``/``search_bm25``/``query_live`` return what Lite's own
     searches and queries return on a small collection through every case the live-row
     masks must get right, else what differed (logged once per process; searches and
-    queries then go through Lite's own code)."""
+    queries then go through Lite's own code). A pass is kept for the next processes of
+    the same installation (``_passed_before``): the check took 0.5 s of every
+    ``superbiz ask`` and ``lookup``, about an eighth of it."""
+    if not _search_verdict and _passed_before("search"):
+        _search_verdict.append(None)
     if not _search_verdict:
         try:
             problem = _search_disagreement()
         except Exception as exc:  # Lite reorganised: its own searches still work
             problem = f"the search check could not run ({type(exc).__name__}: {exc})"
         _search_verdict.append(problem)
-        if problem is not None:
+        if problem is None:
+            _keep_pass("search")
+        else:
             log.warning(
                 "Milvus Lite %s searches otherwise than superbiz's live-row search expects "
                 "(written for %s.x): %s; using Lite's own searches and queries (slower, same "
@@ -162,6 +174,51 @@ def search_check() -> str | None:
                 problem,
             )
     return _search_verdict[0]
+
+
+def _passed_before(name: str) -> bool:
+    """Whether check ``name`` passed on this installation before, in a process of this
+    user (a marker in a folder only this user can write: ``superbiz._cache``)."""
+    try:
+        marker = _pass_marker(name)
+        return marker is not None and marker.is_file() and private(marker.parent)
+    except (OSError, RuntimeError, metadata.PackageNotFoundError):
+        return False
+
+
+def _keep_pass(name: str) -> None:
+    """Leave the marker ``_passed_before`` looks for; a cache that cannot be written
+    costs the next process the check, nothing else."""
+    try:
+        marker = _pass_marker(name)
+        if marker is not None:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+    except (OSError, RuntimeError, metadata.PackageNotFoundError) as exc:
+        log.debug("the %s check's pass is not kept: %s", name, exc)
+
+
+def _pass_marker(name: str) -> Path | None:
+    root = cache_root()
+    return None if root is None else root / f"lite-{name}-check-{_installation()}.passed"
+
+
+@functools.cache
+def _installation() -> str:
+    """What a kept pass holds for: Milvus Lite as installed (its RECORD lists every file
+    with its hash), this gate's source, the array libraries both compute with, Python.
+
+    >>> len(_installation())
+    16
+    """
+    parts = [sys.version]
+    for name in ("milvus-lite", "numpy", "pyarrow"):
+        distribution = metadata.distribution(name)
+        parts += [distribution.version, distribution.read_text("RECORD") or ""]
+    digest = hashlib.sha256("\0".join(parts).encode())
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def check_schema(*fields: Any) -> Any:
