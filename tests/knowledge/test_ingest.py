@@ -381,6 +381,8 @@ def test_a_sphinx_html_build_is_ingested_as_its_pages(tmp_path: Path, open_kb: O
     assert not any(path.startswith(("_sources/", "_static/")) for path in stored)
     reasons = dict(report.skipped)
     assert reasons["_sources/failover.rst.txt"].startswith("the source of a page Sphinx built")
+    assert reasons["search.html"].startswith("a page Sphinx generates")  # empty: no fault
+    assert set(report.parts) == set(reasons)
     assert "_sources/failover.rst.txt" in report.removed
     _, hits = kb.searcher.search("promote the replica GTID")
     assert [hit.doc_path for hit in hits][:1] == ["failover.html"]

@@ -159,24 +159,33 @@ _SPHINX_MATERIAL = {
     "_sources": "the source of a page Sphinx built, copied beside it: the page is ingested",
     "_static": "a file of the Sphinx theme (scripts, styles, licences), not a page",
 }
+#: pages at a Sphinx build's root that Sphinx generates rather than reads from a source:
+#: the search page (empty until its script runs) and the indexes of terms and modules
+_SPHINX_GENERATED = frozenset({"search.html", "genindex.html", "py-modindex.html"})
+_GENERATED_REASON = "a page Sphinx generates (search, or an index of links), not one of its pages"
 
 
 def sphinx_build_material(found: Iterable[Found]) -> dict[Path, str]:
     """Files in the ``_sources`` and ``_static`` folders of a Sphinx HTML build (a folder
-    holding ``objects.inv``), each with the reason to skip it. Ingested as they are, a
-    site downloaded from Read the Docs held every page twice, its HTML and its source
-    (``_sources/how-to/sso.md.txt``, in a domain of its own), and a theme's licence."""
+    holding ``objects.inv``), and the search and index pages at its root, each with the
+    reason to skip it. Ingested as they are, a site downloaded from Read the Docs held
+    every page twice, its HTML and its source (``_sources/how-to/sso.md.txt``, in a
+    domain of its own), a theme's licence, and an empty ``search.html`` that ``eval``
+    refused as an unreadable file."""
     builds: dict[Path, bool] = {}
+
+    def is_build(folder: Path) -> bool:
+        return builds.setdefault(folder, (folder / SPHINX_INVENTORY).is_file())
+
     material: dict[Path, str] = {}
     for item in found:
         if not isinstance(item, Candidate):
             continue
         parts = item.file.relative_to(item.root).parts[:-1]
+        if item.file.name in _SPHINX_GENERATED and is_build(item.file.parent):
+            material[item.file] = _GENERATED_REASON
         for depth, name in enumerate(parts):
-            build = item.root.joinpath(*parts[:depth])
-            if name in _SPHINX_MATERIAL and builds.setdefault(
-                build, (build / SPHINX_INVENTORY).is_file()
-            ):
+            if name in _SPHINX_MATERIAL and is_build(item.root.joinpath(*parts[:depth])):
                 material[item.file] = _SPHINX_MATERIAL[name]
                 break
     return material
