@@ -105,18 +105,24 @@ _INCLUDE = re.compile(r"^[ \t]*\.\.[ \t]+include::[ \t]*(\S+)[ \t]*$", re.MULTIL
 _INCLUDE_SCAN = 200_000
 
 
-def without_fragments(found: Sequence[Found]) -> tuple[list[Found], set[Path]]:
+def without_fragments(found: Sequence[Found]) -> tuple[list[Found], dict[Path, str]]:
     """``found`` with each file that is part of something else — included by another
     page (``include_fragments``), or the material of a Sphinx site's HTML build
-    (``sphinx_build_material``) — turned into a skip with its reason, and those files."""
+    (``sphinx_build_material``) — turned into a skip with its reason, and those files
+    with the label each is skipped under."""
     fragments = {**include_fragments(found), **sphinx_build_material(found)}
-    kept: list[Found] = [
-        (item.file.relative_to(item.root).as_posix(), fragments[item.file])
+    labels = {
+        item.file: item.file.relative_to(item.root).as_posix()
+        for item in found
         if isinstance(item, Candidate) and item.file in fragments
+    }
+    kept: list[Found] = [
+        (labels[item.file], fragments[item.file])
+        if isinstance(item, Candidate) and item.file in labels
         else item
         for item in found
     ]
-    return kept, set(fragments)
+    return kept, labels
 
 
 def include_fragments(found: Iterable[Found]) -> dict[Path, str]:

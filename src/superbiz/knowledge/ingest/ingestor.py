@@ -177,11 +177,7 @@ class Ingestor:
         found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
         run.found, fragments = without_fragments(found)
         run.fragments = {run.real(file) for file in fragments}
-        run.report.parts = [
-            item.file.relative_to(item.root).as_posix()
-            for item in found
-            if isinstance(item, Candidate) and item.file in fragments
-        ]
+        run.report.parts = list(fragments.values())
         if run.on_total:
             run.on_total(len(run.found))
         kb_roots = stored_roots(run.stored.values(), run.real)
