@@ -40,6 +40,25 @@ def test_every_window_the_chunker_cuts_reads_from_a_sentence_start() -> None:
         assert from_sentence_start(before, window).startswith("Step ")
 
 
+def test_a_window_that_begins_inside_a_numbered_item_reads_from_its_number() -> None:
+    """The example KB's replication-lag runbook: its causes' second window began inside
+    item 2, and the quote read "**Large batch writes …**" without its number, the
+    number's period taken for a sentence's end."""
+    items = [
+        f"{n}. **Cause {n}.** The replica number {n} replays WAL slowly, so check its disk "
+        f"and its network before the next step of this runbook."
+        for n in range(1, 13)
+    ]
+    body = "## Causes\n\n" + "\n".join(items)
+    windows = [chunk.text for chunk in chunk_markdown(body, size=300, overlap=100)]
+    # every later window begins inside an item, past its number
+    assert len(windows) > 5 and not any(w.split("\n", 1)[0] in items for w in windows[1:])
+    for end in range(2, len(windows) + 1):
+        quoted = quoted_window(windows[:end])
+        first = quoted.split("\n", 1)[0]
+        assert first in items, first
+
+
 def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() -> None:
     lines = [f"redis-cli -p 2637{n} SENTINEL failover mymaster-{n}" for n in range(30)]
     body = "# Failover\n\nRun on each sentinel:\n\n```bash\n" + "\n".join(lines) + "\n```\n"

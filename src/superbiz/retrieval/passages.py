@@ -20,13 +20,15 @@ from superbiz._text import has_cjk, key_terms, normalize
 TERM_WEIGHT = 0.3
 
 _COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
-#: where a sentence may start: after a sentence's end or a blank line
 #: a sentence's end; the period of an abbreviation inside a sentence ("e.g. `R_OK`") is none
 _SENTENCE_END = re.compile(
     r"[!?]\s+|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.\s+"
     r"|[。！？]\s*|\n\s*\n",
     re.IGNORECASE,
 )
+#: what stands before a numbered list item's period on its line: its number ("2. **Large
+#: batch writes …**"), where the item, not a sentence, starts
+_ITEM_NUMBER = re.compile(r"[ \t]*\d{1,3}")
 #: the longest overlap of two windows sought (the chunker's is 100 characters, begun on a
 #: word), and how far back before it a sentence's start is
 _CONTINUATION_REACH = 200
@@ -219,13 +221,31 @@ def from_sentence_start(previous: str, text: str) -> str:
         return text
     at = len(previous) - shared
     window = previous[max(0, at - _CONTINUATION_REACH) : at]
-    ends = [match.end() for match in _SENTENCE_END.finditer(window)]
+    ends = _sentence_starts(window)
     if not ends and at > _CONTINUATION_REACH:
-        following = _SENTENCE_END.search(text, 0, _CONTINUATION_REACH)
-        rest = text[following.end() :] if following else ""
+        following = _sentence_starts(text[:_CONTINUATION_REACH])
+        rest = text[following[0] :] if following else ""
         return rest if rest.strip() else text
     head = window[ends[-1] :] if ends else ""
     return head + text if head.strip() else text
+
+
+def _sentence_starts(text: str) -> list[int]:
+    r"""Where sentences of ``text`` start after its first: past each sentence's end, and
+    at the line of a numbered list item, whose number's period ends no sentence (a quote
+    begun after "2. " read "**Large batch writes …**" without its number).
+
+    >>> text = "Check it. Then:\n1. Stop the job.\n2. Drain it."
+    >>> [text[i:] for i in _sentence_starts(text)][:3]
+    ['Then:\n1. Stop the job.\n2. Drain it.', '1. Stop the job.\n2. Drain it.', '2. Drain it.']
+    """
+    starts: list[int] = []
+    for match in _SENTENCE_END.finditer(text):
+        line = text.rfind("\n", 0, match.start()) + 1
+        start = line if _ITEM_NUMBER.fullmatch(text, line, match.start()) else match.end()
+        if start and start not in starts:
+            starts.append(start)
+    return starts
 
 
 def _overlap(previous: str, text: str) -> int:
