@@ -253,6 +253,26 @@ def test_second_lookup_in_the_same_session_is_deduped(
         assert not (data_dir / "superbiz.db").exists()
 
 
+def test_a_lookup_without_a_session_is_a_new_one_whose_id_continues_it(
+    cli_kb: dict[str, Any],
+) -> None:
+    """One shared default session had made every lookup and question a follow-up of all
+    before it: the same lookup a second time found its document withheld as seen."""
+    data_dir = cli_kb["data_dir"]
+    runs = [invoke("lookup", "支付失败排查", "--data-dir", data_dir, "--json") for _ in "ab"]
+    assert all(run.exit_code == 0 for run in runs), runs[-1].output
+    assert [json.loads(run.stdout)["relevance_level"] for run in runs] == ["PRECISE"] * 2
+    said = [
+        re.fullmatch(r"session (\S+) · --session \1 continues it", one_line(run.stderr))
+        for run in runs
+    ]
+    first, second = (match.group(1) if match else None for match in said)
+    assert first and second and first != second and first.startswith("lookup-")
+    again = lookup(data_dir, "支付失败排查", first, "--json")
+    assert json.loads(again.stdout)["relevance_level"] == "DEDUPED"
+    assert again.stderr == ""  # a session it was given is not announced
+
+
 def test_each_lookup_is_recorded_with_its_scores(cli_kb: dict[str, Any]) -> None:
     """A person's lookup is a turn of its own, recorded like the model's (``origin: user``)."""
     session = f"s-{uuid.uuid4().hex}"

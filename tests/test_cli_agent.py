@@ -161,6 +161,21 @@ def test_a_second_ask_in_the_session_is_turn_two(data_dir: Path, session: str) -
     assert json.loads(result.stdout)["turn"] == 2
 
 
+def test_an_ask_without_a_session_is_a_turn_one_of_its_own(data_dir: Path) -> None:
+    """Asked on its own, the same question twice is answered twice the same: not as a
+    follow-up that finds its runbook "shown earlier in this session"."""
+    runs = [invoke("ask", "支付回调超时怎么办？", "--data-dir", data_dir, "--json") for _ in "ab"]
+    assert all(run.exit_code == 0 for run in runs), runs[-1].output
+    first, second = (json.loads(run.stdout) for run in runs)
+    assert (first["turn"], second["turn"]) == (1, 1)
+    assert first["session_id"] != second["session_id"]
+    assert first["answer"] == second["answer"] and first["reused_evidence"] == []
+    follow_up = ask(data_dir, "支付回调超时怎么办？", first["session_id"], "--json")
+    assert json.loads(follow_up.stdout)["turn"] == 2
+    plain = invoke("ask", "支付回调超时怎么办？", "--data-dir", data_dir)
+    assert re.search(r"session ask-\w+ · --session ask-\w+ continues it", plain.stderr)
+
+
 def test_ask_with_a_dead_llm_endpoint_exits_2_with_one_line(data_dir: Path, session: str) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

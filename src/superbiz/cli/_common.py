@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +49,15 @@ DataDir = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 OutputFile = Annotated[Path | None, typer.Option("--output", "-o", help="Also write JSON here.")]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        help="Continue this session (its evidence and domains) \\[default: a new one, "
+        "whose id is printed].",
+    ),
+]
 AsGroup = Annotated[
     list[str] | None,
     typer.Option(
@@ -102,6 +112,21 @@ def _typed(text: str, what: str = "the question") -> str:
         f"{what} is not UTF-8 text (byte {at}: 0x{raw[at]:02X}){looks}: set the terminal "
         f"to UTF-8, or convert the text with `iconv -f {source} -t UTF-8`"
     )
+
+
+def _session(given: str | None, command: str) -> str:
+    """The session ``--session`` names, or a new one for this run: a question asked on
+    its own is not a follow-up of every question asked before it, as one shared default
+    session had made each (``_continues`` says how to go on with it)."""
+    if given is not None:
+        return _typed(given, "--session")
+    return f"{command}-{secrets.token_hex(4)}"
+
+
+def _continues(session: str, given: str | None) -> None:
+    """After a run in a new session: its id, and how to ask in it again (to stderr)."""
+    if given is None:
+        err.print(f"[dim]session {session} · --session {session} continues it[/]")
 
 
 def _settings(data_dir: Path | None) -> Settings:

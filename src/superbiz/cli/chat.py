@@ -15,9 +15,12 @@ from superbiz.cli._common import (
     AsGroup,
     DataDir,
     JsonFlag,
+    SessionOption,
+    _continues,
     _errors,
     _print_json,
     _reader,
+    _session,
     _settings,
     _table,
     _typed,
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 
 def lookup(
     query: Annotated[str, typer.Argument(help="What to look up.")],
-    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "cli",
+    session: SessionOption = None,
     domain: Annotated[str | None, typer.Option("--domain", "-d", help="Only this domain.")] = None,
     missing_dimension: Annotated[
         str | None, typer.Option("--missing-dimension", help="What a supplement looks for.")
@@ -54,7 +57,8 @@ def lookup(
     from superbiz.agents.runtime import open_lookup
 
     with _errors():
-        query, session = _typed(query, "the query"), _typed(session, "--session")
+        query, given = _typed(query, "the query"), session
+        session = _session(given, "lookup")
         domain = _typed(domain, "--domain") if domain else domain
         if missing_dimension:
             missing_dimension = _typed(missing_dimension, "--missing-dimension")
@@ -69,8 +73,9 @@ def lookup(
         data["retrieval_details"] = outcome.details.as_dict() if outcome.details else None
     if as_json:
         _print_json(data)
-        return
-    _render_lookup(data)
+    else:
+        _render_lookup(data)
+    _continues(session, given)
 
 
 def _render_lookup(data: dict[str, Any]) -> None:
@@ -118,7 +123,7 @@ def _render_lookup(data: dict[str, Any]) -> None:
 
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
-    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "cli",
+    session: SessionOption = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
     as_group: AsGroup = None,
@@ -135,7 +140,8 @@ def ask(
             err.print(_plan_line(plan))
 
     with _errors():
-        question, session = _typed(question), _typed(session, "--session")
+        question, given = _typed(question), session
+        session = _session(given, "ask")
     reader = _reader(as_group)
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
         turn = runtime.ask(session, question, on_plan=show_plan, on_lookup=show, reader=reader)
@@ -150,10 +156,11 @@ def ask(
             expand=False,
         )
     )
+    _continues(session, given)  # the JSON names it
 
 
 def chat(
-    session: Annotated[str, typer.Option("--session", "-s", help="Session id.")] = "chat",
+    session: SessionOption = None,
     data_dir: DataDir = None,
     as_group: AsGroup = None,
 ) -> None:
@@ -162,7 +169,7 @@ def chat(
     from superbiz.agents.runtime import open_runtime
 
     with _errors():
-        session = _typed(session, "--session")
+        given, session = session, _session(session, "chat")
     reader = _reader(as_group)
     _keep_undecodable_input()
     with _errors(), open_runtime(_settings(data_dir)) as runtime:
@@ -203,6 +210,7 @@ def chat(
                     expand=False,
                 )
             )
+    _continues(session, given)
 
 
 def _keep_undecodable_input() -> None:
