@@ -273,6 +273,27 @@ def test_a_lookup_without_a_session_is_a_new_one_whose_id_continues_it(
     assert again.stderr == ""  # a session it was given is not announced
 
 
+@pytest.mark.parametrize(
+    ("session", "problem"),
+    [
+        (" ", "must not be blank"),
+        ("s" * 129, "is longer than 128 characters"),
+        ("a/b", "must not hold a control character, '/' or '\\'"),
+        ("a\nb", "must not hold a control character, '/' or '\\'"),
+    ],
+)
+def test_a_session_no_store_or_api_could_name_is_one_red_line(
+    cli_kb: dict[str, Any], session: str, problem: str
+) -> None:
+    """The API's rule: SQLite had kept any session id, PostgreSQL refused one over its
+    column's 128 characters as a store error, and the page could not reach one with a
+    slash."""
+    for command in (["lookup", "x"], ["ask", "x"], ["chat"]):
+        result = invoke(*command, "--session", session, "--data-dir", cli_kb["data_dir"])
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        assert one_line(result.stderr) == f"error: --session {problem}"
+
+
 def test_each_lookup_is_recorded_with_its_scores(cli_kb: dict[str, Any]) -> None:
     """A person's lookup is a turn of its own, recorded like the model's (``origin: user``)."""
     session = f"s-{uuid.uuid4().hex}"

@@ -64,6 +64,7 @@ from superbiz.knowledge.coverage.map import KnowledgeMap, build_map, map_for
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.storage.chat import ChatRepository
 from superbiz.storage.invocations import TOOL_NAME
+from superbiz.storage.session_ids import session_id_problem
 
 __all__ = [
     "MAP_URI",
@@ -82,8 +83,6 @@ HTTP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 #: what every MCP session id starts with
 MCP_PREFIX = "mcp-"
-#: the ``session_id`` column's width (``tool_invocation``, ``session_retrievals``)
-MAX_SESSION_ID = 128
 #: sessions whose turn state stays in memory; the least recently used go first (their
 #: action memory stays in the tracker, only the water level of their turn is lost)
 MAX_SESSIONS = 1024
@@ -280,11 +279,8 @@ def mcp_session_id(named: str) -> str:
 
 
 def _session_problem(session_id: str) -> str | None:
-    if not session_id.strip():
-        return "'session_id' must not be blank"
-    if len(session_id) > MAX_SESSION_ID:
-        return f"'session_id' is longer than {MAX_SESSION_ID} characters"
-    return None
+    problem = session_id_problem(session_id)
+    return f"'session_id' {problem}" if problem else None
 
 
 def _not_theirs(auth: Authenticator, ctx: Context, session_id: str) -> str | None:

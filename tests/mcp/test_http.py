@@ -241,13 +241,20 @@ def test_malformed_calls_are_error_results(http_server: HttpServer) -> None:
                     "lookup_knowledge", {"query": "refund", "domain": "nope", "session_id": "bad"}
                 ),
                 await client.call_tool("lookup_knowledge", {"query": "refund", "session_id": " "}),
+                await client.call_tool(
+                    "lookup_knowledge", {"query": "refund", "session_id": "team/http"}
+                ),
             ]
 
-    empty, unknown, blank = _run(scenario)
-    assert empty.is_error and unknown.is_error and blank.is_error
+    empty, unknown, blank, slashed = _run(scenario)
+    assert empty.is_error and unknown.is_error and blank.is_error and slashed.is_error
     assert "query" in (empty.structured_content or {})["error"]
     assert "unknown domain" in (unknown.structured_content or {})["error"]
-    assert "session_id" in (blank.structured_content or {})["error"]
+    assert (blank.structured_content or {})["error"] == "'session_id' must not be blank"
+    # the page reaches a session by its id in a path: MCP makes none it could not reach
+    assert (slashed.structured_content or {})["error"] == (
+        "'session_id' must not hold a control character, '/' or '\\'"
+    )
 
 
 # -- the service's key, Host and Origin rules; sessions apart from the web's -------------------

@@ -9,9 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from superbiz._text import MAX_QUESTION_CHARS
-
-#: the width of the ``session_id`` columns
-MAX_SESSION_ID = 128
+from superbiz.storage.session_ids import SESSION_ID_MAX, SESSION_ID_PATTERN
 
 
 def _id_text(value: Any) -> Any:
@@ -27,8 +25,8 @@ SessionId = Annotated[
     Field(
         strict=True,
         min_length=1,
-        max_length=MAX_SESSION_ID,
-        pattern=r"^[^\x00-\x1f\x7f/\\]+$",
+        max_length=SESSION_ID_MAX,
+        pattern=SESSION_ID_PATTERN,
         description="Session id (also accepted as `Id`); a new one when left out.",
     ),
 ]

@@ -33,6 +33,7 @@ from superbiz._text import CONTROL_CHARACTERS
 from superbiz.access import AccessListError, Reader
 from superbiz.config import Settings, load_settings
 from superbiz.exceptions import QuestionError, SuperbizError
+from superbiz.storage.session_ids import session_id_problem
 
 if TYPE_CHECKING:
     from superbiz.knowledge.kb.base import KnowledgeBase
@@ -118,9 +119,13 @@ def _session(given: str | None, command: str) -> str:
     """The session ``--session`` names, or a new one for this run: a question asked on
     its own is not a follow-up of every question asked before it, as one shared default
     session had made each (``_continues`` says how to go on with it)."""
-    if given is not None:
-        return _typed(given, "--session")
-    return f"{command}-{secrets.token_hex(4)}"
+    if given is None:
+        return f"{command}-{secrets.token_hex(4)}"
+    session = _typed(given, "--session")
+    if problem := session_id_problem(session):  # the API's rule: its sessions are ours
+        err.print(f"[bold red]error:[/] --session {escape(problem)}")
+        raise typer.Exit(2)
+    return session
 
 
 def _continues(session: str, given: str | None) -> None:

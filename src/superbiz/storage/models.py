@@ -22,6 +22,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from superbiz.storage.session_ids import SESSION_ID_MAX
+
 # none_as_null: a missing value is SQL NULL (``IS NULL`` finds it), not the JSON ``null``.
 JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
@@ -121,7 +123,7 @@ class SessionRetrievalRow(Base):
 
     __tablename__ = "session_retrievals"
 
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), primary_key=True)
     doc_path: Mapped[str] = mapped_column(String(1024), primary_key=True)
     domain: Mapped[str] = mapped_column(String(128))
     retrieved_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
@@ -152,7 +154,7 @@ class ToolInvocationRow(Base):
     __tablename__ = "tool_invocation"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), index=True)
     turn: Mapped[int] = mapped_column(Integer)
     step: Mapped[int] = mapped_column(Integer)
     tool_name: Mapped[str] = mapped_column(String(64))
@@ -196,7 +198,7 @@ SESSION_TITLE_MAX = 200
 class ChatSessionRow(Base):
     __tablename__ = "chat_sessions"
 
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), primary_key=True)
     #: a name the user gave the session (the page's rename); null: its first question
     title: Mapped[str | None] = mapped_column(String(SESSION_TITLE_MAX), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
@@ -209,7 +211,7 @@ class ChatMessageRow(Base):
     __tablename__ = "chat_messages"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), index=True)
     turn: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
@@ -230,7 +232,7 @@ class TurnFeedbackRow(Base):
 
     __tablename__ = "turn_feedback"
 
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), primary_key=True)
     turn: Mapped[int] = mapped_column(Integer, primary_key=True)
     rating: Mapped[str] = mapped_column(String(8))  # up | down
     comment: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -340,7 +342,7 @@ class SessionOwnerRow(Base):
 
     __tablename__ = "session_owners"
 
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(SESSION_ID_MAX), primary_key=True)
     owner: Mapped[str] = mapped_column(String(USER_NAME_MAX), index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 

@@ -29,10 +29,11 @@ from superbiz.api.responses.sessions import (
     SessionList,
     SessionSummaryView,
 )
-from superbiz.api.schemas import MAX_SESSION_ID, FeedbackRequest, RenameRequest
+from superbiz.api.schemas import FeedbackRequest, RenameRequest
 from superbiz.auth.authenticate import Authenticator
 from superbiz.auth.principal import ADMIN_KEY_USER, User
 from superbiz.auth.roles import Role
+from superbiz.storage.session_ids import session_id_problem
 
 router = APIRouter(
     prefix="/api/sessions",
@@ -69,13 +70,9 @@ async def sessions(
     """Sessions latest first, with their name or first question and time: the signed-in
     person's own (those named by `id=` among them), or an admin's `all=true` view of
     everyone's; without sign-in, those named by `id=`."""
-    # an id no store can hold (too long, or with NUL, which PostgreSQL refuses) names no
-    # session: it is left out, as an unknown id is
-    ids = (
-        [i for i in id if 0 < len(i) <= MAX_SESSION_ID and "\x00" not in i]
-        if id is not None
-        else None
-    )
+    # an id no session can have (too long, or with NUL, which PostgreSQL refuses) names
+    # no session: it is left out, as an unknown id is
+    ids = [i for i in id if session_id_problem(i) is None] if id is not None else None
     if not signed_in:
         if id is None:
             raise HTTPException(
