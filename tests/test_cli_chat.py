@@ -149,10 +149,25 @@ def test_ask_plain_shows_the_plan_then_the_lookups(data_dir: Path, session: str)
 
     assert result.exit_code == 0, result.output
     lines = result.stderr.strip().splitlines()
-    assert lines[0] == "plan consult api (map)"
+    assert lines[0] == "plan search every domain, nearest api (map)"  # unscoped
     assert lines[1].startswith("lookup How do I raise my API quota? domain=api executed")
     assert "verdict=" in lines[1] and "water=low" in lines[1]
     assert "answer · extractive" in result.stdout and "[Extractive answer]" in result.stdout
+
+
+def test_an_unscoped_plan_says_its_lookup_searches_every_domain(
+    data_dir: Path, session: str
+) -> None:
+    """A plan that cannot tell one domain from the next lists its nearest as candidates
+    and its lookup searches them all: the line had said "consult api" above a lookup
+    that found its document in another domain."""
+    result = invoke("ask", "And what then?", "--session", session, "--data-dir", data_dir, "--json")
+    plan = json.loads(result.stdout)["plan"]
+    assert plan["need_retrieval"] and plan["scoped"] is False, plan
+    result = invoke("ask", "And what then?", "--session", f"{session}-2", "--data-dir", data_dir)
+    [line] = lines_of(result.stderr, "plan")
+    candidates = ", ".join(d["domain"] for d in plan["domains"])
+    assert line == f"plan search every domain, nearest {candidates} (map)"
 
 
 # -- chat ------------------------------------------------------------------------------------
@@ -166,7 +181,7 @@ def test_the_chat_repl_plans_looks_up_answers_and_clears(data_dir: Path, session
     assert f"session {session} · model extractive · /clear to forget, /quit to leave" in out
     plans = lines_of(out, "plan")
     assert plans == [
-        "plan consult payment (map)",
+        "plan search every domain, nearest payment (map)",
         "plan answer from session evidence (evidence)",
     ]
     lookups = lines_of(out, "lookup")
@@ -203,8 +218,8 @@ def test_after_clear_the_same_question_retrieves_again(data_dir: Path, session: 
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert lines_of(out, "plan") == [
-        "plan consult payment (map)",
-        "plan consult payment (map)",
+        "plan search every domain, nearest payment (map)",
+        "plan search every domain, nearest payment (map)",
     ]
     lookups = lines_of(out, "lookup")
     assert len(lookups) == 2 and all("executed" in line for line in lookups)
@@ -275,7 +290,7 @@ def test_the_chat_repl_refuses_a_too_long_question_and_goes_on(
     assert result.exit_code == 0, result.output
     assert "error: the question is 4200 characters long" in one_line(result.stderr)
     # the next question ran (the error went to stderr, so two prompts share a line)
-    assert "you> you> plan consult payment (map)" in result.stdout
+    assert "you> you> plan search every domain, nearest payment (map)" in result.stdout
 
 
 #: what a terminal set to GBK sends for 支付回调超时, and what Python makes of it in argv
@@ -307,4 +322,5 @@ def test_the_chat_repl_says_how_to_fix_a_line_that_is_not_utf8_and_goes_on(
 
     assert result.exit_code == 0, result.output
     assert one_line(result.stderr) == f"error: the question {GBK_FIX}"
-    assert "you> you> plan consult payment (map)" in result.stdout  # the next one ran
+    # the next one ran
+    assert "you> you> plan search every domain, nearest payment (map)" in result.stdout

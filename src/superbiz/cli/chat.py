@@ -258,7 +258,10 @@ def _plan_line(plan: Plan) -> str:
     if not plan.need_retrieval:
         how = "direct answer" if plan.direct_answer else "answer from session evidence"
         return f"[dim]plan[/] {how} [dim]({plan.source})[/]"
-    return f"[dim]plan[/] consult {', '.join(plan.domain_ids)} [dim]({plan.source})[/]"
+    domains = ", ".join(plan.domain_ids)
+    if not plan.scoped:  # its domains are candidates: its lookup searches them all
+        return f"[dim]plan[/] search every domain, nearest {domains} [dim]({plan.source})[/]"
+    return f"[dim]plan[/] consult {domains} [dim]({plan.source})[/]"
 
 
 def _lookup_line(lookup: ToolOutcome) -> str:
