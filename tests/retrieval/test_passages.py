@@ -59,6 +59,19 @@ def test_a_window_that_begins_inside_a_numbered_item_reads_from_its_number() -> 
         assert first in items, first
 
 
+def test_a_window_that_begins_at_a_nested_item_is_quoted_under_its_parent() -> None:
+    """The example KB's webhook runbook: a window began at the third case under "2. Read
+    the pattern:", and the quote read as a list of cases of nothing."""
+    cases = [f"   - `case {n}`: the merchant's endpoint answers {n}xx; ask them." for n in range(9)]
+    body = "## Steps\n\n1. Find the deliveries.\n2. Read the pattern:\n" + "\n".join(cases)
+    windows = [chunk.text for chunk in chunk_markdown(body, size=300, overlap=100)]
+    assert len(windows) > 2
+    for end in range(2, len(windows) + 1):  # each begun inside a case, its indent cut
+        quoted = quoted_window(windows[:end])
+        assert quoted.startswith("2. Read the pattern:\n   - `case "), quoted
+        assert quoted.split("\n")[1] in cases
+
+
 def test_a_window_that_begins_inside_a_code_block_is_quoted_under_its_fence() -> None:
     lines = [f"redis-cli -p 2637{n} SENTINEL failover mymaster-{n}" for n in range(30)]
     body = "# Failover\n\nRun on each sentinel:\n\n```bash\n" + "\n".join(lines) + "\n```\n"

@@ -36,6 +36,8 @@ _CONTINUATION_REACH = 200
 _MIN_OVERLAP = 20
 #: a line that opens or closes a fenced code block, with its info string
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.MULTILINE)
+#: a line that opens a list item: ``- ``, ``* ``, ``+ ``, ``2. `` or ``2) ``
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]")
 #: a list item that is a link and nothing else: ``- [Nacos是什么](#1.1)``
 _LINK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\[[^\]]+\]\([^)]*\)[ \t]*$")
 #: the share of a passage's lines (headings and blank lines aside) that are links, and
@@ -171,6 +173,9 @@ def quoted_window(windows: Sequence[str]) -> str:
     fences = list(_FENCE_LINE.finditer(before))
     if len(fences) % 2 == 0:
         quote = from_sentence_start(windows[-2], text)
+        whole = section + text[shared:] if shared else f"{section}\n{text}"
+        if whole.endswith(quote):
+            quote = _under_parent(whole[: len(whole) - len(quote)], quote)
         return _introduced(section, quote) if quote == text and not shared else quote
     opening = fences[-1]
     if opening.start() >= len(section) - len(windows[-2]):  # the window before opened it
@@ -179,6 +184,33 @@ def quoted_window(windows: Sequence[str]) -> str:
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
     return f"{opening.group().strip()}\n{whole}"
+
+
+def _under_parent(preceding: str, quote: str) -> str:
+    r"""``quote`` under the list item it is nested in, when it begins with an item indented
+    below one (``preceding``, the section's text before it, ends with that indent): the
+    webhook runbook's "Read the pattern:" above its cases, whose quote began at the third
+    case with nothing to say what the cases are of. A parent longer than
+    ``_CONTINUATION_REACH`` is a paragraph, not a line that introduces: left out.
+
+    >>> before = "1. Find it.\n2. Read the pattern:\n   - `timeout`: slow.\n   "
+    >>> _under_parent(before, "- `tls`: expired.")
+    '2. Read the pattern:\n   - `tls`: expired.'
+    >>> _under_parent("Intro.\n", "- `tls`: expired.")
+    '- `tls`: expired.'
+    """
+    start = preceding.rfind("\n") + 1
+    indent = preceding[start:]
+    if not indent or indent.strip() or not _LIST_ITEM.match(quote):
+        return quote
+    for line in reversed(preceding[:start].split("\n")):
+        depth = len(line) - len(line.lstrip(" \t"))
+        if not line.strip() or depth >= len(indent):
+            continue  # a blank line in a loose list, or a sibling of the quote's item
+        if _LIST_ITEM.match(line) and len(line.strip()) <= _CONTINUATION_REACH:
+            return f"{line}\n{indent}{quote}"
+        return quote
+    return quote
 
 
 def _introduced(preceding: str, quote: str) -> str:
