@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fakes.records import chunk_record
-from superbiz.retrieval._lite import compaction
+from superbiz.retrieval._lite import checks, compaction
 
 
 def _version(doc: str, count: int, version: int) -> list[Any]:
@@ -111,6 +111,7 @@ def test_a_compaction_that_would_leave_other_rows_is_not_used(
 
     monkeypatch.setattr(compaction, "surviving_rows", every_version)
     monkeypatch.setattr(compaction, "_verdict", [])
+    monkeypatch.setattr(checks, "_installation", lambda: "another-lite")  # not passed yet
 
     class Manager:
         def __init__(self) -> None:

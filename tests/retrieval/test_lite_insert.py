@@ -110,10 +110,12 @@ def test_a_check_that_finds_another_batch_keeps_lites_insert(
 ) -> None:
     """As after a Lite upgrade that lays its batches out otherwise: the check says so once,
     and a store's rows still land, through Lite's own insert."""
+    from superbiz.retrieval._lite import checks
     from superbiz.retrieval.vector_store import MilvusChunkStore
 
     own = insert._wal_batch
     monkeypatch.setattr(insert, "_verdict", [])
+    monkeypatch.setattr(checks, "_installation", lambda: "another-lite")  # not passed yet
     monkeypatch.setattr(
         insert, "_wal_batch", lambda c, r, v, m, p, first: own(c, r, v, m, p, first + 1)
     )

@@ -47,7 +47,8 @@ once. ``search_check`` builds a small Lite collection with every case the live-r
 must get right (versions across segments and the memtable, deletes flushed and pending,
 a filter, ties) and compares ``search_dense``/``search_bm25``/``query_live`` with Lite's
 own searches and queries after each change; if they differ, searches and queries go
-through Lite's own code (said once).
+through Lite's own code (said once). A check that passed is not run again by a later
+process of the same installation (a marker per check in the user's cache folder).
 The checks were written for Lite ``LITE_SERIES`` (pinned in pyproject.toml).
 
 The modules: ``ingest`` (analysis cache, columnar flush), ``insert``

@@ -90,18 +90,23 @@ def self_check(analyzer: dict[str, Any] | None) -> str | None:
 
 
 def verdict_once(
-    verdict: list[str | None], check: Callable[[], str | None], warning: str
+    verdict: list[str | None], check: Callable[[], str | None], warning: str, kept: str
 ) -> str | None:
     """What ``check`` found, worked out once per process into ``verdict`` (empty until
     then): None where an acceleration does what Lite's own code does, else what differed,
     logged once as ``warning`` (its ``%s`` the difference). A check that fails disagrees:
-    Lite's own code still works."""
+    Lite's own code still works. A pass is kept for the next processes of the same
+    installation under the name ``kept`` (``_passed_before``)."""
+    if not verdict and _passed_before(kept):
+        verdict.append(None)
     if not verdict:
         try:
             verdict.append(check())
         except Exception as exc:  # Lite reorganised
             verdict.append(f"the check failed: {exc}")
-        if verdict[0] is not None:
+        if verdict[0] is None:
+            _keep_pass(kept)
+        else:
             log.warning(warning, verdict[0])
     return verdict[0]
 

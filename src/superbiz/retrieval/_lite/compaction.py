@@ -135,11 +135,12 @@ def compaction_check() -> str | None:
     differed (said once; Lite's own compaction is kept). Two small collections go through
     the same writes (new versions of rows, deletes before and after their rows' flush,
     five flushes, so Lite compacts), one compacted by each; their data files must have
-    the same names and the same rows. Run once per process."""
+    the same names and the same rows. Run once per process; a pass is kept."""
     return verdict_once(
         _verdict,
         _files_differ,
         "Milvus Lite compacts as written for another version (%s); its own compaction is used",
+        kept="compaction",
     )
 
 
