@@ -198,7 +198,7 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
 
 
 def test_cached_analysis_cuts_new_ascii_blocks_as_jieba_does() -> None:
-    """A new ASCII block is cut without jieba (``_ascii_tokens``), unless it holds one of
+    """A new ASCII block is cut without jieba (``ascii_tokens``), unless it holds one of
     the dictionary's ASCII words (``C++``, ``c#``, ``AT&T``): on 3,000 random texts of
     letters, digits, jieba's joiners, punctuation, whitespace and those words, the ids are
     those of jieba and Lite's filters."""
@@ -813,3 +813,29 @@ def test_the_self_checks_pass_is_kept_per_analyzer_and_installation(
     assert checks.self_check(BM25_ANALYZER) is not None  # an upgraded jieba is checked
     assert list((tmp_path / "cache").glob("*another-jieba*")) == []  # and keeps no pass
     assert marker.is_file()
+
+
+def test_the_insert_and_compaction_checks_passes_are_kept_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ingest process ran both (the insert check's Lite analysis loaded jieba's
+    dictionary, 0.55 s of an English knowledge base's ingest); a pass is kept as the
+    search check's is."""
+    from superbiz.retrieval._lite import checks, compaction, insert
+
+    monkeypatch.setenv("SUPERBIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(insert, "_verdict", [])
+    monkeypatch.setattr(compaction, "_verdict", [])
+    assert insert.insert_check() is None and compaction.compaction_check() is None
+    assert len(list((tmp_path / "cache").glob("lite-*-check-*.passed"))) == 2
+    ran: list[str] = []
+
+    def runs() -> str:
+        ran.append("the check")
+        return "the check ran"
+
+    for name in ("insert", "compaction"):  # the next process
+        assert checks.verdict_once([], runs, "%s", kept=name) is None
+    assert ran == []
+    assert checks.verdict_once([], runs, "%s", kept="failing") == "the check ran"
+    assert not list((tmp_path / "cache").glob("lite-failing-check-*"))

@@ -7,12 +7,13 @@ anything unexpected).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from superbiz._text import ascii_tokens, cut_without_dictionary
 
 #: the gate logs under one name, whichever of its modules speaks
 log = logging.getLogger(__package__)
@@ -42,7 +43,7 @@ def cache_analysis(analyzer: Any) -> None:
     each block on its own; Lite's analyzer then strips, lowercases, drops stop words
     and hashes token by token. So a text's ids are its blocks' ids in order, and a
     block seen before costs a dictionary lookup; a new block in ASCII is cut as jieba
-    cuts it without jieba's dictionary walk (``_ascii_tokens``: half the analysis of
+    cuts it without jieba's dictionary walk (``ascii_tokens``: half the analysis of
     English runbooks). Other analyzers are left alone.
     """
     if type(analyzer).__name__ != "JiebaAnalyzer" or "analyze" in vars(analyzer):
@@ -56,9 +57,9 @@ def cache_analysis(analyzer: Any) -> None:
     cache: dict[str, list[int]] = {}
 
     def analyze_block(block: str) -> list[int]:
-        if not block.isascii() or any(word in block for word in _ascii_words()):
+        if not cut_without_dictionary(block):
             return analyze_text(block)
-        tokens = (token.strip().lower() for token in _ascii_tokens(block))
+        tokens = (token.strip().lower() for token in ascii_tokens(block))
         return [term_to_id(t) for t in tokens if t and t not in stop_words]
 
     def analyze(text: str) -> list[int]:
@@ -75,37 +76,6 @@ def cache_analysis(analyzer: Any) -> None:
         return ids
 
     analyzer.analyze = analyze
-
-
-@functools.cache
-def _ascii_words() -> tuple[str, ...]:
-    """The words of jieba's dictionary written in ASCII (``C++``, ``AT&T``: five in jieba
-    0.42): jieba cuts an ASCII block holding none of them as ``_ascii_tokens`` does."""
-    import jieba
-
-    jieba.dt.check_initialized()
-    frequency = jieba.dt.FREQ
-    return tuple(word for word in frequency if word.isascii() and frequency[word])
-
-
-def _ascii_tokens(block: str) -> list[str]:
-    """What ``jieba.cut_for_search`` gives for one block of ``re_han_default.split`` that
-    is ASCII and holds no word of jieba's dictionary: every character of a run of
-    letters, digits and ``+#&._%-`` is its own word there, so the run goes to jieba's
-    HMM stage, which splits off each run of letters and digits (a decimal part and a
-    percent sign with it); between runs, whitespace is kept and every other character
-    is a word. No ASCII piece is in the dictionary, so search mode adds no n-gram.
-
-    >>> _ascii_tokens("Apache-2.0"), _ascii_tokens("v1.2%"), _ascii_tokens(", (")
-    (['Apache', '-', '2.0'], ['v1.2%'], [',', ' ', '('])
-    """
-    import jieba
-    from jieba import finalseg
-
-    if jieba.re_han_default.match(block):
-        return [block] if len(block) == 1 else [p for p in finalseg.re_skip.split(block) if p]
-    skip = jieba.re_skip_default
-    return [w for p in skip.split(block) for w in ([p] if skip.match(p) else p)]
 
 
 def columnar_flush(memtable: Any) -> None:
