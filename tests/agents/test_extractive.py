@@ -16,11 +16,8 @@ import pytest
 from superbiz._text import has_cjk, key_terms
 from superbiz.agents.answer_selection import question_terms
 from superbiz.agents.executor import Executor
-from superbiz.agents.extractive import (
-    ExtractiveChatModel,
-    TurnView,
-    best_passage,
-)
+from superbiz.agents.extractive import ExtractiveChatModel, TurnView
+from superbiz.agents.passage_quote import best_passage
 from superbiz.agents.runtime import open_runtime
 from superbiz.agents.turn_result import TurnResult
 from superbiz.config import GovernanceConfig, Settings
