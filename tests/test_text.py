@@ -16,6 +16,7 @@ EXAMPLES = Path(__file__).parents[1] / "src" / "superbiz" / "examples" / "corpus
 def _texts() -> list[str]:
     pieces = [*"aZ09+#&._%-", *"!\"'()*,/:;<=>?@[]^`{|}~", " ", "\t", "\n", "\r\n"]
     pieces += ["C++", "c#", "c++", "AT&T", "the", "Redis", "v1.2", "3.14%", "x86_64", "页"]
+    pieces += ["é", "ü", "ß", "ｆ", "Ｃ＋＋", "カ", "한", "🙂", "—", "\u3400", "\u9fe0", "\u00a0"]
     rng = random.Random(11)
     generated = ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(3000)]
     english = [

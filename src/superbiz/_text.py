@@ -15,6 +15,8 @@ from typing import Literal
 Language = Literal["zh", "en"]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: the characters jieba segments with its dictionary (its ``re_han_default``'s CJK range)
+_JIEBA_CJK = re.compile(r"[\u4e00-\u9fd5]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -74,7 +76,7 @@ def segmenter() -> ModuleType:
 
 
 def words(text: str) -> Iterator[str]:
-    """``text`` cut as ``jieba.cut`` cuts it; ASCII text that holds none of the
+    """``text`` cut as ``jieba.cut`` cuts it; text without Chinese that holds none of the
     dictionary's ASCII words is cut without loading the dictionary (``ascii_tokens``),
     which took 0.6 s and 50 MB of every command on an English knowledge base.
 
@@ -89,9 +91,16 @@ def words(text: str) -> Iterator[str]:
 
 
 def cut_without_dictionary(text: str) -> bool:
-    """Whether jieba cuts ``text`` as ``ascii_tokens`` does: ASCII holding none of the
-    dictionary's ASCII words (``C++``, ``AT&T``: five in jieba 0.42)."""
-    return text.isascii() and not any(word in text for word in _dictionary_ascii_words())
+    """Whether jieba cuts ``text`` as ``ascii_tokens`` does: no character of the CJK block
+    jieba segments (U+4E00–U+9FD5; every other character outside ASCII it cuts one by one)
+    and none of the dictionary's ASCII words (``C++``, ``AT&T``: five in jieba 0.42).
+
+    >>> cut_without_dictionary("naïve émigré, Straße"), cut_without_dictionary("支付 pool")
+    (True, False)
+    """
+    if _JIEBA_CJK.search(text):
+        return False
+    return not any(word in text for word in _dictionary_ascii_words())
 
 
 @cache

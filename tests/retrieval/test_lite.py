@@ -213,6 +213,7 @@ def test_cached_analysis_cuts_new_ascii_blocks_as_jieba_does() -> None:
 
     pieces = [*"aZ09+#&._%-", *"!\"'()*,/:;<=>?@[]^`{|}~", " ", "\t", "\n", "\r\n", "\x0c", "\x1c"]
     pieces += ["C++", "c#", "AT&T", "the", "Redis", "v1.2", "3.14%", "x86_64", "页"]
+    pieces += ["é", "Ü", "ß", "ｆ", "Ｃ＋＋", "カ", "한", "🙂", "—", "\u3400", "\u9fe0", "\u00a0"]
     rng = random.Random(5)
     texts = ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(3000)]
     analyzer = create_analyzer(BM25_ANALYZER)

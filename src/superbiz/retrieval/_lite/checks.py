@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from superbiz import _text
 from superbiz._cache import cache_root, private
 from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
 from superbiz.retrieval._lite.ingest import cache_analysis
@@ -218,8 +219,8 @@ def _pass_marker(name: str) -> Path | None:
 @functools.cache
 def _installation() -> str:
     """What a kept pass holds for: Milvus Lite as installed (its RECORD lists every file
-    with its hash), this gate's source, the array libraries both compute with, jieba
-    (Lite's analyzer cuts with it), Python.
+    with its hash), this gate's source and ``superbiz._text``'s, the array libraries both
+    compute with, jieba (Lite's analyzer cuts with it), Python.
 
     >>> len(_installation())
     16
@@ -229,7 +230,8 @@ def _installation() -> str:
         distribution = metadata.distribution(name)
         parts += [distribution.version, distribution.read_text("RECORD") or ""]
     digest = hashlib.sha256("\0".join(parts).encode())
-    for source in sorted(Path(__file__).parent.glob("*.py")):
+    # the gate's modules, and the words it cuts without jieba's dictionary (``_text``)
+    for source in [*sorted(Path(__file__).parent.glob("*.py")), Path(_text.__file__)]:
         digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
