@@ -324,3 +324,17 @@ def test_the_chat_repl_says_how_to_fix_a_line_that_is_not_utf8_and_goes_on(
     assert one_line(result.stderr) == f"error: the question {GBK_FIX}"
     # the next one ran
     assert "you> you> plan search every domain, nearest payment (map)" in result.stdout
+
+
+def test_a_chat_without_a_session_is_a_new_one_and_says_how_to_go_on(data_dir: Path) -> None:
+    runs = [invoke("chat", "--data-dir", data_dir, input=f"{PAY_Q}\n/quit\n") for _ in range(2)]
+    ids = []
+    for result in runs:
+        assert result.exit_code == 0, result.output
+        header = re.search(r"^session (chat-\w+) · model extractive", result.stdout, re.M)
+        assert header, result.stdout
+        ids.append(header.group(1))
+        assert f"session {ids[-1]} · --session {ids[-1]} continues it" in result.stderr
+        # a new session: its first question finds its runbook, not one withheld as seen
+        assert re.search(r"^(?:you> )?lookup .* executed PRECISE", result.stdout, re.M)
+    assert ids[0] != ids[1]
