@@ -77,7 +77,7 @@ def segmenter() -> ModuleType:
 
 def words(text: str) -> Iterator[str]:
     """``text`` cut as ``jieba.cut`` cuts it; text without Chinese that holds none of the
-    dictionary's ASCII words is cut without loading the dictionary (``ascii_tokens``),
+    dictionary's ASCII words is cut without loading the dictionary (``block_words``),
     which took 0.6 s and 50 MB of every command on an English knowledge base.
 
     >>> list(words("redis pool v1.2 full")), list(words("c++ build"))
@@ -87,11 +87,11 @@ def words(text: str) -> Iterator[str]:
     if not cut_without_dictionary(text):
         return iter(jieba.cut(text))
     blocks = jieba.re_han_default.split(text)
-    return (token for block in blocks if block for token in ascii_tokens(block))
+    return (token for block in blocks if block for token in block_words(block))
 
 
 def cut_without_dictionary(text: str) -> bool:
-    """Whether jieba cuts ``text`` as ``ascii_tokens`` does: no character of the CJK block
+    """Whether jieba cuts ``text`` as ``block_words`` does: no character of the CJK block
     jieba segments (U+4E00–U+9FD5; every other character outside ASCII it cuts one by one)
     and none of the dictionary's ASCII words (``C++``, ``AT&T``: five in jieba 0.42).
 
@@ -114,16 +114,17 @@ def _dictionary_ascii_words() -> tuple[str, ...]:
     )
 
 
-def ascii_tokens(block: str) -> list[str]:
+def block_words(block: str) -> list[str]:
     """What ``jieba.cut`` and ``cut_for_search`` give for one block of jieba's
-    ``re_han_default.split`` that ``cut_without_dictionary`` allows: every character of a
-    run of letters, digits and ``+#&._%-`` is its own word there, so the run goes to
-    jieba's HMM stage, which splits off each run of letters and digits (a decimal part
-    and a percent sign with it); between runs, whitespace is kept and every other
-    character is a word. No ASCII piece is in the dictionary, so search mode adds no
-    n-gram.
+    ``re_han_default.split`` of a text ``cut_without_dictionary`` allows. Such a block is
+    a run of ASCII letters, digits and ``+#&._%-``, every character of which is its own
+    word in the dictionary's absence, so the run goes to jieba's HMM stage, which splits
+    off each run of letters and digits (a decimal part and a percent sign with it); or
+    it lies between runs, where whitespace is kept and every other character (an
+    accent, a full-width letter, a kana) is a word. No piece is in the dictionary, so
+    search mode adds no n-gram.
 
-    >>> ascii_tokens("Apache-2.0"), ascii_tokens("v1.2%"), ascii_tokens(", (")
+    >>> block_words("Apache-2.0"), block_words("v1.2%"), block_words(", (")
     (['Apache', '-', '2.0'], ['v1.2%'], [',', ' ', '('])
     """
     jieba = segmenter()

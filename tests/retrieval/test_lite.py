@@ -198,7 +198,7 @@ def test_cached_analysis_gives_lites_own_term_ids() -> None:
 
 
 def test_cached_analysis_cuts_new_ascii_blocks_as_jieba_does() -> None:
-    """A new ASCII block is cut without jieba (``ascii_tokens``), unless it holds one of
+    """A new ASCII block is cut without jieba (``block_words``), unless it holds one of
     the dictionary's ASCII words (``C++``, ``c#``, ``AT&T``): on 3,000 random texts of
     letters, digits, jieba's joiners, punctuation, whitespace and those words, the ids are
     those of jieba and Lite's filters."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from superbiz._text import ascii_tokens, cut_without_dictionary
+from superbiz._text import block_words, cut_without_dictionary
 
 #: the gate logs under one name, whichever of its modules speaks
 log = logging.getLogger(__package__)
@@ -43,7 +43,7 @@ def cache_analysis(analyzer: Any) -> None:
     each block on its own; Lite's analyzer then strips, lowercases, drops stop words
     and hashes token by token. So a text's ids are its blocks' ids in order, and a
     block seen before costs a dictionary lookup; a new block in ASCII is cut as jieba
-    cuts it without jieba's dictionary walk (``ascii_tokens``: half the analysis of
+    cuts it without jieba's dictionary walk (``block_words``: half the analysis of
     English runbooks). Other analyzers are left alone.
     """
     if type(analyzer).__name__ != "JiebaAnalyzer" or "analyze" in vars(analyzer):
@@ -59,7 +59,7 @@ def cache_analysis(analyzer: Any) -> None:
     def analyze_block(block: str) -> list[int]:
         if not cut_without_dictionary(block):
             return analyze_text(block)
-        tokens = (token.strip().lower() for token in ascii_tokens(block))
+        tokens = (token.strip().lower() for token in block_words(block))
         return [term_to_id(t) for t in tokens if t and t not in stop_words]
 
     def analyze(text: str) -> list[int]:
