@@ -338,3 +338,23 @@ def test_a_chat_without_a_session_is_a_new_one_and_says_how_to_go_on(data_dir: P
         # a new session: its first question finds its runbook, not one withheld as seen
         assert re.search(r"^(?:you> )?lookup .* executed PRECISE", result.stdout, re.M)
     assert ids[0] != ids[1]
+
+
+def test_sessions_lists_the_latest_first_with_the_id_that_continues_each(
+    tmp_path: Path, dataset: Path
+) -> None:
+    """Each ``ask`` is a session of its own: ``sessions`` finds its id again."""
+    data_dir = tmp_path / "data"
+    assert invoke("sessions", "--data-dir", data_dir).stderr.startswith("no sessions yet")
+    assert invoke("ingest", dataset / "corpus", "--data-dir", data_dir).exit_code == 0
+    asked = []
+    for question in (PAY_Q, "How do I raise my API quota?"):
+        result = invoke("ask", question, "--data-dir", data_dir, "--json")
+        asked.append(json.loads(result.stdout)["session_id"])
+    listed = json.loads(invoke("sessions", "--data-dir", data_dir, "--json").stdout)
+    assert [(s["session_id"], s["turns"]) for s in listed] == [(asked[1], 1), (asked[0], 1)]
+    assert listed[1]["first_question"] == PAY_Q
+    [latest] = json.loads(invoke("sessions", "-n", "1", "--data-dir", data_dir, "--json").stdout)
+    assert latest["session_id"] == asked[1]
+    table = invoke("sessions", "--data-dir", data_dir).stdout
+    assert asked[0] in table and asked[1] in table and "last used (UTC)" in table

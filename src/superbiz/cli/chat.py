@@ -278,6 +278,44 @@ def _lookup_line(lookup: ToolOutcome) -> str:
     )
 
 
+def sessions(
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=1000, help="How many, latest first.")
+    ] = 20,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The chat sessions, latest first: each id (for `trace ID` and `ask --session ID`),
+    its turns, when it was last used, and its name or first question."""
+    from superbiz.storage.chat import ChatRepository
+    from superbiz.storage.db import open_database
+
+    settings = _settings(data_dir)
+    with _errors():
+        engine = open_database(settings.resolved_database_url)
+    try:
+        with _errors():
+            found = ChatRepository(engine).summaries(limit=limit)
+    finally:
+        engine.dispose()
+    if as_json:
+        _print_json([dataclasses.asdict(summary) for summary in found])
+        return
+    if not found:
+        err.print("no sessions yet: `superbiz ask QUESTION` starts one")
+        return
+    rows = [
+        [
+            s.session_id,
+            s.turns,
+            s.updated_at.strftime("%Y-%m-%d %H:%M"),
+            (s.title or s.first_question)[:60],
+        ]
+        for s in found
+    ]
+    console.print(_table("sessions", ["session", "turns", "last used (UTC)", "name"], rows))
+
+
 def trace(
     session: Annotated[str, typer.Argument(help="Session id.")],
     data_dir: DataDir = None,
