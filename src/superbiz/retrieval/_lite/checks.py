@@ -55,9 +55,9 @@ CHECK_TEXTS = (
 CHECK_QUERIES = ("Redis 连接池 耗尽", "支付回调超时 payment", "TiKV 扩容 leader", "无关 words")
 
 
-#: self-check verdicts by analyzer parameters (None: agreed; else what differed)
-_verdicts: dict[str, str | None] = {}
-#: the search check's verdict, once per process (None: not run yet)
+#: self-check verdicts by analyzer parameters, each as ``verdict_once`` keeps it
+_verdicts: dict[str, list[str | None]] = {}
+#: the search check's verdict, once per process (empty: not run yet)
 _search_verdict: list[str | None] = []
 
 
@@ -68,26 +68,13 @@ def self_check(analyzer: dict[str, Any] | None) -> str | None:
     the same installation (``_passed_before``): its Lite analysis loaded jieba's
     dictionary, 0.8 s of an ingest that found every file unchanged."""
     key = repr(analyzer)
-    name = f"self-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
-    if key not in _verdicts and _passed_before(name):
-        _verdicts[key] = None
-    if key not in _verdicts:
-        try:
-            problem = _disagreement(analyzer)
-        except Exception as exc:  # Lite reorganised: its public path still works
-            problem = f"the self-check could not run ({type(exc).__name__}: {exc})"
-        _verdicts[key] = problem
-        if problem is None:
-            _keep_pass(name)
-        else:
-            log.warning(
-                "Milvus Lite %s differs from what superbiz expects (written for %s.x): %s; "
-                "using the pymilvus client only (slower, same results)",
-                _lite_version(),
-                LITE_SERIES,
-                problem,
-            )
-    return _verdicts[key]
+    return verdict_once(
+        _verdicts.setdefault(key, []),
+        lambda: _disagreement(analyzer),
+        f"Milvus Lite {_lite_version()} differs from what superbiz expects (written for "
+        f"{LITE_SERIES}.x): %s; using the pymilvus client only (slower, same results)",
+        kept=f"self-{hashlib.sha256(key.encode()).hexdigest()[:8]}",
+    )
 
 
 def verdict_once(
@@ -104,7 +91,7 @@ def verdict_once(
         try:
             verdict.append(check())
         except Exception as exc:  # Lite reorganised
-            verdict.append(f"the check failed: {exc}")
+            verdict.append(f"the check could not run ({type(exc).__name__}: {exc})")
         if verdict[0] is None:
             _keep_pass(kept)
         else:
@@ -167,26 +154,14 @@ def search_check() -> str | None:
     queries then go through Lite's own code). A pass is kept for the next processes of
     the same installation (``_passed_before``): the check took 0.5 s of every
     ``superbiz ask`` and ``lookup``, about an eighth of it."""
-    if not _search_verdict and _passed_before("search"):
-        _search_verdict.append(None)
-    if not _search_verdict:
-        try:
-            problem = _search_disagreement()
-        except Exception as exc:  # Lite reorganised: its own searches still work
-            problem = f"the search check could not run ({type(exc).__name__}: {exc})"
-        _search_verdict.append(problem)
-        if problem is None:
-            _keep_pass("search")
-        else:
-            log.warning(
-                "Milvus Lite %s searches otherwise than superbiz's live-row search expects "
-                "(written for %s.x): %s; using Lite's own searches and queries (slower, same "
-                "results)",
-                _lite_version(),
-                LITE_SERIES,
-                problem,
-            )
-    return _search_verdict[0]
+    return verdict_once(
+        _search_verdict,
+        _search_disagreement,
+        f"Milvus Lite {_lite_version()} searches otherwise than superbiz's live-row search "
+        f"expects (written for {LITE_SERIES}.x): %s; using Lite's own searches and queries "
+        "(slower, same results)",
+        kept="search",
+    )
 
 
 def _passed_before(name: str) -> bool:
