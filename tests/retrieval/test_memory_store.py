@@ -123,18 +123,28 @@ def test_deleting_documents_takes_their_chunks_written_or_waiting_and_no_others(
     assert store.chunks_of("ops/new.md") == [] and store.search_bm25("redis", 10) == []
 
 
-def test_a_few_documents_are_deleted_from_lite_by_id(tmp_path: Path) -> None:
+def test_a_few_documents_are_deleted_from_lite_by_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Lite's delete by filter walks every row in Python (0.5–1.4 s a call at 50,000
-    documents): a few documents' chunks go by their ids instead."""
+    documents): a few documents' chunks go by their ids instead, in process."""
+    from superbiz.retrieval._lite import InProcessLite
+
     store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
     store.ensure_collection(3)
     store.replace_document("ops/redis.md", [record("ops/redis.md", 0, "Redis", unit(1, 0, 0))])
-    deletes: list[dict[str, object]] = []
-    client_delete = store._client.delete
-    store._client.delete = lambda *a, **kw: deletes.append(kw) or client_delete(*a, **kw)  # type: ignore[method-assign]
+    deletes: list[list[str]] = []
+    gate_delete = InProcessLite.delete
+
+    def delete(gate: InProcessLite, ids: list[str]) -> None:
+        deletes.append(ids)
+        gate_delete(gate, ids)
+
+    monkeypatch.setattr(InProcessLite, "delete", delete)
+    store._client.delete = lambda *a, **kw: pytest.fail("deleted through the client")  # type: ignore[method-assign]
     try:
         store.delete_documents(["ops/redis.md"])
-        assert [sorted(kw) for kw in deletes] == [["ids"]]
+        assert deletes == [["ops/redis.md#0"]]
         assert store.index_state(None) == {}
     finally:
         store.close()

@@ -8,10 +8,13 @@ this as how it reaches Milvus (reconnecting, reloading a released collection).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from superbiz.exceptions import StoreError
+from superbiz.exceptions import StoreError, first_line
+
+log = logging.getLogger(__name__)
 
 #: gRPC channel options for Milvus Lite, the in-process server: no keepalive pings. The
 #: client's default (a ping every 10 s, idle too) breaks the server's ping policy while a
@@ -32,6 +35,28 @@ SERVER_GRPC_OPTIONS: dict[str, Any] = {
     "grpc.keepalive_time_ms": 600_000,
     "grpc.keepalive_permit_without_calls": 0,
 }
+
+
+def quiet_lite_logs() -> None:
+    """Quiet what Milvus Lite and its client log that is no news to a user."""
+    # Milvus Lite serves gRPC in-process and logs every call its pymilvus makes that it
+    # does not implement (harmless probes) as an error.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+    # Lite logs its own traceback before pymilvus raises; the store's error says it.
+    logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
+    # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
+    logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
+
+
+def open_error(uri: str, exc: Exception, *, lite: bool) -> StoreError:
+    """What a store that could not open ``uri`` says (``exc``: what pymilvus raised)."""
+    if lite:
+        return StoreError(
+            f"cannot open Milvus Lite at {uri}: another process is probably using it "
+            "(Milvus Lite allows one process per file; stop the other one, or set "
+            f"vector.uri to a Milvus server); Milvus Lite said: {first_line(exc)}"
+        )
+    return StoreError(f"vector store: cannot open Milvus at {uri}: {exc}")
 
 
 def milvus_client_class() -> Any:
@@ -59,30 +84,67 @@ class GuardedClient:
     is dropped and the next call opens a new one (pymilvus' own recovery gives up on the
     channel of a restarted server), and a collection found released is loaded again."""
 
-    def __init__(self, connect: Callable[[], Any], uri: str) -> None:
+    def __init__(self, connect: Callable[[], Any], uri: str, *, lazy: bool = False) -> None:
+        """``lazy``: connect at the first call (a Lite file read in process may need
+        none: pymilvus is not even imported), else now."""
         self._connect = connect
         self._uri = uri
-        self._client: Any = connect()
+        self._connecting = threading.Lock()
+        self._client: Any = None if lazy else connect()
+
+    def close(self) -> None:
+        """Close the connection, if one is open."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _connected(self) -> Any:
+        with self._connecting:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             from pymilvus.client.types import Status
             from pymilvus.exceptions import MilvusException
 
+            client = None
             try:
-                if self._client is None:
-                    self._client = self._connect()
+                client = self._connected()
                 try:
-                    return getattr(self._client, name)(*args, **kwargs)
+                    return getattr(client, name)(*args, **kwargs)
                 except MilvusException as exc:
                     if exc.code != _NOT_LOADED or not args:
                         raise
-                    self._client.load_collection(args[0])
-                    return getattr(self._client, name)(*args, **kwargs)
+                    client.load_collection(args[0])
+                    return getattr(client, name)(*args, **kwargs)
             except MilvusException as exc:
-                if exc.code == Status.CONNECT_FAILED and self._client is not None:
-                    self._client, lost = None, self._client
-                    lost.close()
+                if exc.code == Status.CONNECT_FAILED and client is not None:
+                    if self._client is client:
+                        self._client = None
+                    client.close()
                 raise StoreError(f"vector store (Milvus at {self._uri}): {exc.message}") from exc
 
         return call
+
+
+def takes_templates(client: GuardedClient, collection: str, uri: str) -> bool:
+    """Whether the Milvus server behind ``client`` takes filter templates: Milvus ≥ 2.5
+    does, Lite 3.x and its ``milvus-lite server`` do not (``unexpected character '{'``)."""
+    quiet = logging.getLogger("pymilvus.decorators")
+    level, quiet.level = quiet.level, logging.CRITICAL  # an expected refusal
+    try:
+        client.query(
+            collection,
+            filter="doc_path == {path}",
+            filter_params={"path": ""},
+            output_fields=["id"],
+            limit=1,
+        )
+        return True
+    except StoreError as exc:
+        log.info("Milvus at %s has no filter templates (%s): literals", uri, exc)
+        return False
+    finally:
+        quiet.level = level

@@ -7,6 +7,7 @@ indexed, decided once when the store creates it (``MilvusChunkStore.ensure_colle
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,37 @@ LITE_DENSE_INDEX: dict[str, Any] = {
     "index_type": "HNSW_SQ",
     "params": {"M": 16, "efConstruction": 200, "sq_type": "SQ8"},
 }
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionLayout:
+    """What a store reads from its existing collection's fields."""
+
+    dimension: int
+    has_bm25: bool
+    #: chunks keep their document's access list (not in collections made before that)
+    has_access: bool
+    #: made by an older superbiz: another schema or analyzer
+    outdated: bool
+    key_sizes: dict[str, int]
+
+
+def collection_layout(fields: Mapping[str, Mapping[str, Any]]) -> CollectionLayout:
+    """The layout of a collection whose fields' parameters (``dim``, ``max_length``) are
+    ``fields``, by name.
+
+    >>> keys = {"doc_path": {"max_length": 1024}, "domain": {"max_length": 128}}
+    >>> collection_layout({"dense": {"dim": 512}, "sparse": {}, **keys})
+    CollectionLayout(dimension=512, has_bm25=True, has_access=False, outdated=True, \
+key_sizes={'doc_path': 1024, 'domain': 128})
+    """
+    return CollectionLayout(
+        dimension=int(fields["dense"]["dim"]),
+        has_bm25="sparse" in fields,
+        has_access="access" in fields,
+        outdated="search_text" not in fields,
+        key_sizes={key: int(fields[key]["max_length"]) for key in KEY_BYTES},
+    )
 
 
 def graph_upgrade(built: str | None) -> str | None:

@@ -7,7 +7,9 @@ computed by Milvus from the chunk text with the jieba analyzer.
 Every call goes through the pymilvus client, except on a Milvus Lite file, where
 ``_lite.InProcessLite`` (the one gate to Lite's internals) inserts, queries and
 searches Lite's engine collection in this process; when the gate is unavailable or a
-call through it fails, the client does the same work (slower, same results).
+call through it fails, the client does the same work (slower, same results). A Lite
+file's layout is read in process too (``_lite.LiteFile``), so the client, and pymilvus
+with it, is only opened by the first call that needs it.
 The client's guard (``milvus_client``), the collection's layout (``milvus_schema``) and
 the filter expressions (``milvus_filters``) are modules of their own.
 """
@@ -19,18 +21,22 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import nullcontext
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
 
 from superbiz._text import segmenter
 from superbiz.exceptions import IndexMismatchError, StoreError, first_line
-from superbiz.retrieval._lite import InProcessLite
+from superbiz.retrieval._lite import InProcessLite, LiteFile
 from superbiz.retrieval.milvus_client import (
     LITE_GRPC_OPTIONS,
     SERVER_GRPC_OPTIONS,
     GuardedClient,
     milvus_client_class,
+    open_error,
+    quiet_lite_logs,
+    takes_templates,
 )
 from superbiz.retrieval.milvus_filters import Filter, search_filter
 from superbiz.retrieval.milvus_schema import (
@@ -39,6 +45,7 @@ from superbiz.retrieval.milvus_schema import (
     chunk_collection,
     chunk_hit,
     chunk_row,
+    collection_layout,
     graph_upgrade,
     kept_whole,
     key_too_long,
@@ -68,41 +75,24 @@ class MilvusChunkStore:
     """The ``ChunkStore`` of production: one Milvus collection (see the module docstring)."""
 
     def __init__(self, uri: str, collection: str, token: str | None = None) -> None:
-        client_class = milvus_client_class()
         self.uri = uri
         self.collection = collection
         local = self._is_lite = "://" not in uri
         if local:
-            # Milvus Lite serves gRPC in-process and logs every call its pymilvus makes
-            # that it does not implement (harmless probes) as an error: hide that noise.
-            logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
-            # Lite logs its own traceback before pymilvus raises; the error below says it.
-            logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
-            # Lite has no iterator sessions; pymilvus warns and uses its own timestamp.
-            logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
+            quiet_lite_logs()
             # Lite's BM25 analyser cuts text with the same jieba: quiet it and give it this
             # user's dictionary cache before Lite loads it (it printed "Building prefix
             # dict …" twice on every command of a fresh install, once as "DEBUG jieba:").
             segmenter()
+        #: a Lite file opened in this process, read and searched without the client, which
+        #: connects at the first call that needs it (a write, a fallback: ``LiteFile``)
+        self._file = LiteFile.open(uri) if local else None
         try:
-            # dedicated: a Lite file reopened later in the same process must not reuse a
-            # pooled gRPC channel that the in-process server has since dropped, nor a
-            # reconnecting server client a broken one (see GuardedClient).
-            options = LITE_GRPC_OPTIONS if local else SERVER_GRPC_OPTIONS
             self._client = GuardedClient(
-                lambda: client_class(
-                    uri=uri, token=token or "", dedicated=True, grpc_options=options
-                ),
-                uri,
+                partial(self._connect, token), uri, lazy=self._file is not None
             )
         except Exception as exc:  # pymilvus raises several unrelated types here
-            if local:
-                raise StoreError(
-                    f"cannot open Milvus Lite at {uri}: another process is probably using it "
-                    "(Milvus Lite allows one process per file; stop the other one, or set "
-                    f"vector.uri to a Milvus server); Milvus Lite said: {first_line(exc)}"
-                ) from exc
-            raise StoreError(f"vector store: cannot open Milvus at {uri}: {exc}") from exc
+            raise open_error(uri, exc, lite=local) from exc
         self.batch_size = QUERY_BATCH
         self._filter_templates: bool | None = None  # see _templates
         self.has_bm25 = False
@@ -116,24 +106,51 @@ class MilvusChunkStore:
         self._local: InProcessLite | bool | None = None  # see _local_collection
         self._analyzer: dict[str, Any] | None = BM25_ANALYZER  # what the self-check uses
         self._key_sizes = KEY_BYTES  # what ``refuses`` checks a document's keys against
-        if self._client.has_collection(collection):
-            self._read_schema()
+        fields = self._fields()
+        if fields is not None:
+            layout = collection_layout(fields)
+            self.dimension, self.has_bm25 = layout.dimension, layout.has_bm25
+            self.has_access, self.outdated = layout.has_access, layout.outdated
+            self._key_sizes = layout.key_sizes
+            if local:
+                self.upgrade = graph_upgrade(self._dense_index_type())
+
+    def _connect(self, token: str | None) -> Any:
+        """A pymilvus client of this store's Milvus; for a Lite file opened in process,
+        over Lite's gRPC server started on that very database (``LiteFile.serve``).
+
+        ``dedicated``: a Lite file reopened later in the same process must not reuse a
+        pooled gRPC channel that the in-process server has since dropped, nor a
+        reconnecting server client a broken one (see ``GuardedClient``)."""
+        if self._file is not None and not self._file.serve():
+            # pymilvus opens the file anew: what was read from the old database, again
+            self._file, self._local = None, None
+        options = LITE_GRPC_OPTIONS if self._is_lite else SERVER_GRPC_OPTIONS
+        return milvus_client_class()(
+            uri=self.uri, token=token or "", dedicated=True, grpc_options=options
+        )
 
     # -- schema ---------------------------------------------------------------
-    def _read_schema(self) -> None:
+    def _fields(self) -> dict[str, dict[str, Any]] | None:
+        """The collection's fields' parameters by name, loaded; None: no collection.
+        Read in process from a Lite file; where that fails, through the client."""
+        if self._file is not None:
+            try:
+                return self._file.fields(self.collection)
+            except Exception:  # Lite reorganised: its client reads the same file
+                log.debug("Milvus Lite's layout not read in process", exc_info=True)
+                self._file.serve()
+                self._file, self._local = None, None
+        if not self._client.has_collection(self.collection):
+            return None
         fields = self._client.describe_collection(self.collection)["fields"]
-        by_name = {f["name"]: f for f in fields}
-        self.dimension = int(by_name["dense"]["params"]["dim"])
-        self.has_bm25 = "sparse" in by_name
-        self.has_access = "access" in by_name
-        self.outdated = "search_text" not in by_name
-        self._key_sizes = {key: int(by_name[key]["params"]["max_length"]) for key in KEY_BYTES}
         self._client.load_collection(self.collection)
-        if self._is_lite:
-            self.upgrade = graph_upgrade(self._dense_index_type())
+        return {field["name"]: field.get("params", {}) for field in fields}
 
     def _dense_index_type(self) -> str | None:
         """The dense field's index type, None where Milvus does not say (advice only)."""
+        if self._file is not None:
+            return self._file.index_type(self.collection, "dense")
         try:
             described = self._client.describe_index(self.collection, "dense")
         except Exception:  # pymilvus raises several unrelated types here
@@ -250,7 +267,7 @@ class MilvusChunkStore:
         """
         if self.dimension is None:
             return
-        self._client.flush(self.collection)
+        self._in_process(lambda local: local.flush(), lambda: self._client.flush(self.collection))
         with waiting():
             self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
 
@@ -284,7 +301,9 @@ class MilvusChunkStore:
             return
         doomed = sorted(ids)
         for start in range(0, len(doomed), _QUERY_BATCH):
-            self._client.delete(self.collection, ids=doomed[start : start + _QUERY_BATCH])
+            ids = doomed[start : start + _QUERY_BATCH]
+            delete = partial(self._client.delete, self.collection, ids=ids)
+            self._in_process(partial(InProcessLite.delete, ids=ids), delete)
 
     # -- reads ----------------------------------------------------------------
     def chunk_ids(self, doc_paths: Sequence[str]) -> dict[str, set[str]]:
@@ -376,28 +395,11 @@ class MilvusChunkStore:
         return {"filter": query.template, "filter_params": query.params}
 
     def _templates(self) -> bool:
-        """Whether this Milvus takes filter templates, probed once: Milvus ≥ 2.5 does,
-        Lite 3.x and its ``milvus-lite server`` do not (``unexpected character '{'``)."""
+        """Whether this Milvus takes filter templates, probed once (``takes_templates``)."""
         if self._filter_templates is None:
-            if self._is_lite:
-                self._filter_templates = False
-            else:
-                quiet = logging.getLogger("pymilvus.decorators")
-                level, quiet.level = quiet.level, logging.CRITICAL  # an expected refusal
-                try:
-                    self._client.query(
-                        self.collection,
-                        filter="doc_path == {path}",
-                        filter_params={"path": ""},
-                        output_fields=["id"],
-                        limit=1,
-                    )
-                    self._filter_templates = True
-                except StoreError as exc:
-                    log.info("Milvus at %s has no filter templates (%s): literals", self.uri, exc)
-                    self._filter_templates = False
-                finally:
-                    quiet.level = level
+            self._filter_templates = not self._is_lite and takes_templates(
+                self._client, self.collection, self.uri
+            )
         return self._filter_templates
 
     def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:

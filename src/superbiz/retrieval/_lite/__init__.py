@@ -61,12 +61,12 @@ rest); this module is the gate that installs them.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from superbiz.retrieval._lite.bm25 import accelerate_bm25
 from superbiz.retrieval._lite.checks import search_check, self_check
 from superbiz.retrieval._lite.compaction import lean_compaction
+from superbiz.retrieval._lite.database import LiteFile, open_database
 from superbiz.retrieval._lite.ingest import analyzers, cache_analysis, columnar_flush
 from superbiz.retrieval._lite.insert import as_lists, insert_check, insert_columns
 from superbiz.retrieval._lite.live_rows import LiveRows
@@ -77,7 +77,7 @@ from superbiz.retrieval._lite.search import (
     search_dense,
 )
 
-__all__ = ["InProcessLite"]
+__all__ = ["InProcessLite", "LiteFile"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,14 @@ class InProcessLite:
         if insert_check() is not None or insert_columns(self.collection, rows) is None:
             self.collection.insert(as_lists(rows))
 
+    def delete(self, ids: list[str]) -> None:
+        """Delete the rows of ``ids``, as Lite's gRPC handler does for a delete by ids."""
+        self.collection.delete(ids)
+
+    def flush(self) -> None:
+        """Seal the memtable into a segment, as Lite's gRPC handler does for a flush."""
+        self.collection.flush()
+
     def query(
         self, expr: str, output_fields: list[str], limit: int | None = None
     ) -> list[dict[str, Any]]:
@@ -165,10 +173,8 @@ class InProcessLite:
 def local_collection(uri: str, collection: str) -> Any | None:
     """Lite's collection object for the file ``uri``, or None when unavailable."""
     try:
-        from milvus_lite import server_manager_instance
-
-        entry = server_manager_instance._servers.get(os.path.abspath(uri))
-        return entry[1].get_collection(collection) if entry else None
+        database = open_database(uri)
+        return database.get_collection(collection) if database is not None else None
     except Exception:  # Lite's layout changed: the client path still works
         log.debug("Milvus Lite in-process search unavailable", exc_info=True)
         return None
