@@ -42,6 +42,21 @@ def test_tagged_call_in_content_becomes_a_call(fake_openai: FakeOpenAIServer) ->
     assert call.name == "lookup_knowledge" and call.arguments == {"query": "Redis pool"}
 
 
+def test_a_python_call_in_content_becomes_a_call_and_is_never_streamed(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """What Llama 3.2 (1B, 3B) writes when its server has no parser for it."""
+    python_call = '[lookup_knowledge(query="Redis pool", domain="infrastructure")]'
+    fake_openai.script_chat(python_call, python_call)
+    message = make_model(fake_openai).complete(QUESTION, [LOOKUP]).message
+    assert message.content == ""
+    (call,) = message.tool_calls
+    assert call.arguments == {"query": "Redis pool", "domain": "infrastructure"}
+    text, done = split(list(make_model(fake_openai).stream(QUESTION, [LOOKUP])))
+    assert text == ""
+    assert done.response.message.tool_calls[0].arguments == call.arguments
+
+
 def test_text_calls_are_read_only_when_tools_were_offered(fake_openai: FakeOpenAIServer) -> None:
     plan = '{"name": "lookup_knowledge", "arguments": {"query": "x"}}'
     fake_openai.script_chat(plan)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +73,7 @@ def test_tag_naming_an_unknown_tool_is_still_a_call() -> None:
         "{&#34;name&#34;: &#34;lookup_knowledge&#34;, &#34;arguments&#34;: "
         "{&#34;query&#34;: &#34;pool&#34;}}",
         '[{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',
+        '[TOOL_CALLS][{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',  # Mistral
     ],
 )
 def test_bare_json_naming_the_tool(text: str) -> None:
@@ -88,10 +90,63 @@ def test_bare_json_naming_the_tool(text: str) -> None:
         '{"maxTotal": 50, "maxIdle": 10}',  # a JSON answer
         "",
         'The config is {"name": "lookup_knowledge"} in the docs.',  # prose around JSON
+        # code in an answer: no call of an offered tool, or not the whole text or block
+        "```python\nprint(len(pool))\n```",
+        '[search(query="pool")]',
+        'Call lookup_knowledge(query="pool") to see more.',
+        '```python\nlookup_knowledge(query="pool")\nprint("done")\n```',
+        f'[lookup_knowledge(query="{"x" * 20_000}")]',  # longer than any call a model writes
     ],
 )
 def test_text_without_calls_stays_text(text: str) -> None:
     assert parse_text_calls(text, NAMES) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "rest"),
+    [
+        ('[lookup_knowledge(query="pool", domain="infra")]', ""),  # Llama 3.2's pythonic list
+        ('lookup_knowledge(query="pool", domain="infra")', ""),
+        ('[functions.lookup_knowledge(query="pool", domain="infra")]', ""),
+        (  # Gemma: prose, then the call in a tool_code block
+            'I will check the runbook.\n```tool_code\nlookup_knowledge(query="pool", '
+            'domain="infra")\n```',
+            "I will check the runbook.",
+        ),
+    ],
+)
+def test_python_calls_of_an_offered_tool(text: str, rest: str) -> None:
+    found = parse_text_calls(text, NAMES)
+    assert found is not None and found.content == rest
+    (call,) = found.calls
+    assert (call.name, call.arguments, call.error) == (
+        "lookup_knowledge",
+        {"query": "pool", "domain": "infra"},
+        None,
+    )
+
+
+def test_several_python_calls_and_erroneous_ones_are_read_never_run(tmp_path: Path) -> None:
+    """Each call of the list is one call; an argument that is not a literal, or one not
+    named, makes that call erroneous (told to the model), and nothing is evaluated."""
+    touched = tmp_path / "touched"
+    text = (
+        '[lookup_knowledge(query="pool"), '
+        f"lookup_knowledge(query=__import__('pathlib').Path({str(touched)!r}).touch()), "
+        'lookup_knowledge("pool")]'
+    )
+    found = parse_text_calls(text, NAMES)
+    assert found is not None
+    first, evaluated, positional = found.calls
+    assert first.arguments == {"query": "pool"} and first.error is None
+    assert evaluated.arguments is None and evaluated.error == (
+        "argument 'query' is not a literal value"
+    )
+    assert positional.arguments is None and positional.error == (
+        "arguments must be named (query=…)"
+    )
+    assert "__import__" in evaluated.raw_arguments
+    assert not touched.exists()
 
 
 def test_parse_action_answer_call_and_free_text() -> None:

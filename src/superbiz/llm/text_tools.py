@@ -6,8 +6,10 @@ Two uses of one grammar:
   Hermes chat templates served without a tool parser give ``<tool_call>{"name": …,
   "arguments": {…}}</tool_call>``; llama.cpp's ``chatml-function-calling`` template gives
   its own shape, ``functions.NAME:`` and the arguments' JSON on the next line, quotes
-  HTML-escaped once (``&#34;``) or twice (``&amp;#34;``, after a repair prompt); other small
-  models give a bare JSON object naming the tool. When the endpoint returned no native
+  HTML-escaped once (``&#34;``) or twice (``&amp;#34;``, after a repair prompt); Llama 3.2
+  and Gemma write Python calls (``[lookup_knowledge(query="…")]``, in a ``tool_code`` block);
+  Mistral's templates a ``[TOOL_CALLS]`` list; other small models a bare JSON object
+  naming the tool. When the endpoint returned no native
   call, :func:`parse_text_calls` turns that text into
   :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and executed
   instead of being shown to the user as an answer.
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from superbiz._text import unescape_entities
+from superbiz.llm._pythonic_calls import pythonic_calls
 from superbiz.llm.messages import (
     AssistantMessage,
     Message,
@@ -58,6 +61,7 @@ _FUNCTIONS = re.compile(r"^[ \t]*functions\.([A-Za-z_][\w.-]*)[ \t]*:?[ \t]*$", 
 #: keys that name the tool, in the shapes models write (Hermes, OpenAI-like, action)
 _NAME_KEYS = ("name", "action", "tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+_MISTRAL_CALLS = "[TOOL_CALLS]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +145,10 @@ def parse_text_calls(content: str, tool_names: Collection[str]) -> TextCalls | N
     """Tool calls written as text in ``content``; ``None`` when it holds none.
 
     ``<tool_call>`` blocks and ``functions.NAME:`` lines are calls whatever tool they
-    name (an unknown one is then reported to the model by the tool layer); a bare JSON
-    object, or a list of them, is a call only when it names one of ``tool_names``, so a
-    JSON answer stays an answer.
+    name (an unknown one is then reported to the model by the tool layer); Python calls
+    (``[lookup_knowledge(query="…")]``, ``_pythonic_calls``) and a bare JSON object, or
+    a list of them (after Mistral's ``[TOOL_CALLS]``), are calls only when each names
+    one of ``tool_names``, so an answer with code or JSON stays an answer.
     """
     if not content.strip():
         return None
@@ -152,7 +157,11 @@ def parse_text_calls(content: str, tool_names: Collection[str]) -> TextCalls | N
     functions = _function_calls(content)
     if functions is not None:
         return functions
-    stripped = content.strip()
+    pythonic = pythonic_calls(content, tool_names, _new_id)
+    if pythonic is not None:
+        return TextCalls(*pythonic)
+    # Mistral's templates put their marker before the list of calls
+    stripped = content.strip().removeprefix(_MISTRAL_CALLS).strip()
     if not stripped.startswith(("{", "[", "```")):
         return None
     try:
