@@ -57,6 +57,16 @@ def test_a_python_call_in_content_becomes_a_call_and_is_never_streamed(
     assert done.response.message.tool_calls[0].arguments == call.arguments
 
 
+def test_a_marked_json_call_is_never_streamed(fake_openai: FakeOpenAIServer) -> None:
+    """Granite's and Phi-4's templates mark a list of calls with ``<|tool_call|>``."""
+    fake_openai.script_chat(
+        '<|tool_call|>[{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]'
+    )
+    text, done = split(list(make_model(fake_openai).stream(QUESTION, [LOOKUP])))
+    assert text == ""
+    assert done.response.message.tool_calls[0].arguments == {"query": "pool"}
+
+
 def test_text_calls_are_read_only_when_tools_were_offered(fake_openai: FakeOpenAIServer) -> None:
     plan = '{"name": "lookup_knowledge", "arguments": {"query": "x"}}'
     fake_openai.script_chat(plan)

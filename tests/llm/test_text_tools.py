@@ -74,6 +74,11 @@ def test_tag_naming_an_unknown_tool_is_still_a_call() -> None:
         "{&#34;query&#34;: &#34;pool&#34;}}",
         '[{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',
         '[TOOL_CALLS][{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',  # Mistral
+        # Granite 3, Phi-4-mini
+        '<|tool_call|>[{"name": "lookup_knowledge", "arguments": {"query": "pool"}}]',
+        '<|tool_call|>[{"type": "function", "function": {"name": "lookup_knowledge", '
+        '"arguments": {"query": "pool"}}}]<|/tool_call|>',
+        '<|python_tag|>{"name": "lookup_knowledge", "parameters": {"query": "pool"}}<|eom_id|>',
     ],
 )
 def test_bare_json_naming_the_tool(text: str) -> None:
@@ -108,6 +113,7 @@ def test_text_without_calls_stays_text(text: str) -> None:
         ('[lookup_knowledge(query="pool", domain="infra")]', ""),  # Llama 3.2's pythonic list
         ('lookup_knowledge(query="pool", domain="infra")', ""),
         ('[functions.lookup_knowledge(query="pool", domain="infra")]', ""),
+        ('<|python_tag|>lookup_knowledge(query="pool", domain="infra")<|eom_id|>', ""),
         (  # Gemma: prose, then the call in a tool_code block
             'I will check the runbook.\n```tool_code\nlookup_knowledge(query="pool", '
             'domain="infra")\n```',

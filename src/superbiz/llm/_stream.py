@@ -109,7 +109,8 @@ class TextGate:
 
     Text is shown as it comes, except: everything from a ``<tool_call>`` tag on (and a
     tail that could be the start of one), and a reply whose first characters open a JSON
-    object or a code fence, which is shown only once it is known not to be a call.
+    object, a list, a code fence or a template's marker (``<|tool_call|>``), which is
+    shown only once it is known not to be a call.
     With ``hold_all`` (the JSON action protocol) nothing is shown before the end.
     """
 
@@ -124,7 +125,7 @@ class TextGate:
             return ""
         if self._shown == 0:
             start = self._text.lstrip()
-            if start.startswith(("{", "[", "`", TOOL_CALL_TAG)):
+            if start.startswith(("{", "[", "`", "<|", TOOL_CALL_TAG)):
                 self._held = True
                 return ""
             if not start or TOOL_CALL_TAG.startswith(start):

@@ -8,8 +8,9 @@ Two uses of one grammar:
   its own shape, ``functions.NAME:`` and the arguments' JSON on the next line, quotes
   HTML-escaped once (``&#34;``) or twice (``&amp;#34;``, after a repair prompt); Llama 3.2
   and Gemma write Python calls (``[lookup_knowledge(query="…")]``, in a ``tool_code`` block);
-  Mistral's templates a ``[TOOL_CALLS]`` list; other small models a bare JSON object
-  naming the tool. When the endpoint returned no native
+  Mistral's, Granite's and Phi-4's templates a list of JSON calls after a marker
+  (``[TOOL_CALLS]``, ``<|tool_call|>``); other small models a bare JSON object naming the
+  tool. When the endpoint returned no native
   call, :func:`parse_text_calls` turns that text into
   :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and executed
   instead of being shown to the user as an answer.
@@ -61,7 +62,12 @@ _FUNCTIONS = re.compile(r"^[ \t]*functions\.([A-Za-z_][\w.-]*)[ \t]*:?[ \t]*$", 
 #: keys that name the tool, in the shapes models write (Hermes, OpenAI-like, action)
 _NAME_KEYS = ("name", "action", "tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
-_MISTRAL_CALLS = "[TOOL_CALLS]"
+#: what chat templates write around a list of calls: Mistral's ``[TOOL_CALLS]``, Granite's
+#: and Phi-4's ``<|tool_call|>…<|/tool_call|>``, Llama's ``<|python_tag|>`` and end tokens
+_CALL_MARKERS = re.compile(
+    r"^\s*(?:\[TOOL_CALLS\]|<\|tool_call\|>|<\|python_tag\|>)"
+    r"|(?:<\|/tool_call\|>|<\|eom_id\|>|<\|eot_id\|>)\s*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +153,8 @@ def parse_text_calls(content: str, tool_names: Collection[str]) -> TextCalls | N
     ``<tool_call>`` blocks and ``functions.NAME:`` lines are calls whatever tool they
     name (an unknown one is then reported to the model by the tool layer); Python calls
     (``[lookup_knowledge(query="…")]``, ``_pythonic_calls``) and a bare JSON object, or
-    a list of them (after Mistral's ``[TOOL_CALLS]``), are calls only when each names
-    one of ``tool_names``, so an answer with code or JSON stays an answer.
+    a list of them (marked as templates mark them: ``_CALL_MARKERS``), are calls only
+    when each names one of ``tool_names``, so an answer with code or JSON stays an answer.
     """
     if not content.strip():
         return None
@@ -157,11 +163,11 @@ def parse_text_calls(content: str, tool_names: Collection[str]) -> TextCalls | N
     functions = _function_calls(content)
     if functions is not None:
         return functions
-    pythonic = pythonic_calls(content, tool_names, _new_id)
+    unmarked = _CALL_MARKERS.sub("", content)
+    pythonic = pythonic_calls(unmarked, tool_names, _new_id)
     if pythonic is not None:
         return TextCalls(*pythonic)
-    # Mistral's templates put their marker before the list of calls
-    stripped = content.strip().removeprefix(_MISTRAL_CALLS).strip()
+    stripped = unmarked.strip()
     if not stripped.startswith(("{", "[", "```")):
         return None
     try:
