@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from superbiz._text import key_terms, segmenter, words
+import pytest
+
+from superbiz._text import key_terms, segmenter, unknown_words, words
 
 EXAMPLES = Path(__file__).parents[1] / "src" / "superbiz" / "examples" / "corpus"
 
@@ -52,3 +54,17 @@ def test_an_english_question_on_an_english_text_never_loads_the_dictionary() -> 
         "True\n",
     ]
     assert key_terms("Redis pool exhausted") == ["redis", "pool", "exhausted"]
+
+
+@pytest.mark.parametrize(
+    ("text", "unknown"),
+    [
+        ("退款多久到账？", ["到账"]),  # 到 / 账: jieba's dictionary has no 到账
+        ("超过 5 个工作日仍未到账", ["仍未到账"]),
+        ("节点挂了会影响服务吗", []),  # 挂 了 会: function words break the run
+        ("Redis 连接池耗尽", []),
+        ("", []),
+    ],
+)
+def test_unknown_words_are_runs_of_single_characters(text: str, unknown: list[str]) -> None:
+    assert unknown_words(text) == unknown

@@ -36,6 +36,13 @@ _ACRONYM = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}(?![A-Za-z0-9])")
 _EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
 
 
+#: Chinese function words, one character each: they carry no topic
+CHINESE_FUNCTION_WORDS = frozenset(
+    "的 了 是 吗 呢 吧 啊 在 和 与 及 或 把 被 对 将 会 能 有 要 也 就 都 而 还 该 这 那 么 怎 "
+    "时 中 上 下 个 为 以 等 后".split()
+)
+
+
 def key_terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, in order, without repeats: jieba words
     of two or more CJK characters, Latin words of three or more letters and two-letter
@@ -58,6 +65,27 @@ def key_terms(text: str) -> list[str]:
         if cjk >= 2 or (latin and (len(token) >= 3 or token in acronyms)):
             terms.append(token)
     return list(dict.fromkeys(terms))
+
+
+def unknown_words(text: str) -> list[str]:
+    """The words of ``text`` jieba's dictionary lacks, as far as they can be told: runs of
+    two or more Chinese characters it cut one by one, function words apart. "到账" is no
+    word of jieba's: "退款多久到账？" is cut 退款 / 多久 / 到 / 账, and ``key_terms``,
+    keeping words of two characters or more, lost it.
+
+    >>> unknown_words("退款多久到账？"), unknown_words("节点挂了会影响服务吗")
+    (['到账'], [])
+    """
+    found: list[str] = []
+    run: list[str] = []
+    for token in [*words(normalize(text)), ""]:
+        if len(token) == 1 and is_cjk(token) and token not in CHINESE_FUNCTION_WORDS:
+            run.append(token)
+            continue
+        if len(run) >= 2:
+            found.append("".join(run))
+        run = []
+    return list(dict.fromkeys(found))
 
 
 @cache

@@ -98,6 +98,16 @@ def test_the_extractive_answer_quotes_the_matching_section(example_kb: Knowledge
     assert "订单与支付相关服务" not in first_quote  # not the document's opening
 
 
+def test_a_word_jiebas_dictionary_lacks_still_chooses_the_quote(example_kb: KnowledgeBase) -> None:
+    """ "到账" is no word of jieba's (cut 到 / 账): the refund guide's opening was quoted
+    for "退款多久到账？" instead of the step that says how long a refund takes."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    turn = runtime.ask("extractive-refund-delay", "退款多久到账？").result
+    first_quote = turn.answer.split("\n\n[", 2)[1]
+    assert first_quote.startswith("1] 《退款处理指南》")
+    assert "1–5 个工作日到账" in first_quote
+
+
 def test_the_extractive_answer_quotes_the_document_naming_the_question_first(
     replayed: tuple[Runtime, FakeOpenAIServer],
 ) -> None:

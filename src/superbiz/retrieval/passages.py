@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from superbiz._text import has_cjk, key_terms, normalize
+from superbiz._text import has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -49,16 +49,18 @@ _NAVIGATION_LINKS = 3
 def question_terms(question: str) -> list[str]:
     """What a passage is matched on: the question's key terms, its numbers of three or
     more digits (a status or exit code, ``429``, ``137``, names a runbook on its own) and
-    its compound names as written (``max-active``, which segmentation splits in two).
+    its compound names as written (``max-active``, which segmentation splits in two)
+    and the Chinese words segmentation does not know (``unknown_words``: "到账").
 
     >>> question_terms("API gateway returns 429 for one partner")
     ['api', 'gateway', 'returns', 'one', 'partner', '429']
     >>> question_terms("那 max-active 应该调到多少？")
-    ['max', 'active', '多少', 'max-active']
+    ['max', 'active', '多少', 'max-active', '调到']
     """
     numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
     compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
-    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds]))
+    unknown = unknown_words(question)
+    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds, *unknown]))
 
 
 def coverage(terms: Sequence[str], text: str, unwritten: int = 0) -> float:

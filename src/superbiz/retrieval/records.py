@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from superbiz._text import STOP_WORDS, is_cjk
+from superbiz._text import CHINESE_FUNCTION_WORDS, STOP_WORDS, is_cjk
 from superbiz.retrieval.relevance import Metric
 
 DENSE_METRIC: Metric = "L2"
@@ -29,13 +29,8 @@ ENGLISH_STOP_WORDS = (
 ).split()
 # Chinese function words and the CJK entries of the project's stop words: "的", "是否",
 # "如何" carry no topic, and a question is full of them while its answer is not.
-_CHINESE_FUNCTION_WORDS = (
-    "的 了 是 吗 呢 吧 啊 在 和 与 及 或 把 被 对 将 会 能 有 要 也 就 都 而 还 该 这 那 么 怎 "
-    "时 中 上 下 个 为 以 等 后"
-)
 CHINESE_STOP_WORDS = sorted(
-    {*_CHINESE_FUNCTION_WORDS.split()}
-    | {word for word in STOP_WORDS if any(is_cjk(ch) for ch in word)}
+    CHINESE_FUNCTION_WORDS | {word for word in STOP_WORDS if any(is_cjk(ch) for ch in word)}
 )
 # jieba emits every punctuation mark, and Markdown's "##" or "--", as a token of its own;
 # as terms they matched any chunk with a question mark or a heading.
