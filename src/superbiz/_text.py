@@ -67,6 +67,20 @@ def key_terms(text: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+#: a number of three or more digits standing alone: a status, exit or error code
+_CODE = re.compile(r"(?<![\w.])\d{3,}(?![\w.])")
+
+
+def codes(text: str) -> list[str]:
+    """The codes ``text`` names (``429``, ``137``, ``42903``: a number of three or more
+    digits standing alone), in order, without repeats: a runbook named on its own.
+
+    >>> codes("What does error 42903 mean? (HTTP 429, v1.2, 429)")
+    ['42903', '429']
+    """
+    return list(dict.fromkeys(_CODE.findall(normalize(text))))
+
+
 def unknown_words(text: str) -> list[str]:
     """The words of ``text`` jieba's dictionary lacks, as far as they can be told: runs of
     two or more Chinese characters it cut one by one, function words apart. "到账" is no

@@ -20,6 +20,7 @@ from fakes.openai_server import FakeOpenAIServer
 from fakes.real_transcripts import QWEN_LIVE_TURN3, replaying
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.retrieval.relevance import RelevanceLevel
 
 PAYMENT = "用户付了钱但订单一直显示未支付，回调没收到怎么办？"
 FOLLOW_UP = "那 max-active 应该调到多少？"
@@ -106,6 +107,16 @@ def test_a_word_jiebas_dictionary_lacks_still_chooses_the_quote(example_kb: Know
     first_quote = turn.answer.split("\n\n[", 2)[1]
     assert first_quote.startswith("1] 《退款处理指南》")
     assert "1–5 个工作日到账" in first_quote
+
+
+def test_an_error_code_only_one_runbook_holds_is_found(example_kb: KnowledgeBase) -> None:
+    """ "What does error 42903 mean?" embeds nearer the auth errors' code table (0.273) than
+    the rate-limit runbook that lists 42903 (0.239, under the reference): the lookup said
+    nothing was relevant. Only that runbook holds the code: it is a REFERENCE answer."""
+    found = example_kb.retriever.retrieve("What does error 42903 mean?")
+    assert found.ranked[0].similarity < found.ranked[1].similarity
+    assert found.level is RelevanceLevel.REFERENCE
+    assert [d.doc_path for d in found.shown][:1] == ["api/rate-limit-429.md"]
 
 
 def test_the_extractive_answer_quotes_the_document_naming_the_question_first(

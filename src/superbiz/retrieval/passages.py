@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from superbiz._text import has_cjk, key_terms, normalize, unknown_words
+from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -57,10 +57,9 @@ def question_terms(question: str) -> list[str]:
     >>> question_terms("那 max-active 应该调到多少？")
     ['max', 'active', '多少', 'max-active', '调到']
     """
-    numbers = re.findall(r"(?<![\w.])\d{3,}(?![\w.])", question)
     compounds = [c.casefold() for c in _COMPOUND.findall(normalize(question))]
     unknown = unknown_words(question)
-    return list(dict.fromkeys([*key_terms(question), *numbers, *compounds, *unknown]))
+    return list(dict.fromkeys([*key_terms(question), *codes(question), *compounds, *unknown]))
 
 
 def coverage(terms: Sequence[str], text: str, unwritten: int = 0) -> float:

@@ -17,10 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from superbiz._text import Language, detect_language, key_terms, normalize
+from superbiz._text import Language, detect_language
 from superbiz.config import RetrievalConfig
 from superbiz.retrieval.copies import one_format
 from superbiz.retrieval.exact_index import ExactIndex, ExactMatch
+from superbiz.retrieval.lexical_agreement import lexically_agreed
 from superbiz.retrieval.ranker import load_rankers, rerank
 from superbiz.retrieval.relevance import (
     EVIDENCE_LEVELS,
@@ -170,43 +171,6 @@ def hidden_answer(fresh: list[DocHit], thresholds: Thresholds, depth: int) -> Do
     return next((d for d in fresh[1 : 1 + depth] if d.similarity >= thresholds.reference), None)
 
 
-def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
-    """Whether the first of ``ranked`` is a REFERENCE answer although its cosine is under
-    the reference threshold: it holds every key term of the query (title or retrieved
-    chunks), or it heads both the dense and the BM25 list.
-
-    A short keyword query ("redis pool", "api 429") embeds far from any passage: the
-    cosine rule showed nothing for the example KB's Redis and rate-limit runbooks, which
-    both lists put first. Of the lookups left without a level on dev and answer-only,
-    this rule raises 3 and 9, 3 and 7 of them gold (README), above REFERENCE precision.
-
-    >>> from superbiz.retrieval.search import ScoredChunk
-    >>> from superbiz.retrieval.records import ChunkHit
-    >>> chunk = lambda text, bm25: ScoredChunk(
-    ...     ChunkHit("c", "d", "ops", "", "", 0, text, 0.0), 0.2, 1.0, bm25)
-    >>> redis = DocHit("redis.md", "Redis 连接池", "ops", 1.4, 0.29, 1.0,
-    ...                [chunk("could not get a resource from the pool", 9.0)])
-    >>> other = DocHit("kafka.md", "Kafka", "ops", 0.7, 0.31, 0.9, [chunk("lag", None)])
-    >>> lexically_agreed("redis pool", [redis, other])  # every term, though not dense-first
-    True
-    >>> lexically_agreed("redis lag", [redis, other])
-    False
-    """
-    if not ranked:
-        return False
-    top, terms = ranked[0], key_terms(query)
-    text = normalize(" ".join([top.title, *(c.hit.text for c in top.chunks)]))
-    if terms and all(term in text for term in terms):
-        return True
-    dense = [d for d in ranked if d.raw_dense is not None]
-    lexical = [(bm25, d) for d in ranked if (bm25 := _best_bm25(d)) is not None]
-    return (
-        bool(dense and lexical)
-        and max(dense, key=lambda d: d.similarity) is top
-        and max(lexical, key=lambda pair: pair[0])[1] is top
-    )
-
-
 def ranked_first_of_its_key(match: ExactMatch, ranked: list[DocHit]) -> bool:
     """Whether ``match``'s document comes first in the hybrid ranking among the documents
     whose text uses its key (``ExactMatch.others``): a key a few documents share names
@@ -234,10 +198,6 @@ def _lead(fresh: list[DocHit]) -> float | None:
     if len(fresh) < 2:
         return None
     return fresh[0].similarity - max(d.similarity for d in fresh[1:5])
-
-
-def _best_bm25(doc: DocHit) -> float | None:
-    return max((c.raw_bm25 for c in doc.chunks if c.raw_bm25 is not None), default=None)
 
 
 def primary_evidence(ranked: list[DocHit]) -> PrimaryEvidence | None:
