@@ -63,11 +63,10 @@ def _calls(
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
-    if not nodes or not all(
-        isinstance(node, ast.Call) and _name(node.func) in tool_names for node in nodes
-    ):
+    calls = [n for n in nodes if isinstance(n, ast.Call) and _name(n.func) in tool_names]
+    if not calls or len(calls) != len(nodes):
         return None
-    return tuple(_call(node, new_id()) for node in nodes if isinstance(node, ast.Call))
+    return tuple(_call(node, new_id()) for node in calls)
 
 
 def _name(func: ast.expr) -> str | None:

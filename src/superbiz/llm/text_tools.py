@@ -10,10 +10,9 @@ Two uses of one grammar:
   and Gemma write Python calls (``[lookup_knowledge(query="…")]``, in a ``tool_code`` block);
   Mistral's, Granite's and Phi-4's templates a list of JSON calls after a marker
   (``[TOOL_CALLS]``, ``<|tool_call|>``); other small models a bare JSON object naming the
-  tool. When the endpoint returned no native
-  call, :func:`parse_text_calls` turns that text into
-  :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and executed
-  instead of being shown to the user as an answer.
+  tool. When the endpoint returned no native call, :func:`parse_text_calls` turns that
+  text into :class:`~superbiz.llm.messages.ToolCall` values, so the call is governed and
+  executed instead of being shown to the user as an answer.
 * **``llm.action_mode: json``**, for endpoints without function calling (or small models
   that call tools unreliably): the tools are described in a system message, the model
   answers one JSON action ``{"action": "<tool>", "arguments": {…}}`` or ``{"action":

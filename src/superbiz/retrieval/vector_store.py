@@ -84,8 +84,7 @@ class MilvusChunkStore:
             # user's dictionary cache before Lite loads it (it printed "Building prefix
             # dict …" twice on every command of a fresh install, once as "DEBUG jieba:").
             segmenter()
-        #: a Lite file opened in this process, read and searched without the client, which
-        #: connects at the first call that needs it (a write, a fallback: ``LiteFile``)
+        #: a Lite file read in process; the client connects at the first call needing it
         self._file = LiteFile.open(uri) if local else None
         try:
             self._client = GuardedClient(
@@ -116,19 +115,21 @@ class MilvusChunkStore:
                 self.upgrade = graph_upgrade(self._dense_index_type())
 
     def _connect(self, token: str | None) -> Any:
-        """A pymilvus client of this store's Milvus; for a Lite file opened in process,
-        over Lite's gRPC server started on that very database (``LiteFile.serve``).
-
-        ``dedicated``: a Lite file reopened later in the same process must not reuse a
-        pooled gRPC channel that the in-process server has since dropped, nor a
-        reconnecting server client a broken one (see ``GuardedClient``)."""
-        if self._file is not None and not self._file.serve():
-            # pymilvus opens the file anew: what was read from the old database, again
-            self._file, self._local = None, None
+        """A pymilvus client of this store's Milvus (a Lite file opened here served to it
+        first). ``dedicated``: no pooled gRPC channel that a Lite server reopened since, or
+        a restarted server, has dropped (``GuardedClient``)."""
+        self._hand_file_to_client()
         options = LITE_GRPC_OPTIONS if self._is_lite else SERVER_GRPC_OPTIONS
         return milvus_client_class()(
             uri=self.uri, token=token or "", dedicated=True, grpc_options=options
         )
+
+    def _hand_file_to_client(self) -> None:
+        """Serve the Lite file opened here to pymilvus (``LiteFile.serve``); where that fails
+        pymilvus opens it anew, and the gate attaches to that database."""
+        if self._file is not None and not self._file.serve():
+            self._local = None
+        self._file = None
 
     # -- schema ---------------------------------------------------------------
     def _fields(self) -> dict[str, dict[str, Any]] | None:
@@ -139,8 +140,7 @@ class MilvusChunkStore:
                 return self._file.fields(self.collection)
             except Exception:  # Lite reorganised: its client reads the same file
                 log.debug("Milvus Lite's layout not read in process", exc_info=True)
-                self._file.serve()
-                self._file, self._local = None, None
+                self._hand_file_to_client()
         if not self._client.has_collection(self.collection):
             return None
         fields = self._client.describe_collection(self.collection)["fields"]
