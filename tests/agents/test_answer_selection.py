@@ -162,6 +162,21 @@ def test_without_vectors_the_terms_decide() -> None:
     assert selection.related == ()
 
 
+def test_a_code_is_named_only_as_the_whole_number() -> None:
+    """A code, "429", is not named by a table of 42901 … 42903 codes nor by 1429: the section
+    that names 429 itself is the one quoted, not one that shares its digits."""
+    passages = {
+        "a.md": [
+            Passage("Codes", "| 42901 | quota | 42903 | breaker |"),
+            Passage("Limits", "HTTP 429 means the quota is spent; wait Retry-After."),
+            Passage("Ports", "The gateway listens on 1429."),
+        ]
+    }
+    selection = select_answer("gateway returns 429", [doc(1, "a.md", "Gateway")], passages)
+
+    assert [q.heading for q in selection.quoted] == ["Limits"]
+
+
 def test_a_quote_of_a_window_inside_a_long_section_starts_where_its_sentence_does() -> None:
     """The chunker cuts a long section into windows that overlap, each begun on a word;
     the quote of the second one starts at its first sentence, taken from the first."""

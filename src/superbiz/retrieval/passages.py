@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from itertools import pairwise
 
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
@@ -73,7 +74,27 @@ def coverage(terms: Sequence[str], text: str, unwritten: int = 0) -> float:
     """
     if not terms and not unwritten:
         return 0.0
-    return (sum(term in text for term in terms) + unwritten) / (len(terms) + unwritten)
+    return (sum(names(text, term) for term in terms) + unwritten) / (len(terms) + unwritten)
+
+
+def names(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term``: as a substring ("deploy" is named by
+    "deployment", and Chinese has no spaces between words), but a code only as the whole
+    number: "429" is not named by "42903" or "1429", another error's code.
+
+    >>> names("error 42903", "429"), names("http 429 too many", "429")
+    (False, True)
+    >>> names("deployments", "deploy"), names("重试间隔", "重试")
+    (True, True)
+    """
+    if not term.isdigit():
+        return term in text
+    return term in text and _whole_number(term).search(text) is not None
+
+
+@cache
+def _whole_number(code: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![0-9]){code}(?![0-9])")
 
 
 def split_unwritten(terms: Sequence[str], chinese: bool) -> tuple[list[str], int]:
