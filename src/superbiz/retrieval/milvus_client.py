@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from superbiz.exceptions import StoreError, first_line
@@ -148,3 +149,33 @@ def takes_templates(client: GuardedClient, collection: str, uri: str) -> bool:
         return False
     finally:
         quiet.level = level
+
+
+def query_all(
+    client: GuardedClient, collection: str, args: dict[str, Any], output: list[str], batch: int
+) -> Iterator[dict[str, Any]]:
+    """Every row matching the filter ``args`` (``Filter.client_args``), read ``batch`` rows
+    at a time: one query returns at most 16,384 rows, and a large document has more
+    chunks than that."""
+    args = dict(args)
+    if "filter_params" in args:  # the iterator hands its options to each query call
+        args["expr_params"] = args.pop("filter_params")
+    batches = client.query_iterator(collection, batch_size=batch, output_fields=output, **args)
+    try:
+        while rows := batches.next():
+            yield from rows
+    finally:
+        batches.close()
+
+
+def wait_for_indexes(client: GuardedClient, collection: str, timeout_s: float = 60.0) -> None:
+    """Wait until a server has indexed every flushed row of ``collection``: a search right
+    after an ingest sees it indexed, and a server stopped then holds no half-written
+    index."""
+    deadline = time.monotonic() + timeout_s
+    for name in client.list_indexes(collection):
+        while time.monotonic() < deadline:
+            state = client.describe_index(collection, name)
+            if not state or not state.get("pending_index_rows"):
+                break
+            time.sleep(0.05)

@@ -8,6 +8,7 @@ client is needed to build one, so this stays apart from the store that sends the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from superbiz.exceptions import IndexMismatchError
 from superbiz.retrieval.visibility import Visibility
@@ -45,6 +46,19 @@ class Filter:
             for name, value in self.params.items()
         }
         return self.template.format(**values)
+
+    def client_args(self, templates: bool) -> dict[str, Any]:
+        """The client's keyword arguments for this filter: its values as parameters
+        where the server parses ``templates``, else written in as escaped literals.
+
+        >>> Filter("domain == {d}", {"d": "ops"}).client_args(templates=True)
+        {'filter': 'domain == {d}', 'filter_params': {'d': 'ops'}}
+        >>> Filter("domain == {d}", {"d": "ops"}).client_args(templates=False)
+        {'filter': 'domain == "ops"'}
+        """
+        if not self.params or not templates:
+            return {"filter": self.rendered()}
+        return {"filter": self.template, "filter_params": self.params}
 
 
 def domain_filter(domain: str | None) -> Filter | None:

@@ -17,7 +17,6 @@ the filter expressions (``milvus_filters``) are modules of their own.
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import nullcontext
@@ -35,8 +34,10 @@ from superbiz.retrieval.milvus_client import (
     GuardedClient,
     milvus_client_class,
     open_error,
+    query_all,
     quiet_lite_logs,
     takes_templates,
+    wait_for_indexes,
 )
 from superbiz.retrieval.milvus_filters import Filter, search_filter
 from superbiz.retrieval.milvus_schema import (
@@ -269,18 +270,10 @@ class MilvusChunkStore:
             return
         self._in_process(lambda local: local.flush(), lambda: self._client.flush(self.collection))
         with waiting():
-            self._in_process(lambda local: local.wait_for_index_build(), self._wait_for_indexes)
-
-    def _wait_for_indexes(self, timeout_s: float = 60.0) -> None:
-        """Wait until a server has indexed every flushed row: a search right after an
-        ingest sees it indexed, and a server stopped then holds no half-written index."""
-        deadline = time.monotonic() + timeout_s
-        for name in self._client.list_indexes(self.collection):
-            while time.monotonic() < deadline:
-                state = self._client.describe_index(self.collection, name)
-                if not state or not state.get("pending_index_rows"):
-                    break
-                time.sleep(0.05)
+            self._in_process(
+                lambda local: local.wait_for_index_build(),
+                partial(wait_for_indexes, self._client, self.collection),
+            )
 
     def delete_documents(self, doc_paths: Sequence[str]) -> None:
         """On Milvus Lite, a few documents' chunks by their ids, read in process: Lite's delete
@@ -388,11 +381,7 @@ class MilvusChunkStore:
         )
 
     def _filter(self, query: Filter) -> dict[str, Any]:
-        """Client keyword arguments for ``query``: parameters where the server parses
-        templates, escaped literals on Lite and on servers that do not."""
-        if not query.params or not self._templates():
-            return {"filter": query.rendered()}
-        return {"filter": query.template, "filter_params": query.params}
+        return query.client_args(templates=self._templates())
 
     def _templates(self) -> bool:
         """Whether this Milvus takes filter templates, probed once (``takes_templates``)."""
@@ -403,19 +392,8 @@ class MilvusChunkStore:
         return self._filter_templates
 
     def _query_all(self, query: Filter, output: list[str]) -> Iterator[dict[str, Any]]:
-        """Every row matching ``query``, read ``batch_size`` rows at a time: one query may
-        return at most 16,384 rows, and a large document has more chunks than that."""
         args = self._filter(query)
-        if "filter_params" in args:  # the iterator hands its options to each query call
-            args["expr_params"] = args.pop("filter_params")
-        batches = self._client.query_iterator(
-            self.collection, batch_size=self.batch_size, output_fields=output, **args
-        )
-        try:
-            while batch := batches.next():
-                yield from batch
-        finally:
-            batches.close()
+        return query_all(self._client, self.collection, args, output, self.batch_size)
 
     def search_dense(
         self,
