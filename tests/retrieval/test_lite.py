@@ -688,6 +688,61 @@ def test_a_lite_files_graph_holds_a_byte_per_dimension_and_finds_the_nearest(
         store.close()
 
 
+@pytest.mark.parametrize("kept", [0.95, 0.5, 0.01])
+def test_a_filtered_graph_search_hands_faiss_a_bitmap_and_finds_lites_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: float
+) -> None:
+    """A search through a filter past ``EXACT_ROWS`` (a restricted reader, a large
+    domain) walks each graph among the rows the filter admits. Lite hands faiss their row
+    numbers, put in a hash set on every search (1.7 ms of a 33,314-row segment's search,
+    0.27 unfiltered); the gate hands it the mask as a bitmap, and the hits are Lite's."""
+    import faiss
+
+    from superbiz.retrieval._lite import search
+    from superbiz.retrieval.vector_store import MilvusChunkStore
+    from superbiz.retrieval.visibility import Visibility
+
+    rng = np.random.default_rng(35)
+    vectors = rng.standard_normal((2000, 64)).astype(np.float32)
+    domains = ["ops" if rng.random() < kept else "hr" for _ in vectors]
+    store = MilvusChunkStore(str(tmp_path / "milvus.db"), "chunks")
+    try:
+        store.ensure_collection(64)
+        store.insert(_one_chunk_documents(vectors, "v", domains))
+        store.flush()
+        reader = Visibility(frozenset(), frozenset({"hr"}), frozenset(), False)
+        store.search_dense(vectors[0], 10, None, reader)  # the gate's checks, on the budget
+        monkeypatch.setattr(search, "EXACT_ROWS", 0)
+        bitmaps = []
+        selector = faiss.IDSelectorBitmap
+        monkeypatch.setattr(faiss, "IDSelectorBitmap", lambda *a: bitmaps.append(a) or selector(*a))
+        ours = [store.search_dense(probe, 10, None, reader) for probe in vectors[:20] + 0.2]
+        assert len(bitmaps) == 20
+        monkeypatch.setattr(search, "graph_search", lambda index, q, k, a: index.search(q, k, a))
+        lites = [store.search_dense(probe, 10, None, reader) for probe in vectors[:20] + 0.2]
+    finally:
+        store.close()
+    assert [[h.id for h in hits] for hits in ours] == [[h.id for h in hits] for hits in lites]
+    assert all(h.domain == "ops" for hits in ours for h in hits)
+    assert [h.score for hits in ours for h in hits] == pytest.approx(
+        [h.score for hits in lites for h in hits], rel=1e-5
+    )
+
+
+def test_the_search_check_compares_the_bitmap_with_lites_own_filtered_graph_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bitmap packed in the other bit order admits other rows: the check says so."""
+    from superbiz.retrieval._lite import checks, search
+
+    assert checks._graph_disagreement() is None
+    packbits = np.packbits
+    monkeypatch.setattr(
+        search.np, "packbits", lambda mask, bitorder="little": packbits(mask, bitorder="big")
+    )
+    assert "a filtered graph search differs" in (checks._graph_disagreement() or "")
+
+
 @pytest.mark.parametrize(
     ("segments", "exact"),
     [

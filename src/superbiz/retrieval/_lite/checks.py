@@ -5,7 +5,8 @@ own code on a small case, once per process.
 and scores a tiny segment both ways (``VectorizedBm25`` and Lite's BM25);
 ``search_check`` builds a small collection through every case the live-row masks must
 get right and compares ``search_dense``/``search_bm25``/``query_live`` with Lite's
-searches and queries after each change. A disagreement (a Lite upgrade) is said once, and
+searches and queries after each change, and Lite's graphs searched through a filter
+with ``graph_search``. A disagreement (a Lite upgrade) is said once, and
 the gate leaves that work to Lite's own code.
 """
 
@@ -31,6 +32,7 @@ from superbiz.retrieval._lite.ingest import cache_analysis
 from superbiz.retrieval._lite.live_rows import LiveRows
 from superbiz.retrieval._lite.search import (
     collection_search,
+    graph_search,
     query_live,
     search_bm25,
     search_dense,
@@ -245,6 +247,10 @@ def _search_disagreement() -> str | None:
     from milvus_lite.engine.collection import Collection
     from milvus_lite.schema.types import DataType, FieldSchema
 
+    problem = _graph_disagreement()
+    if problem is not None:
+        return problem
+
     schema = check_schema(FieldSchema("domain", DataType.VARCHAR, max_length=64))
     rng = np.random.default_rng(36)
     probes = rng.standard_normal((4, 4)).astype(np.float32)
@@ -293,6 +299,34 @@ def _search_disagreement() -> str | None:
                     return problem
         finally:
             collection.close()
+    return None
+
+
+def _graph_disagreement() -> str | None:
+    """What differs between Lite's own search of its graphs through a filter and
+    ``graph_search`` (the filter as a bitmap), on a graph of each kind Lite builds for a
+    Lite file: a few hundred rows, filters admitting most, half, a few and one of them,
+    limits below and above what they admit."""
+    from milvus_lite.index.faiss_hnsw import FaissHnswIndex
+    from milvus_lite.index.faiss_hnsw_sq import FaissHnswSqIndex
+
+    rng = np.random.default_rng(35)
+    rows = rng.standard_normal((300, 8)).astype(np.float32)
+    masks = [rng.random(300) < share for share in (0.95, 0.5, 0.02)]
+    masks.append(np.arange(300) == 7)
+    for kind in (FaissHnswIndex, FaissHnswSqIndex):
+        graph = kind.build(rows, "L2", {"M": 8, "efConstruction": 40})
+        for mask in masks:
+            for limit in (1, 10, 40):
+                for query in rows[:3] + 0.1:
+                    point = query.reshape(1, -1)
+                    ours = graph_search(graph, point, limit, mask)
+                    lites = graph.search(point, limit, valid_mask=mask)
+                    if not (
+                        np.array_equal(ours[0], lites[0])
+                        and np.allclose(ours[1], lites[1], 1e-5, 1e-5)
+                    ):
+                        return f"a filtered graph search differs ({kind.__name__}, {limit})"
     return None
 
 
