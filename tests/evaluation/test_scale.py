@@ -140,6 +140,11 @@ def test_cli_measures_each_size_and_writes_json(tmp_path: Path) -> None:
     # one file uploaded and deleted at each size, gone before the next size's ingest
     assert first["upload"]["seconds"] > 0 and first["upload"]["delete_seconds"] > 0
     assert second["domains"] == 2 * first["domains"] and "one file uploaded" in result.output
+    # a reader denied one domain searches beside everyone (the last domain by name)
+    searches = second["dense_search_ms"]
+    assert searches["dense_p50_ms"] > 0 and searches["restricted_dense_p50_ms"] > 0
+    assert searches["denied_domain"].startswith("payment")  # the seed's, or a copy's
+    assert f"a reader denied {searches['denied_domain']}" in " ".join(result.output.split())
 
 
 def test_every_copy_of_a_numbered_seed_is_a_file_of_its_own(tmp_path: Path) -> None:

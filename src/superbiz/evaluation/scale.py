@@ -41,6 +41,7 @@ from superbiz.agents.planner import MapPlanner, PlanRequest, shown_map
 from superbiz.agents.runtime import Runtime, open_runtime
 from superbiz.config import IngestSettings, Settings, VectorSettings
 from superbiz.evaluation._scale_corpus import ScaleCorpus, ScaleQuery
+from superbiz.evaluation._scale_searches import described, restricted_searches
 from superbiz.evaluation._scale_server import MilvusLiteServer, PostgresSchema
 from superbiz.evaluation.metrics import mean, percentile, recall_at, reciprocal_rank
 from superbiz.knowledge.coverage.gaps import gap_report
@@ -191,6 +192,8 @@ def _measure_size(
     copies = -(-documents // corpus.seed_size)
     queries = corpus.queries_of(documents // corpus.seed_size, PER_COPY)
     lookups = _lookups(runtime, queries, lookup_rounds)
+    seed = [q.query for q in queries if q.copy == 0]
+    searches = restricted_searches(kb, seed, documents, lookup_rounds)
     planning = _planning(runtime, corpus.queries[:PLAN_QUESTIONS])
     gaps = _gaps(runtime, queries[:GAP_LOOKUPS], documents)
     return {
@@ -213,6 +216,7 @@ def _measure_size(
         "peak_rss_mb": _round(_peak_rss_mb()),
         "rss_mb": _round(_rss_mb()),
         **lookups,
+        "dense_search_ms": searches,
         "planner": planning,
         "gaps": gaps,
         "load_average_1m": round(os.getloadavg()[0], 2),
@@ -479,6 +483,7 @@ def render_scale_report(report: dict[str, Any], console: Console) -> None:
             f"{row['planner'].get('new_process_first_plan_ms')} ms); one file uploaded "
             f"{row.get('upload', {}).get('seconds')} s, deleted "
             f"{row.get('upload', {}).get('delete_seconds')} s; "
+            f"{described(row.get('dense_search_ms') or {})}"
             f"load average {row['load_average_1m']}[/]"
         )
     if report.get("stopped"):
