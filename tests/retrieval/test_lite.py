@@ -733,12 +733,12 @@ def test_the_search_check_compares_the_bitmap_with_lites_own_filtered_graph_sear
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A bitmap packed in the other bit order admits other rows: the check says so."""
-    from superbiz.retrieval._lite import checks, search
+    from superbiz.retrieval._lite import checks, graphs
 
     assert checks._graph_disagreement() is None
     packbits = np.packbits
     monkeypatch.setattr(
-        search.np, "packbits", lambda mask, bitorder="little": packbits(mask, bitorder="big")
+        graphs.np, "packbits", lambda mask, bitorder="little": packbits(mask, bitorder="big")
     )
     assert "a filtered graph search differs" in (checks._graph_disagreement() or "")
 

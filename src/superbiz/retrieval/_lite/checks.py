@@ -28,11 +28,11 @@ import numpy as np
 from superbiz import _text
 from superbiz._cache import cache_root, private
 from superbiz.retrieval._lite.bm25 import SparseInvertedIndex, VectorizedBm25
+from superbiz.retrieval._lite.graphs import graph_search
 from superbiz.retrieval._lite.ingest import cache_analysis
 from superbiz.retrieval._lite.live_rows import LiveRows
 from superbiz.retrieval._lite.search import (
     collection_search,
-    graph_search,
     query_live,
     search_bm25,
     search_dense,
