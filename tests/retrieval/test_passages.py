@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
+import superbiz
 from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.retrieval.passages import from_sentence_start, quoted_window
 
@@ -57,6 +59,32 @@ def test_a_window_that_begins_inside_a_numbered_item_reads_from_its_number() -> 
         quoted = quoted_window(windows[:end])
         first = quoted.split("\n", 1)[0]
         assert first in items, first
+
+
+def test_a_window_that_begins_under_a_bold_lead_reads_from_its_item() -> None:
+    """The example KB's payment runbook: a window began inside the nested items of
+    "4. **区分慢在哪一步。**", and the quote read "**" first, the lead's full stop taken
+    for a sentence's end and its closing marks for the next sentence's start."""
+    before = (
+        "3. **看回调处理耗时。** 渠道要求我们在 3 秒内返回成功应答。\n"
+        "4. **区分慢在哪一步。**\n   - 日志出现 `Could not get a resource from the pool` 或"
+    )
+    after = "a resource from the pool` 或 `redis_pool_wait_seconds` 升高：Redis 连接池耗尽。"
+    quoted = from_sentence_start(before, after)
+    assert quoted.startswith("4. **区分慢在哪一步。**\n   - 日志出现 `Could not"), quoted
+    # a sentence closed by its marks: the next one starts after them
+    before = "先重启。」然后检查回调地址、证书与负载均衡的后端是否都已恢复正常"
+    after = "回调地址、证书与负载均衡的后端是否都已恢复正常，再重放。"
+    assert from_sentence_start(before, after) == "然后检查" + after
+
+
+def test_no_window_of_the_example_runbooks_is_quoted_from_a_closing_mark() -> None:
+    corpus = Path(superbiz.__file__).parent / "examples" / "corpus"
+    for path in sorted(corpus.rglob("*.md")):
+        windows = [chunk.text for chunk in chunk_markdown(path.read_text(encoding="utf-8"))]
+        for end in range(2, len(windows) + 1):
+            quoted = quoted_window(windows[:end])
+            assert not quoted.startswith(("**", "」", "）")), (path.name, quoted[:60])
 
 
 def test_a_window_that_begins_at_a_nested_item_is_quoted_under_its_parent() -> None:

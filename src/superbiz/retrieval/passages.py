@@ -21,15 +21,18 @@ from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 TERM_WEIGHT = 0.3
 
 _COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
-#: a sentence's end; the period of an abbreviation inside a sentence ("e.g. `R_OK`") is none
+#: a sentence's end, with the marks that close it ("**确认单笔还是批量。**", "(see below.)");
+#: the period of an abbreviation inside a sentence ("e.g. `R_OK`") is none
 _SENTENCE_END = re.compile(
-    r"[!?]\s+|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.\s+"
-    r"|[。！？]\s*|\n\s*\n",
+    r"[!?][*_\"')\]”’]*\s+"
+    r"|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.[*_\"')\]”’]*\s+"
+    r"|[。！？][*_\"')\]”’」』）]*\s*|\n\s*\n",
     re.IGNORECASE,
 )
-#: what stands before a numbered list item's period on its line: its number ("2. **Large
-#: batch writes …**"), where the item, not a sentence, starts
-_ITEM_NUMBER = re.compile(r"[ \t]*\d{1,3}")
+#: what stands before a sentence's end on its line where a list item, not a sentence,
+#: starts: the item's number ("2. **Large batch writes …**") or its bold lead ("2. **Large
+#: batch writes.**", "4. **区分慢在哪一步。**")
+_ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:[-*+]|\d{1,3}[.)])[ \t]+\*\*[^*\n]*)")
 #: the longest overlap of two windows sought (the chunker's is 100 characters, begun on a
 #: word), and how far back before it a sentence's start is
 _CONTINUATION_REACH = 200
@@ -285,18 +288,22 @@ def from_sentence_start(previous: str, text: str) -> str:
 
 
 def _sentence_starts(text: str) -> list[int]:
-    r"""Where sentences of ``text`` start after its first: past each sentence's end, and
-    at the line of a numbered list item, whose number's period ends no sentence (a quote
-    begun after "2. " read "**Large batch writes …**" without its number).
+    r"""Where sentences of ``text`` start after its first: past each sentence's end and
+    the marks that close it, and at the line of a list item, whose number's period or
+    bold lead's end starts the item (a quote begun after "2. " read "**Large batch writes
+    …**" without its number; one begun after "4. **区分慢在哪一步。" read "**" first).
 
     >>> text = "Check it. Then:\n1. Stop the job.\n2. Drain it."
     >>> [text[i:] for i in _sentence_starts(text)][:3]
     ['Then:\n1. Stop the job.\n2. Drain it.', '1. Stop the job.\n2. Drain it.', '2. Drain it.']
+    >>> text = "先看看板。\n4. **区分慢在哪一步。**\n   - 看日志"
+    >>> [text[i:] for i in _sentence_starts(text)]
+    ['4. **区分慢在哪一步。**\n   - 看日志']
     """
     starts: list[int] = []
     for match in _SENTENCE_END.finditer(text):
         line = text.rfind("\n", 0, match.start()) + 1
-        start = line if _ITEM_NUMBER.fullmatch(text, line, match.start()) else match.end()
+        start = line if _ITEM_LEAD.fullmatch(text, line, match.start()) else match.end()
         if start and start not in starts:
             starts.append(start)
     return starts
