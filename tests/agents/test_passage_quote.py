@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from superbiz.agents.passage_quote import best_passage
+from pathlib import Path
+
+import superbiz
+from superbiz.agents.answer_selection import question_terms
+from superbiz.agents.passage_quote import PASSAGE_CHARS, best_passage
+
+EXAMPLES = Path(superbiz.__file__).parent / "examples" / "corpus"
 
 #: TiDB's troubleshooting map writes its cases as a loose list, each case's parts indented
 #: below it, a blank line between every item
@@ -31,3 +37,24 @@ def test_items_under_a_chosen_parent_keep_their_indent() -> None:
     quote = best_passage(OOM, ["现象", "客户端"]).text  # the parent chosen itself: once
     assert quote.startswith("- 3.2.1 现象\n\n    - 客户端：客户端收到 TiDB server 报错"), quote
     assert quote.count("3.2.1") == 1
+
+
+def test_a_table_too_long_is_quoted_by_the_rows_naming_the_question() -> None:
+    """The example KB's error-code table, 930 characters: cut at its last whole row, the
+    quote for a 403 held only 401 rows."""
+    runbook = EXAMPLES / "api" / "auth-errors-401-403.md"
+    terms = question_terms("Requests fail with 403 although the token is valid")
+    body = runbook.read_text(encoding="utf-8").split("---\n", 2)[2]  # past its frontmatter
+    quote = best_passage(body, terms).text
+    assert quote.startswith("| HTTP | Code | Meaning | Usual fix |\n|------|"), quote
+    assert all(f"`{code}`" in quote for code in ("40301", "40302", "40303")), quote
+    assert "`40103`" not in quote  # a 401 row that names nothing asked
+    assert quote.endswith("\n…")
+    assert len(quote) <= PASSAGE_CHARS
+
+
+def test_a_table_that_fits_or_names_nothing_asked_is_quoted_from_its_first_rows() -> None:
+    table = "| Code | Meaning |\n|---|---|\n" + "\n".join(f"| {n} | case {n} |" for n in range(9))
+    assert best_passage(f"## Codes\n\n{table}", ["codes"]).text == table
+    quote = best_passage(f"## Codes\n\n{table}", ["codes"], limit=60).text
+    assert quote.startswith("| Code | Meaning |\n|---|---|\n| 0 | case 0 |") and quote.endswith("…")

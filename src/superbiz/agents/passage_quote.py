@@ -183,7 +183,7 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
         if paragraphs and own and sections[i].heading:
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own
-    return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit))
+    return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit, terms))
 
 
 def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[str]:
@@ -206,12 +206,15 @@ def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[str]:
     ]
 
 
-def _within(paragraphs: Sequence[str], limit: int) -> str:
+def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> str:
     """The first of ``paragraphs`` that fit in ``limit`` characters (at least one, cut with
-    "…" when it alone is longer), a section's heading never last."""
+    "…" when it alone is longer; a table too long, by its rows naming ``terms``:
+    ``_table_rows``), a section's heading never last."""
     chosen: list[str] = []
     size = 0
     for paragraph in paragraphs:
+        if len(paragraph) > limit - size:
+            paragraph = _table_rows(paragraph, terms, limit - size)
         if chosen and size + len(paragraph) > limit:
             break
         chosen.append(paragraph)
@@ -222,6 +225,52 @@ def _within(paragraphs: Sequence[str], limit: int) -> str:
     # a block cut by the window or by the limit is closed, so the answer after it is text
     unclosed = sum(1 for line in passage.splitlines() if _FENCE.match(line)) % 2
     return passage + "\n```" if unclosed else passage
+
+
+#: a Markdown table's line, and the rule under its header
+_TABLE_LINE = re.compile(r"[ \t]*\|")
+_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{3,}")
+
+
+def _table_rows(table: str, terms: Sequence[str], room: int) -> str:
+    r"""A Markdown ``table`` longer than ``room`` characters as its header and the rows
+    that name a code of ``terms`` (a number: "403", "1290"), then the most of them, as
+    many as fit, in the table's order, with "…" for the rows left out: cut at its last
+    whole row, a table of error codes lost the 403 rows a question about a 403 asked
+    for. Anything else, or a table no row of which names a term, is returned as it is
+    (``_cut`` keeps its first rows).
+
+    >>> table = "| HTTP | Meaning |\n|---|---|\n| 401 | expired |\n| 403 | no scope |"
+    >>> print(_table_rows(table, ["403"], 60))
+    | HTTP | Meaning |
+    |---|---|
+    | 403 | no scope |
+    …
+    """
+    lines = table.split("\n")
+    if len(lines) < 3 or not _TABLE_RULE.match(lines[1]):
+        return table
+    if not all(_TABLE_LINE.match(line) for line in lines):
+        return table
+    head, rows = lines[:2], lines[2:]
+    named = [
+        (
+            sum(_names(term, normalize(row)) for term in terms if term.isdigit()),
+            sum(_names(term, normalize(row)) for term in terms),
+        )
+        for row in rows
+    ]
+    size = sum(len(line) + 1 for line in head) + len("…")
+    kept: list[int] = []
+    for i in sorted(range(len(rows)), key=lambda i: named[i], reverse=True):
+        if not named[i][1]:
+            break
+        if size + len(rows[i]) + 1 <= room:
+            kept.append(i)
+            size += len(rows[i]) + 1
+    if not kept:
+        return table
+    return "\n".join([*head, *(rows[i] for i in sorted(kept)), "…"])
 
 
 #: a sentence's end: a full stop after a word (not "e.g."), or a Chinese one
