@@ -895,3 +895,31 @@ def test_the_insert_and_compaction_checks_passes_are_kept_too(
     assert ran == []
     assert checks.verdict_once([], runs, "%s", kept="failing") == "the check ran"
     assert not list((tmp_path / "cache").glob("lite-failing-check-*"))
+
+
+def test_what_a_projection_reads_of_a_table_is_kept_while_the_table_lives() -> None:
+    """A search reads a few rows of each segment: the columns it reads are worked out
+    once per table, and forgotten with it (segments come and go with every compaction
+    of a serving process)."""
+    import gc
+    from functools import partial
+
+    import pyarrow as pa
+
+    from superbiz.retrieval._lite.projection import _PerTable
+
+    kept: _PerTable[list[str]] = _PerTable()
+    made: list[str] = []
+
+    def names(table: pa.Table) -> list[str]:
+        made.append("x")
+        return list(table.column_names)
+
+    first = pa.table({"a": [1], "b": [2]})
+    assert kept.get(first, partial(names, first)) == ["a", "b"]
+    assert kept.get(first, partial(names, first)) == ["a", "b"] and len(made) == 1
+    second = pa.table({"c": [3]})
+    assert kept.get(second, partial(names, second)) == ["c"] and len(made) == 2
+    del first
+    gc.collect()
+    assert len(kept._kept) == 1  # the first table's entry went with it
