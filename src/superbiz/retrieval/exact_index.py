@@ -394,13 +394,17 @@ class ExactIndex:
     ) -> Iterator[tuple[str, MatchField, ExactEntry]]:
         text, compounds = analysed
         for start, unit in self._units(text):
+            # a key several documents (or fields) hold is one key here: checked once
+            stands: dict[str, bool] = {}
             for key, field_, entry in self._starting_at(text, start, unit):
                 if key in known:
                     continue
-                end = start + len(key)
-                if self._on_boundary(text, start, key, boundaries) and not _inside_compound(
-                    start, end, compounds
-                ):
+                fits = stands.get(key)
+                if fits is None:
+                    fits = stands[key] = self._on_boundary(
+                        text, start, key, boundaries
+                    ) and not _inside_compound(start, start + len(key), compounds)
+                if fits:
                     yield key, field_, entry
 
     def _starting_at(self, text: str, start: int, unit: str) -> list[_Keyed]:

@@ -51,11 +51,13 @@ class TitleVocabulary:
     1.0
     """
 
-    __slots__ = ("_counts", "_titles")
+    __slots__ = ("_counts", "_titles", "_weights")
 
     def __init__(self, counts: Mapping[str, int], titles: int) -> None:
         self._counts = dict(counts)
         self._titles = titles
+        # each word's weight once (a lookup weighs the words of every title it ranks)
+        self._weights: dict[str, float] = {}
 
     @classmethod
     def of(cls, titles: Iterable[str]) -> TitleVocabulary:
@@ -70,7 +72,11 @@ class TitleVocabulary:
     def weight(self, word: str) -> float:
         if not self._titles:
             return 1.0
-        return math.log((self._titles + 1) / (self._counts.get(word, 0) + 0.5))
+        weight = self._weights.get(word)
+        if weight is None:
+            weight = math.log((self._titles + 1) / (self._counts.get(word, 0) + 0.5))
+            self._weights[word] = weight
+        return weight
 
 
 #: every title word weighs the same: the plain share of a title's words
