@@ -73,6 +73,10 @@ def test_a_window_that_begins_under_a_bold_lead_reads_from_its_item() -> None:
     quoted = from_sentence_start(before, after)
     assert quoted.startswith("4. **区分慢在哪一步。**\n   - 日志出现 `Could not"), quoted
     # a sentence closed by its marks: the next one starts after them
+    # a paragraph's bold lead starts the paragraph, as an item's does
+    lead = "先看看板。\n**注意。**回调地址、证书与负载均衡的后端是否都已恢复正常"
+    rest = "回调地址、证书与负载均衡的后端是否都已恢复正常，再重放。"
+    assert from_sentence_start(lead, rest) == "**注意。**" + rest
     before = "先重启。」然后检查回调地址、证书与负载均衡的后端是否都已恢复正常"
     after = "回调地址、证书与负载均衡的后端是否都已恢复正常，再重放。"
     assert from_sentence_start(before, after) == "然后检查" + after

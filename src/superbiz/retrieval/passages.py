@@ -21,18 +21,17 @@ from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 TERM_WEIGHT = 0.3
 
 _COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)+")
-#: a sentence's end, with the marks that close it ("**确认单笔还是批量。**", "(see below.)");
-#: the period of an abbreviation inside a sentence ("e.g. `R_OK`") is none
+#: a sentence's end; the period of an abbreviation inside a sentence ("e.g. `R_OK`") is
+#: none, and a Chinese full stop's end takes the marks that close it ("**确认单笔还是批量。**")
 _SENTENCE_END = re.compile(
-    r"[!?][*_\"')\]”’]*\s+"
-    r"|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.[*_\"')\]”’]*\s+"
+    r"[!?]\s+|(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bincl)(?<!\bapprox)\.\s+"
     r"|[。！？][*_\"')\]”’」』）]*\s*|\n\s*\n",
     re.IGNORECASE,
 )
-#: what stands before a sentence's end on its line where a list item, not a sentence,
-#: starts: the item's number ("2. **Large batch writes …**") or its bold lead ("2. **Large
-#: batch writes.**", "4. **区分慢在哪一步。**")
-_ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:[-*+]|\d{1,3}[.)])[ \t]+\*\*[^*\n]*)")
+#: what stands before a sentence's end on its line where a list item or a paragraph, not a
+#: sentence, starts: an item's number ("2. **Large batch writes …**"), or a bold lead at
+#: the line's start, an item's or not ("4. **区分慢在哪一步。**", "**注意。**")
+_ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?\*\*[^*\n]*)")
 #: the longest overlap of two windows sought (the chunker's is 100 characters, begun on a
 #: word), and how far back before it a sentence's start is
 _CONTINUATION_REACH = 200
@@ -288,10 +287,11 @@ def from_sentence_start(previous: str, text: str) -> str:
 
 
 def _sentence_starts(text: str) -> list[int]:
-    r"""Where sentences of ``text`` start after its first: past each sentence's end and
-    the marks that close it, and at the line of a list item, whose number's period or
-    bold lead's end starts the item (a quote begun after "2. " read "**Large batch writes
-    …**" without its number; one begun after "4. **区分慢在哪一步。" read "**" first).
+    r"""Where sentences of ``text`` start after its first: past each sentence's end (a
+    Chinese one's closing marks with it), and at the line of a list item, whose number's
+    period or bold lead's end starts the item, or of a paragraph's bold lead (a quote begun
+    after "2. " read "**Large batch writes …**" without its number; one begun after
+    "4. **区分慢在哪一步。" read "**" first).
 
     >>> text = "Check it. Then:\n1. Stop the job.\n2. Drain it."
     >>> [text[i:] for i in _sentence_starts(text)][:3]
