@@ -807,7 +807,7 @@ def test_a_segments_squared_norms_are_worked_out_once_while_it_lives() -> None:
     assert search.squared_norms(vectors.copy()) is not first  # another array, its own
     key = id(vectors)
     del vectors
-    assert key not in search._NORMS  # let go with its array
+    assert key not in search._NORMS._kept  # let go with its array
 
 
 def test_a_passed_search_check_is_kept_for_the_next_process_of_the_same_lite(
@@ -906,9 +906,9 @@ def test_what_a_projection_reads_of_a_table_is_kept_while_the_table_lives() -> N
 
     import pyarrow as pa
 
-    from superbiz.retrieval._lite.projection import _PerTable
+    from superbiz.retrieval._lite.projection import WhileAlive
 
-    kept: _PerTable[list[str]] = _PerTable()
+    kept: WhileAlive[list[str]] = WhileAlive()
     made: list[str] = []
 
     def names(table: pa.Table) -> list[str]:

@@ -254,11 +254,8 @@ def _table_rows(table: str, terms: Sequence[str], room: int) -> str:
         return table
     head, rows = lines[:2], lines[2:]
     named = [
-        (
-            sum(_names(term, normalize(row)) for term in terms if term.isdigit()),
-            sum(_names(term, normalize(row)) for term in terms),
-        )
-        for row in rows
+        (sum(term.isdigit() for term in found), len(found))
+        for found in ([t for t in terms if _names(t, text)] for text in map(normalize, rows))
     ]
     size = sum(len(line) + 1 for line in head) + len("…")
     kept: list[int] = []

@@ -19,20 +19,20 @@ import numpy as np
 _T = TypeVar("_T")
 
 
-class _PerTable(Generic[_T]):
-    """A value worked out once for each of Lite's segment tables, kept while the table
-    lives (Lite's tables take no weak keys: they are unhashable)."""
+class WhileAlive(Generic[_T]):
+    """A value worked out once for each of Lite's segment tables or vector arrays, kept
+    while that object lives (neither takes a weak key: both are unhashable)."""
 
     def __init__(self) -> None:
         self._kept: dict[int, tuple[weakref.ref[Any], _T]] = {}
 
-    def get(self, table: Any, make: Callable[[], _T]) -> _T:
-        key = id(table)
+    def get(self, owner: Any, make: Callable[[], _T]) -> _T:
+        key = id(owner)
         kept = self._kept.get(key)
-        if kept is not None and kept[0]() is table:
+        if kept is not None and kept[0]() is owner:
             return kept[1]
         value = make()
-        self._kept[key] = (weakref.ref(table, partial(self._forget, key)), value)
+        self._kept[key] = (weakref.ref(owner, partial(self._forget, key)), value)
         return value
 
     def _forget(self, key: int, _gone: object) -> None:
@@ -94,8 +94,8 @@ class Projection:
             keep = [n for n in self._plan.response_schema_fields if n != key]
             self._keep = (*keep, key) if api != "search" else tuple(keep)
         # each table's columns a row is read from, and those columns selected
-        self._names: _PerTable[list[str]] = _PerTable()
-        self._selected: _PerTable[dict[tuple[str, ...], Any]] = _PerTable()
+        self._names: WhileAlive[list[str]] = WhileAlive()
+        self._selected: WhileAlive[dict[tuple[str, ...], Any]] = WhileAlive()
 
     def of_record(self, record: dict[str, Any]) -> dict[str, Any]:
         if self._keep is not None:

@@ -16,7 +16,6 @@ segments keep their graphs: a scan's cost is its bytes, read from memory.
 
 from __future__ import annotations
 
-import weakref
 from functools import partial
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 from superbiz.retrieval._lite.bm25 import segment_scorer
 from superbiz.retrieval._lite.graphs import graph_search
 from superbiz.retrieval._lite.live_rows import LiveRows
-from superbiz.retrieval._lite.projection import Projection
+from superbiz.retrieval._lite.projection import Projection, WhileAlive
 
 #: the most rows one dense search reads exactly (a millisecond of numpy from memory);
 #: past it, the segments' HNSW graphs
@@ -79,7 +78,7 @@ def search_dense(
         else:
             found = graph_search(index, query, limit, admitted)
             if metric == "L2":
-                found = exact_distances(found, vectors, query, squared_norms(vectors))
+                found = exact_distances(found, vectors, query)
         candidates += _ranked(found, source)
     pks, vectors, refs, table, alive = view.memtable_dense(field)
     if pks:
@@ -182,16 +181,13 @@ def nearest(
 
 
 def exact_distances(
-    found: tuple[np.ndarray, np.ndarray],
-    vectors: np.ndarray,
-    query: np.ndarray,
-    norms: np.ndarray | None = None,
+    found: tuple[np.ndarray, np.ndarray], vectors: np.ndarray, query: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """A graph's L2 hits with their exact distances, nearest first. A Lite file's graph
     holds 8-bit vectors (``milvus_schema.LITE_DENSE_INDEX``) and reports distances between
     those; a lookup's cosines (its levels, its fusion) must not depend on how a segment
     is indexed, and the rows' float vectors are at hand in the segment's table. Worked
-    out as ``nearest`` works them out (``|v|² − 2 v·q + |q|²``, ``norms`` the rows' ``|v|²``):
+    out as ``nearest`` works them out (``|v|² − 2 v·q + |q|²``, ``squared_norms`` kept):
     the same distance for a row whether its segment was walked or scanned (a difference
     per row, as before, agreed to 4e-7 and cost a tenth more).
 
@@ -204,11 +200,7 @@ def exact_distances(
     rows = ids[0][ids[0] >= 0]
     point = np.asarray(query[0], dtype=np.float32)
     chosen = vectors[rows]
-    squared = (
-        (norms[rows] if norms is not None else np.einsum("ij,ij->i", chosen, chosen))
-        - 2.0 * (chosen @ point)
-        + point @ point
-    )
+    squared = squared_norms(vectors)[rows] - 2.0 * (chosen @ point) + point @ point
     exact = np.sqrt(np.maximum(squared, 0.0)).astype(np.float32, copy=False)
     order = np.argsort(exact, kind="stable")
     ids, distances = np.full_like(ids, -1), np.full_like(distances, np.inf)
@@ -219,25 +211,15 @@ def exact_distances(
 
 #: under this share of a segment's rows admitted, ``nearest`` copies them out
 _GATHERED_SHARE = 0.25
-#: each segment's vectors' ``|v|²`` by the array's id, while the array lives
-_NORMS: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+#: each segment's vectors' ``|v|²``, while the array lives
+_NORMS: WhileAlive[np.ndarray] = WhileAlive()
 
 
 def squared_norms(vectors: np.ndarray) -> np.ndarray:
     """``|v|²`` of each row of a segment's ``vectors`` (Lite keeps one array a segment
     and field, never changed), worked out on its first search, not on every one: they
     were a third of an exact search's time."""
-    key = id(vectors)
-    kept = _NORMS.get(key)
-    if kept is not None and kept[0]() is vectors:
-        return kept[1]
-    norms: np.ndarray = np.einsum("ij,ij->i", vectors, vectors)
-    _NORMS[key] = (weakref.ref(vectors, partial(_forget, key)), norms)
-    return norms
-
-
-def _forget(key: int, _gone: object) -> None:
-    _NORMS.pop(key, None)
+    return _NORMS.get(vectors, partial(np.einsum, "ij,ij->i", vectors, vectors))
 
 
 def _ranked(found: tuple[np.ndarray, np.ndarray], source: int) -> list[tuple[float, int, int]]:
