@@ -139,6 +139,85 @@ def test_a_block_longer_than_a_window_is_still_cut_at_a_line() -> None:
     assert all(c.text.endswith(("of the log", "```")) for c in chunks)
 
 
+#: ``_table``'s header as a later window repeats it: without its padding
+REPEATED = ["| Code | Meaning |", "|---|---|"]
+
+
+def _table(rows: int, width: int = 60) -> str:
+    """A pipe table of error codes, each row about ``width`` characters."""
+    cells = (f"| 40{i:03} | {_filler(f'code{i}', width - 14)} |" for i in range(rows))
+    return "| Code | Meaning |\n|------|---------|\n" + "\n".join(cells)
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(300, 60), (800, 100), (200, 150)])
+def test_a_window_begun_among_a_tables_rows_starts_on_a_row_under_its_header(
+    size: int, overlap: int
+) -> None:
+    """A table's rows cut from their header read, and embed, as cells of nothing: every
+    window begun among the rows starts on a row, with the header repeated above it."""
+    table = _table(40)
+    body = f"# Errors\n\n{_filler('intro', 200)}\n\n{table}\n\n{_filler('after', 300)}\n"
+    chunks = chunk_markdown(body, size=size, overlap=overlap)
+    rows = table.split("\n")[2:]
+    holding = [c for c in chunks if any(row in c.text for row in rows)]
+    assert len(holding) > 2
+    for chunk in holding:
+        lines = chunk.text.split("\n")
+        first_row = next(i for i, line in enumerate(lines) if line.startswith("| 40"))
+        head = lines[first_row - 2 : first_row]
+        assert head in (table.split("\n")[:2], REPEATED), chunk.text
+        assert all(line in rows for line in lines[first_row:] if line.startswith("|"))
+    assert {row for c in holding for row in c.text.split("\n")} >= set(rows)  # none lost
+    for before, after in itertools.pairwise(holding):  # rows shared as far as the overlap
+        shared = set(before.text.split("\n")) & set(after.text.split("\n")) & set(rows)
+        assert sum(len(row) + 1 for row in shared) <= overlap
+    assert all(len(c.text) <= size for c in chunks)
+
+
+def test_a_table_after_its_rows_are_cut_gives_the_text_below_it_a_window_of_its_own() -> None:
+    body = f"# Errors\n\n{_table(6)}\n\n{_filler('after', 150)}\n"
+    chunks = chunk_markdown(body, size=200, overlap=40)
+    assert chunks[-1].text == _filler("after", 150)
+
+
+def test_a_padded_header_is_repeated_without_its_padding_and_a_wide_one_not_at_all() -> None:
+    """A table aligned in its source pads every cell to its column's widest (DolphinScheduler's
+    settings tables: 200 spaces a row): its header is repeated as its cells; a header wider
+    than half a window is not repeated, and the rows under it still start on a row."""
+    head = "| Setting" + " " * 60 + "| Default" + " " * 40 + "| Meaning" + " " * 40 + "|"
+    rule = "|" + "-" * 67 + "|" + "-" * 47 + "|" + "-" * 47 + "|"
+    rows = "\n".join(
+        f"| key.{i:02}{' ' * 55}| {i}{' ' * 40}| {_filler(f'm{i}', 40)} |" for i in range(30)
+    )
+    chunks = chunk_markdown(f"# Settings\n\n{head}\n{rule}\n{rows}\n", size=800, overlap=100)
+    header = "| Setting | Default | Meaning |\n|---|---|---|\n| key."
+    assert all(c.text.startswith(header) for c in chunks[1:]), [c.text[:60] for c in chunks]
+
+    wide = "| " + " | ".join(f"the setting's column number {n}" for n in range(6)) + " |"
+    rule = "|" + "---|" * 6
+    rows = "\n".join("| " + " | ".join(f"v{i}.{n}" for n in range(6)) + " |" for i in range(60))
+    chunks = chunk_markdown(f"# Settings\n\n{wide}\n{rule}\n{rows}\n", size=300, overlap=50)
+    assert chunks[1].text.startswith(wide), [c.text[:40] for c in chunks]  # the table's start
+    assert all(c.text.startswith("| v") for c in chunks[2:]), [c.text[:40] for c in chunks]
+
+
+def test_a_table_indented_in_a_list_item_is_a_table() -> None:
+    table = "\n".join(f"    {line}" for line in _table(30).split("\n"))
+    chunks = chunk_markdown(f"# Errors\n\n1. Look the code up:\n\n{table}\n", size=400, overlap=60)
+    repeated = "    | Code | Meaning |\n    |---|---|\n    | 40"  # indented as its rows
+    assert all(c.text.startswith(repeated) for c in chunks[1:]), [c.text for c in chunks]
+
+
+def test_a_pipe_inside_a_code_block_or_prose_is_no_table() -> None:
+    """Only a line with a ``|`` above a delimiter row starts a table: a shell pipeline,
+    in a block or not, is cut as the text it is."""
+    block = "```\n| a | b |\n|---|---|\n" + "\n".join(f"| {i} | x |" for i in range(40)) + "\n```"
+    prose = " ".join(f"ps aux | grep worker-{i} | wc -l" for i in range(20))
+    for body in (f"# Log\n\n{block}\n", f"# Log\n\n{prose}\n"):
+        chunks = chunk_markdown(body, size=200, overlap=40)
+        assert not any(c.text.startswith("| a | b |") for c in chunks[1:])
+
+
 @pytest.mark.parametrize(("size", "overlap"), [(200, 20), (500, 120), (1000, 0)])
 def test_size_and_overlap_are_configurable(size: int, overlap: int) -> None:
     words = " ".join(f"w{i}" for i in range(1500))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import superbiz
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.retrieval.passages import from_sentence_start, quoted_window
+from superbiz.retrieval.passages import from_sentence_start, quoted_window, with_table_rows
 
 
 def test_a_chinese_window_starts_after_the_previous_sentence_end() -> None:
@@ -202,3 +202,25 @@ def test_a_code_block_the_window_before_opened_is_quoted_whole() -> None:
     quoted = quoted_window(windows)
     assert quoted.startswith("```mjs\nimport { createReadStream }")
     assert quoted.endswith("console.log(`Line from file: ${line}`);\n  }\n}\n```")
+
+
+def test_a_table_the_chunker_cut_in_two_is_quoted_whole() -> None:
+    """The example KB's error-code table runs past a chunk: the window holding its first
+    rows, quoted, takes the rows the next windows carry under the repeated header, each
+    row once, and the text after the table stays out."""
+    runbook = Path(superbiz.__file__).parent / "examples" / "corpus" / "api"
+    body = (runbook / "auth-errors-401-403.md").read_text(encoding="utf-8").split("---\n", 2)[2]
+    windows = [c.text for c in chunk_markdown(body) if c.heading_path[-1] == "Error codes"]
+    assert len(windows) == 2 and windows[1].startswith("| HTTP | Code |")
+
+    whole = with_table_rows(windows[0], windows[1:])
+    codes = [line.split("`")[1] for line in whole.splitlines() if line.startswith("| 40")]
+    assert codes == ["40101", "40102", "40103", "40104", "40105", "40301", "40302", "40303"]
+    assert whole.startswith("## Error codes\n\n| HTTP | Code |")
+
+
+def test_a_window_without_the_tables_header_adds_nothing() -> None:
+    table = "| Code | Meaning |\n|---|---|\n| 401 | expired |"
+    assert with_table_rows(table, ["| 403 | no scope |"]) == table  # not the chunker's
+    assert with_table_rows(f"{table}\n\nThen retry.", [table]) == f"{table}\n\nThen retry."
+    assert with_table_rows("No table here.", [table]) == "No table here."

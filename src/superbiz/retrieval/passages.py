@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cache
-from itertools import pairwise
+from itertools import pairwise, takewhile
 
-from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
+from superbiz._text import codes, has_cjk, key_terms, normalize, table_line, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -39,6 +39,8 @@ _CONTINUATION_REACH = 200
 _MIN_OVERLAP = 20
 #: a line that opens or closes a fenced code block, with its info string
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.MULTILINE)
+#: a pipe table's delimiter row, under its header
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: a line that opens a list item: ``- ``, ``* ``, ``+ ``, ``2. `` or ``2) ``
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]")
 #: a list item that is a link and nothing else: ``- [Nacos是什么](#1.1)``
@@ -208,6 +210,45 @@ def quoted_window(windows: Sequence[str]) -> str:
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
     return f"{opening.group().strip()}\n{whole}"
+
+
+def with_table_rows(text: str, later: Sequence[str]) -> str:
+    r"""``text`` with the rows of its last table that the ``later`` windows (the section's
+    next ones, in order) carry on: the chunker begins a window among a table's rows under
+    the table's header, so a quote of the window that scored best held half the table (a
+    question about a 403 got the 401 rows and one 403 row; the other two were in the next
+    window). A window that does not repeat the header, or a table that does not end
+    ``text``, adds nothing.
+
+    >>> first = "Codes:\n| Code | Meaning |\n|---|---|\n| 401 | expired |\n| 403 | no scope |"
+    >>> later = "| Code | Meaning |\n|---|---|\n| 403 | no scope |\n| 404 | gone |\n\nDone."
+    >>> print(with_table_rows(first, [later]))
+    Codes:
+    | Code | Meaning |
+    |---|---|
+    | 401 | expired |
+    | 403 | no scope |
+    | 404 | gone |
+    """
+    lines = text.rstrip().split("\n")
+    rule = next((i for i in range(len(lines) - 1, 0, -1) if _TABLE_RULE.match(lines[i])), None)
+    if rule is None or not all(line.lstrip().startswith("|") for line in lines[rule - 1 :]):
+        return text
+    header = [table_line(line) for line in lines[rule - 1 : rule + 1]]
+    rows = lines[rule + 1 :]
+    held = {row.strip() for row in rows}
+    for window in later:
+        more = window.split("\n")
+        if [table_line(line) for line in more[:2]] != header:
+            break
+        tail = list(takewhile(lambda line: line.lstrip().startswith("|"), more[2:]))
+        rows += [row for row in tail if row.strip() not in held]
+        held.update(row.strip() for row in tail)
+        if len(tail) < len(more) - 2:  # the table ends in this window
+            break
+    if len(rows) == len(lines) - rule - 1:
+        return text
+    return "\n".join([*lines[: rule + 1], *rows])
 
 
 def _under_parent(preceding: str, quote: str) -> str:

@@ -3,7 +3,8 @@
 Sections are cut at headings (outside code fences); neighbouring small sections are
 merged up to ``size`` characters; a long section is cut into windows of about ``size``
 characters overlapping by ``overlap``, preferring paragraph, line and sentence ends.
-Every chunk keeps its heading path so that it reads on its own. A converted PDF marks
+Every chunk keeps its heading path so that it reads on its own, and a window begun among
+a table's rows starts on a row and repeats the table's header above it. A converted PDF marks
 where each page starts with a ``\f<page>`` line (``knowledge.formats.pdf``): a section
 is cut there too, and its chunks name the page after their headings (``… > page 12``),
 where a citation finds it.
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from superbiz._text import table_line
+
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
@@ -21,8 +24,11 @@ PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: raise it whenever ``chunk_markdown`` cuts the same body otherwise, or a chunk is
 #: embedded and indexed under other head lines (``chunking_of``); 3: a document's
-#: headline carries the description its author wrote (``SourceDocument.headline``)
-CHUNKER_VERSION = 3
+#: headline carries the description its author wrote (``SourceDocument.headline``); 4: a
+#: window begun among a table's rows starts on a row, under the table's header
+CHUNKER_VERSION = 4
+#: a pipe table's delimiter row, under its header: ``|---|:---:|`` (outer pipes optional)
+_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -127,21 +133,100 @@ def _window_end(text: str, start: int, size: int, blocks: list[tuple[int, int]])
     return hard
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A pipe table of a section's text: where it starts, where its rows start (past
+    its header and delimiter rows) and where it ends."""
+
+    start: int
+    rows: int
+    end: int
+
+    def header(self, text: str) -> str:
+        """Its header and delimiter rows as ``table_line`` writes them (without padding),
+        indented as its rows are (a table inside a list item)."""
+        head, rule = text[self.start : self.rows].split("\n")[:2]
+        indent = head[: len(head) - len(head.lstrip())]
+        return f"{indent}{table_line(head)}\n{indent}{table_line(rule)}\n"
+
+
+def _tables(text: str, blocks: list[tuple[int, int]]) -> list[_Table]:
+    r"""The pipe tables of ``text`` outside its code blocks: a line with a ``|`` above a
+    delimiter row, then the lines with a ``|`` up to the first without one.
+
+    >>> text = "Codes:\n| a | b |\n|---|---|\n| 1 | 2 |\n\nDone."
+    >>> [(text[t.start : t.rows], text[t.rows : t.end]) for t in _tables(text, [])]
+    [('| a | b |\n|---|---|\n', '| 1 | 2 |')]
+    """
+    tables: list[_Table] = []
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    row = 1
+    while row < len(lines):
+        header, delimiter = lines[row - 1], lines[row]
+        if (
+            "|" not in header
+            or "|" not in delimiter
+            or not _TABLE_DELIMITER.match(delimiter)
+            or _block_around(blocks, starts[row - 1]) is not None
+        ):
+            row += 1
+            continue
+        last = row + 1
+        while last < len(lines) and "|" in lines[last] and lines[last].strip():
+            last += 1
+        tables.append(_Table(starts[row - 1], starts[row + 1], starts[last] - 1))
+        row = last + 1
+    return tables
+
+
+def _row_start(
+    text: str, tables: list[_Table], position: int, window: tuple[int, int]
+) -> tuple[int, str] | None:
+    """Where a window that would begin at ``position`` inside a table begins instead,
+    past the ``window`` before (its start and end), and the header it repeats: the
+    table's start inside its header, unless the window before began there; else the
+    first row from ``position`` on; past the table when the window before holds the
+    rest of it."""
+    table = next((t for t in tables if t.start < position < t.end), None)
+    if table is None:
+        return None
+    if position < table.rows and table.start > window[0]:
+        return table.start, ""
+    if text[position - 1] == "\n" and position >= table.rows:
+        return position, table.header(text)
+    row = text.find("\n", max(position, table.rows - 1), table.end) + 1
+    if row:
+        return row, table.header(text)
+    return (table.end, "") if window[1] >= table.end else None
+
+
 def _windows(text: str, size: int, overlap: int) -> list[str]:
+    """``text`` cut into windows of about ``size`` characters; a window begun among a
+    table's rows begins on a row and repeats the table's header (its rows alone read,
+    and embed, as cells of nothing: "| 403 | `40302` | Source IP not in allowlist |")."""
     if len(text) <= size:
         return [text]
     blocks = _code_blocks(text)
+    tables = _tables(text, blocks)
     pieces: list[str] = []
-    start = 0
+    start, header = 0, ""
     while start < len(text):
-        end = _window_end(text, start, size, blocks)
-        pieces.append(text[start:end].strip())
+        end = _window_end(text, start, size - len(header), blocks)
+        piece = f"{header}{text[start:end]}"
+        pieces.append(piece.rstrip() if header else piece.strip())
         if end >= len(text):
             break
-        start = max(end - overlap, start + 1)
+        previous, start, header = start, max(end - overlap, start + 1), ""
         block = _block_around(blocks, start)
         if block and block[1] <= end:  # the overlap would open inside a block: skip it
             start = block[1]
+            continue
+        row = _row_start(text, tables, start, (previous, end))
+        if row:  # a header too wide to repeat leaves the rows under none
+            start, header = row[0], row[1] if len(row[1]) <= size // 2 else ""
             continue
         # begin the overlap on a word or sentence start when one is near
         for sep in (" ", "\n", "。", "，"):
@@ -181,7 +266,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 3 800/100'
+    'chunks 4 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
