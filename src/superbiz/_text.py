@@ -43,11 +43,6 @@ CHINESE_FUNCTION_WORDS = frozenset(
 )
 
 
-#: a table's delimiter row (its cells' dashes, colons, pipes and spaces only)
-_RULE = re.compile(r"^\|?[ :|-]*-[ :|-]*$")
-_RULE_DASHES = re.compile(r"-{3,}")
-
-
 def key_terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, in order, without repeats: jieba words
     of two or more CJK characters, Latin words of three or more letters and two-letter
@@ -205,18 +200,6 @@ def clip(text: str, limit: int) -> str:
     'abc…'
     """
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def table_line(line: str) -> str:
-    """A pipe table's header or delimiter row without its padding: a table aligned in its
-    source pads every cell, and every rule, to its column's widest. The chunker repeats a
-    header so, and a quote knows it again so.
-
-    >>> table_line("| Code   |  Meaning |"), table_line("  |------|:--------:|")
-    ('| Code | Meaning |', '|---|:---:|')
-    """
-    cells = " ".join(line.split())
-    return _RULE_DASHES.sub("---", cells.replace(" ", "")) if _RULE.match(cells) else cells
 
 
 def normalize(text: str) -> str:

@@ -151,7 +151,29 @@ READINGS = {
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
 #: (to version 2), and of what BM25 indexes of each: the chunk under its document's
 #: headline and headings (from version 3, which heads them with the author's description)
-CHUNKINGS = {2: "1b2f6abe22e97d28", 3: "daeef9b7530af07c", 4: "a5ba499d980f9766"}
+CHUNKINGS = {
+    2: "1b2f6abe22e97d28",
+    3: "daeef9b7530af07c",
+    4: "a5ba499d980f9766",
+    5: "559dc63969c11643",
+}
+#: fences CommonMark reads otherwise than a line that toggles: inline code written with
+#: three backticks, a block of four holding a fence of three
+FENCES = """
+## Binlog
+
+```mysql cdc``` reads the binlog.
+
+## Nested
+
+````md
+```bash
+# a comment, not a heading
+```
+````
+
+Text after the block.
+"""
 #: a table longer than a window, below ``MARKDOWN``'s body in the chunker's sample
 TABLE = "\n## Codes\n\n| Code | Meaning |\n|---|---|\n" + "".join(
     f"| `4030{n}` | Key {n} refused for a reason long enough to fill the window |\n"
@@ -181,8 +203,9 @@ def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
 
 def test_a_chunker_that_cuts_or_heads_otherwise_has_a_new_version() -> None:
     doc = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md"))
-    # as written: a reader's change is not the chunker's (the table since version 4)
-    body = MARKDOWN.split("---\n", 2)[2] + TABLE
+    # as written: a reader's change is not the chunker's (the table since version 4, the
+    # fences since version 5)
+    body = MARKDOWN.split("---\n", 2)[2] + TABLE + FENCES
     chunks = [c for size in (800, 120) for c in chunk_markdown(body, size, 20)]
     indexed = [search_text(doc.headline, c.heading, c.text) for c in chunks]
     assert indexed[0].startswith("Rotate the API keys\nRotating the API's signing keys")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from superbiz._markdown import fence, fenced, open_fence
 from superbiz._text import has_cjk, normalize
 
 #: the longest quote of one document, in characters
@@ -62,7 +63,6 @@ def _names(term: str, text: str) -> bool:
 
 
 _HEADING = re.compile(r"#{1,6}\s")
-_FENCE = re.compile(r"\s*(```|~~~)")
 
 
 def _sections(text: str) -> list[_Section]:
@@ -70,16 +70,14 @@ def _sections(text: str) -> list[_Section]:
     A fenced code block is code: a ``#`` line in it is no heading and a blank line in it
     ends no paragraph, so a quote never holds half a block."""
     sections: list[tuple[str, list[list[str]]]] = [("", [[]])]
-    fenced = False
-    for line in text.splitlines():
-        fence = bool(_FENCE.match(line))
-        if not fenced and not fence and _HEADING.match(line):
+    lines = text.splitlines()
+    for line, code in zip(lines, fenced(lines), strict=True):
+        if not code and _HEADING.match(line):
             sections.append((line, [[]]))
-        elif not fenced and not line.strip():
+        elif not code and not line.strip():
             sections[-1][1].append([])
         else:
             sections[-1][1][-1].append(line)
-        fenced ^= fence
     result = []
     for heading, runs in sections:
         kept = [(p, _indent(run)) for run in runs if (p := "\n".join(run).strip())]
@@ -223,8 +221,8 @@ def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) ->
         chosen.pop()
     passage = _cut("\n\n".join(chosen), limit)
     # a block cut by the window or by the limit is closed, so the answer after it is text
-    unclosed = sum(1 for line in passage.splitlines() if _FENCE.match(line)) % 2
-    return passage + "\n```" if unclosed else passage
+    unclosed = open_fence(passage.splitlines())
+    return f"{passage}\n{unclosed}" if unclosed else passage
 
 
 #: a Markdown table's line, and the rule under its header
@@ -301,6 +299,6 @@ def _cut(passage: str, limit: int) -> str:
     space = max(room.rfind(" "), room.rfind("\t"))
     head = passage[:space].rstrip() if space >= least else passage[:limit].rstrip()
     last = head.rsplit("\n", 1)[-1]
-    if last.count("`") % 2 and not _FENCE.match(last):
+    if last.count("`") % 2 and fence(last) is None:
         head += "`"
     return head + "…"

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._text import codes, has_cjk, key_terms, normalize, table_line, unknown_words
+from superbiz._markdown import table_line
+from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -37,8 +38,9 @@ _ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?\*\*[
 _CONTINUATION_REACH = 200
 #: a shorter overlap is a coincidence, not a continuation
 _MIN_OVERLAP = 20
-#: a line that opens or closes a fenced code block, with its info string
-_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.MULTILINE)
+#: a line that opens or closes a fenced code block, with its info string (which, after
+#: backticks, holds none: "```mysql cdc``` …" is inline code, ``superbiz._markdown.fence``)
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}(?![^\n]*`)|~{3,})[^\n]*", re.MULTILINE)
 #: a pipe table's delimiter row, under its header
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: a line that opens a list item: ``- ``, ``* ``, ``+ ``, ``2. `` or ``2) ``

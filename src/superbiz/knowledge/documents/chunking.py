@@ -15,18 +15,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from superbiz._text import table_line
+from superbiz._markdown import code_blocks, fenced, table_line
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
 PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: raise it whenever ``chunk_markdown`` cuts the same body otherwise, or a chunk is
 #: embedded and indexed under other head lines (``chunking_of``); 3: a document's
 #: headline carries the description its author wrote (``SourceDocument.headline``); 4: a
-#: window begun among a table's rows starts on a row, under the table's header
-CHUNKER_VERSION = 4
+#: window begun among a table's rows starts on a row, under the table's header; 5: a
+#: code block's fences read as CommonMark reads them (``superbiz._markdown``)
+CHUNKER_VERSION = 5
 #: a pipe table's delimiter row, under its header: ``|---|:---:|`` (outer pipes optional)
 _TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
@@ -61,16 +61,14 @@ def split_sections(body: str) -> list[_Section]:
     lines: list[str] = []
     path: tuple[str, ...] = ()
     page: int | None = None
-    in_fence = False
 
     def flush() -> None:
         text = "\n".join(lines).strip()
         if text:
             sections.append(_Section(path, text, page))
 
-    for line in body.split("\n"):
-        if _FENCE.match(line):
-            in_fence = not in_fence
+    body_lines = body.split("\n")
+    for line, in_fence in zip(body_lines, fenced(body_lines), strict=True):
         if not in_fence and (page_break := PAGE_BREAK.match(line)):
             flush()
             lines = []
@@ -95,20 +93,11 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
     >>> _code_blocks("run:\n```\nls\n```\ndone")
     [(5, 15)]
     """
-    blocks: list[tuple[int, int]] = []
-    opened: int | None = None
-    position = 0
-    for line in text.split("\n"):
-        if _FENCE.match(line):
-            if opened is None:
-                opened = position
-            else:
-                blocks.append((opened, position + len(line)))
-                opened = None
-        position += len(line) + 1
-    if opened is not None:
-        blocks.append((opened, len(text)))
-    return blocks
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    return [(starts[first], starts[last] + len(lines[last])) for first, last in code_blocks(lines)]
 
 
 def _block_around(blocks: list[tuple[int, int]], position: int) -> tuple[int, int] | None:
@@ -266,7 +255,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 4 800/100'
+    'chunks 5 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from superbiz._markdown import fenced
 from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
@@ -48,7 +49,6 @@ from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 #: a page of headings alone has nothing to answer from, and its title matched questions
 #: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
 #: time, and their sibling titles raised the KB's measured reference threshold to 0.69
@@ -396,11 +396,8 @@ def _refuse_unstorable(front: dict[str, Any], label: str) -> None:
 
 
 def first_heading(body: str) -> str | None:
-    in_fence = False
-    for line in body.split("\n"):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            continue
+    lines = body.split("\n")
+    for line, in_fence in zip(lines, fenced(lines), strict=True):
         if not in_fence and (match := _HEADING.match(line)):
             return match.group(1)
     return None

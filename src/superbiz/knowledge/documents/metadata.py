@@ -15,6 +15,7 @@ from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
+from superbiz._markdown import fenced
 from superbiz._text import detect_language
 from superbiz.exceptions import SuperbizError
 from superbiz.knowledge.documents.chunking import split_sections
@@ -74,9 +75,9 @@ def derive_metadata(doc: SourceDocument) -> tuple[tuple[str, ...], str]:
             not in _GENERIC_HEADINGS
         ):
             covers.append(name[:MAX_COVER_CHARS])
-    prose = re.sub(r"^\s{0,3}(```|~~~).*?^\s{0,3}\1[^\n]*$", "", doc.body, flags=re.S | re.M)
+    lines = doc.body.split("\n")
     first: list[str] = []
-    for line in prose.splitlines():
+    for line in (" " if code else line for line, code in zip(lines, fenced(lines), strict=True)):
         skip = not line.strip() or line.lstrip().startswith(("#", "|", "---"))
         if skip and first:
             break  # the first paragraph ends at a blank line, a heading or a table

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from superbiz._markdown import fenced
+
 #: the roles Sphinx and MyST documentation uses; a Markdown ``{name}`…``` of another name
 #: is left as written (``${cmd}`…``` inside a shell line is no role)
 SPHINX_ROLES = frozenset(
@@ -46,7 +48,6 @@ CONTENT_ONLY_DIRECTIVES = frozenset("only tab-set".split())
 #: a MyST role: ``{ref}`text <target>``` or ``{py:func}`name``` (one line)
 _MYST_ROLE = re.compile(r"\{(?P<role>[a-z][\w.+-]*(?::[\w.+-]+)?)\}`(?P<body>[^`\n]+)`")
 #: a line that opens or closes a fenced code block
-_FENCE = re.compile(r"\s*(```|~~~)")
 
 
 def role_text(role: str, body: str) -> str:
@@ -87,12 +88,9 @@ def myst_roles_as_text(markdown: str) -> str:
     if "}`" not in markdown:
         return markdown
     lines = markdown.split("\n")
-    fenced = False
-    for number, line in enumerate(lines):
-        if _FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and "}`" in line:
-            lines[number] = _MYST_ROLE.sub(_written, line)
+    for number, in_fence in enumerate(fenced(lines)):
+        if not in_fence and "}`" in lines[number]:
+            lines[number] = _MYST_ROLE.sub(_written, lines[number])
     return "\n".join(lines)
 
 

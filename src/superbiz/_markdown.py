@@ -1,0 +1,116 @@
+"""Markdown's block syntax where superbiz reads it, as CommonMark reads it: fenced code
+blocks and the lines of pipe tables.
+
+Several readers walk a Markdown body line by line (its sections, its first heading, its
+roles, its chunks' code blocks); they agree on where a code block is only if they read
+its fences alike. A line of three backticks is not always a fence: ```` ```mysql cdc``` ````
+at a line's start is inline code (a backtick fence's info string holds no backtick), and
+a block opened by five backticks is closed only by five or more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+#: a fence: three or more backticks or tildes, after any indent (a list item's block is
+#: indented as its item's text is), then the info string
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
+#: a table's delimiter row (its cells' dashes, colons, pipes and spaces only)
+_RULE = re.compile(r"^\|?[ :|-]*-[ :|-]*$")
+_RULE_DASHES = re.compile(r"-{3,}")
+
+
+class Fence(NamedTuple):
+    marker: str
+    info: str
+
+
+def fence(line: str) -> Fence | None:
+    """The fence ``line`` is, if any: its marker and info string.
+
+    >>> fence("```bash"), fence("  ~~~")
+    (Fence(marker='```', info='bash'), Fence(marker='~~~', info=''))
+    >>> fence("```mysql cdc``` 连接器通过使用 GTID") is None  # inline code, not a fence
+    True
+    """
+    match = _FENCE.match(line)
+    if match is None:
+        return None
+    marker, info = match.group(1), match.group(2).strip()
+    if marker[0] == "`" and "`" in info:
+        return None
+    return Fence(marker, info)
+
+
+def code_blocks(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """The fenced code blocks of ``lines``: each one's first and last line, its fences
+    included. A block opened by a fence is closed by a fence of the same character, at
+    least as long, with no info string, or by the end of the lines.
+
+    >>> code_blocks(["a", "````md", "```", "````", "b", "~~~"])
+    [(1, 3), (5, 5)]
+    >>> code_blocks(["```x``` is inline", "# a heading"])
+    []
+    """
+    return _scan(lines)[0]
+
+
+def open_fence(lines: Sequence[str]) -> str | None:
+    """The fence of the block ``lines`` leave open at their end, if any: what closes it.
+
+    >>> open_fence(["````md", "```", "text"]), open_fence(["```", "ls", "```"])
+    ('````', None)
+    """
+    opened = _scan(lines)[1]
+    return opened.marker if opened else None
+
+
+def fenced(lines: Sequence[str]) -> list[bool]:
+    """For each of ``lines``, whether it belongs to a fenced code block (``code_blocks``).
+
+    >>> fenced(["a", "```", "# not a heading", "```", "b"])
+    [False, True, True, True, False]
+    """
+    flags = [False] * len(lines)
+    for first, last in code_blocks(lines):
+        flags[first : last + 1] = [True] * (last - first + 1)
+    return flags
+
+
+def _scan(lines: Sequence[str]) -> tuple[list[tuple[int, int]], Fence | None]:
+    blocks: list[tuple[int, int]] = []
+    opened: Fence | None = None
+    first = 0
+    for number, line in enumerate(lines):
+        found = fence(line)
+        if opened is None:
+            if found:
+                opened, first = found, number
+        elif found and _closes(found, opened):
+            blocks.append((first, number))
+            opened = None
+    if opened is not None:
+        blocks.append((first, len(lines) - 1))
+    return blocks, opened
+
+
+def _closes(found: Fence, opened: Fence) -> bool:
+    return (
+        not found.info
+        and found.marker[0] == opened.marker[0]
+        and len(found.marker) >= len(opened.marker)
+    )
+
+
+def table_line(line: str) -> str:
+    """A pipe table's header or delimiter row without its padding: a table aligned in its
+    source pads every cell, and every rule, to its column's widest. The chunker repeats a
+    header so, and a quote knows it again so.
+
+    >>> table_line("| Code   |  Meaning |"), table_line("  |------|:--------:|")
+    ('| Code | Meaning |', '|---|:---:|')
+    """
+    cells = " ".join(line.split())
+    return _RULE_DASHES.sub("---", cells.replace(" ", "")) if _RULE.match(cells) else cells
