@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._markdown import table_line
+from superbiz._markdown import code_blocks, fence, open_fence, table_line
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -38,9 +38,6 @@ _ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?\*\*[
 _CONTINUATION_REACH = 200
 #: a shorter overlap is a coincidence, not a continuation
 _MIN_OVERLAP = 20
-#: a line that opens or closes a fenced code block, with its info string (which, after
-#: backticks, holds none: "```mysql cdc``` …" is inline code, ``superbiz._markdown.fence``)
-_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}(?![^\n]*`)|~{3,})[^\n]*", re.MULTILINE)
 #: a pipe table's delimiter row, under its header
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: a line that opens a list item: ``- ``, ``* ``, ``+ ``, ``2. `` or ``2) ``
@@ -198,20 +195,34 @@ def quoted_window(windows: Sequence[str]) -> str:
         section += window[shared:] if shared else f"\n{window}"
     shared = _overlap(windows[-2], text)
     before = section[: len(section) - shared]
-    fences = list(_FENCE_LINE.finditer(before))
-    if len(fences) % 2 == 0:
+    opening = _open_block(before)
+    if opening is None:
         quote = from_sentence_start(windows[-2], text)
         whole = section + text[shared:] if shared else f"{section}\n{text}"
         if whole.endswith(quote):
             quote = _under_parent(whole[: len(whole) - len(quote)], quote)
         return _introduced(section, quote) if quote == text and not shared else quote
-    opening = fences[-1]
-    if opening.start() >= len(section) - len(windows[-2]):  # the window before opened it
-        block = (section + text[shared:])[opening.start() :].lstrip(" \t")
-        return _introduced(section[: opening.start()], block)
+    start, fence_line = opening
+    if start >= len(section) - len(windows[-2]):  # the window before opened it
+        block = (section + text[shared:])[start:].lstrip(" \t")
+        return _introduced(section[:start], block)
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
-    return f"{opening.group().strip()}\n{whole}"
+    return f"{fence_line.strip()}\n{whole}"
+
+
+def _open_block(text: str) -> tuple[int, str] | None:
+    r"""Where the code block that ``text`` leaves open starts, and its opening fence line.
+
+    >>> _open_block("Run:\n```sh\nls"), _open_block("```sh\nls\n```")
+    ((5, '```sh'), None)
+    """
+    lines = text.split("\n")
+    blocks = code_blocks(lines)
+    if not blocks or open_fence(lines) is None:
+        return None
+    first = blocks[-1][0]
+    return sum(len(line) + 1 for line in lines[:first]), lines[first]
 
 
 def with_table_rows(text: str, later: Sequence[str]) -> str:
@@ -290,7 +301,7 @@ def _introduced(preceding: str, quote: str) -> str:
     >>> _introduced("It is fine.", "```sh\nping\n```")
     '```sh\nping\n```'
     """
-    if not _FENCE_LINE.match(quote):
+    if fence(quote.partition("\n")[0]) is None:
         return quote
     line = preceding.rstrip().rpartition("\n")[2].strip()
     if not line.endswith((":", "：")) or len(line) > _CONTINUATION_REACH:
