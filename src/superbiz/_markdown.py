@@ -17,8 +17,8 @@ from typing import NamedTuple
 #: a fence: three or more backticks or tildes, after any indent (a list item's block is
 #: indented as its item's text is), then the info string
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
-#: a table's delimiter row (its cells' dashes, colons, pipes and spaces only)
-_RULE = re.compile(r"^\|?[ :|-]*-[ :|-]*$")
+#: a pipe table's delimiter row, under its header: ``|---|:---:|`` (outer pipes optional)
+_DELIMITER_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _RULE_DASHES = re.compile(r"-{3,}")
 
 
@@ -104,6 +104,15 @@ def _closes(found: Fence, opened: Fence) -> bool:
     )
 
 
+def is_delimiter_row(line: str) -> bool:
+    """Whether ``line`` is a pipe table's delimiter row, the one under its header.
+
+    >>> is_delimiter_row("|------|:---:|"), is_delimiter_row("a | b"), is_delimiter_row("---")
+    (True, False, False)
+    """
+    return "|" in line and _DELIMITER_ROW.match(line) is not None
+
+
 def table_line(line: str) -> str:
     """A pipe table's header or delimiter row without its padding: a table aligned in its
     source pads every cell, and every rule, to its column's widest. The chunker repeats a
@@ -113,4 +122,4 @@ def table_line(line: str) -> str:
     ('| Code | Meaning |', '|---|:---:|')
     """
     cells = " ".join(line.split())
-    return _RULE_DASHES.sub("---", cells.replace(" ", "")) if _RULE.match(cells) else cells
+    return _RULE_DASHES.sub("---", cells.replace(" ", "")) if is_delimiter_row(cells) else cells

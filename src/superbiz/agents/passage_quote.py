@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from superbiz._markdown import fence, fenced, open_fence
+from superbiz._markdown import fence, fenced, is_delimiter_row, open_fence
 from superbiz._text import has_cjk, normalize
 
 #: the longest quote of one document, in characters
@@ -225,9 +225,8 @@ def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) ->
     return f"{passage}\n{unclosed}" if unclosed else passage
 
 
-#: a Markdown table's line, and the rule under its header
+#: a line of a Markdown table
 _TABLE_LINE = re.compile(r"[ \t]*\|")
-_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{3,}")
 
 
 def _table_rows(table: str, terms: Sequence[str], room: int) -> str:
@@ -246,7 +245,7 @@ def _table_rows(table: str, terms: Sequence[str], room: int) -> str:
     …
     """
     lines = table.split("\n")
-    if len(lines) < 3 or not _TABLE_RULE.match(lines[1]):
+    if len(lines) < 3 or not is_delimiter_row(lines[1]):
         return table
     if not all(_TABLE_LINE.match(line) for line in lines):
         return table

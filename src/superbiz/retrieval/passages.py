@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._markdown import code_blocks, fence, open_fence, table_line
+from superbiz._markdown import code_blocks, fence, is_delimiter_row, open_fence, table_line
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -38,8 +38,6 @@ _ITEM_LEAD = re.compile(r"[ \t]*(?:\d{1,3}|(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?\*\*[
 _CONTINUATION_REACH = 200
 #: a shorter overlap is a coincidence, not a continuation
 _MIN_OVERLAP = 20
-#: a pipe table's delimiter row, under its header
-_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: a line that opens a list item: ``- ``, ``* ``, ``+ ``, ``2. `` or ``2) ``
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]")
 #: a list item that is a link and nothing else: ``- [Nacos是什么](#1.1)``
@@ -244,7 +242,7 @@ def with_table_rows(text: str, later: Sequence[str]) -> str:
     | 404 | gone |
     """
     lines = text.rstrip().split("\n")
-    rule = next((i for i in range(len(lines) - 1, 0, -1) if _TABLE_RULE.match(lines[i])), None)
+    rule = next((i for i in range(len(lines) - 1, 0, -1) if is_delimiter_row(lines[i])), None)
     if rule is None or not all(line.lstrip().startswith("|") for line in lines[rule - 1 :]):
         return text
     header = [table_line(line) for line in lines[rule - 1 : rule + 1]]

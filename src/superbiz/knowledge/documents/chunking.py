@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from superbiz._markdown import code_blocks, fenced, table_line
+from superbiz._markdown import code_blocks, fenced, is_delimiter_row, table_line
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
@@ -27,8 +27,6 @@ _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: window begun among a table's rows starts on a row, under the table's header; 5: a
 #: code block's fences read as CommonMark reads them (``superbiz._markdown``)
 CHUNKER_VERSION = 5
-#: a pipe table's delimiter row, under its header: ``|---|:---:|`` (outer pipes optional)
-_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -157,8 +155,7 @@ def _tables(text: str, blocks: list[tuple[int, int]]) -> list[_Table]:
         header, delimiter = lines[row - 1], lines[row]
         if (
             "|" not in header
-            or "|" not in delimiter
-            or not _TABLE_DELIMITER.match(delimiter)
+            or not is_delimiter_row(delimiter)
             or _block_around(blocks, starts[row - 1]) is not None
         ):
             row += 1
