@@ -67,6 +67,16 @@ def open_fence(lines: Sequence[str]) -> str | None:
     return opened.marker if opened else None
 
 
+def open_block(lines: Sequence[str]) -> int | None:
+    """The first line (its fence) of the block ``lines`` leave open at their end, if any.
+
+    >>> open_block(["Run:", "```sh", "ls"]), open_block(["```", "ls", "```"])
+    (1, None)
+    """
+    blocks, opened = _scan(lines)
+    return blocks[-1][0] if opened else None
+
+
 def fenced(lines: Sequence[str]) -> list[bool]:
     """For each of ``lines``, whether it belongs to a fenced code block (``code_blocks``).
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._markdown import code_blocks, fence, is_delimiter_row, open_fence, table_line
+from superbiz._markdown import fence, is_delimiter_row, open_block, table_line
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -216,10 +216,9 @@ def _open_block(text: str) -> tuple[int, str] | None:
     ((5, '```sh'), None)
     """
     lines = text.split("\n")
-    blocks = code_blocks(lines)
-    if not blocks or open_fence(lines) is None:
+    first = open_block(lines)
+    if first is None:
         return None
-    first = blocks[-1][0]
     return sum(len(line) + 1 for line in lines[:first]), lines[first]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 from superbiz._markdown import code_blocks, fenced, is_delimiter_row, table_line
 
@@ -92,10 +93,14 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
     [(5, 15)]
     """
     lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = _line_starts(lines)
     return [(starts[first], starts[last] + len(lines[last])) for first, last in code_blocks(lines)]
+
+
+def _line_starts(lines: list[str]) -> list[int]:
+    """Where each of ``lines`` (a text split at its line breaks) starts in the text, and
+    one past its end."""
+    return list(accumulate((len(line) + 1 for line in lines), initial=0))
 
 
 def _block_around(blocks: list[tuple[int, int]], position: int) -> tuple[int, int] | None:
@@ -147,9 +152,7 @@ def _tables(text: str, blocks: list[tuple[int, int]]) -> list[_Table]:
     """
     tables: list[_Table] = []
     lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = _line_starts(lines)
     row = 1
     while row < len(lines):
         header, delimiter = lines[row - 1], lines[row]

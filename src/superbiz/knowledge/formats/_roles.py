@@ -47,7 +47,6 @@ CODE_DIRECTIVES = frozenset(
 CONTENT_ONLY_DIRECTIVES = frozenset("only tab-set".split())
 #: a MyST role: ``{ref}`text <target>``` or ``{py:func}`name``` (one line)
 _MYST_ROLE = re.compile(r"\{(?P<role>[a-z][\w.+-]*(?::[\w.+-]+)?)\}`(?P<body>[^`\n]+)`")
-#: a line that opens or closes a fenced code block
 
 
 def role_text(role: str, body: str) -> str:
