@@ -103,6 +103,24 @@ def test_a_horizontal_rule_and_text_at_the_top_stay_in_the_body() -> None:
     )
 
 
+def test_a_block_whose_unknown_keys_hold_other_values_than_text_is_frontmatter() -> None:
+    """Hugo's book theme hides a page with ``bookHidden: true``: that is no line of prose,
+    and the page had been ingested as the text of its own frontmatter."""
+    doc = parse("---\nbookHidden: true\nweight: 20\n---\n# Runbooks\nAll of them.\n")
+    assert (doc.body, doc.extra, doc.warnings) == (
+        "# Runbooks\nAll of them.\n",
+        {"bookHidden": True, "weight": 20},
+        (),
+    )
+    doc = parse("---\nreviewed: 2026-11-30\nowners: [sre]\n---\n# Failover\nPromote.\n")
+    assert doc.body == "# Failover\nPromote.\n"
+    assert doc.extra == {"reviewed": "2026-11-30", "owners": ["sre"]}
+    [warning] = doc.warnings
+    assert warning.startswith("unknown frontmatter keys 'reviewed', 'owners': not used")
+    with pytest.raises(DocumentError, match="no content after the frontmatter"):
+        parse("---\nbookHidden: true\n---\n")
+
+
 def test_frontmatter_with_known_keys_gives_no_warning() -> None:
     assert parse("---\ntitle: A\ncategory: ops\n---\nbody\n").warnings == ()
 

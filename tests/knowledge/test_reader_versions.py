@@ -72,7 +72,8 @@ They expired after <b>24 hours</b>.
 """
 
 #: what the Markdown reader reads otherwise since version 9 (version 10 reads a frontmatter
-#: block of a site generator's keys alone as frontmatter, not text: ``test_documents``)
+#: block of a site generator's keys alone as frontmatter, not text, and version 11 one whose
+#: unknown keys hold a value other than text: ``test_documents``)
 MARKDOWN_SINCE_9 = """import Tabs from '@theme/Tabs';
 
 Rotate both regions.{/* TODO: the third one */}
@@ -142,7 +143,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
 #: (reader, its version): the first 16 hex digits of the SHA-256 of the sample's reading
 #: (title, body, covers, when_to_retrieve, tags, aliases)
 READINGS = {
-    ("markdown", 10): "dece31df7bcd432e",
+    ("markdown", 11): "dece31df7bcd432e",
     ("rst", 5): "b10ae0ff6eec0ed6",
     ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",

@@ -277,10 +277,12 @@ def _known_key(key: Any) -> Any:
 def _check_keys(
     front: dict[str, Any], body: str, text: str
 ) -> tuple[dict[str, Any], str, tuple[str, ...]]:
-    """``(frontmatter, body, warnings)``: a block with no known key is a horizontal rule
-    and text (``---`` / ``Warning: never restart X`` / ``---``), so it stays in the body
-    instead of vanishing into ``extra``; unknown keys beside known ones are kept in
-    ``extra`` and named, since they do nothing (``domain:`` for ``category:``)."""
+    """``(frontmatter, body, warnings)``: a block with no known key whose values are all
+    text is a horizontal rule and text (``---`` / ``Warning: never restart X`` / ``---``),
+    so it stays in the body instead of vanishing into ``extra``; a value YAML reads as
+    something else (``bookHidden: true``, ``order: 3``, a list) is no line of prose, so
+    its block is frontmatter. Unknown keys are kept in ``extra`` and named, since they
+    do nothing (``domain:`` for ``category:``)."""
     # ``Title:`` is ``title:``: a capital letter must not turn a title into text
     front = {_known_key(key): value for key, value in front.items()}
     for key, field_name in SYNONYMS.items():
@@ -297,7 +299,7 @@ def _check_keys(
     known = ", ".join(FRONTMATTER_KEYS)
     names = ", ".join(repr(clip(key, 40)) for key in unknown)
     hint = "; the domain is set by 'category'" if "domain" in unknown else ""
-    if len(unknown) == len(front):
+    if len(unknown) == len(front) and all(isinstance(value, str) for value in front.values()):
         return (
             {},
             text,
