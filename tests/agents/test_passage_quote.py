@@ -1,4 +1,5 @@
-"""What an answer quotes of a passage: an item of a loose list under the item it is in."""
+"""What an answer quotes of a passage: an item of a loose list under the item it is in, what
+an item holds indented below it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,56 @@ def test_items_under_a_chosen_parent_keep_their_indent() -> None:
     quote = best_passage(OOM, ["现象", "客户端"]).text  # the parent chosen itself: once
     assert quote.startswith("- 3.2.1 现象\n\n    - 客户端：客户端收到 TiDB server 报错"), quote
     assert quote.count("3.2.1") == 1
+
+
+#: Harbor's garbage-collection page: a step's image and list are indented below it
+STEP = """## Schedule Garbage Collection
+
+1. Use the drop down-menu to select how often to run garbage collection.
+
+    ![Schedule garbage collection](../../img/gc-policy.png)
+
+    * **None**: No garbage collection is scheduled.
+    * **Hourly**: Run garbage collection at the beginning of every hour.
+
+1. For the **Workers** item, select how many workers run garbage collection.
+"""
+#: RocketMQ's consumer page: each item holds a code block, the next item right below it
+ITEMS = """## 消息重试
+
+若达到最大重试次数后消息还没有成功被消费，则消息将被投递至死信队列
+- 最大重试次数：消息消费失败后，可被重复投递的最大次数。
+
+  ```java
+  consumer.setMaxReconsumeTimes(10);
+  ```
+- 重试间隔：消息消费失败后再次被投递给Consumer消费的间隔时间。
+
+  ```java
+  consumer.setSuspendCurrentQueueTimeMillis(5000);
+  ```
+"""
+
+
+def test_what_an_item_holds_below_it_stays_below_it() -> None:
+    """Only a paragraph's first line had lost its indent: "* **Hourly**" read as an item
+    of "* **None**", and the code block stood apart from the item that holds it."""
+    quote = best_passage(STEP, ["garbage", "collection", "schedule"]).text
+    assert quote.startswith(
+        "1. Use the drop down-menu to select how often to run garbage collection.\n\n"
+        "    ![Schedule garbage collection](../../img/gc-policy.png)\n\n"
+        "    * **None**: No garbage collection is scheduled.\n"
+        "    * **Hourly**: Run garbage collection at the beginning of every hour.\n\n"
+        "1. For the **Workers** item"
+    ), quote
+    quote = best_passage(ITEMS, ["重试", "次数"]).text
+    assert "次数。\n\n  ```java\n  consumer.setMaxReconsumeTimes(10);\n  ```\n- 重试间隔" in quote
+
+
+def test_an_indented_paragraph_under_no_quoted_item_starts_at_the_margin() -> None:
+    """Four spaces before it would make it a code block."""
+    quote = best_passage(STEP, ["img"]).text
+    assert quote == "![Schedule garbage collection](../../img/gc-policy.png)", quote
 
 
 def test_a_table_too_long_is_quoted_by_the_rows_naming_the_question() -> None:

@@ -20,12 +20,13 @@ PASSAGE_CHARS = 700
 
 @dataclass(frozen=True, slots=True)
 class _Section:
-    """A heading and the paragraphs under it, up to the next heading (any level)."""
+    """A heading and the paragraphs under it, up to the next heading (any level), each as
+    written (``_placed`` indents them as a quote reads them)."""
 
     heading: str
     paragraphs: tuple[str, ...]
-    #: how far each paragraph's first line was indented (a nested list item's is)
-    indents: tuple[int, ...] = ()
+    #: how far each paragraph's first line is indented (a nested list item's is)
+    indents: tuple[int, ...]
 
     @property
     def title(self) -> str:
@@ -80,7 +81,7 @@ def _sections(text: str) -> list[_Section]:
             sections[-1][1][-1].append(line)
     result = []
     for heading, runs in sections:
-        kept = [(p, _indent(run)) for run in runs if (p := "\n".join(run).strip())]
+        kept = [("\n".join(run).rstrip(), _indent(run)) for run in runs if "".join(run).strip()]
         if heading or kept:
             result.append(_Section(heading, tuple(p for p, _ in kept), tuple(i for _, i in kept)))
     return result
@@ -97,34 +98,76 @@ _PARENT_CHARS = 200
 _LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,3}[.)])[ \t]")
 
 
-def _under_parent_item(section: _Section, chosen: list[str]) -> list[str]:
-    r"""``chosen`` (paragraphs of ``section``, in order) as items of the list item they are
-    nested in: when the first is an item of a loose list indented below one that is not
-    chosen, that item's first line (up to ``_PARENT_CHARS``) comes first (TiDB's
-    troubleshooting map quoted "- 客户端：…" without "- 3.2.1 现象" above it), and the items
-    nested below the first line keep their indent, so that they read as its items.
+def _placed(section: _Section, chosen: Sequence[int]) -> list[str]:
+    r"""The paragraphs ``chosen`` (their places in ``section``, in order) as a quote reads
+    them: one nested in a quoted list item keeps its depth below that item (the item's
+    image, code block or list: with only its first line unindented, Harbor's "* Hourly" read
+    as an item of "* None"); any other starts at the margin. When the first is an item
+    nested in one not chosen, that item's first line (up to ``_PARENT_CHARS``) comes first
+    (TiDB's troubleshooting map quoted "- 客户端：…" without "- 3.2.1 现象" above it).
 
     >>> section = _sections("## OOM\n\n- 3.2.1 现象\n\n    - 客户端：报错 2013\n\n- 3.2.2 原因")[0]
-    >>> _under_parent_item(section, ["- 客户端：报错 2013"])
+    >>> _placed(section, [1])
     ['- 3.2.1 现象', '    - 客户端：报错 2013']
-    >>> _under_parent_item(section, ["- 3.2.1 现象", "- 客户端：报错 2013"])
-    ['- 3.2.1 现象', '    - 客户端：报错 2013']
+    >>> _placed(section, [0, 1]) == _placed(section, [1]), _placed(section, [2])
+    (True, ['- 3.2.2 原因'])
     """
-    if not chosen or not section.indents or not _LIST_ITEM.match(chosen[0]):
-        return chosen
-    indents = dict(zip(section.paragraphs, section.indents, strict=True))
-    lead, depth = [], indents.get(chosen[0], 0)
-    at = section.paragraphs.index(chosen[0])
-    for j in range(at - 1, -1, -1) if depth else ():
-        if section.indents[j] >= depth:
-            continue
-        line = section.paragraphs[j].split("\n", 1)[0]
-        if _LIST_ITEM.match(line) and len(line) <= _PARENT_CHARS:
-            lead, depth = [line], section.indents[j]
-        break
-    if not lead and depth:
-        return chosen  # a nested item with no item above it to read under
-    return [*lead, *(" " * indents[p] + p if indents.get(p, 0) > depth else p for p in chosen)]
+    pieces = [(section.paragraphs[i], section.indents[i]) for i in chosen]
+    if chosen and (parent := _parent_item(section, chosen[0])):
+        pieces.insert(0, parent)
+    placed: list[str] = []
+    items: list[tuple[int, int]] = []  # the quoted items still open: (depth, depth placed)
+    for text, depth in pieces:
+        while items and items[-1][0] >= depth:
+            items.pop()
+        shift = items[-1][1] + depth - items[-1][0] if items else 0
+        placed.append(_dedented(text, depth - shift))
+        if (item := _last_item(text)) is not None:
+            items.append((item, max(0, item - depth + shift)))
+    return placed
+
+
+def _last_item(text: str) -> int | None:
+    r"""How far the last line of ``text`` that opens a list item is indented (None: no
+    line does, code apart): a paragraph may end in the item its next one is nested in.
+
+    >>> _last_item("Retries:\n  - max: 16"), _last_item("```yaml\n- name: x\n```")
+    (2, None)
+    """
+    lines = text.split("\n")
+    for line, code in reversed(list(zip(lines, fenced(lines), strict=True))):
+        body = line.lstrip(" \t")
+        if not code and _LIST_ITEM.match(body):
+            return len(line) - len(body)
+    return None
+
+
+def _parent_item(section: _Section, at: int) -> tuple[str, int] | None:
+    """The first line of the list item the ``at``-th paragraph of ``section`` is nested
+    in, and its depth, when that paragraph is a nested item; else None."""
+    depth = section.indents[at]
+    if not depth or not _LIST_ITEM.match(section.paragraphs[at].lstrip(" \t")):
+        return None
+    for j in range(at - 1, -1, -1):
+        if section.indents[j] < depth:
+            line = section.paragraphs[j].split("\n", 1)[0].lstrip(" \t")
+            if _LIST_ITEM.match(line) and len(line) <= _PARENT_CHARS:
+                return line, section.indents[j]
+            return None
+    return None
+
+
+def _dedented(text: str, width: int) -> str:
+    r"""``text`` with each line ``width`` characters of its indent fewer (all it has, when
+    it has fewer: a line of an item after the code block it holds is no deeper than it).
+
+    >>> _dedented("    ```java\n    run();\n    ```\n- next", 4)
+    '```java\nrun();\n```\n- next'
+    """
+    return "\n".join(
+        line[min(width, _indent([line]) if line.strip() else len(line)) :]
+        for line in text.split("\n")
+    )
 
 
 class QuotedPassage(NamedTuple):
@@ -162,7 +205,8 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     hits = [s.hits(terms) if s.paragraphs else (0, 0) for s in sections]
     best = max(hits, default=(0, 0))[0]
     if not best:
-        return QuotedPassage("", _within([p for s in sections for p in s.paragraphs], limit))
+        opening = [p for s in sections for p in _placed(s, range(len(s.paragraphs)))]
+        return QuotedPassage("", _within(opening, limit))
     ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
     quoted: list[int] = []
     named: set[str] = set()
@@ -176,28 +220,28 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
         # a section that names the question only in its heading (an FAQ's question) is
         # answered by what follows it: read from its start (its paragraphs naming none of
         # the terms, the quote had been the heading alone)
-        own = _reading(sections[i].paragraphs, terms) or list(sections[i].paragraphs)
-        own = _under_parent_item(sections[i], own)
+        chosen = _reading(sections[i].paragraphs, terms) or range(len(sections[i].paragraphs))
+        own = _placed(sections[i], chosen)
         if paragraphs and own and sections[i].heading:
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own
     return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit, terms))
 
 
-def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[str]:
-    r"""The ``paragraphs`` that name one of ``terms``, with what they read with: one that
+def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[int]:
+    r"""Where ``paragraphs`` name one of ``terms``, with what they read with: one that
     introduces the next with a colon keeps it, and a paragraph between two of them is kept
     (CMake's "For example, the code:", its code block, then "will run ``someHasher``": the
     quote had lost the code).
 
     >>> _reading(["Run it:", "```\nmake\n```", "It builds.", "Other."], ["run", "builds"])
-    ['Run it:', '```\nmake\n```', 'It builds.']
+    [0, 1, 2]
     """
     named = [any(t in normalize(p) for t in terms) for p in paragraphs]
     last = len(paragraphs) - 1
     return [
-        paragraph
-        for i, paragraph in enumerate(paragraphs)
+        i
+        for i in range(len(paragraphs))
         if named[i]
         or (i > 0 and named[i - 1] and paragraphs[i - 1].rstrip().endswith((":", "：")))
         or (0 < i < last and named[i - 1] and named[i + 1])
