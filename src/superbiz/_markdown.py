@@ -1,5 +1,5 @@
 """Markdown's block syntax where superbiz reads it, as CommonMark reads it: fenced code
-blocks and the lines of pipe tables.
+blocks, the lines of pipe tables, and indents.
 
 Several readers walk a Markdown body line by line (its sections, its first heading, its
 roles, its chunks' code blocks); they agree on where a code block is only if they read
@@ -133,3 +133,27 @@ def table_line(line: str) -> str:
     """
     cells = " ".join(line.split())
     return _RULE_DASHES.sub("---", cells.replace(" ", "")) if is_delimiter_row(cells) else cells
+
+
+def indent(line: str) -> int:
+    """How far ``line`` is indented (spaces and tabs, a character each).
+
+    >>> indent("    - item"), indent("text")
+    (4, 0)
+    """
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def dedented(text: str, width: int) -> str:
+    r"""``text`` with each line ``width`` characters of its indent fewer (all it has, when
+    it has fewer). A block nested in a list item is indented as the item's text is; quoted
+    without the item, all its lines move out together, as CommonMark moves a fenced
+    block's lines out by its fence's indent, or its fence reads at the margin and its
+    closing fence, four spaces in, closes nothing.
+
+    >>> dedented("    ```java\n    run();\n    ```\n- next", 4)
+    '```java\nrun();\n```\n- next'
+    """
+    return "\n".join(
+        line[min(width, indent(line) if line.strip() else len(line)) :] for line in text.split("\n")
+    )

@@ -218,6 +218,21 @@ def test_a_pipe_inside_a_code_block_or_prose_is_no_table() -> None:
         assert not any(c.text.startswith("| a | b |") for c in chunks[1:])
 
 
+def test_a_window_begun_at_an_indented_line_keeps_its_indent() -> None:
+    """TiDB's TiFlash runbook nests code blocks and items in numbered steps: a window
+    begun there had its first line moved to the margin and the rest left indented, so the
+    block's fence opened at the margin and its closing fence, four spaces in, closed nothing."""
+    body = (
+        "## Disk full\n\n1. Check the disk of every node first.\n\n    ```bash\n"
+        "    tiup ctl pd config set low-space-ratio 0.9 --with-a-long-flag\n    ```\n\n"
+        "    Then watch the Regions move.\n"
+    )
+    windows = [c.text for c in chunk_markdown(body, size=120, overlap=20)]
+    assert windows[1].startswith("    ```bash\n    tiup ctl pd config set"), windows
+    begun_in_a_line = chunk_markdown("## A\n\n" + "word " * 60, size=120, overlap=20)
+    assert all(not c.text.startswith(" ") for c in begun_in_a_line)
+
+
 @pytest.mark.parametrize(("size", "overlap"), [(200, 20), (500, 120), (1000, 0)])
 def test_size_and_overlap_are_configurable(size: int, overlap: int) -> None:
     words = " ".join(f"w{i}" for i in range(1500))

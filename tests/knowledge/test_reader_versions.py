@@ -157,7 +157,20 @@ CHUNKINGS = {
     3: "daeef9b7530af07c",
     4: "a5ba499d980f9766",
     5: "559dc63969c11643",
+    6: "4bfd0b02685f53f9",
 }
+#: a code block nested in a list item, where a window of 120 characters begins
+ITEM_BLOCK = """
+## Disk full
+
+1. Check the free disk of each node.
+
+    ```bash
+    tiup ctl pd config set low-space-ratio 0.9 --with-a-long-flag
+    ```
+
+    Then watch the Regions move.
+"""
 #: fences CommonMark reads otherwise than a line that toggles: inline code written with
 #: three backticks, a block of four holding a fence of three
 FENCES = """
@@ -205,8 +218,8 @@ def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
 def test_a_chunker_that_cuts_or_heads_otherwise_has_a_new_version() -> None:
     doc = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md"))
     # as written: a reader's change is not the chunker's (the table since version 4, the
-    # fences since version 5)
-    body = MARKDOWN.split("---\n", 2)[2] + TABLE + FENCES
+    # fences since version 5, the item's block since version 6)
+    body = MARKDOWN.split("---\n", 2)[2] + TABLE + FENCES + ITEM_BLOCK
     chunks = [c for size in (800, 120) for c in chunk_markdown(body, size, 20)]
     indexed = [search_text(doc.headline, c.heading, c.text) for c in chunks]
     assert indexed[0].startswith("Rotate the API keys\nRotating the API's signing keys")

@@ -174,6 +174,24 @@ def test_a_window_whose_sentence_began_out_of_reach_starts_at_the_next_one() -> 
     assert from_sentence_start(before, after).startswith("- The proxy API has changed")
 
 
+def test_a_block_inside_a_list_item_is_quoted_out_by_its_fences_indent() -> None:
+    """TiDB's runbooks nest their commands in numbered steps: a quote begun at the block's
+    fence, or inside a long block, put the fence at the margin over lines and a closing
+    fence four spaces in, which a CommonMark reader does not close."""
+    lines = [
+        f"    pd-ctl store delete 10{n} --force  # store {n} of the failed TiFlash"
+        for n in range(12)
+    ]
+    body = "## Remove stores\n\n1. Delete each store:\n\n    ```shell\n" + "\n".join(lines)
+    body += "\n    ```\n\n2. Check the stores again.\n"
+    windows = [chunk.text for chunk in chunk_markdown(body, size=300, overlap=100)]
+    assert len(windows) > 3
+    for end in range(2, len(windows) + 1):
+        quoted = quoted_window(windows[:end]).removeprefix("1. Delete each store:\n")
+        assert quoted.startswith(("```shell\npd-ctl", "2. Check")), quoted
+        assert not any(line.startswith(" ") for line in quoted.split("\n")), quoted
+
+
 def test_a_code_block_the_window_before_opened_is_quoted_whole() -> None:
     """Node.js's readline "Read file stream line-by-line": the best window began inside
     the example, and the quote read from its ``console.log`` line under a reopened fence."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from superbiz._markdown import fence, fenced, is_delimiter_row, open_fence
+from superbiz._markdown import dedented, fence, fenced, indent, is_delimiter_row, open_fence
 from superbiz._text import has_cjk, normalize
 
 #: the longest quote of one document, in characters
@@ -81,15 +81,11 @@ def _sections(text: str) -> list[_Section]:
             sections[-1][1][-1].append(line)
     result = []
     for heading, runs in sections:
-        kept = [("\n".join(run).rstrip(), _indent(run)) for run in runs if "".join(run).strip()]
+        # a run begins at a line that holds something: at a blank line one ends
+        kept = [("\n".join(run).rstrip(), indent(run[0])) for run in runs if run]
         if heading or kept:
             result.append(_Section(heading, tuple(p for p, _ in kept), tuple(i for _, i in kept)))
     return result
-
-
-def _indent(lines: Sequence[str]) -> int:
-    first = next((line for line in lines if line.strip()), "")
-    return len(first) - len(first.lstrip(" \t"))
 
 
 #: the longest parent item line a quote begins with (a longer one is a paragraph)
@@ -121,7 +117,7 @@ def _placed(section: _Section, chosen: Sequence[int]) -> list[str]:
         while items and items[-1][0] >= depth:
             items.pop()
         shift = items[-1][1] + depth - items[-1][0] if items else 0
-        placed.append(_dedented(text, depth - shift))
+        placed.append(dedented(text, depth - shift))
         if (item := _last_item(text)) is not None:
             items.append((item, max(0, item - depth + shift)))
     return placed
@@ -136,9 +132,8 @@ def _last_item(text: str) -> int | None:
     """
     lines = text.split("\n")
     for line, code in reversed(list(zip(lines, fenced(lines), strict=True))):
-        body = line.lstrip(" \t")
-        if not code and _LIST_ITEM.match(body):
-            return len(line) - len(body)
+        if not code and _LIST_ITEM.match(line.lstrip(" \t")):
+            return indent(line)
     return None
 
 
@@ -155,19 +150,6 @@ def _parent_item(section: _Section, at: int) -> tuple[str, int] | None:
                 return line, section.indents[j]
             return None
     return None
-
-
-def _dedented(text: str, width: int) -> str:
-    r"""``text`` with each line ``width`` characters of its indent fewer (all it has, when
-    it has fewer: a line of an item after the code block it holds is no deeper than it).
-
-    >>> _dedented("    ```java\n    run();\n    ```\n- next", 4)
-    '```java\nrun();\n```\n- next'
-    """
-    return "\n".join(
-        line[min(width, _indent([line]) if line.strip() else len(line)) :]
-        for line in text.split("\n")
-    )
 
 
 class QuotedPassage(NamedTuple):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._markdown import fence, is_delimiter_row, open_block, table_line
+from superbiz._markdown import dedented, fence, indent, is_delimiter_row, open_block, table_line
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -202,11 +202,11 @@ def quoted_window(windows: Sequence[str]) -> str:
         return _introduced(section, quote) if quote == text and not shared else quote
     start, fence_line = opening
     if start >= len(section) - len(windows[-2]):  # the window before opened it
-        block = (section + text[shared:])[start:].lstrip(" \t")
-        return _introduced(section[:start], block)
+        block = (section + text[shared:])[start:]
+        return _introduced(section[:start], dedented(block, indent(fence_line)))
     line_end = text.find("\n")
     whole = text[line_end + 1 :] if 0 <= line_end < shared else text
-    return f"{fence_line.strip()}\n{whole}"
+    return dedented(f"{fence_line}\n{whole}", indent(fence_line))
 
 
 def _open_block(text: str) -> tuple[int, str] | None:
@@ -273,17 +273,19 @@ def _under_parent(preceding: str, quote: str) -> str:
     '2. Read the pattern:\n   - `tls`: expired.'
     >>> _under_parent("Intro.\n", "- `tls`: expired.")
     '- `tls`: expired.'
+    >>> _under_parent(before.rstrip(" "), "   - `tls`: expired.")  # begun at its line
+    '2. Read the pattern:\n   - `tls`: expired.'
     """
     start = preceding.rfind("\n") + 1
-    indent = preceding[start:]
-    if not indent or indent.strip() or not _LIST_ITEM.match(quote):
+    item = quote.lstrip(" \t")  # a window begun at its line keeps the line's indent
+    depth = preceding[start:] + quote[: len(quote) - len(item)]
+    if not depth or depth.strip() or not _LIST_ITEM.match(item):
         return quote
     for line in reversed(preceding[:start].split("\n")):
-        depth = len(line) - len(line.lstrip(" \t"))
-        if not line.strip() or depth >= len(indent):
+        if not line.strip() or indent(line) >= len(depth):
             continue  # a blank line in a loose list, or a sibling of the quote's item
         if _LIST_ITEM.match(line) and len(line.strip()) <= _CONTINUATION_REACH:
-            return f"{line}\n{indent}{quote}"
+            return f"{line}\n{depth}{item}"
         return quote
     return quote
 
@@ -297,13 +299,16 @@ def _introduced(preceding: str, quote: str) -> str:
     'To check it:\n```sh\nping\n```'
     >>> _introduced("It is fine.", "```sh\nping\n```")
     '```sh\nping\n```'
+    >>> _introduced("1. To check it:\n\n", "   ```sh\n   ping\n   ```")
+    '1. To check it:\n```sh\nping\n```'
     """
-    if fence(quote.partition("\n")[0]) is None:
+    first = quote.partition("\n")[0]
+    if fence(first) is None:
         return quote
     line = preceding.rstrip().rpartition("\n")[2].strip()
     if not line.endswith((":", "：")) or len(line) > _CONTINUATION_REACH:
         return quote
-    return f"{line}\n{quote}"
+    return f"{line}\n{dedented(quote, indent(first))}"
 
 
 def from_sentence_start(previous: str, text: str) -> str:

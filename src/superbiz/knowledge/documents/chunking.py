@@ -26,8 +26,9 @@ _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: embedded and indexed under other head lines (``chunking_of``); 3: a document's
 #: headline carries the description its author wrote (``SourceDocument.headline``); 4: a
 #: window begun among a table's rows starts on a row, under the table's header; 5: a
-#: code block's fences read as CommonMark reads them (``superbiz._markdown``)
-CHUNKER_VERSION = 5
+#: code block's fences read as CommonMark reads them (``superbiz._markdown``); 6: a window
+#: begun at a line's start keeps that line's indent
+CHUNKER_VERSION = 6
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -205,7 +206,7 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
     while start < len(text):
         end = _window_end(text, start, size - len(header), blocks)
         piece = f"{header}{text[start:end]}"
-        pieces.append(piece.rstrip() if header else piece.strip())
+        pieces.append(piece.rstrip() if header else _trimmed(text, start, end))
         if end >= len(text):
             break
         previous, start, header = start, max(end - overlap, start + 1), ""
@@ -224,6 +225,22 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
                 start = nxt + len(sep)
                 break
     return [p for p in pieces if p]
+
+
+def _trimmed(text: str, start: int, end: int) -> str:
+    r"""The window ``text[start:end]`` without the blank space around it; when nothing
+    but space is before it on its first line, with that line's indent: a code block or a
+    list nested in an item had its fence or first item moved to the margin, its other
+    lines left where they were.
+
+    >>> text = "1. Run:\n\n    ```\n    make\n    ```"
+    >>> _trimmed(text, 10, len(text)), _trimmed("to make it", 3, 10)
+    ('    ```\n    make\n    ```', 'make it')
+    """
+    kept = text[start:end].strip()
+    first = text.find(kept[:1], start) if kept else start
+    indent = text[text.rfind("\n", 0, first) + 1 : first]
+    return kept if indent.strip() else f"{indent}{kept}"
 
 
 def chunk_markdown(body: str, size: int = 800, overlap: int = 100) -> list[Chunk]:
@@ -255,7 +272,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 5 800/100'
+    'chunks 6 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
