@@ -350,6 +350,34 @@ def test_a_text_file_pages_include_is_a_fragment_not_a_document(
     assert kb.documents.get("envvar/ENV_VAR.txt") is None
     assert kb.documents.get("envvar/notes.txt") is not None
     assert_consistent(kb)
+    # part of its pages as they are read: its text is theirs, and a change of it theirs too
+    for page in ("envvar/CC.rst", "envvar/CXX.rst"):
+        text = "\n".join(chunk.text for chunk in kb.store.chunks_of(page))
+        assert "This is an environment variable of the build." in text
+    (envvar / "ENV_VAR.txt").write_text("This environment variable overrides the cache.\n")
+    changed = Ingestor(kb).ingest([envvar.parent], prune=True)
+    assert sorted(changed.updated) == ["envvar/CC.rst", "envvar/CXX.rst"]
+    assert "overrides the cache" in kb.store.chunks_of("envvar/CC.rst")[0].text
+
+
+def test_a_page_includes_nothing_from_outside_its_folder(tmp_path: Path, open_kb: OpenKB) -> None:
+    """A fragment is written into its page only from the KB's own folder: not through
+    ``..``, not through a symlink that leads out, and not one that includes itself."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:the secret line\n")
+    root = tmp_path / "kb"
+    (root / "ops").mkdir(parents=True)
+    (root / "ops" / "link.txt").symlink_to(secret)
+    (root / "ops" / "loop.txt").write_text("Loop start.\n\n.. include:: loop.txt\n")
+    (root / "ops" / "page.rst").write_text(
+        "Page\n====\n\nBefore.\n\n.. include:: ../../secret.txt\n\n"
+        ".. include:: link.txt\n\n.. include:: loop.txt\n\nAfter.\n"
+    )
+    kb = open_kb()
+    Ingestor(kb).ingest([root])
+    text = "\n".join(chunk.text for chunk in kb.store.chunks_of("ops/page.rst"))
+    assert "Before." in text and "After." in text and text.count("Loop start.") == 1
+    assert "secret line" not in text
 
 
 def test_a_sphinx_html_build_is_ingested_as_its_pages(tmp_path: Path, open_kb: OpenKB) -> None:

@@ -71,7 +71,7 @@ CONVERTERS: dict[str, Converter] = {
 #: Each reader's version. Raise a reader's number whenever it reads the same bytes into
 #: other text: a stored document's hash names the version that read it, so the next
 #: ingest reads that format's files again instead of keeping an older reader's text.
-READER_VERSIONS: dict[str, int] = {"markdown": 11, "html": 4, "pdf": 2, "docx": 2, "rst": 5}
+READER_VERSIONS: dict[str, int] = {"markdown": 11, "html": 4, "pdf": 2, "docx": 2, "rst": 6}
 _READERS = {".html": "html", ".htm": "html", ".pdf": "pdf", ".docx": "docx", ".rst": "rst"}
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from superbiz.knowledge.formats.rst_includes import includes, target
 from superbiz.storage.repository import StoredDocument
 
 
@@ -99,8 +99,6 @@ def _walk(root: Path, extensions: Sequence[str]) -> list[Candidate | Unreadable 
     return [item for _, item in sorted(found, key=lambda pair: pair[0])]
 
 
-#: a reStructuredText ``include`` directive and the file it names
-_INCLUDE = re.compile(r"^[ \t]*\.\.[ \t]+include::[ \t]*(\S+)[ \t]*$", re.MULTILINE)
 #: the most of a page read for its includes (they come first in a Sphinx page)
 _INCLUDE_SCAN = 200_000
 
@@ -130,8 +128,10 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
     themselves, each with the reason to skip it: Sphinx manuals keep shared text in
     ``.txt`` files (CMake's ``envvar/ENV_VAR.txt``, included by 53 pages) that Sphinx
     never builds alone, and read as a document of its own such a fragment was quoted
-    first for every question about an environment variable. An include of a ``.rst``
-    file is left alone: Sphinx builds those as pages too, unless told not to.
+    first for every question about an environment variable. Each page is read with its
+    fragments written in (``formats.rst_includes``). An include of a ``.rst`` file is
+    left alone: Sphinx builds those as pages too, unless told not to; so is a fragment
+    included with options that are not written in (``:literal:``): it stays a document.
 
     Paths absolute in the directive (``/include.txt``) are relative to the walked
     folder, as Sphinx reads them against its source folder; ``<isonum.txt>`` names a
@@ -147,14 +147,13 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
                 text = handle.read(_INCLUDE_SCAN)
         except OSError:
             continue  # its own read reports it
-        for name in _INCLUDE.findall(text):
-            if name.startswith("<"):
-                continue
-            base = item.root if name.startswith("/") else item.file.parent
-            target = Path(os.path.normpath(base / name.lstrip("/")))
-            if target in files and target.suffix.lower() != ".rst":
-                pages.setdefault(target, []).append(item.file.relative_to(item.root).as_posix())
-    return {target: _included_by(by) for target, by in pages.items()}
+        page = PurePosixPath(item.file.relative_to(item.root).as_posix())
+        for include in includes(text):
+            path = target(include.name, page) if include.inlined else None
+            fragment = item.root / path if path is not None else None
+            if fragment in files:
+                pages.setdefault(fragment, []).append(page.as_posix())
+    return {fragment: _included_by(by) for fragment, by in pages.items()}
 
 
 #: what Sphinx's HTML builder writes at its output's root (the cross-reference inventory)
