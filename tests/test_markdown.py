@@ -44,6 +44,31 @@ def test_a_fence_closes_only_with_its_own_character_and_no_info_string() -> None
     assert fenced(["```sh", "ls", "```sh", "# still code"]) == [True] * 4  # never closed
 
 
+def test_a_fence_four_spaces_further_in_is_a_line_of_the_block() -> None:
+    """MkDocs Material's reference shows how to write content tabs in an example block: the
+    tabs' fences, indented four spaces, had closed the example, and its next lines (a "#"
+    line among them) read as the page's text."""
+    example = [
+        '``` title="Content tabs with code blocks"',
+        '=== "C"',
+        "",
+        "    ``` c",
+        "    int main(void);",
+        "    ```",
+        "",
+        "# a comment of the example",
+        "```",
+        "",
+        "Text after the example.",
+    ]
+    assert code_blocks(example) == [(0, 8)]
+    assert [s.heading_path for s in split_sections("## Tabs\n\n" + "\n".join(example))] == [
+        ("Tabs",)
+    ]
+    item = ["1. Run:", "", "    ```sh", "    make", "    ```", "", "Done."]
+    assert code_blocks(item) == [(2, 4)]  # a list item's block closes at its own indent
+
+
 def test_a_documents_first_heading_is_read_past_inline_code() -> None:
     body = "```mysql cdc``` is the connector.\n\n# MySQL CDC connector\n\nText."
     doc = parse_document(body.encode(), PurePosixPath("mysql-cdc.md"))

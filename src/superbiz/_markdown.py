@@ -47,12 +47,15 @@ def fence(line: str) -> Fence | None:
 def code_blocks(lines: Sequence[str]) -> list[tuple[int, int]]:
     """The fenced code blocks of ``lines``: each one's first and last line, its fences
     included. A block opened by a fence is closed by a fence of the same character, at
-    least as long, with no info string, or by the end of the lines.
+    least as long, with no info string, no more than three spaces further in, or by the
+    end of the lines.
 
     >>> code_blocks(["a", "````md", "```", "````", "b", "~~~"])
     [(1, 3), (5, 5)]
     >>> code_blocks(["```x``` is inline", "# a heading"])
     []
+    >>> code_blocks(["``` title=example", "=== 'C'", "    ```c", "    run();", "    ```", "```"])
+    [(0, 5)]
     """
     return _scan(lines)[0]
 
@@ -90,15 +93,18 @@ def fenced(lines: Sequence[str]) -> list[bool]:
 
 
 def _scan(lines: Sequence[str]) -> tuple[list[tuple[int, int]], Fence | None]:
+    """The blocks of ``lines`` and the fence of the one left open. A block closes at a
+    fence at most three spaces further in than its opening fence: one further in is a line
+    of it (MkDocs' reference shows a tab's indented fences inside an example block)."""
     blocks: list[tuple[int, int]] = []
     opened: Fence | None = None
-    first = 0
+    first = depth = 0
     for number, line in enumerate(lines):
         found = fence(line)
         if opened is None:
             if found:
-                opened, first = found, number
-        elif found and _closes(found, opened):
+                opened, first, depth = found, number, indent(line)
+        elif found and _closes(found, opened) and indent(line) <= depth + 3:
             blocks.append((first, number))
             opened = None
     if opened is not None:

@@ -159,6 +159,7 @@ CHUNKINGS = {
     4: "a5ba499d980f9766",
     5: "559dc63969c11643",
     6: "4bfd0b02685f53f9",
+    7: "1b4f6b60a0a312b3",
 }
 #: a code block nested in a list item, where a window of 120 characters begins
 ITEM_BLOCK = """
@@ -188,6 +189,22 @@ FENCES = """
 ````
 
 Text after the block.
+"""
+#: an example block that shows a tab's indented fences (MkDocs' reference)
+TAB_EXAMPLE = """
+## Tabs
+
+``` title="Content tabs"
+=== "C"
+
+    ```c
+    run();
+    ```
+
+# a line of the example, not a heading
+```
+
+Text after the example.
 """
 #: a table longer than a window, below ``MARKDOWN``'s body in the chunker's sample
 TABLE = "\n## Codes\n\n| Code | Meaning |\n|---|---|\n" + "".join(
@@ -219,8 +236,8 @@ def test_a_reader_that_reads_otherwise_has_a_new_version(reader: str) -> None:
 def test_a_chunker_that_cuts_or_heads_otherwise_has_a_new_version() -> None:
     doc = parse_document(MARKDOWN.encode(), PurePosixPath("keys.md"))
     # as written: a reader's change is not the chunker's (the table since version 4, the
-    # fences since version 5, the item's block since version 6)
-    body = MARKDOWN.split("---\n", 2)[2] + TABLE + FENCES + ITEM_BLOCK
+    # fences since version 5, the item's block since version 6, the tab example since 7)
+    body = MARKDOWN.split("---\n", 2)[2] + TABLE + FENCES + ITEM_BLOCK + TAB_EXAMPLE
     chunks = [c for size in (800, 120) for c in chunk_markdown(body, size, 20)]
     indexed = [search_text(doc.headline, c.heading, c.text) for c in chunks]
     assert indexed[0].startswith("Rotate the API keys\nRotating the API's signing keys")

@@ -27,8 +27,9 @@ _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: headline carries the description its author wrote (``SourceDocument.headline``); 4: a
 #: window begun among a table's rows starts on a row, under the table's header; 5: a
 #: code block's fences read as CommonMark reads them (``superbiz._markdown``); 6: a window
-#: begun at a line's start keeps that line's indent
-CHUNKER_VERSION = 6
+#: begun at a line's start keeps that line's indent; 7: a fence further in than its block's
+#: opening fence by four spaces or more does not close it
+CHUNKER_VERSION = 7
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -272,7 +273,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 6 800/100'
+    'chunks 7 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
