@@ -68,3 +68,11 @@ def test_an_english_question_on_an_english_text_never_loads_the_dictionary() -> 
 )
 def test_unknown_words_are_runs_of_single_characters(text: str, unknown: list[str]) -> None:
     assert unknown_words(text) == unknown
+
+
+def test_english_function_words_are_no_key_terms() -> None:
+    """The words BM25 already ignores ("has", "been", "into") carry no topic either: "etcd
+    has no leader" had its runbook, ``etcdNoLeader``, ranked first by both title and dense
+    search and shown nothing, because the runbook says "have", not "has"."""
+    assert key_terms("etcd has no leader") == ["etcd", "leader"]
+    assert key_terms("Has the backup been moved into the bucket?") == ["backup", "moved", "bucket"]
