@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -45,7 +46,11 @@ def discover(
     is relative to its folder, or to ``root`` when that folder holds it."""
     for path in paths:
         if path.is_dir():
-            yield from _walk(path.resolve(), extensions)
+            found, others = _walk(path.resolve(), extensions)
+            yield from found
+            if others and not any(isinstance(item, Candidate) for item in found):
+                # an AsciiDoc manual ingested nothing without a word
+                yield (str(path), f"{_unread(others)} (expected {', '.join(extensions)})")
         elif path.is_file():
             file = path.resolve()
             base = root.resolve() if root and file.is_relative_to(root.resolve()) else file.parent
@@ -57,12 +62,14 @@ def discover(
             yield (str(path), "no such file or directory")
 
 
-def _walk(root: Path, extensions: Sequence[str]) -> list[Candidate | Unreadable | tuple[str, str]]:
-    """The files under ``root`` with one of ``extensions``, sorted by path. Symlinked
-    folders are never followed (a link out of the KB, or a loop, would ingest what the
-    operator did not put there): each is reported with what it points to; so is each
-    folder that cannot be listed (``os.walk`` would leave it out without a word)."""
+def _walk(root: Path, extensions: Sequence[str]) -> tuple[list[Found], Counter[str]]:
+    """The files under ``root`` with one of ``extensions``, sorted by path, and how many
+    files of each other extension it holds. Symlinked folders are never followed (a link
+    out of the KB, or a loop, would ingest what the operator did not put there): each is
+    reported with what it points to; so is each folder that cannot be listed (``os.walk``
+    would leave it out without a word)."""
     found: list[tuple[str, Candidate | Unreadable | tuple[str, str]]] = []
+    others: Counter[str] = Counter()
 
     def unreadable(exc: OSError) -> None:
         folder = Path(exc.filename)
@@ -92,11 +99,32 @@ def _walk(root: Path, extensions: Sequence[str]) -> list[Candidate | Unreadable 
             if file.suffix.lower() not in extensions:
                 if file.is_symlink() and _is_loop(file):
                     found.append((label, (label, "symlink loop")))
+                else:
+                    others[file.suffix.lower()] += 1
             elif label != relative:
                 found.append((label, (label, "file name is not valid UTF-8: rename the file")))
             else:
                 found.append((label, Candidate(file, root)))
-    return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+    return [item for _, item in sorted(found, key=lambda pair: pair[0])], others
+
+
+def _unread(others: Counter[str]) -> str:
+    """What a folder holds when it holds no file of a format superbiz reads.
+
+    >>> _unread(Counter({".adoc": 12}))
+    'no file of a format superbiz reads: 12 .adoc files'
+    >>> _unread(Counter({".adoc": 2, ".png": 1})).split(": ")[1]
+    '2 .adoc and 1 .png files'
+    >>> _unread(Counter({".adoc": 12, ".png": 3, "": 1, ".svg": 1})).split(": ")[1]
+    '12 .adoc, 3 .png and 2 other files'
+    """
+    shown = [(count, suffix) for suffix, count in others.most_common() if suffix][:2]
+    total = sum(others.values())
+    parts = [f"{count} {suffix}" for count, suffix in shown]
+    if rest := total - sum(count for count, _ in shown):
+        parts.append(f"{rest} other" if shown else f"{rest} extensionless")
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"no file of a format superbiz reads: {listed} file{'s' if total > 1 else ''}"
 
 
 #: the most of a page read for its includes (they come first in a Sphinx page)
