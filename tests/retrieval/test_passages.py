@@ -7,7 +7,12 @@ from pathlib import Path
 
 import superbiz
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.retrieval.passages import from_sentence_start, quoted_window, with_table_rows
+from superbiz.retrieval.passages import (
+    from_sentence_start,
+    quoted_window,
+    with_introduced,
+    with_table_rows,
+)
 
 
 def test_a_chinese_window_starts_after_the_previous_sentence_end() -> None:
@@ -242,3 +247,17 @@ def test_a_window_without_the_tables_header_adds_nothing() -> None:
     assert with_table_rows(table, ["| 403 | no scope |"]) == table  # not the chunker's
     assert with_table_rows(f"{table}\n\nThen retry.", [table]) == f"{table}\n\nThen retry."
     assert with_table_rows("No table here.", [table]) == "No table here."
+
+
+def test_a_window_that_ends_introducing_the_next_one_is_quoted_with_it() -> None:
+    """A window that answered ended on "可以通过以下方式绕过这个问题：", and the ways round it
+    were the next window's (which begins with the first one's tail)."""
+    cause = "该问题是由于 DM 在处理 gh-ost 的 online DDL 时，没有正确写入 ghost_table 导致的。"
+    intro = "可以通过以下方式绕过这个问题："
+    ways = "- 方式一：跳过该 DDL，然后重启任务。\n- 方式二：手动写入 `dm_meta` 后恢复任务。"
+    first = f"{cause}\n\n{intro}"
+    second = f"ghost_table 导致的。\n\n{intro}\n\n{ways}\n\n其余略。"
+    assert with_introduced(first, [second]) == f"{first}\n\n{ways}"
+    # windows that met at a line break, and a window that ends on no colon
+    assert with_introduced(first, [ways]) == f"{first}\n{ways}"
+    assert with_introduced(cause, [second]) == cause

@@ -61,6 +61,7 @@ from superbiz.retrieval.passages import (
     question_terms,
     quoted_window,
     split_unwritten,
+    with_introduced,
     with_table_rows,
 )
 
@@ -274,15 +275,17 @@ def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
     """Passage ``index`` as it is quoted: from the start of its first sentence, or of its
     code block, when it continues the passages before it under the same heading
     (``quoted_window``); with the rest of the table it ends in, when the passages after
-    it carry its rows on (``with_table_rows``)."""
+    it carry its rows on (``with_table_rows``), or with what its last line introduces
+    (``with_introduced``)."""
     passage = passages[index]
     start, end = index, index + 1
     while start and passages[start - 1].heading == passage.heading:
         start -= 1
     while end < len(passages) and passages[end].heading == passage.heading:
         end += 1
+    later = [p.text for p in passages[index + 1 : end]]
     text = quoted_window([p.text for p in passages[start : index + 1]])
-    text = with_table_rows(text, [p.text for p in passages[index + 1 : end]])
+    text = with_introduced(with_table_rows(text, later), later)
     return passage if text == passage.text else Passage(passage.heading, text, passage.vector)
 
 

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise, takewhile
 
-from superbiz._markdown import dedented, fence, indent, is_delimiter_row, open_block, table_line
+from superbiz._markdown import (
+    dedented,
+    fence,
+    fenced,
+    indent,
+    is_delimiter_row,
+    open_block,
+    open_fence,
+    table_line,
+)
 from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -259,6 +268,43 @@ def with_table_rows(text: str, later: Sequence[str]) -> str:
     if len(rows) == len(lines) - rule - 1:
         return text
     return "\n".join([*lines[: rule + 1], *rows])
+
+
+def with_introduced(text: str, later: Sequence[str]) -> str:
+    r"""``text`` with what its last line introduces, when that line ends in a colon and
+    the section's next window (``later``'s first) carries on past it: its next paragraph,
+    a code block whole (closed with "…" where the next window cuts it). A window ends at
+    a paragraph's end, so a quote could end on "您可能需要手动配置以下依赖：" with the
+    dependencies in the next window.
+
+    >>> first = "It fails when the slot is gone.\n\nRecreate the slot:"
+    >>> later = "slot is gone.\n\nRecreate the slot:\n\n```sql\nSELECT 1;\n\nSELECT 2;\n```\n\nOK"
+    >>> with_introduced(first, [later]).split("\n\n", 1)[1]
+    'Recreate the slot:\n\n```sql\nSELECT 1;\n\nSELECT 2;\n```'
+    >>> with_introduced("Run:", ["Run:\nmake"])
+    'Run:\nmake'
+    >>> with_introduced("Done.", [later]), with_introduced(first, [])[-5:]
+    ('Done.', 'slot:')
+    >>> with_introduced(first, [later[:-17]]).split("slot:")[1]  # the next window cuts it
+    '\n\n```sql\nSELECT 1;\n…\n```'
+    """
+    if not later or not text.rstrip().endswith((":", "：")):
+        return text
+    last = text.rstrip().rpartition("\n")[2]
+    # the next window may begin at the introducing line itself, too short to count as overlap
+    shared = _overlap(text, later[0]) or (len(last) if later[0].startswith(last) else 0)
+    rest = later[0][shared:] if shared else f"\n{later[0]}"
+    body = rest.lstrip("\n")
+    lines = body.split("\n")
+    code = fenced(lines)
+    end = next((i for i, line in enumerate(lines) if i and not (line.strip() or code[i])), None)
+    paragraph = "\n".join(lines[:end]).rstrip()
+    if not paragraph:
+        return text
+    if unclosed := open_fence(paragraph.split("\n")):  # the block runs on past the window
+        paragraph = f"{paragraph}\n…\n{unclosed}"
+    gap = rest[: len(rest) - len(body)] or "\n"  # the line break, or the blank line, between
+    return f"{text.rstrip()}{gap}{paragraph}"
 
 
 def _under_parent(preceding: str, quote: str) -> str:
