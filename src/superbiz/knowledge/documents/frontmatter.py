@@ -21,10 +21,11 @@ FRONTMATTER_KEYS = (*TEXT_KEYS, *LIST_KEYS, ACCESS_KEY)
 #: the field they mean when it is unset and the value is of its type
 SYNONYMS = {"description": "when_to_retrieve", "summary": "when_to_retrieve", "keywords": "tags"}
 #: keys static-site generators give a page for its place and look on the site (Docusaurus,
-#: Hugo and its Book theme, Jekyll, MkDocs and Material's blog, Starlight, VitePress): kept
-#: in ``extra``, named in no warning, and frontmatter on their own. A Starlight page's
-#: ``sidebar:`` had been an "unknown key" on 39 of Nacos's 53 pages, and a Docusaurus page
-#: whose frontmatter holds only ``id`` and ``sidebar_position`` had been read as text.
+#: Hugo and its Book and Relearn themes, Jekyll, MkDocs and Material's blog, Starlight,
+#: VitePress): kept in ``extra``, named in no warning, and frontmatter on their own. A
+#: Starlight page's ``sidebar:`` had been an "unknown key" on 39 of Nacos's 53 pages, a
+#: Docusaurus page whose frontmatter holds only ``id`` and ``sidebar_position`` had been
+#: read as text, and Grafana Loki's ``menuTitle`` was named on 36 of 37 pages.
 SITE_KEYS = frozenset(
     """
     id slug sidebar sidebar_position sidebar_label sidebar_class_name sidebar_custom_props
@@ -36,6 +37,7 @@ SITE_KEYS = frozenset(
     outline aside editlink lastupdated pagefind tableofcontents head hero banner image
     author authors lang sidebar_order bookhidden booktoc bookcollapsesection bookflatsection
     bookcomments booksearchexclude bookhref readtime links social pin comments
+    cascade headless iscjklanguage menus sitemap translationkey menutitle alwaysopen
     """.split()
 )
 #: frontmatter may expand through YAML aliases to at most this many characters, or
