@@ -374,6 +374,29 @@ def test_a_folder_with_no_file_superbiz_reads_says_so(tmp_path: Path, open_kb: O
     assert ".md" in reason and ".rst" in reason
 
 
+def test_a_fragment_with_its_own_access_list_stays_a_document(
+    tmp_path: Path, open_kb: OpenKB
+) -> None:
+    """A fragment that opens with frontmatter (``access: [finance]``) is not written into
+    the open page including it, which everyone may read: it stays a document of its own,
+    read by its group."""
+    root = tmp_path / "kb"
+    (root / "ops").mkdir(parents=True)
+    (root / "ops" / "rates.txt").write_text(
+        "---\naccess: [finance]\n---\nThe negotiated card rate is 1.2 percent.\n"
+    )
+    (root / "ops" / "fees.rst").write_text(
+        "Fees\n====\n\nWhat a payment costs.\n\n.. include:: rates.txt\n"
+    )
+    kb = open_kb()
+    report = Ingestor(kb).ingest([root])
+    assert sorted(report.added) == ["ops/fees.rst", "ops/rates.txt"]
+    page = "\n".join(chunk.text for chunk in kb.store.chunks_of("ops/fees.rst"))
+    assert "What a payment costs." in page and "card rate" not in page
+    rates = kb.documents.get("ops/rates.txt")
+    assert rates is not None and rates.access == ("finance",)
+
+
 def test_a_page_includes_nothing_from_outside_its_folder(tmp_path: Path, open_kb: OpenKB) -> None:
     """A fragment is written into its page only from the KB's own folder: not through
     ``..``, not through a symlink that leads out, and not one that includes itself."""

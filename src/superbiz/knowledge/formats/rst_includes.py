@@ -10,7 +10,9 @@ directive stands and at its indent, as docutils would insert it; a page's text (
 it the hash it is stored under) then holds its fragments, so a changed fragment re-reads
 its pages. An include of a ``.rst`` file is left alone (Sphinx builds that one as a page
 of its own, and so does superbiz), as is one whose options ask for what this does not do
-(``:literal:``, ``:code:``, ``:parser:``): it reads as before.
+(``:literal:``, ``:code:``, ``:parser:``): it reads as before; and so is a fragment that
+opens with frontmatter (``own_document``): it may name who may read it, which the page
+including it would not keep.
 """
 
 from __future__ import annotations
@@ -51,6 +53,17 @@ class Include:
             and not self.name.lower().endswith(".rst")
             and set(self.options) <= _SELECTING
         )
+
+
+def own_document(text: str) -> bool:
+    """Whether a fragment opens with frontmatter, and so stays a document of its own: its
+    ``access`` list (or any setting) would be lost in the page that includes it, and a
+    fragment only a group may read would be read by everyone who may read the page.
+
+    >>> own_document("---\\naccess: [finance]\\n---\\nRates."), own_document("Rates.")
+    (True, False)
+    """
+    return text.lstrip("\ufeff").startswith(("---\n", "---\r\n"))
 
 
 def includes(text: str) -> list[Include]:
@@ -126,7 +139,7 @@ def with_includes(
         if path is None or path in (page, *_within):
             continue  # out of the folder, or a cycle
         fragment = read(path)
-        if fragment is None or len(fragment) > room:
+        if fragment is None or len(fragment) > room or own_document(fragment):
             continue
         fragment = _selected(fragment, include.options)
         fragment = with_includes(fragment, path, read, room, (*_within, page))

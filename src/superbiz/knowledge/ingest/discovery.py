@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from superbiz.knowledge.formats.rst_includes import includes, target
+from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.storage.repository import StoredDocument
 
 
@@ -179,9 +179,20 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
         for include in includes(text):
             path = target(include.name, page) if include.inlined else None
             fragment = item.root / path if path is not None else None
-            if fragment in files:
+            if fragment in files and not _opens_frontmatter(fragment):
                 pages.setdefault(fragment, []).append(page.as_posix())
     return {fragment: _included_by(by) for fragment, by in pages.items()}
+
+
+def _opens_frontmatter(file: Path) -> bool:
+    """Whether ``file`` opens with frontmatter (``rst_includes.own_document``): no
+    fragment then, but a document of its own with its own access list."""
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(8)
+    except OSError:
+        return False  # its own read reports it
+    return own_document(head.decode("utf-8", errors="replace"))
 
 
 #: what Sphinx's HTML builder writes at its output's root (the cross-reference inventory)
