@@ -227,6 +227,16 @@ def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
+def introduces(text: str) -> bool:
+    """Whether ``text`` ends introducing what follows it ("Run:", "如下："): the quote keeps
+    what follows such a line with it.
+
+    >>> introduces("Recreate it:\\n"), introduces("可以通过以下方式绕过："), introduces("Done.")
+    (True, True, False)
+    """
+    return text.rstrip().endswith((":", "："))
+
+
 def has_latin(text: str) -> bool:
     """Whether ``text`` holds a Latin letter anywhere."""
     return _LATIN_WORD.search(text) is not None

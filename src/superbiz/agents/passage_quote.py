@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from superbiz._markdown import dedented, fence, fenced, indent, is_delimiter_row, open_fence
-from superbiz._text import has_cjk, normalize
+from superbiz._text import has_cjk, introduces, normalize
 
 #: the longest quote of one document, in characters
 PASSAGE_CHARS = 700
@@ -225,7 +225,7 @@ def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[int]:
         i
         for i in range(len(paragraphs))
         if named[i]
-        or (i > 0 and named[i - 1] and paragraphs[i - 1].rstrip().endswith((":", "：")))
+        or (i > 0 and named[i - 1] and introduces(paragraphs[i - 1]))
         or (0 < i < last and named[i - 1] and named[i + 1])
     ]
 

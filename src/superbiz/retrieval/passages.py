@@ -24,7 +24,7 @@ from superbiz._markdown import (
     open_fence,
     table_line,
 )
-from superbiz._text import codes, has_cjk, key_terms, normalize, unknown_words
+from superbiz._text import codes, has_cjk, introduces, key_terms, normalize, unknown_words
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -288,7 +288,7 @@ def with_introduced(text: str, later: Sequence[str]) -> str:
     >>> with_introduced(first, [later[:-17]]).split("slot:")[1]  # the next window cuts it
     '\n\n```sql\nSELECT 1;\n…\n```'
     """
-    if not later or not text.rstrip().endswith((":", "：")):
+    if not later or not introduces(text):
         return text
     last = text.rstrip().rpartition("\n")[2]
     # the next window may begin at the introducing line itself, too short to count as overlap
@@ -352,7 +352,7 @@ def _introduced(preceding: str, quote: str) -> str:
     if fence(first) is None:
         return quote
     line = preceding.rstrip().rpartition("\n")[2].strip()
-    if not line.endswith((":", "：")) or len(line) > _CONTINUATION_REACH:
+    if not introduces(line) or len(line) > _CONTINUATION_REACH:
         return quote
     return f"{line}\n{dedented(quote, indent(first))}"
 

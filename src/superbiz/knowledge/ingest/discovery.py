@@ -179,7 +179,8 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
         for include in includes(text):
             path = target(include.name, page) if include.inlined else None
             fragment = item.root / path if path is not None else None
-            if fragment in files and not _opens_frontmatter(fragment):
+            # a fragment read once for its frontmatter, however many pages include it
+            if fragment in files and (fragment in pages or not _opens_frontmatter(fragment)):
                 pages.setdefault(fragment, []).append(page.as_posix())
     return {fragment: _included_by(by) for fragment, by in pages.items()}
 
