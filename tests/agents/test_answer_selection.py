@@ -312,3 +312,50 @@ def test_a_pages_title_stored_alone_scores_for_it_but_is_not_what_it_quotes() ->
     assert quote.heading.endswith("Meaning") and "Reads are slow." in quote.passage
     scores = select_answer(QUESTION, [runbook], passages, QV).scores
     assert scores == select_answer(QUESTION, [runbook], title_only, QV).scores
+
+
+#: an article's stored windows, in order: its problem stated over two (the first under the
+#: page's opening section), its reason over two that overlap, then its links
+ARTICLE = doc(7, "kb/instance-manager-restarts.md", "Instance manager pods restarted hourly")
+REASON = "One root cause is a default PriorityClass while Longhorn's setting is empty"
+ARTICLE_PASSAGES = [
+    Passage(
+        "Applicable versions",
+        "## Applicable versions\n\nv1.0.1 or newer\n\n## Symptoms\n\n"
+        "The instance manager pods are restarted every hour.",
+        vector(1, 0.1),
+    ),
+    Passage("Symptoms", "Workload pods crash every hour with them.", vector(1, 0.2)),
+    Passage("Reason", f"## Reason\n\n{REASON}", vector(0.6, 1)),
+    Passage("Reason", f"{REASON[-30:]}, so the pods are recreated at each resync.", vector(0.6, 1)),
+    Passage("Related information", "## Related information\n\n* issue 2820", vector(0, 0, 0, 1)),
+]
+RESTARTS = "Why are the instance manager pods restarted every hour?"
+
+
+def test_the_section_after_a_stated_problem_is_quoted_whole_from_its_start() -> None:
+    """The problem's statement scores best (it repeats the question) and still decides
+    whether and where the document is quoted; the quote is the reason that follows it."""
+    selection = select_answer(RESTARTS, [ARTICLE], {ARTICLE.path: ARTICLE_PASSAGES}, QV)
+
+    [quote] = selection.quoted
+    assert quote.from_start and quote.heading == "Reason"
+    assert quote.passage == f"## Reason\n\n{REASON}, so the pods are recreated at each resync."
+    assert selection.scores[ARTICLE.path] == round(quote.score, 4)
+    assert quote.score > ANSWER_SCORE
+
+
+def test_a_stated_problem_is_quoted_when_nothing_after_it_bears_on_the_question() -> None:
+    passages = [*ARTICLE_PASSAGES[:2], ARTICLE_PASSAGES[-1]]
+    selection = select_answer(RESTARTS, [ARTICLE], {ARTICLE.path: passages}, QV)
+
+    [quote] = selection.quoted
+    assert not quote.from_start and quote.heading == "Applicable versions"
+    assert "restarted every hour" in quote.passage
+
+
+def test_a_question_about_the_symptoms_is_answered_with_them() -> None:
+    question = "What are the symptoms when instance manager pods restart every hour?"
+    selection = select_answer(question, [ARTICLE], {ARTICLE.path: ARTICLE_PASSAGES}, QV)
+
+    assert not selection.quoted[0].from_start

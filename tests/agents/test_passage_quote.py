@@ -109,3 +109,54 @@ def test_a_table_that_fits_or_names_nothing_asked_is_quoted_from_its_first_rows(
     assert best_passage(f"## Codes\n\n{table}", ["codes"]).text == table
     quote = best_passage(f"## Codes\n\n{table}", ["codes"], limit=60).text
     assert quote.startswith("| Code | Meaning |\n|---|---|\n| 0 | case 0 |") and quote.endswith("…")
+
+
+#: a knowledge-base article as Longhorn writes them: what the user sees, then why, then
+#: the fix
+ARTICLE = """## Symptoms
+
+The instance manager pods are restarted every hour.
+
+## Reason
+
+The cluster has a default PriorityClass but the PriorityClass setting is empty, so the
+pods are recreated at every hourly resync.
+
+### Solution
+
+Set the PriorityClass setting to the default PriorityClass.
+"""
+
+
+def test_a_stated_problem_hands_the_quote_to_what_follows_it() -> None:
+    """ "Symptoms" repeat the question word for word and answer nothing."""
+    terms = question_terms("Why are the instance manager pods restarted every hour?")
+    quote = best_passage(ARTICLE, terms)
+    assert quote.heading == "Reason"
+    assert quote.text.startswith("The cluster has a default PriorityClass"), quote.text
+    assert quote.text.endswith(
+        "› Solution\n\nSet the PriorityClass setting to the default PriorityClass."
+    )
+    assert "restarted every hour" not in quote.text
+
+
+def test_a_question_asking_for_the_symptoms_gets_them() -> None:
+    terms = question_terms("What are the symptoms of instance manager pods restarting?")
+    assert best_passage(ARTICLE, terms).heading == "Symptoms"
+
+
+def test_a_statement_with_nothing_after_it_that_bears_is_still_quoted() -> None:
+    article = ARTICLE.split("## Reason")[0] + "## Related information\n\n* issue 2820\n"
+    terms = question_terms("Why are the instance manager pods restarted every hour?")
+    assert best_passage(article, terms).heading == "Symptoms"
+
+
+def test_read_from_the_start_every_section_in_order_under_its_heading() -> None:
+    quote = best_passage(ARTICLE, ["priorityclass"], from_start=True)
+    assert quote.heading == "Symptoms"
+    assert quote.text.split("\n\n")[:3] == [
+        "The instance manager pods are restarted every hour.",
+        "› Reason",
+        "The cluster has a default PriorityClass but the PriorityClass setting is empty, so the\n"
+        "pods are recreated at every hourly resync.",
+    ]

@@ -28,6 +28,9 @@ Then:
   ("version", 0.03 above) went before the ``npm-deprecate`` page the lookup ranked
   first, and ``eval answers --running 5`` lost gold first answers that fresh sessions
   give (README);
+* **what is quoted of it**: its best passage, unless that states the problem (a
+  knowledge-base article's "Symptoms", repeating the question) and the section after it
+  bears on the question: then that section, from its start (``_past_statement``);
 * **second quoted**: a later document (shown, or held) whose passage scores
   ``SECOND_LEAD`` above the first's (at most ``MAX_QUOTED``);
 * **related**: the other documents that bear on the question (``RELATED_SCORE``), listed
@@ -44,18 +47,20 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from superbiz.access import Reader
 from superbiz.agents.context import Citation
-from superbiz.knowledge.documents.ingested import cited_page
+from superbiz.agents.passage_quote import best_passage, states_problem
+from superbiz.knowledge.documents.ingested import as_rendered, cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
     is_bare_heading,
     is_navigation,
+    joined,
     passage_score,
     passage_text,
     question_terms,
@@ -134,6 +139,9 @@ class Quote:
     score: float
     #: the document was shown in an earlier turn of the session (re-quoted as evidence)
     earlier: bool = False
+    #: the passage is read from its start, not by its paragraphs naming the question's
+    #: terms: it is the section after the problem's statement (``states_problem``)
+    from_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +161,15 @@ class AnswerSelection:
     def bearing(self) -> list[Citation]:
         """The documents that bear on the question: quoted first, then related."""
         return [q.citation for q in self.quoted] + list(self.related)
+
+
+class _Best(NamedTuple):
+    """A document's score (its best passage's) and the passage its quote reads."""
+
+    score: float
+    passage: StoredPassage
+    #: read from its start (``Quote.from_start``)
+    from_start: bool
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -237,8 +254,7 @@ def select_answer(
     if selection.answered or context is None:
         return selection
     wider = scores_of(context, question_vector=context_vector)
-    own = {path: passage for path, (_, passage) in scored.items()}
-    merged = {path: (score, own[path]) for path, (score, _) in wider.items()}
+    merged = {path: scored[path]._replace(score=best.score) for path, best in wider.items()}
     return choose(merged, dense=context_vector is not None)
 
 
@@ -249,11 +265,13 @@ def _scores(
     passages: Mapping[str, Sequence[StoredPassage]],
     question_vector: np.ndarray | None,
     chinese: bool,
-) -> dict[str, tuple[float, StoredPassage]]:
+) -> dict[str, _Best]:
     """Each document's best passage for ``question`` and its score."""
-    terms, unwritten = split_unwritten(question_terms(question), chinese)
+    asked = question_terms(question)
+    terms, unwritten = split_unwritten(asked, chinese)
     vector = _unit(question_vector) if question_vector is not None else None
-    best: dict[str, tuple[float, StoredPassage]] = {}
+    floor = _thresholds(dense=vector is not None)[1]
+    best: dict[str, _Best] = {}
     for doc in documents:
         own: list[StoredPassage] = list(passages.get(doc.path) or ())
         if not own:
@@ -267,8 +285,43 @@ def _scores(
         # best passage that says something under it
         said = [i for i in answering if not is_bare_heading(own[i].text)]
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
-        best[doc.path] = (values[top], _whole(own, quoted))
+        read_on = _past_statement(own, quoted, values, asked, floor)
+        best[doc.path] = _Best(values[top], read_on or _whole(own, quoted), read_on is not None)
     return best
+
+
+def _past_statement(
+    passages: Sequence[StoredPassage],
+    index: int,
+    values: Sequence[float],
+    terms: Sequence[str],
+    floor: float,
+) -> StoredPassage | None:
+    """What to quote instead of passage ``index`` when what it would quote states the
+    problem (``states_problem``: Longhorn's "Symptoms" repeat the question): the section
+    after the statement (its cause, its fix) whole, when it bears on the question (a
+    passage of it scores ``floor``); else None."""
+    quote = best_passage(as_rendered(passages[index].text), terms)
+    if not states_problem(quote.heading or _last(passages[index].heading), terms):
+        return None
+    after = index + 1
+    while after < len(passages) and (
+        passages[after].heading == passages[index].heading
+        or states_problem(_last(passages[after].heading), terms)
+    ):
+        after += 1
+    end = after
+    while end < len(passages) and passages[end].heading == passages[after].heading:
+        end += 1
+    if after == end or max(values[after:end]) < floor:
+        return None
+    section = passages[after:end]
+    return Passage(section[0].heading, joined([p.text for p in section]), section[0].vector)
+
+
+def _last(heading: str) -> str:
+    """The last heading of a passage's heading path ("Reason > Solution": "Solution")."""
+    return heading.rpartition(" > ")[2]
 
 
 def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
@@ -291,7 +344,7 @@ def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
 
 def _select(
     documents: Sequence[Citation],
-    best: Mapping[str, tuple[float, StoredPassage]],
+    best: Mapping[str, _Best],
     *,
     earlier: frozenset[str],
     placed: Collection[str],
@@ -307,7 +360,7 @@ def _select(
     # other held documents, best passage first: no lookup of this turn ranked them so
     order = [
         *(d for d in documents if d.path not in earlier or d.path in ranked),
-        *sorted((d for d in carried if d.path not in ranked), key=lambda d: -best[d.path][0]),
+        *sorted((d for d in carried if d.path not in ranked), key=lambda d: -best[d.path].score),
     ]
     # one page in two formats (Node.js ships its API docs as .md and .html) is one document
     copies = later_formats((d.path, d.title) for d in order)
@@ -315,16 +368,17 @@ def _select(
     for doc in order:
         if len(chosen) >= MAX_QUOTED:
             break
-        lead = best[chosen[0].path][0] + SECOND_LEAD if chosen else answer
-        if best[doc.path][0] >= max(answer, lead) and doc.path not in copies:
+        lead = best[chosen[0].path].score + SECOND_LEAD if chosen else answer
+        if best[doc.path].score >= max(answer, lead) and doc.path not in copies:
             chosen.append(doc)
     quoted = tuple(
         Quote(
-            _at(d, best[d.path][1]),
-            best[d.path][1].text,
-            best[d.path][1].heading,
-            best[d.path][0],
+            _at(d, best[d.path].passage),
+            best[d.path].passage.text,
+            best[d.path].passage.heading,
+            best[d.path].score,
             d in carried,
+            best[d.path].from_start,
         )
         for d in chosen
     )
@@ -332,13 +386,11 @@ def _select(
         d
         for d in documents
         if d not in chosen
-        and best[d.path][0] >= related
+        and best[d.path].score >= related
         and (d.path not in earlier or d.path in listable)
         and d.path not in copies
     )
-    return AnswerSelection(
-        quoted, listed, {path: round(score, 4) for path, (score, _) in best.items()}
-    )
+    return AnswerSelection(quoted, listed, {path: round(b.score, 4) for path, b in best.items()})
 
 
 def _at(citation: Citation, passage: StoredPassage) -> Citation:

@@ -181,7 +181,7 @@ def quote_answer(
     parts = [label]
     for quote, citation in zip(selection.quoted, quoted, strict=True):
         title = localized("common.title", language).format(title=citation.title)
-        passage = best_passage(as_rendered(quote.passage), terms)
+        passage = best_passage(as_rendered(quote.passage), terms, from_start=quote.from_start)
         section = passage.heading or (quote.heading.split(" > ")[-1] if quote.heading else "")
         if section and section != citation.title:
             title += f" › {section}"

@@ -161,7 +161,9 @@ class QuotedPassage(NamedTuple):
     text: str
 
 
-def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) -> QuotedPassage:
+def best_passage(
+    text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS, *, from_start: bool = False
+) -> QuotedPassage:
     r"""The passage of ``text`` that answers ``terms``: the section (heading to heading)
     that mentions the most of them (ties: the most mentions), then any other section
     mentioning more than half as many and one the quote does not name yet, best first,
@@ -170,7 +172,8 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     Quoting the document's opening because it names the product once is what this
     avoids; with no term anywhere, the opening it is. A section that only repeats the
     quote's words (the next command of a reference page, under words every section
-    uses) is left out.
+    uses) is left out. ``from_start``: every section in order from the first, as the part
+    of a document after its problem's statement is read (``states_problem``).
 
     >>> best_passage("# T\n\nintro\n\nredis pool is full\n\nother", ["redis"], 100).text
     'redis pool is full'
@@ -182,6 +185,8 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
     QuotedPassage(heading='Meaning', text='The pool is full.')
     """
     sections = _sections(text)
+    if from_start:
+        return _read_on(sections, limit)
     # a heading with nothing under it before the next one (a page's title) has nothing
     # to quote: "etcdGRPCReadRequestsSlow" named every word of its alert and was quoted empty
     hits = [s.hits(terms) if s.paragraphs else (0, 0) for s in sections]
@@ -190,6 +195,10 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
         opening = [p for s in sections for p in _placed(s, range(len(s.paragraphs)))]
         return QuotedPassage("", _within(opening, limit))
     ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
+    if states_problem(sections[ranked[0]].title, terms):
+        after = sections[ranked[0] + 1 :]
+        if any(s.hits(terms)[0] for s in after if s.paragraphs):
+            return _read_on(after, limit)
     quoted: list[int] = []
     named: set[str] = set()
     for i in ranked:
@@ -208,6 +217,71 @@ def best_passage(text: str, terms: Sequence[str], limit: int = PASSAGE_CHARS) ->
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own
     return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit, terms))
+
+
+def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
+    """``sections`` quoted in order from the first's start, each after the first under its
+    heading: what follows a problem's statement, read as written."""
+    paragraphs: list[str] = []
+    for section in sections:
+        own = _placed(section, range(len(section.paragraphs)))
+        if paragraphs and own and section.heading:
+            own.insert(0, f"› {section.title}")
+        paragraphs += own
+    return QuotedPassage(sections[0].title, _within(paragraphs, limit))
+
+
+#: headings under which a runbook or a knowledge-base article states its problem (what
+#: the user sees) before its cause and its fix: Longhorn's "Symptoms", Atlassian's
+#: "Problem", Red Hat's "Issue", "现象" (compared as ``_heading_name`` reads them)
+_PROBLEM_STATEMENTS = frozenset(
+    (
+        "symptom",
+        "symptoms",
+        "problem",
+        "problem description",
+        "issue",
+        "issue description",
+        "现象",
+        "症状",
+        "问题",
+        "问题描述",
+        "问题现象",
+        "故障现象",
+        "错误现象",
+        "报错现象",
+    )
+)
+
+
+def states_problem(heading: str, terms: Sequence[str]) -> bool:
+    """Whether a section under ``heading`` states the problem its document is about, and
+    the question (``terms``) does not ask for that by name. Such a section repeats the
+    question in the document's words, so it matches a question best and answers none:
+    "Why are my instance manager pods restarted every hour?" was answered with Longhorn's
+    "Symptoms: The instance manager pods are restarted every hour."; its "Reason" and
+    "Solution" follow it.
+
+    >>> states_problem("## 2. Symptoms:", ["pods"]), states_problem("症状", ["症状", "卷"])
+    (True, False)
+    >>> states_problem("Symptoms of a full disk", ["disk"])
+    False
+    """
+    name = _heading_name(heading)
+    return name in _PROBLEM_STATEMENTS and not any(_names(term, name) for term in terms)
+
+
+#: a heading's number ("2.", "3.1", "一、") and its closing colon
+_HEADING_DECOR = re.compile(r"^(?:[\d.]+|[一二三四五六七八九十]+、)\s*|\s*[:：]$")
+
+
+def _heading_name(heading: str) -> str:
+    """A heading's words as ``_PROBLEM_STATEMENTS`` holds them: no ``#``, number or colon.
+
+    >>> _heading_name("## 2.1 Problem description:"), _heading_name("一、问题现象")
+    ('problem description', '问题现象')
+    """
+    return _HEADING_DECOR.sub("", normalize(heading.lstrip("#")).strip()).strip()
 
 
 def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[int]:

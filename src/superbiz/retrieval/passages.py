@@ -174,6 +174,21 @@ def _body_lines(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")]
 
 
+def joined(windows: Sequence[str]) -> str:
+    r"""Consecutive windows of one section as the text they were cut from: each after the
+    first without what it shares with the one before.
+
+    >>> joined(["Restart the failing pod, then read", "the failing pod, then read its logs."])
+    'Restart the failing pod, then read its logs.'
+    """
+    section = windows[0]
+    for before, window in pairwise(windows):
+        shared = _overlap(before, window)
+        # windows that do not overlap met at a line break: "```" then "```mjs" are two lines
+        section += window[shared:] if shared else f"\n{window}"
+    return section
+
+
 def quoted_window(windows: Sequence[str]) -> str:
     r"""The last of ``windows`` (consecutive windows of one section, in order) as a quote
     reads it. The chunker cuts a long section into windows that overlap, each begun on a
@@ -195,11 +210,7 @@ def quoted_window(windows: Sequence[str]) -> str:
     text = windows[-1]
     if len(windows) < 2:
         return text
-    section = windows[0]
-    for before, window in pairwise(windows[:-1]):
-        shared = _overlap(before, window)
-        # windows that do not overlap met at a line break: "```" then "```mjs" are two lines
-        section += window[shared:] if shared else f"\n{window}"
+    section = joined(windows[:-1])
     shared = _overlap(windows[-2], text)
     before = section[: len(section) - shared]
     opening = _open_block(before)
