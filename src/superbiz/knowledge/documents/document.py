@@ -38,6 +38,7 @@ from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
+from superbiz.knowledge.formats._heading_ids import heading_ids_dropped
 from superbiz.knowledge.formats._html_blocks import html_headings_as_markdown
 from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
@@ -294,6 +295,7 @@ def _read_markdown(
     # roles read as their text
     body = mkdocs_admonitions_as_quotes(colon_admonitions_as_quotes(body))
     body = html_headings_as_markdown(body)  # a FAQ's <h4> questions are its sections
+    body = heading_ids_dropped(body)  # "## 相关配置 {#basic-configuration}" shows 相关配置
     body = myst_roles_as_text(myst_directives_as_markdown(body))
     _refuse_unstorable(front, label)
     return front, body, warnings
