@@ -359,3 +359,31 @@ def test_a_question_about_the_symptoms_is_answered_with_them() -> None:
     selection = select_answer(question, [ARTICLE], {ARTICLE.path: ARTICLE_PASSAGES}, QV)
 
     assert not selection.quoted[0].from_start
+
+
+def test_a_section_begun_in_the_statements_passage_is_quoted_from_its_start() -> None:
+    """Rook's common issues: a problem's "Symptoms" and the start of its "Investigation"
+    in one stored window, the investigation going on in the next."""
+    start = "Open a toolbox pod and run ceph status to see"
+    passages = [
+        Passage(
+            "Cluster failing to serve requests",
+            "## Cluster failing to serve requests\n\n### Symptoms\n\n"
+            "The cluster is failing to serve requests; the ceph command hangs.\n\n"
+            f"### Investigation\n\n{start}",
+            vector(1, 0.1),
+        ),
+        Passage(
+            "Cluster failing to serve requests > Investigation",
+            f"{start[-25:]} whether the mons restart.",
+            vector(0.5, 1),
+        ),
+        Passage(
+            "Cluster failing to serve requests > Solution", "Set dataDirHostPath.", vector(0.5, 1)
+        ),
+    ]
+    question = "The cluster is failing to serve requests"
+    [quote] = select_answer(question, [ARTICLE], {ARTICLE.path: passages}, QV).quoted
+
+    assert quote.from_start
+    assert quote.passage == f"### Investigation\n\n{start} whether the mons restart."

@@ -51,9 +51,10 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from superbiz._text import normalize
 from superbiz.access import Reader
 from superbiz.agents.context import Citation
-from superbiz.agents.passage_quote import best_passage, states_problem
+from superbiz.agents.passage_quote import after_section, best_passage, last_heading, states_problem
 from superbiz.knowledge.documents.ingested import as_rendered, cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
@@ -299,24 +300,40 @@ def _past_statement(
 ) -> StoredPassage | None:
     """What to quote instead of passage ``index`` when what it would quote states the
     problem (``states_problem``: Longhorn's "Symptoms" repeat the question): the section
-    after the statement (its cause, its fix) whole, when it bears on the question (a
-    passage of it scores ``floor``); else None."""
+    after the statement (its cause, its fix) whole, from where it begins (in passage
+    ``index`` itself when the statement ends there: Rook's "Investigation" under its
+    "Symptoms"), when it bears on the question (it names a term of it, or a later passage
+    of it scores ``floor``); else None."""
     quote = best_passage(as_rendered(passages[index].text), terms)
     if not states_problem(quote.heading or _last(passages[index].heading), terms):
         return None
+    rest = after_section(passages[index].text, quote.heading) if quote.heading else ""
     after = index + 1
-    while after < len(passages) and (
-        passages[after].heading == passages[index].heading
-        or states_problem(_last(passages[after].heading), terms)
+    while (
+        not rest
+        and after < len(passages)
+        and (
+            passages[after].heading == passages[index].heading
+            or states_problem(_last(passages[after].heading), terms)
+        )
     ):
         after += 1
-    end = after
-    while end < len(passages) and passages[end].heading == passages[after].heading:
-        end += 1
-    if after == end or max(values[after:end]) < floor:
+    if rest:
+        section = last_heading(rest)
+    elif after < len(passages):
+        section = _last(passages[after].heading)
+    else:
         return None
-    section = passages[after:end]
-    return Passage(section[0].heading, joined([p.text for p in section]), section[0].vector)
+    end = after
+    while end < len(passages) and _last(passages[end].heading) == section:
+        end += 1
+    named = any(term in normalize(rest) for term in terms)
+    if not named and (after == end or max(values[after:end]) < floor):
+        return None
+    texts = [rest] if rest else []
+    texts += [p.text for p in passages[after:end]]
+    start = index if rest else after
+    return Passage(passages[start].heading, joined(texts), passages[start].vector)
 
 
 def _last(heading: str) -> str:

@@ -231,6 +231,38 @@ def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
     return QuotedPassage(sections[0].title, _within(paragraphs, limit))
 
 
+def after_section(text: str, title: str) -> str:
+    r"""What ``text`` holds after its section headed ``title``: from the next heading on,
+    code apart ("" when that section runs to the end).
+
+    >>> after_section("## Symptoms\n\nslow\n\n### Investigation\n\nrun it", "Symptoms")
+    '### Investigation\n\nrun it'
+    """
+    lines = text.split("\n")
+    inside = False
+    for at, (line, code) in enumerate(zip(lines, fenced(lines), strict=True)):
+        if not code and _HEADING.match(line):
+            if inside:
+                return "\n".join(lines[at:])
+            inside = line.lstrip("#").strip() == title
+    return ""
+
+
+def last_heading(text: str) -> str:
+    r"""The words of the last heading ``text`` holds, code apart ("" when none).
+
+    >>> last_heading("## Cause\n\n```sh\n# not one\n```\n\n### Fix\n\nrestart")
+    'Fix'
+    """
+    lines = text.split("\n")
+    headings = [
+        line
+        for line, code in zip(lines, fenced(lines), strict=True)
+        if not code and _HEADING.match(line)
+    ]
+    return headings[-1].lstrip("#").strip() if headings else ""
+
+
 #: headings under which a runbook or a knowledge-base article states its problem (what
 #: the user sees) before its cause and its fix: Longhorn's "Symptoms", Atlassian's
 #: "Problem", Red Hat's "Issue", "现象" (compared as ``_heading_name`` reads them)
