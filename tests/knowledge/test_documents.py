@@ -551,6 +551,23 @@ def test_docusaurus_and_vitepress_admonitions_read_as_quotes_under_their_title()
     )
 
 
+def test_github_alerts_and_obsidian_callouts_read_as_quotes_under_their_title() -> None:
+    """GitHub shows ``> [!WARNING]`` as an alert titled "Warning", Obsidian ``> [!faq]-
+    Title`` as a callout titled so: read as text, a quote began "[!WARNING]"."""
+    doc = parse(
+        "# Failover\n\n> [!WARNING]\n> Drain the node first.\n\n"
+        "> [!faq]- 为什么切换后只读？\n> 新主库的 read_only 仍为 ON。\n\n"
+        "> [!tip]+\n> Restart one replica at a time.\n\n"
+        "```md\n> [!TIP]\n> kept as code\n```\n"
+    )
+    assert doc.body == (
+        "# Failover\n\n> **Warning**\n> Drain the node first.\n\n"
+        "> **为什么切换后只读？**\n> 新主库的 read_only 仍为 ON。\n\n"
+        "> **Tip**\n> Restart one replica at a time.\n\n"
+        "```md\n> [!TIP]\n> kept as code\n```\n"
+    )
+
+
 def test_html_comments_and_empty_anchors_are_not_the_documents_text() -> None:
     """Apache projects open every page with their licence in a comment: it became the
     document's when-to-retrieve line on the planner's map. Node.js keeps each API's

@@ -36,6 +36,7 @@ from superbiz.knowledge.documents.frontmatter import (
 from superbiz.knowledge.formats import convert, reader_of
 from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
+    github_alerts_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
 from superbiz.knowledge.formats._heading_ids import heading_ids_dropped
@@ -291,9 +292,10 @@ def _read_markdown(
     body = mdx_scripts_dropped(invisible_html_dropped(body))
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
-    # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, Sphinx's {note} fences and {ref}`…`
-    # roles read as their text
+    # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, GitHub's ``> [!NOTE]``, Sphinx's {note}
+    # fences and {ref}`…` roles read as their text
     body = mkdocs_admonitions_as_quotes(colon_admonitions_as_quotes(body))
+    body = github_alerts_as_quotes(body)
     body = html_headings_as_markdown(body)  # a FAQ's <h4> questions are its sections
     body = heading_ids_dropped(body)  # "## 相关配置 {#basic-configuration}" shows 相关配置
     body = myst_roles_as_text(myst_directives_as_markdown(body))

@@ -4,7 +4,9 @@ Runbooks kept in MkDocs wrap their warnings in ``!!!`` (or a collapsible ``???``
 text indented under it. Markdown reads that text as an indented code block: the page
 showed a warning as code, and a quote began with ``!!! danger``. Docusaurus and VitePress
 fence theirs in colons (``:::tip 提示`` … ``:::``): the fence lines were read as text, so a
-quote began ":::tip". Both are written as the reStructuredText and MyST notes are
+quote began ":::tip". GitHub marks a quote as an alert by its first line (``> [!WARNING]``),
+and Obsidian as a callout (``> [!faq]- Why is it slow?``), which they show as its title; read
+as text, a quote began "[!WARNING]". All are written as the reStructuredText and MyST notes are
 (``formats._directives``, ``formats._myst``): a quote under its title.
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from superbiz.knowledge.formats._markdown import (
     closes_fence,
     fence_after,
+    lines_outside_code,
     quoted,
     without_blank_ends,
 )
@@ -60,6 +63,34 @@ def colon_admonitions_as_quotes(markdown: str) -> str:
         return markdown
     lines = markdown.split("\n")
     return "\n".join(_rewritten(lines, _colon_blocks(lines)))
+
+
+#: the first line of a GitHub alert (``> [!NOTE]``) or an Obsidian callout (``> [!faq]-
+#: Why is it slow?``: any kind, folded or not, a title or none)
+_ALERT = re.compile(
+    r"^(?P<quote>[ \t]{0,3}>[ \t]?)[ \t]*\[!(?P<kind>[A-Za-z][\w-]*)\][+-]?"
+    r"(?:[ \t]+(?P<title>\S.*?))?[ \t]*$"
+)
+
+
+def github_alerts_as_quotes(markdown: str) -> str:
+    """``markdown`` with each GitHub alert's or Obsidian callout's marker written as its
+    title, as they show it, outside code.
+
+    >>> github_alerts_as_quotes("> [!WARNING]\\n> Drain the node first.")
+    '> **Warning**\\n> Drain the node first.'
+    >>> github_alerts_as_quotes("> [!warning]- 版本差异与坑点\\n> 没有安全的重命名命令。")
+    '> **版本差异与坑点**\\n> 没有安全的重命名命令。'
+    >>> github_alerts_as_quotes("```md\\n> [!NOTE]\\n```")
+    '```md\\n> [!NOTE]\\n```'
+    """
+    if "[!" not in markdown:
+        return markdown
+    return lines_outside_code(markdown, lambda line: _ALERT.sub(_alert_title, line))
+
+
+def _alert_title(marker: re.Match[str]) -> str:
+    return f"{marker['quote']}**{marker['title'] or marker['kind'].capitalize()}**"
 
 
 #: what a block opening at a line stands for: (the line after it, its lines), or None
