@@ -195,7 +195,26 @@ def test_empty_frontmatter_is_no_frontmatter() -> None:
 
 
 def test_title_falls_back_to_first_heading() -> None:
-    assert parse("intro\n\n## Second level first ##\n# Later\n").title == "Second level first"
+    doc = parse("intro\n\n## Second level first ##\n### Under it\ntext\n")
+    assert doc.title == "Second level first"
+
+
+def test_a_page_of_sibling_sections_is_titled_by_its_files_name() -> None:
+    """Apollo's FAQ pages have no title of their own and open with their first question:
+    it was the page's title, and every quote of the page read "1. windows怎么执行build.sh?".
+    A wiki page, whose title is its file's name, is written so too."""
+    faq = "### 1. windows怎么执行build.sh?\n装 Git Bash。\n\n### 2. Env is down\n看端口。\n"
+    assert parse(faq, "faq/common-issues.md").title == "common-issues"
+    guide = "# &nbsp;\n# 一、准备工作\n\n装 JDK。\n\n# 二、部署步骤\n\n运行脚本。\n"
+    doc = parse(guide, "deployment/distributed-deployment-guide.md")
+    assert doc.title == "distributed-deployment-guide"
+    assert doc.body.startswith("# 一、准备工作"), doc.body
+
+
+def test_a_heading_that_shows_nothing_is_not_the_title() -> None:
+    """Docsify hides a page's heading as ``# &nbsp;``: the page was titled "&nbsp;"."""
+    doc = parse("# &nbsp;\n## Quick Start\n\nRun `demo.sh`.\n", "deployment/quick-start.md")
+    assert doc.title == "Quick Start"
 
 
 def test_title_fallback_ignores_headings_inside_code_fences() -> None:

@@ -39,7 +39,7 @@ from superbiz.knowledge.formats._admonitions import (
     github_alerts_as_quotes,
     mkdocs_admonitions_as_quotes,
 )
-from superbiz.knowledge.formats._heading_ids import heading_ids_dropped
+from superbiz.knowledge.formats._headings import headings_as_shown
 from superbiz.knowledge.formats._html_blocks import html_headings_as_markdown
 from superbiz.knowledge.formats._invisible import invisible_html_dropped
 from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimits
@@ -51,7 +51,7 @@ from superbiz.knowledge.formats.rst_includes import with_includes
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^\s{0,3}(?P<marks>#{1,6})\s+(?P<text>.+?)\s*#*\s*$")
 #: a page of headings alone has nothing to answer from, and its title matched questions
 #: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
 #: time, and their sibling titles raised the KB's measured reference threshold to 0.69
@@ -251,7 +251,7 @@ def parse_document(
     title = (
         _str_field(front, "title", label)
         or (converted and converted.title)
-        or first_heading(body)
+        or page_heading(body)
         or relative.stem
     )
     domain = _str_field(front, "category", label) or (
@@ -297,7 +297,7 @@ def _read_markdown(
     body = mkdocs_admonitions_as_quotes(colon_admonitions_as_quotes(body))
     body = github_alerts_as_quotes(body)
     body = html_headings_as_markdown(body)  # a FAQ's <h4> questions are its sections
-    body = heading_ids_dropped(body)  # "## 相关配置 {#basic-configuration}" shows 相关配置
+    body = headings_as_shown(body)  # "## 相关配置 {#basic-configuration}" shows 相关配置
     body = myst_roles_as_text(myst_directives_as_markdown(body))
     _refuse_unstorable(front, label)
     return front, body, warnings
@@ -432,12 +432,26 @@ def _refuse_unstorable(front: dict[str, Any], label: str) -> None:
             )
 
 
-def first_heading(body: str) -> str | None:
+def page_heading(body: str) -> str | None:
+    """The heading that titles a page with no title of its own: its first, unless another
+    of the same level or above follows it. Then the page is a list of sections (a FAQ of
+    ``### 1. …`` questions, a guide of ``# 一、…`` chapters, a wiki page, whose title is its
+    file's name) and its first section no title for all of them.
+
+    >>> page_heading("### 如何重启节点？\\n\\n先停写入。")
+    '如何重启节点？'
+    >>> page_heading("## Q1\\n\\nA\\n\\n## Q2\\n\\nB") is None
+    True
+    """
     lines = body.split("\n")
-    for line, in_fence in zip(lines, fenced(lines), strict=True):
-        if not in_fence and (match := _HEADING.match(line)):
-            return match.group(1)
-    return None
+    levels = [
+        (len(match.group("marks")), match.group("text"))
+        for line, in_fence in zip(lines, fenced(lines), strict=True)
+        if not in_fence and (match := _HEADING.match(line))
+    ]
+    if not levels or any(level <= levels[0][0] for level, _ in levels[1:]):
+        return None
+    return levels[0][1]
 
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
