@@ -251,6 +251,37 @@ _ENCLOSED_LATIN = re.compile(
 )
 
 
+#: a run of text without CJK characters or Chinese punctuation: what stands between a
+#: Chinese sentence's words
+_NON_CJK_RUN = re.compile(r"[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff，。？！、：；（）《》“”]+")
+#: a Latin name: letters first, then letters, digits and ``_ . -`` (``node-sass``, ``v2``)
+_LATIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
+
+
+def latin_subject(question: str) -> str | None:
+    """What a Chinese question asks about when it names it in Latin letters: its first
+    Latin word of three characters or more that stands alone between its Chinese words
+    (a product, a command, a setting: "DolphinScheduler 的 worker 分组怎么配置？"),
+    lowercased, stop words aside. Several Latin words in a row are a pasted line (an
+    error) and quoted text is quoted: neither names it. A question without Chinese has
+    none (every word is Latin there).
+
+    >>> latin_subject("DolphinScheduler 的 worker 分组怎么配置？")
+    'dolphinscheduler'
+    >>> latin_subject("HikariCP 报 Connection is not available 怎么办？")
+    'hikaricp'
+    >>> latin_subject("“ERROR 1290” 是什么意思"), latin_subject("Why is TiDB slow?")
+    (None, None)
+    """
+    if not has_cjk(question):
+        return None
+    for run in _NON_CJK_RUN.findall(_QUOTED.sub(" ", question)):
+        found: list[str] = _LATIN_NAME.findall(run)
+        if len(found) == 1 and len(found[0]) >= 3 and found[0].lower() not in STOP_WORDS:
+            return found[0].lower()
+    return None
+
+
 def asker_language(question: str) -> Language:
     """The language of the asker's own words: ``detect_language`` once what they quote is
     set aside — text in quotes or backticks, and Latin text of two or more words standing

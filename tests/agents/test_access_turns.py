@@ -150,3 +150,27 @@ def test_a_reader_who_loses_a_group_loses_its_turns_too(runtime: Runtime) -> Non
     turn = runtime.ask(session, "what was the first step again?", reader=former)
     shown = everything_of(turn)
     assert RECON_DOC not in str(shown) and "kingfisher" not in str(shown).lower()
+
+
+def test_a_name_only_a_hidden_document_holds_is_one_the_kb_never_mentions_for_bob(
+    runtime: Runtime,
+) -> None:
+    """A Chinese question naming a product the knowledge base never mentions is not
+    answered from pages that share its other words. Read on what the reader may read:
+    to bob, "kingfisher" (only in the reconciliation runbook) is as unknown as a name
+    no document holds."""
+    question = "kingfisher 对账任务报差异，怎么处理？"
+    kb = runtime.kb
+    assert kb.unknown_names(["kingfisher", "zookeeper"], ALICE) == ["zookeeper"]
+    assert kb.unknown_names(["kingfisher", "zookeeper"], BOB) == ["kingfisher", "zookeeper"]
+
+    alice = runtime.ask(_session(), question, reader=ALICE).result
+    assert [c.path for c in alice.citations][:1] == [RECON_DOC], alice.answer
+    bob = runtime.ask(_session(), question, reader=BOB).result
+    assert not bob.citations and "知识库中没有找到提及 kingfisher 的内容。" in bob.answer, (
+        bob.answer
+    )
+    nobody = runtime.ask(_session(), "zookeeper 选主失败怎么办？", reader=BOB).result
+    assert not nobody.citations and "知识库中没有找到提及 zookeeper 的内容。" in nobody.answer, (
+        nobody.answer
+    )

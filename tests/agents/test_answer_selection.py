@@ -387,3 +387,16 @@ def test_a_section_begun_in_the_statements_passage_is_quoted_from_its_start() ->
 
     assert quote.from_start
     assert quote.passage == f"### Investigation\n\n{start} whether the mons restart."
+
+
+def test_a_question_about_what_the_kb_never_mentions_quotes_nothing() -> None:
+    """ "DolphinScheduler 的 worker 分组怎么配置？" asked of TiDB's docs had a quote from a
+    page that shares "worker": the subject is named nowhere, so nothing answers; what
+    bears on the question is still listed."""
+    selection = select_answer(
+        QUESTION, [WEBHOOK, REFUND, DISK], PASSAGES, QV, unknown=["dolphinscheduler"]
+    )
+
+    assert not selection.answered and selection.unknown == ("dolphinscheduler",)
+    assert selection.related == (WEBHOOK, REFUND)
+    assert selection.scores == select_answer(QUESTION, [WEBHOOK, REFUND, DISK], PASSAGES, QV).scores

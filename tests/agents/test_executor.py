@@ -550,3 +550,20 @@ def test_the_assistant_message_with_calls_is_kept_in_the_history(run: Run) -> No
     assistant = [m for m in history if isinstance(m, AssistantMessage)]
     assert len(assistant) == 1 and assistant[0].tool_calls[0].id == "c1"
     assert history.index(assistant[0]) + 1 == history.index(model.steps[1].tool_results[0])
+
+
+def test_an_answer_resting_on_pages_that_never_name_the_questions_subject_is_no_evidence(
+    run: Run,
+) -> None:
+    """ "ZooKeeper 连接池耗尽…" finds the Redis pool runbook by its other words: a model's
+    answer citing it is not grounded (the extractive answer quotes nothing there)."""
+    model = ScriptedChatModel(
+        lookup("ZooKeeper 连接池耗尽"),
+        answer("检查 maxTotal 配置，排查慢查询和未归还的连接 [1]。"),
+    )
+
+    result = run(model, "ZooKeeper 连接池耗尽怎么办？")
+
+    assert result.lookups[0].shown[:1] == ["infrastructure/redis-pool.md"]
+    assert not result.grounded and result.answer_source == "no_evidence", result.answer
+    assert result.citations == [] and "[1]" not in result.answer

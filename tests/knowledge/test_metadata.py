@@ -42,7 +42,8 @@ from superbiz.knowledge.documents.metadata import (
 )
 from superbiz.knowledge.ingest.batches import chunk_record
 from superbiz.knowledge.ingest.ingestor import Ingestor, IngestReport
-from superbiz.knowledge.kb.base import KnowledgeBase, exact_entry
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.knowledge.kb.exact_entries import exact_entry
 from superbiz.llm.messages import Message, SystemMessage, ToolSpec, UserMessage
 from superbiz.llm.openai_compat import OpenAIChatModel
 from superbiz.llm.structured import parse_structured

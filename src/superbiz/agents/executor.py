@@ -332,7 +332,7 @@ class Executor:
             return quote_answer(selection, result.question, language, label=label)
 
         passage = {q.citation.path: q.passage for q in selection.quoted}
-        bearing = {c.path for c in selection.bearing}
+        bearing = {c.path for c in selection.evidence}
         sources = [
             Source(c.ref, c.title, c.path, c.content, c.path in bearing, passage.get(c.path, ""))
             for c in sorted(refs.values(), key=lambda c: _selection_order(c, selection))

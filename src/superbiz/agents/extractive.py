@@ -173,10 +173,18 @@ def quote_answer(
     label = label or localized("extractive.label", language)
     quoted, related = numbered(selection)
     if not quoted:
+        never = (
+            localized("extractive.never_mentions", language).format(
+                names=", ".join(selection.unknown)
+            )
+            + "\n"
+            if selection.unknown
+            else ""
+        )
         if not related:
-            return label + "\n\n" + localized("extractive.nothing", language)
+            return f"{label}\n\n{never}{localized('extractive.nothing', language)}"
         listed = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in related)
-        return f"{label}\n\n{localized('extractive.no_answer', language)}\n{listed}"
+        return f"{label}\n\n{never}{localized('extractive.no_answer', language)}\n{listed}"
     terms = question_terms(question)
     parts = [label]
     for quote, citation in zip(selection.quoted, quoted, strict=True):

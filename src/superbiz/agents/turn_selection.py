@@ -12,6 +12,7 @@ from functools import partial
 
 import numpy as np
 
+from superbiz._text import latin_subject, normalize
 from superbiz.access import Reader
 from superbiz.agents.answer_selection import (
     AnswerSelection,
@@ -47,7 +48,7 @@ def select_for_turn(
     the question's terms alone); ``reader``: whose turn it is."""
     ordered = reading_order(list(documents), outcomes)
     if not ordered:
-        return AnswerSelection()
+        return AnswerSelection(unknown=tuple(_unnamed(question, [], passages, reader)))
     details = [o.details for o in outcomes if o.details]
     placed = {p for d in details for p in [*d.held_ahead, *d.shown]}
     context = f"{previous}\n{question}" if previous and refers_back(question) else None
@@ -68,6 +69,9 @@ def select_for_turn(
         earlier=frozenset(earlier),
         placed=placed,
         recalled=frozenset(p for d in details for p in [*d.withheld, *d.shown]),
+        unknown=_unnamed(
+            question, [(d.title, stored.get(d.path, ())) for d in ordered], passages, reader
+        ),
     )
     if passages is None:
         return select(context=context)
@@ -77,6 +81,26 @@ def select_for_turn(
         return selection
     wider = passages.embed_question(context)
     return select(context=context, context_vector=wider, writes_chinese=chinese)
+
+
+def _unnamed(
+    question: str,
+    shown: Sequence[tuple[str, Sequence[StoredPassage]]],
+    passages: PassageSource | None,
+    reader: Reader | None,
+) -> list[str]:
+    """What a Chinese question asks about (``latin_subject``) when nothing names it: no
+    shown document (``shown``: each one's title and passages), even inside a longer word
+    ("Postgres" in "PostgreSQL"), and no passage the reader may read
+    (``PassageSource.unknown_names``). Such a question is not answered from pages that
+    share its other words (``select_answer``'s ``unknown``)."""
+    subject = latin_subject(question)
+    if subject is None or passages is None:
+        return []
+    for title, own in shown:
+        if any(subject in normalize(text) for text in [title, *(p.text for p in own)]):
+            return []
+    return passages.unknown_names([subject], reader)
 
 
 def reading_order(documents: list[Citation], outcomes: Sequence[ToolOutcome]) -> list[Citation]:

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import cached_property
-from pathlib import PurePosixPath
 
 import numpy as np
 from sqlalchemy import Engine
@@ -20,15 +19,12 @@ from superbiz.knowledge.documents.document import normalize_domain
 from superbiz.knowledge.kb._mirror import DocumentMirror
 from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.knowledge.kb.cache import Versioned
+from superbiz.knowledge.kb.exact_entries import exact_entry
 from superbiz.knowledge.kb.map_vectors import KeptMapVectors
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex, shared_encoder
 from superbiz.retrieval.calibration import LevelCalibration
 from superbiz.retrieval.embedders import Embedder, make_embedder
-from superbiz.retrieval.exact_index import (
-    ExactEntry,
-    ExactIndex,
-    names_by_file_name,
-)
+from superbiz.retrieval.exact_index import ExactIndex
 from superbiz.retrieval.key_frequency import KeyFrequency
 from superbiz.retrieval.pipeline import Retrieval, Retriever
 from superbiz.retrieval.records import ChunkHit
@@ -234,6 +230,14 @@ class KnowledgeBase:
         """Every stored chunk of each document (heading path, text, dense vector), in
         document order: what an answer chooses its passages from."""
         return self.store.chunks_of_documents(list(paths)) if paths else {}
+
+    def unknown_names(self, names: Sequence[str], reader: Reader | None = None) -> list[str]:
+        """Which of ``names`` no passage ``reader`` may read holds, nor a word of (a
+        lexical search for it finds nothing: "tiup-playground" is known where "tiup"
+        is). Read on what the reader may read, so that a name only a hidden document
+        holds is as unknown to it as one no document holds."""
+        visibility = self.view(reader).visibility
+        return [name for name in names if not self.store.search_bm25(name, 1, None, visibility)]
 
     def embed_question(self, text: str) -> np.ndarray:
         """``text`` embedded as a query, comparable with the passages' vectors."""
@@ -478,20 +482,3 @@ class KnowledgeBase:
         searcher = self.__dict__.pop("searcher", None)
         if searcher is not None:
             searcher.close()
-
-
-def exact_entry(doc: StoredDocument, *, derived_covers: bool = False) -> ExactEntry:
-    """``doc``'s exact keys. Derived covers are only headings: the map shows them (and the
-    map planner matches them, ``derived_covers``), a lookup's exact matching does not. The
-    file's name, stored among the aliases at ingest, is a key only when it is a name
-    (``names_by_file_name``)."""
-    derived = doc.origin.get("covers") == "derived"
-    stem = PurePosixPath(doc.path).stem
-    return ExactEntry(
-        doc_path=doc.path,
-        title=doc.title,
-        domain=doc.domain,
-        aliases=tuple(a for a in doc.aliases if a != stem or names_by_file_name(stem)),
-        covers=tuple(doc.covers) if derived_covers or not derived else (),
-        tags=tuple(doc.tags),
-    )

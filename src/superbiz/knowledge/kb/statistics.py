@@ -22,12 +22,8 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from superbiz.knowledge.kb._key_count import Texts, count_keys
-from superbiz.knowledge.kb.base import (
-    KEY_FREQUENCY_KEY,
-    LEVEL_CALIBRATION_KEY,
-    KnowledgeBase,
-    exact_entry,
-)
+from superbiz.knowledge.kb.base import KEY_FREQUENCY_KEY, LEVEL_CALIBRATION_KEY, KnowledgeBase
+from superbiz.knowledge.kb.exact_entries import exact_entry
 from superbiz.retrieval.calibration import (
     MIN_PROBES,
     LevelCalibration,
