@@ -14,7 +14,9 @@ from typing import Literal
 
 Language = Literal["zh", "en"]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: the CJK characters (unified ideographs, extension A, compatibility ideographs)
+_CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{_CJK_CHARS}]")
 #: the characters jieba segments with its dictionary (its ``re_han_default``'s CJK range)
 _JIEBA_CJK = re.compile(r"[\u4e00-\u9fd5]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
@@ -245,15 +247,12 @@ def has_latin(text: str) -> bool:
 #: quoted text: "…", “…”, ‘…’, 「…」, 『…』, `…` (a pasted log line or term)
 _QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|‘[^’\n]*’|「[^」\n]*」|『[^』\n]*』|`[^`\n]*`')
 #: a run of Latin text (words, digits, punctuation) with CJK text on both sides
-_ENCLOSED_LATIN = re.compile(
-    r"(?<=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
-    r"(?=[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
-)
+_ENCLOSED_LATIN = re.compile(f"(?<=[{_CJK_CHARS}])[^{_CJK_CHARS}]+(?=[{_CJK_CHARS}])")
 
 
 #: a run of text without CJK characters or Chinese punctuation: what stands between a
 #: Chinese sentence's words
-_NON_CJK_RUN = re.compile(r"[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff，。？！、：；（）《》“”]+")
+_NON_CJK_RUN = re.compile(f"[^{_CJK_CHARS}，。？！、：；（）《》“”]+")
 #: a Latin name: letters first, then letters, digits and ``_ . -`` (``node-sass``, ``v2``)
 _LATIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
 

@@ -173,14 +173,10 @@ def quote_answer(
     label = label or localized("extractive.label", language)
     quoted, related = numbered(selection)
     if not quoted:
-        never = (
-            localized("extractive.never_mentions", language).format(
-                names=", ".join(selection.unknown)
-            )
-            + "\n"
-            if selection.unknown
-            else ""
-        )
+        never = ""
+        if selection.unknown:
+            names = ", ".join(selection.unknown)
+            never = localized("extractive.never_mentions", language).format(names=names) + "\n"
         if not related:
             return f"{label}\n\n{never}{localized('extractive.nothing', language)}"
         listed = "\n".join(f"[{c.ref}] {c.title} ({c.location})" for c in related)

@@ -254,13 +254,7 @@ def last_heading(text: str) -> str:
     >>> last_heading("## Cause\n\n```sh\n# not one\n```\n\n### Fix\n\nrestart")
     'Fix'
     """
-    lines = text.split("\n")
-    headings = [
-        line
-        for line, code in zip(lines, fenced(lines), strict=True)
-        if not code and _HEADING.match(line)
-    ]
-    return headings[-1].lstrip("#").strip() if headings else ""
+    return next((s.title for s in reversed(_sections(text)) if s.heading), "")
 
 
 #: headings under which a runbook or a knowledge-base article states its problem (what
