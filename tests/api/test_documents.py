@@ -118,6 +118,7 @@ FORMATS = {
     "disk.html": "<html><head><title>Disk pressure - Ops</title></head><body><nav>Home</nav>"
     "<main><h1>Disk pressure</h1><p>Rotate the logs.</p></main></body></html>",
     "mysql.rst": "MySQL failover\n==============\n\nPromote the replica.\n",
+    "kafka.adoc": "= Kafka broker disk full\n:toc:\n\n== Recovery\n\nFree the data volume.\n",
 }
 
 
@@ -134,9 +135,10 @@ def test_uploads_take_the_formats_ingest_reads_and_cite_a_pdf_by_page(
         "vendor/gateway.pdf": "Gateway Manual",
         "vendor/disk.html": "Disk pressure",
         "vendor/mysql.rst": "MySQL failover",
+        "vendor/kafka.adoc": "Kafka broker disk full",
     }
     info = client.get("/api/info").json()
-    assert {".html", ".htm", ".pdf", ".docx", ".rst"} <= set(info["extensions"])
+    assert {".html", ".htm", ".pdf", ".docx", ".rst", ".adoc"} <= set(info["extensions"])
 
     answer = client.post(
         "/api/chat", json={"question": "how often to rotate the gateway certificate"}

@@ -82,7 +82,7 @@ def test_a_rendered_dataset_keeps_its_folders_and_points_its_gold_at_the_new_fil
 
 @needs_pandoc
 def test_each_format_is_searched_and_set_beside_markdown(dataset: Path, tmp_path: Path) -> None:
-    formats = ["html", "docx"] + (["pdf"] if shutil.which("soffice") else [])
+    formats = ["html", "docx", "adoc"] + (["pdf"] if shutil.which("soffice") else [])
 
     report = evaluate_formats(
         dataset, lambda data: Settings(data_dir=data), tmp_path / "work", formats=formats
@@ -111,4 +111,4 @@ def test_a_missing_converter_is_named_with_how_to_install_it(
 def test_an_unknown_format_is_refused(dataset: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", "formats", str(dataset), "--formats", "odt"])
     assert result.exit_code != 0
-    assert "unknown format 'odt'; choose from html, docx, pdf" in result.output
+    assert "unknown format 'odt'; choose from html, docx, pdf, adoc" in result.output

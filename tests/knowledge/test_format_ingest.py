@@ -1,4 +1,4 @@
-"""HTML, PDF, Word and reStructuredText through a real ingest (USE embedder, SQLite,
+"""HTML, PDF, Word, reStructuredText and AsciiDoc through a real ingest (USE embedder, SQLite,
 Milvus Lite): each becomes chunks with heading paths like Markdown's, a PDF's passages
 are cited by page, and every bad file of the issue's list is a skipped file with its
 reason while the good files of the same run are stored."""
@@ -47,11 +47,24 @@ HTML = """<html><head><title>Disk pressure</title><script>alert(1)</script></hea
 <footer>© Corp</footer></body></html>
 """
 RST = "MySQL failover\n==============\n\nPromote the replica with the highest GTID.\n"
+ASCIIDOC = """= Consumer offsets reset
+:group: billing-consumers
+
+== Reset to the earliest offset
+
+Stop the group `{group}` first, then:
+
+[source,bash]
+----
+kafka-consumer-groups.sh --reset-offsets --to-earliest --execute
+----
+"""
 GOOD: dict[str, str | bytes] = {
     "ops/disk.html": HTML,
     "ops/kafka-manual.pdf": pdf_bytes(MANUAL, title="Kafka Operations Manual"),
     "ops/redis.docx": docx_bytes(title="Redis Runbook"),
     "db/mysql.rst": RST,
+    "ops/offsets.adoc": ASCIIDOC,
 }
 BAD: dict[str, str | bytes] = {
     "bad/encrypted.pdf": pdf_bytes(MANUAL, user_password="secret"),
@@ -63,6 +76,7 @@ BAD: dict[str, str | bytes] = {
     "bad/bomb.docx": zip_bomb_docx_bytes(60_000_000),
     "bad/word-named.md": docx_bytes(),
     "bad/html-named.pdf": HTML,
+    "bad/pdf-named.adoc": pdf_bytes(MANUAL),
 }
 REASONS = {
     "bad/encrypted.pdf": "encrypted PDF: it needs a password, which superbiz does not have",
@@ -75,6 +89,7 @@ REASONS = {
     "bad/word-named.md": "the extension lies: its content is a zip archive (a .docx is one), "
     "not .md",
     "bad/html-named.pdf": "the extension lies: its content does not match, not a .pdf file",
+    "bad/pdf-named.adoc": "the extension lies: its content is a PDF document, not AsciiDoc",
 }
 
 
@@ -117,10 +132,15 @@ def test_each_format_is_stored_with_its_title_and_heading_paths(
         "ops/kafka-manual.pdf": "Kafka Operations Manual",
         "ops/redis.docx": "Redis Runbook",
         "db/mysql.rst": "MySQL failover",
+        "ops/offsets.adoc": "Consumer offsets reset",
     }
     headings = {path: [chunk.heading for chunk in kb.store.chunks_of(path)] for path in titles}
     assert headings["ops/disk.html"] == ["Disk pressure"]
     assert headings["db/mysql.rst"] == ["MySQL failover"]
+    assert headings["ops/offsets.adoc"] == ["Consumer offsets reset"]
+    offsets = kb.store.chunks_of("ops/offsets.adoc")[0].text
+    assert "## Reset to the earliest offset\n\nStop the group `billing-consumers` first" in offsets
+    assert "```bash\nkafka-consumer-groups.sh --reset-offsets" in offsets
     html = kb.store.chunks_of("ops/disk.html")[0].text
     assert "journalctl --vacuum-size=500M" in html
     assert "Home" not in html and "alert" not in html and "javascript" not in html

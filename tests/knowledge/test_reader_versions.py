@@ -131,6 +131,29 @@ kubectl get pods</pre>
 """
 
 
+ASCIIDOC = """= Rotate the API keys
+:vault: vault
+
+Before you start, read <<key-policy,the key policy>> and xref:ops/vault.adoc[].
+
+WARNING: Old keys stop working after *24 hours*.
+
+== Rotate
+
+[source,bash]
+----
+{vault} write -f transit/keys/api/rotate <1>
+----
+<1> The new key signs from now on.
+
+[cols="1,1"]
+|===
+|Key |State
+|v1 |retired
+|===
+"""
+
+
 def _samples() -> dict[str, tuple[str, bytes]]:
     return {
         "markdown": (
@@ -156,6 +179,7 @@ def _samples() -> dict[str, tuple[str, bytes]]:
             ),
         ),
         "docx": ("keys.docx", docx_bytes(title="Rotate the API keys")),
+        "asciidoc": ("keys.adoc", ASCIIDOC.encode()),
     }
 
 
@@ -167,6 +191,7 @@ READINGS = {
     ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",
+    ("asciidoc", 1): "db2f4022121c36c8",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
 #: (to version 2), and of what BM25 indexes of each: the chunk under its document's

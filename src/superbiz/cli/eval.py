@@ -206,8 +206,8 @@ def eval_formats(
         Path, typer.Argument(help="A folder with corpus/ (Markdown) and queries.jsonl.")
     ],
     formats: Annotated[
-        str, typer.Option("--formats", help="Comma-separated, of html, docx, pdf.")
-    ] = "html,docx,pdf",
+        str, typer.Option("--formats", help="Comma-separated, of html, docx, pdf, adoc.")
+    ] = "html,docx,pdf,adoc",
     work: Annotated[
         Path | None,
         typer.Option("--work", help="Keep the rendered corpora here; a later run reuses them."),
@@ -215,8 +215,9 @@ def eval_formats(
     as_json: JsonFlag = False,
     output: OutputFile = None,
 ) -> None:
-    """The dataset rendered to HTML, DOCX and PDF by pandoc and LibreOffice (installed
-    apart), each ingested: R@5, MRR@10, level counts and chunks/s beside Markdown's."""
+    """The dataset rendered to HTML, DOCX, PDF and AsciiDoc by pandoc and LibreOffice
+    (installed apart), each ingested: R@5, MRR@10, level counts and chunks/s beside
+    Markdown's."""
     import tempfile
 
     from superbiz.evaluation.formats import default_jobs, evaluate_formats, render_formats_report

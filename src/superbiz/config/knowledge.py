@@ -30,13 +30,16 @@ class IngestSettings(_Section):
         ".pdf",
         ".docx",
         ".rst",
+        ".adoc",
+        ".asciidoc",
     )
     """The files ingested: Markdown (``.mdx`` too: its imports and comments dropped) and
-    text as they are; HTML, PDF, Word and reStructuredText converted to the same structure."""
+    text as they are; HTML, PDF, Word, reStructuredText and AsciiDoc converted to the same
+    structure."""
     encodings: tuple[str, ...] = Field(("utf-8",), min_length=1)
     """Tried in order for a file without a byte-order mark; add `gb18030` to accept GBK files."""
     convert_memory_mb: int = Field(320, ge=64)
-    """A converted format (PDF, .docx, HTML, .rst) is converted in a child process with at
+    """A converted format (PDF, .docx, HTML, .rst, .adoc) is converted in a child process with at
     most this much memory (its data segment); a file needing more is skipped with the reason."""
     convert_timeout_s: float = Field(120.0, gt=0)
     """The longest one file's conversion may take; a file needing longer is skipped with the

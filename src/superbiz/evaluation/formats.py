@@ -1,9 +1,10 @@
-"""``superbiz eval formats``: does a knowledge base kept as HTML, Word or PDF retrieve as
-well as the same knowledge base in Markdown, and how fast is each ingested?
+"""``superbiz eval formats``: does a knowledge base kept as HTML, Word, PDF or AsciiDoc
+retrieve as well as the same knowledge base in Markdown, and how fast is each ingested?
 
 The dataset's Markdown is rendered by real converters, installed apart and never
-committed: pandoc writes HTML (standalone, as a static-site export is) and DOCX, and
-LibreOffice turns each DOCX into a PDF, as a person exporting their Word runbook would.
+committed: pandoc writes HTML (standalone, as a static-site export is), DOCX and
+AsciiDoc (Asciidoctor's syntax, with its document header), and LibreOffice turns each
+DOCX into a PDF, as a person exporting their Word runbook would.
 Each rendering becomes a dataset of its own (the same folders, so the same domains;
 the gold paths renamed to the new extension) and goes through ``eval retrieval`` and
 ``eval ingest``; the report sets R@5, MRR@10 and the relevance-level counts of each
@@ -31,7 +32,7 @@ from superbiz.evaluation.ingest import benchmark_ingest
 from superbiz.evaluation.retrieval import evaluate_retrieval
 from superbiz.exceptions import SuperbizError
 
-FORMATS = ("html", "docx", "pdf")
+FORMATS = ("html", "docx", "pdf", "adoc")
 #: the issue's targets: R@5 and MRR within this of Markdown's, level counts within this
 #: share of the queries, PDF ingest at least this share of Markdown's chunks/s
 SCORE_TOLERANCE = 0.01
@@ -57,7 +58,7 @@ def converter_versions(formats: Sequence[str]) -> dict[str, str]:
 
 
 def render_dataset(dataset_dir: Path, target: Path, fmt: str, jobs: int = 2) -> dict[str, Any]:
-    """Render ``dataset_dir``'s corpus into ``target`` as ``fmt`` (html, docx or pdf),
+    """Render ``dataset_dir``'s corpus into ``target`` as ``fmt`` (html, docx, pdf, adoc),
     with ``queries.jsonl`` pointing at the rendered files. Reused when already there."""
     sources = sorted((dataset_dir / "corpus").rglob("*.md"))
     corpus = target / "corpus"
@@ -96,7 +97,11 @@ def _render_pandoc(
     source: Path, corpus: Path, files: list[Path], fmt: str, jobs: int
 ) -> dict[str, str]:
     """Render ``files`` with pandoc; the error of each file pandoc refused, by path."""
-    writer = {"html": ["-t", "html5", "--standalone"], "docx": ["-t", "docx"]}[fmt]
+    writer = {
+        "html": ["-t", "html5", "--standalone"],
+        "docx": ["-t", "docx"],
+        "adoc": ["-t", "asciidoctor", "--standalone"],  # pandoc 2 and 3 alike
+    }[fmt]
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="superbiz-pandoc-") as scratch:
         images = Path(scratch) / "alt-text.lua"

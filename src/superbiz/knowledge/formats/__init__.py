@@ -52,6 +52,12 @@ def _docx(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocumen
     return convert_docx(data, label)
 
 
+def _asciidoc(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
+    from superbiz.knowledge.formats.asciidoc import convert_asciidoc
+
+    return convert_asciidoc(data, label, encodings)
+
+
 def _rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:
     from superbiz.knowledge.formats.rst import convert_rst
 
@@ -65,14 +71,31 @@ CONVERTERS: dict[str, Converter] = {
     ".pdf": _pdf,
     ".docx": _docx,
     ".rst": _rst,
+    ".adoc": _asciidoc,
+    ".asciidoc": _asciidoc,
 }
 
 
 #: Each reader's version. Raise a reader's number whenever it reads the same bytes into
 #: other text: a stored document's hash names the version that read it, so the next
 #: ingest reads that format's files again instead of keeping an older reader's text.
-READER_VERSIONS: dict[str, int] = {"markdown": 14, "html": 4, "pdf": 2, "docx": 2, "rst": 6}
-_READERS = {".html": "html", ".htm": "html", ".pdf": "pdf", ".docx": "docx", ".rst": "rst"}
+READER_VERSIONS: dict[str, int] = {
+    "markdown": 14,
+    "html": 4,
+    "pdf": 2,
+    "docx": 2,
+    "rst": 6,
+    "asciidoc": 1,
+}
+_READERS = {
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".rst": "rst",
+    ".adoc": "asciidoc",
+    ".asciidoc": "asciidoc",
+}
 
 
 def reader_of(suffix: str) -> str:

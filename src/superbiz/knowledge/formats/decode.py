@@ -1,4 +1,4 @@
-"""Bytes to text: the one decoding every text format shares (Markdown, HTML, RST).
+"""Bytes to text: the one decoding every text format shares (Markdown, HTML, RST, AsciiDoc).
 
 Here, beside the converters, so that a converter and the document reader use the same
 rules without importing each other.
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from superbiz._text import CONTROL_CHARACTERS
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.formats._sniff import binary_kind
 
 DEFAULT_ENCODINGS = ("utf-8",)
 # Byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one).
@@ -50,6 +51,19 @@ def decode(data: bytes, label: str, encodings: Sequence[str] = DEFAULT_ENCODINGS
     names = " or ".join(codecs.lookup(e).name.upper() for e in encodings)
     reason = f"not {names} text (byte {problem.start}: {problem.reason})"
     raise DocumentError(label, reason + _gb18030_hint(data))
+
+
+def markup_text(data: bytes, label: str, encodings: Sequence[str], markup: str) -> str:
+    """The text of a file of ``markup`` (``.rst``, ``AsciiDoc``), its lines ended by
+    ``\\n``; a file whose bytes are a binary format's, or whose text holds NUL
+    characters, is refused with the reason."""
+    kind = binary_kind(data)
+    if kind:
+        raise DocumentError(label, f"the extension lies: its content is {kind}, not {markup}")
+    text = decode(data, label, encodings).replace("\r\n", "\n")
+    if "\x00" in text:
+        raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
+    return text
 
 
 def _gb18030_hint(data: bytes) -> str:

@@ -26,8 +26,7 @@ from superbiz.knowledge.formats._markdown import (
     table,
 )
 from superbiz.knowledge.formats._roles import code_span, role_text
-from superbiz.knowledge.formats._sniff import binary_kind
-from superbiz.knowledge.formats.decode import decode
+from superbiz.knowledge.formats.decode import markup_text
 
 _SETTINGS = {
     "file_insertion_enabled": False,  # no ``include``, no ``csv-table :file:``
@@ -49,12 +48,7 @@ def convert_rst(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedD
     """Title and Markdown of a reStructuredText file."""
     from docutils.core import publish_doctree
 
-    kind = binary_kind(data)
-    if kind:
-        raise DocumentError(label, f"the extension lies: its content is {kind}, not .rst")
-    text = decode(data, label, encodings).replace("\r\n", "\n")
-    if "\x00" in text:
-        raise DocumentError(label, "contains NUL characters (U+0000): binary or corrupted text")
+    text = markup_text(data, label, encodings, ".rst")
     register_sphinx_directives(text)
     try:
         tree = publish_doctree(text, source_path=label, settings_overrides=_SETTINGS)
