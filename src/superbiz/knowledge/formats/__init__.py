@@ -85,7 +85,7 @@ READER_VERSIONS: dict[str, int] = {
     "pdf": 2,
     "docx": 2,
     "rst": 6,
-    "asciidoc": 1,
+    "asciidoc": 2,
 }
 _READERS = {
     ".html": "html",

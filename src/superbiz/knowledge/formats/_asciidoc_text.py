@@ -133,10 +133,15 @@ def substituted(text: str, attributes: Mapping[str, str]) -> str:
 #: inline code as written (``+…+`` inside backticks), and inline code
 _LITERAL = re.compile(r"(?<![\w`\\])`\+(?P<code>.+?)\+`")
 _CODE = re.compile(r"(?<![\w`\\])`(?P<code>[^`\n]+?)`(?![\w`])")
-#: text passed through as written: ``pass:[…]``, ``+…+``
+#: text passed through as written: ``pass:[…]``, ``+++…+++`` and ``++…++`` anywhere (pandoc
+#: writes ``user++_++1``), ``+…+`` around words
 _PASS = re.compile(
-    r"pass:[a-z,]*\[(?P<text>.*?)\]|(?<![\w+\\])\+\+?(?=\S)(?P<plus>[^+\n]*?[^\s+])\+\+?(?![\w+])"
+    r"pass:[a-z,]*\[(?P<text>.*?)\]|\+\+\+(?P<triple>.+?)\+\+\+|\+\+(?P<double>.+?)\+\+"
+    r"|(?<![\w+\\])\+(?=\S)(?P<single>[^+\n]*?[^\s+])\+(?![\w+])"
 )
+#: curved quotes: ``"`text`"`` and ``'`text`'``
+_CURVED = re.compile(r"(?P<mark>[\"'])`(?P<text>[^`\n]+?)`(?P=mark)")
+_CURVES = {'"': ("\u201c", "\u201d"), "'": ("\u2018", "\u2019")}
 _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     # link:url[text], https://url[text], mailto:a@b[text]; a bare URL stays a URL
     (
@@ -178,6 +183,8 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
     'Run `kubectl drain n1` (see Draining).'
     >>> inline_text("*Important:* press kbd:[Ctrl+C], then https://example.com/x[the docs] +", {})
     '**Important:** press Ctrl+C, then the docs'
+    >>> inline_text("'`table-name`' matches user++_++1 and +{x}+", {"x": "y"})
+    '‘table-name’ matches user_1 and {x}'
     """
     kept: list[str] = []
 
@@ -186,7 +193,8 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
         return _PLACEHOLDER.format(len(kept) - 1)
 
     text = _LITERAL.sub(lambda m: keep(code_span(m["code"])), text)
-    text = _PASS.sub(lambda m: keep(m["text"] if m["text"] is not None else m["plus"]), text)
+    text = _PASS.sub(lambda m: keep(next(part for part in m.groups() if part is not None)), text)
+    text = _CURVED.sub(lambda m: m["text"].join(_CURVES[m["mark"]]), text)
     text = substituted(text, attributes)  # inside code spans too, as Asciidoctor does
     text = _CODE.sub(lambda m: keep(code_span(m["code"])), text)
     for pattern, written in _MACROS:
