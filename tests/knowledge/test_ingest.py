@@ -361,16 +361,16 @@ def test_a_text_file_pages_include_is_a_fragment_not_a_document(
 
 
 def test_a_folder_with_no_file_superbiz_reads_says_so(tmp_path: Path, open_kb: OpenKB) -> None:
-    """An AsciiDoc manual ingested nothing and said nothing: "0 added, 0 skipped"."""
+    """An Org-mode manual ingested nothing and said nothing: "0 added, 0 skipped"."""
     manual = tmp_path / "manual"
     (manual / "images").mkdir(parents=True)
-    for name in ("failover.adoc", "backup.adoc", "images/topology.png"):
-        (manual / name).write_text("= Failover\n\nPromote the replica.\n")
+    for name in ("failover.org", "backup.org", "images/topology.png"):
+        (manual / name).write_text("* Failover\n\nPromote the replica.\n")
     report = Ingestor(open_kb()).ingest([manual])
     assert report.added == []
     [(path, reason)] = report.skipped
     assert path == str(manual)
-    assert reason.startswith("no file of a format superbiz reads: 2 .adoc and 1 .png files")
+    assert reason.startswith("no file of a format superbiz reads: 2 .org and 1 .png files")
     assert ".md" in reason and ".rst" in reason
 
 

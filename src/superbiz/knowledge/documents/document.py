@@ -33,6 +33,7 @@ from superbiz.knowledge.documents.frontmatter import (
     TEXT_KEYS,
     split_frontmatter,
 )
+from superbiz.knowledge.documents.included import with_fragments
 from superbiz.knowledge.formats import convert, reader_of
 from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
@@ -47,7 +48,6 @@ from superbiz.knowledge.formats._mdx import mdx_scripts_dropped
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
-from superbiz.knowledge.formats.rst_includes import with_includes
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
 DEFAULT_DOMAIN = "general"
@@ -182,37 +182,8 @@ def load_document(
     if size > max_bytes:
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
     data = real.read_bytes()
-    if relative.suffix.lower() == ".rst":
-        data = _with_fragments(data, relative, base, encodings, max_bytes)
+    data = with_fragments(data, relative, base, encodings, max_bytes)
     return parse_document(data, relative, encodings, limits)
-
-
-def _with_fragments(
-    data: bytes, page: PurePosixPath, base: Path, encodings: Sequence[str], max_bytes: int
-) -> bytes:
-    """``data``, a reStructuredText page, with the fragments it includes from the
-    folder ``base`` written in (``formats.rst_includes``), as UTF-8: the page's text and
-    hash then hold them. A fragment outside ``base`` (through a symlink too), missing or
-    unreadable is left out, as docutils leaves it; a page that does not decode is
-    returned as it is, for its own reading to say why."""
-    try:
-        text = decode(data, str(page), encodings)
-    except DocumentError:
-        return data
-
-    def read(path: PurePosixPath) -> str | None:
-        try:
-            real = (base / path).resolve(strict=True)
-            if not real.is_relative_to(base) or not real.is_file():
-                return None
-            if real.stat().st_size > max_bytes:
-                return None
-            return decode(real.read_bytes(), str(path), encodings)
-        except (OSError, RuntimeError, DocumentError):
-            return None
-
-    expanded = with_includes(text, page, read, max_bytes)
-    return data if expanded == text else expanded.encode()
 
 
 def _missing(file: Path) -> str:

@@ -32,6 +32,8 @@ Converter = Callable[[bytes, str, Sequence[str]], ConvertedDocument]
 
 #: Markdown and plain text are read as they are (``knowledge.documents.document``)
 TEXT_EXTENSIONS = (".md", ".mdx", ".markdown", ".txt")
+#: AsciiDoc pages (read with the fragments they include, ``formats.adoc_includes``)
+ASCIIDOC_EXTENSIONS = (".adoc", ".asciidoc")
 
 
 def _html(data: bytes, label: str, encodings: Sequence[str]) -> ConvertedDocument:

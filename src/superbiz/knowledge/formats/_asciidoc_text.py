@@ -74,7 +74,7 @@ def preprocessed(lines: list[str], attributes: dict[str, str]) -> list[str]:
                 continue
             shown.append(holds)
             continue
-        if not all(shown):
+        if not all(shown) or INCLUDE.match(line):  # an include not written in: no text
             continue
         if verbatim is None:
             entry = _ENTRY.match(line)
@@ -91,7 +91,7 @@ def preprocessed(lines: list[str], attributes: dict[str, str]) -> list[str]:
                     attributes[name] = substituted(value, attributes)
                     unset.discard(name)
                 continue
-            if INCLUDE.match(line) or _TAG_MARKER.match(line) or _LINE_COMMENT.match(line):
+            if _TAG_MARKER.match(line) or _LINE_COMMENT.match(line):
                 continue
             opening = _VERBATIM.match(line)
             verbatim = line.rstrip() if opening else None

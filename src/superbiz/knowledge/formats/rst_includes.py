@@ -104,6 +104,16 @@ def target(name: str, page: PurePosixPath) -> PurePosixPath | None:
     True
     """
     joined = name.lstrip("/") if name.startswith("/") else f"{page.parent.as_posix()}/{name}"
+    return inside_folder(joined)
+
+
+def inside_folder(joined: str) -> PurePosixPath | None:
+    """``joined``, a path relative to the knowledge base's folder, normalised; None when
+    it climbs out of it.
+
+    >>> inside_folder("guide/../includes/a.txt"), inside_folder("guide/../../etc/passwd")
+    (PurePosixPath('includes/a.txt'), None)
+    """
     path = normpath(joined)
     if path.startswith(("../", "/")) or path in ("..", "."):
         return None

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.storage.repository import StoredDocument
 
@@ -111,12 +112,12 @@ def _walk(root: Path, extensions: Sequence[str]) -> tuple[list[Found], Counter[s
 def _unread(others: Counter[str]) -> str:
     """What a folder holds when it holds no file of a format superbiz reads.
 
-    >>> _unread(Counter({".adoc": 12}))
-    'no file of a format superbiz reads: 12 .adoc files'
-    >>> _unread(Counter({".adoc": 2, ".png": 1})).split(": ")[1]
-    '2 .adoc and 1 .png files'
-    >>> _unread(Counter({".adoc": 12, ".png": 3, "": 1, ".svg": 1})).split(": ")[1]
-    '12 .adoc, 3 .png and 2 other files'
+    >>> _unread(Counter({".org": 12}))
+    'no file of a format superbiz reads: 12 .org files'
+    >>> _unread(Counter({".org": 2, ".png": 1})).split(": ")[1]
+    '2 .org and 1 .png files'
+    >>> _unread(Counter({".org": 12, ".png": 3, "": 1, ".svg": 1})).split(": ")[1]
+    '12 .org, 3 .png and 2 other files'
     """
     shown = [(count, suffix) for suffix, count in others.most_common() if suffix][:2]
     total = sum(others.values())
@@ -152,23 +153,26 @@ def without_fragments(found: Sequence[Found]) -> tuple[list[Found], dict[Path, s
 
 
 def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
-    """Files that a reStructuredText page among ``found`` includes and that are no page
-    themselves, each with the reason to skip it: Sphinx manuals keep shared text in
-    ``.txt`` files (CMake's ``envvar/ENV_VAR.txt``, included by 53 pages) that Sphinx
-    never builds alone, and read as a document of its own such a fragment was quoted
-    first for every question about an environment variable. Each page is read with its
-    fragments written in (``formats.rst_includes``). An include of a ``.rst`` file is
+    """Files that a reStructuredText or AsciiDoc page among ``found`` includes and that
+    are no page themselves, each with the reason to skip it: Sphinx manuals keep shared
+    text in ``.txt`` files (CMake's ``envvar/ENV_VAR.txt``, included by 53 pages) that
+    Sphinx never builds alone, and read as a document of its own such a fragment was
+    quoted first for every question about an environment variable; Antora sites keep it
+    in partials. Each page is read with its fragments written in
+    (``formats.rst_includes``, ``formats.adoc_includes``). An include of a ``.rst`` file is
     left alone: Sphinx builds those as pages too, unless told not to; so is a fragment
-    included with options that are not written in (``:literal:``): it stays a document.
+    included with options that are not written in (``:literal:``), and an AsciiDoc page
+    with a title of its own (a modular guide's module): each stays a document.
 
-    Paths absolute in the directive (``/include.txt``) are relative to the walked
-    folder, as Sphinx reads them against its source folder; ``<isonum.txt>`` names a
-    file of docutils' own."""
+    Paths absolute in a reStructuredText directive (``/include.txt``) are relative to the
+    walked folder, as Sphinx reads them against its source folder; ``<isonum.txt>`` names
+    a file of docutils' own."""
     candidates = [item for item in found if isinstance(item, Candidate)]
     files = {item.file for item in candidates}
     pages: dict[Path, list[str]] = {}
     for item in candidates:
-        if item.file.suffix.lower() != ".rst":
+        suffix = item.file.suffix.lower()
+        if suffix != ".rst" and suffix not in ASCIIDOC_EXTENSIONS:
             continue
         try:
             with item.file.open(encoding="utf-8", errors="replace") as handle:
@@ -176,24 +180,40 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
         except OSError:
             continue  # its own read reports it
         page = PurePosixPath(item.file.relative_to(item.root).as_posix())
-        for include in includes(text):
-            path = target(include.name, page) if include.inlined else None
+        if suffix == ".rst":
+            named = [target(i.name, page) for i in includes(text) if i.inlined]
+            is_fragment = _no_frontmatter
+        else:
+            named = [adoc_includes.target(i.name, page) for i in adoc_includes.includes(text)]
+            is_fragment = _adoc_fragment
+        for path in named:
             fragment = item.root / path if path is not None else None
-            # a fragment read once for its frontmatter, however many pages include it
-            if fragment in files and (fragment in pages or not _opens_frontmatter(fragment)):
+            # a fragment read once for its head, however many pages include it
+            if fragment in files and (fragment in pages or is_fragment(fragment)):
                 pages.setdefault(fragment, []).append(page.as_posix())
     return {fragment: _included_by(by) for fragment, by in pages.items()}
 
 
-def _opens_frontmatter(file: Path) -> bool:
-    """Whether ``file`` opens with frontmatter (``rst_includes.own_document``): no
-    fragment then, but a document of its own with its own access list."""
+def _no_frontmatter(file: Path) -> bool:
+    """Whether ``file`` opens without frontmatter (``rst_includes.own_document``): with
+    it, no fragment but a document of its own with its own access list."""
     try:
         with file.open("rb") as handle:
             head = handle.read(8)
     except OSError:
-        return False  # its own read reports it
-    return own_document(head.decode("utf-8", errors="replace"))
+        return True  # its own read reports it
+    return not own_document(head.decode("utf-8", errors="replace"))
+
+
+def _adoc_fragment(file: Path) -> bool:
+    """Whether ``file``, which an AsciiDoc page includes, is written into it
+    (``adoc_includes.written_in``): no title of its own, no access list."""
+    try:
+        with file.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(_INCLUDE_SCAN)
+    except OSError:
+        return True  # its own read reports it
+    return adoc_includes.written_in(head)
 
 
 #: what Sphinx's HTML builder writes at its output's root (the cross-reference inventory)
@@ -241,15 +261,13 @@ def _included_by(pages: Sequence[str]) -> str:
 
     >>> _included_by(["CC.rst"])
     'included by CC.rst (reStructuredText `include`): part of that page, not a document'
-    >>> _included_by(["CC.rst", "CXX.rst", "FC.rst"]).split(" (")[0]
-    'included by CC.rst and 2 more pages'
+    >>> _included_by(["pages/docker.adoc", "pages/k8s.adoc"]).split(": ")[0]
+    'included by pages/docker.adoc and 1 more pages (AsciiDoc `include::`)'
     """
     more = f" and {len(pages) - 1} more pages" if len(pages) > 1 else ""
     which = "those pages" if more else "that page"
-    return (
-        f"included by {pages[0]}{more} (reStructuredText `include`): part of {which},"
-        " not a document"
-    )
+    how = "reStructuredText `include`" if pages[0].endswith(".rst") else "AsciiDoc `include::`"
+    return f"included by {pages[0]}{more} ({how}): part of {which}, not a document"
 
 
 def _shown(name: str) -> str:

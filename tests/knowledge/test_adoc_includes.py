@@ -1,0 +1,125 @@
+"""An AsciiDoc page read with the fragments it includes, as Asciidoctor and Antora build it:
+a partial or snippet is part of its pages, not a document; a module with a title of its own
+stays one; nothing is read from outside the knowledge base's folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superbiz.knowledge.ingest.ingestor import Ingestor
+from superbiz.knowledge.kb.base import KnowledgeBase
+from superbiz.retrieval.embedders import Embedder
+
+#: an Antora component: pages, a partial, a tagged code example, a module with its own title
+FILES = {
+    "modules/ROOT/pages/docker.adoc": (
+        "= Deploying with Docker\n:partialsdir: ../partials\n\n"
+        "Members in containers discover each other by multicast.\n\n"
+        "include::partial$docker-warning.adoc[]\n\n"
+        "== Cluster names\n\n[source,java]\n----\n"
+        "include::example$Clusters.java[tag=names]\n----\n\n"
+        "include::{partialsdir}/steps.adoc[leveloffset=+1,tags=ports]\n\n"
+        "include::modules/proc-upgrade.adoc[leveloffset=+1]\n"
+    ),
+    "modules/ROOT/pages/modules/proc-upgrade.adoc": (
+        "[id='proc-upgrade']\n= Upgrading the members\n\nRoll one member at a time.\n"
+    ),
+    "modules/ROOT/partials/docker-warning.adoc": (
+        "WARNING: Port mapping opens the members to anyone who reaches the host.\n"
+    ),
+    "modules/ROOT/partials/steps.adoc": (
+        "// tag::ports[]\n== Open the ports\n\nPublish port 5701 of each member.\n"
+        "// end::ports[]\n== Not included\n\nThis section stays out.\n"
+    ),
+    "modules/ROOT/examples/Clusters.java": (
+        'class Clusters {\n    // tag::names[]\n    config.setClusterName("production");\n'
+        "    // end::names[]\n    // not shown\n}\n"
+    ),
+}
+
+
+@pytest.fixture
+def kb(
+    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> Iterator[KnowledgeBase]:
+    knowledge = KnowledgeBase(make_settings(tmp_path), embedder=use_embedder)
+    yield knowledge
+    knowledge.close()
+
+
+def _write(root: Path) -> None:
+    for relative, text in FILES.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def _text(kb: KnowledgeBase, path: str) -> str:
+    return "\n".join(chunk.text for chunk in kb.store.chunks_of(path))
+
+
+def test_partials_snippets_and_code_are_written_into_their_page(
+    tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    root = tmp_path / "docs"
+    _write(root)
+
+    report = Ingestor(kb).ingest([root])
+
+    assert sorted(report.added) == [
+        "modules/ROOT/pages/docker.adoc",
+        "modules/ROOT/pages/modules/proc-upgrade.adoc",
+    ]
+    skipped = dict(report.skipped)
+    assert set(skipped) == {
+        "modules/ROOT/partials/docker-warning.adoc",
+        "modules/ROOT/partials/steps.adoc",
+    }
+    assert skipped["modules/ROOT/partials/steps.adoc"] == (
+        "included by modules/ROOT/pages/docker.adoc (AsciiDoc `include::`): "
+        "part of that page, not a document"
+    )
+    page = _text(kb, "modules/ROOT/pages/docker.adoc")
+    assert "> **Warning**\n> Port mapping opens the members" in page
+    assert '```java\n    config.setClusterName("production");\n```' in page
+    assert "### Open the ports\n\nPublish port 5701 of each member." in page
+    assert "not shown" not in page and "stays out" not in page and "tag::" not in page
+    # a module with a title of its own is its own document, not written in twice
+    assert "Roll one member at a time." not in page
+    assert "Roll one member" in _text(kb, "modules/ROOT/pages/modules/proc-upgrade.adoc")
+
+
+def test_a_changed_fragment_reads_its_page_again(tmp_path: Path, kb: KnowledgeBase) -> None:
+    root = tmp_path / "docs"
+    _write(root)
+    Ingestor(kb).ingest([root])
+
+    (root / "modules/ROOT/partials/docker-warning.adoc").write_text(
+        "WARNING: Never publish port 5701 on a public address.\n"
+    )
+    again = Ingestor(kb).ingest([root])
+
+    assert again.updated == ["modules/ROOT/pages/docker.adoc"]
+    assert "Never publish port 5701" in _text(kb, "modules/ROOT/pages/docker.adoc")
+
+
+def test_nothing_is_included_from_outside_the_folder(tmp_path: Path, kb: KnowledgeBase) -> None:
+    (tmp_path / "secret.adoc").write_text("The root password is hunter2.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "loop.adoc").write_text("Loop start.\n\ninclude::loop.adoc[]\n")
+    (root / "page.adoc").write_text(
+        "= Page\n\nBefore.\n\ninclude::../secret.adoc[]\n\n"
+        "include::/etc/hostname[]\n\ninclude::https://example.com/x.adoc[]\n\n"
+        "include::loop.adoc[]\n\nAfter.\n"
+    )
+
+    Ingestor(kb).ingest([root])
+
+    page = _text(kb, "page.adoc")
+    assert "Before." in page and "After." in page and page.count("Loop start.") == 1
+    assert "hunter2" not in page and "include::" not in page
