@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge import formats
 from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.knowledge.formats.asciidoc import convert_asciidoc
 
@@ -101,13 +102,13 @@ A comment block: not text.
 """
 
 
-def convert(text: str) -> tuple[str | None, str]:
+def read(text: str) -> tuple[str | None, str]:
     converted = convert_asciidoc(text.encode(), "broker-disk-full.adoc", ("utf-8",))
     return converted.title, converted.markdown
 
 
 def test_the_title_heads_the_page_and_sections_are_headings_below_it() -> None:
-    title, body = convert(RUNBOOK)
+    title, body = read(RUNBOOK)
 
     assert title == "Kafka broker disk full"
     assert body.startswith("# Kafka broker disk full\n\n## Overview\n\nWhen a Kafka broker's")
@@ -117,7 +118,7 @@ def test_the_title_heads_the_page_and_sections_are_headings_below_it() -> None:
 
 
 def test_inline_markup_reads_as_its_text() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert (
         "**every partition** it leads goes offline. See Recovering the broker,\n"
@@ -127,7 +128,7 @@ def test_inline_markup_reads_as_its_text() -> None:
 
 
 def test_listings_are_fenced_code_with_their_language_and_no_callout_marks() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert (
         "**Free space on the broker**\n\n```bash\ndf -h {kafka-home}/data\n"
@@ -137,14 +138,14 @@ def test_listings_are_fenced_code_with_their_language_and_no_callout_marks() -> 
 
 
 def test_admonitions_are_quotes_under_their_kind_or_title() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert "> **Note**\n> The alert fires at 85% usage" in body
     assert "> **Never by hand**\n> Do not delete segment files while the broker runs." in body
 
 
 def test_lists_nest_as_their_markers_do_and_keep_their_attached_blocks() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert "- Producers fail with `NotEnoughReplicasException`.\n- The broker log shows:" in body
     assert "```\njava.io.IOException: No space left on device\n```" in body
@@ -153,7 +154,7 @@ def test_lists_nest_as_their_markers_do_and_keep_their_attached_blocks() -> None
 
 
 def test_a_table_is_a_pipe_table_its_spans_filling_their_columns() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert (
         "| Setting | Meaning | Default |\n| --- | --- | --- |\n"
@@ -163,7 +164,7 @@ def test_a_table_is_a_pipe_table_its_spans_filling_their_columns() -> None:
 
 
 def test_conditionals_comments_includes_and_passthroughs() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     assert "Page the on-call engineer through PagerDuty." in body
     assert "Mail the platform team" not in body
@@ -174,14 +175,14 @@ def test_conditionals_comments_includes_and_passthroughs() -> None:
 
 
 def test_a_page_without_a_title_starts_its_sections_at_the_top() -> None:
-    title, body = convert("== Install\n\nRun it.\n\n== Upgrade\n\nRun it again.\n")
+    title, body = read("== Install\n\nRun it.\n\n== Upgrade\n\nRun it again.\n")
 
     assert title is None
     assert body == "# Install\n\nRun it.\n\n# Upgrade\n\nRun it again.\n"
 
 
 def test_csv_tables_literal_paragraphs_and_quotes() -> None:
-    _, body = convert(
+    _, body = read(
         "= Ports\n\n"
         '[%header,format=csv]\n,===\nService,Port\n"Kafka, plain",9092\n,===\n\n'
         "  $ nc -z broker 9092\n\n"
@@ -194,7 +195,7 @@ def test_csv_tables_literal_paragraphs_and_quotes() -> None:
 
 
 def test_chunks_keep_the_heading_path() -> None:
-    _, body = convert(RUNBOOK)
+    _, body = read(RUNBOOK)
 
     headings = {chunk.heading for chunk in chunk_markdown(body, 300, 20)}
     assert "Kafka broker disk full > Recovery > Retention" in headings
@@ -218,7 +219,7 @@ def test_deeply_nested_blocks_are_read_without_exhausting_the_stack() -> None:
     nested = "".join(f"{'=' * (4 + n)}\n" for n in range(200))
     closing = "".join(f"{'=' * (4 + n)}\n" for n in reversed(range(200)))
 
-    _, body = convert(f"= Deep\n\n{nested}Still read.\n{closing}")
+    _, body = read(f"= Deep\n\n{nested}Still read.\n{closing}")
 
     assert "Still read." in body
 
@@ -257,7 +258,7 @@ If only the clients CA expired, delete the Kafka secret alone.
 
 
 def test_a_procedure_keeps_its_steps_numbered_across_attached_blocks() -> None:
-    title, body = convert(PROCEDURE)
+    title, body = read(PROCEDURE)
 
     assert title == "Recovering from expired CA certificates"
     assert body.startswith("# Recovering from expired CA certificates\n\n**Procedure**\n\n")
@@ -269,7 +270,7 @@ def test_a_procedure_keeps_its_steps_numbered_across_attached_blocks() -> None:
 
 
 def test_a_cell_of_asciidoc_content_is_read_as_blocks_on_one_line() -> None:
-    _, body = convert(
+    _, body = read(
         "= Notifications\n\n"
         '[cols="1,3"]\n|===\n|Property|Description\n\n'
         "|id\na|A unique identifier.\n[NOTE]\n====\nIt may repeat.\n====\n\n"
@@ -281,3 +282,20 @@ def test_a_cell_of_asciidoc_content_is_read_as_blocks_on_one_line() -> None:
         "| id | A unique identifier. **Note** It may repeat. |\n"
         '| payload | `{"id": 1}` |'
     ) in body
+
+
+@pytest.mark.parametrize(
+    "opener",
+    ["link:x[", "https://x[", "xref:x[", "image:x[", "kbd:[", "menu:x[", "footnote:[",
+     "pass:[", "<<a", "((a", "(((a", "[.role]*a"],
+)  # fmt: skip
+def test_a_line_of_unclosed_markup_is_read_not_refused_for_time(opener: str) -> None:
+    """Each opener's match stops at the next bracket: a line of 100,000 unclosed openers
+    (600 KB to 1 MB) is read in one pass where a scan to the line's end from each opener
+    took minutes, past the converter's time bound (``ingest.convert-timeout-s``)."""
+    page = f"= Hostile\n\n{opener * 100_000}\n\nAfter.\n".encode()
+
+    converted = formats.convert(page, ".adoc", "hostile.adoc", ("utf-8",))
+
+    assert converted is not None and converted.title == "Hostile"
+    assert converted.markdown.rstrip().endswith("After.")

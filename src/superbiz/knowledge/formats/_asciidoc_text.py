@@ -136,38 +136,41 @@ _CODE = re.compile(r"(?<![\w`\\])`(?P<code>[^`\n]+?)`(?![\w`])")
 #: text passed through as written: ``pass:[…]``, ``+++…+++`` and ``++…++`` anywhere (pandoc
 #: writes ``user++_++1``), ``+…+`` around words
 _PASS = re.compile(
-    r"pass:[a-z,]*\[(?P<text>.*?)\]|\+\+\+(?P<triple>.+?)\+\+\+|\+\+(?P<double>.+?)\+\+"
+    r"pass:[a-z,]*\[(?P<text>[^\[\]]*)\]|\+\+\+(?P<triple>.+?)\+\+\+|\+\+(?P<double>.+?)\+\+"
     r"|(?<![\w+\\])\+(?=\S)(?P<single>[^+\n]*?[^\s+])\+(?![\w+])"
 )
 #: curved quotes: ``"`text`"`` and ``'`text`'``
 _CURVED = re.compile(r"(?P<mark>[\"'])`(?P<text>[^`\n]+?)`(?P=mark)")
 _CURVES = {'"': ("\u201c", "\u201d"), "'": ("\u2018", "\u2019")}
+#: inline macros, each as a reader sees it; what a macro's brackets hold is matched only
+#: up to the next bracket, so a line of unclosed openers (``link:x[link:x[…``) is read in
+#: one pass, not one pass per opener
 _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     # link:url[text], https://url[text], mailto:a@b[text]; a bare URL stays a URL
     (
-        re.compile(r"(?:link:|mailto:)(?P<url>[^\s\[]+)\[(?P<text>[^\]]*)\]"
-                   r"|(?P<url2>(?:https?|ftp|irc)://[^\s\[]+)\[(?P<text2>[^\]]*)\]"),
+        re.compile(r"(?:link:|mailto:)(?P<url>[^\s\[]+)\[(?P<text>[^\[\]]*)\]"
+                   r"|(?P<url2>(?:https?|ftp|irc)://[^\s\[]+)\[(?P<text2>[^\[\]]*)\]"),
         lambda m: _link_text(m["text"] if m["url"] else m["text2"], m["url"] or m["url2"]),
     ),
-    (re.compile(r"xref:(?P<target>[^\s\[]+)\[(?P<text>[^\]]*)\]"),
+    (re.compile(r"xref:(?P<target>[^\s\[]+)\[(?P<text>[^\[\]]*)\]"),
      lambda m: _link_text(m["text"], readable_target(m["target"]))),
-    (re.compile(r"<<(?P<target>[^,>\s]+)(?:,\s*(?P<text>[^>]+))?>>"),
+    (re.compile(r"<<(?P<target>[^,<>\s]+)(?:,\s*(?P<text>[^<>]+))?>>"),
      lambda m: (m["text"] or readable_target(m["target"])).strip()),
-    (re.compile(r"image:(?!:)[^\s\[]*\[(?P<alt>[^\],]*)[^\]]*\]"), lambda m: m["alt"].strip()),
-    (re.compile(r"(?:kbd|btn):\[(?P<keys>[^\]]*)\]"), lambda m: m["keys"].strip()),
-    (re.compile(r"menu:(?P<menu>[^\s\[]+)\[(?P<items>[^\]]*)\]"),
+    (re.compile(r"image:(?!:)[^\s\[]*\[(?P<alt>[^\[\],]*)[^\[\]]*\]"), lambda m: m["alt"].strip()),
+    (re.compile(r"(?:kbd|btn):\[(?P<keys>[^\[\]]*)\]"), lambda m: m["keys"].strip()),
+    (re.compile(r"menu:(?P<menu>[^\s\[]+)\[(?P<items>[^\[\]]*)\]"),
      lambda m: " > ".join([m["menu"], *(i.strip() for i in m["items"].split(">") if i.strip())])),
-    (re.compile(r"footnote:[\w-]*\[(?P<text>[^\]]*)\]"),
+    (re.compile(r"footnote:[\w-]*\[(?P<text>[^\[\]]*)\]"),
      lambda m: f" ({m['text'].strip()})" if m["text"].strip() else ""),
-    (re.compile(r"(?:stem|latexmath|asciimath|indexterm2?):\[(?P<text>[^\]]*)\]"),
+    (re.compile(r"(?:stem|latexmath|asciimath|indexterm2?):\[(?P<text>[^\[\]]*)\]"),
      lambda m: m["text"]),
-    (re.compile(r"(?:anchor:[\w-]+\[[^\]]*\]|icon:[\w-]+\[[^\]]*\]|\[\[\[?[\w:.-]+(?:,[^\]]*)?\]\]\]?)"),
+    (re.compile(r"(?:anchor:[\w-]+\[[^\[\]]*\]|icon:[\w-]+\[[^\[\]]*\]|\[\[\[?[\w:.-]+(?:,[^\[\]]*)?\]\]\]?)"),
      lambda m: ""),
-    (re.compile(r"\(\(\((?P<terms>[^)]*)\)\)\)"), lambda m: ""),
-    (re.compile(r"\(\((?P<term>[^)]+)\)\)"), lambda m: m["term"]),
+    (re.compile(r"\(\(\((?P<terms>[^()]*)\)\)\)"), lambda m: ""),
+    (re.compile(r"\(\((?P<term>[^()]+)\)\)"), lambda m: m["term"]),
 ]  # fmt: skip
-_BOLD = re.compile(r"(?<![\w*\\])(?:\[[^\]]*\])?\*\*?(?=\S)(?P<text>[^*\n]+?)(?<=\S)\*\*?(?![\w*])")
-_MARKED = re.compile(r"(?<![\w#\\])(?:\[[^\]]*\])?##?(?=\S)(?P<text>[^#\n]+?)(?<=\S)##?(?![\w#])")
+_BOLD = re.compile(r"(?<![\w*\\])(?:\[[^\[\]]*\])?\*\*?(?=\S)(?P<text>[^*\n]+?)(?<=\S)\*\*?(?![\w*])")
+_MARKED = re.compile(r"(?<![\w#\\])(?:\[[^\[\]]*\])?##?(?=\S)(?P<text>[^#\n]+?)(?<=\S)##?(?![\w#])")
 _HARD_BREAK = re.compile(r"[ \t]\+$", re.MULTILINE)
 _ESCAPED = re.compile(r"\\(?=[*_#`{<\[+])")
 _PLACEHOLDER = "\x00{}\x00"
