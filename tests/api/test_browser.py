@@ -79,7 +79,7 @@ def test_upload_ask_and_watch_the_trace(page_url: str, tmp_path: Path) -> None:
 
             # the file picker offers every format the service ingests (/api/info)
             expect(page.locator("#upload-file")).to_have_attribute(
-                "accept", ".md,.mdx,.markdown,.txt,.html,.htm,.pdf,.docx,.rst"
+                "accept", ".md,.mdx,.markdown,.txt,.html,.htm,.pdf,.docx,.rst,.adoc,.asciidoc"
             )
             # upload a document into a new domain
             page.click("button[data-tab=docs]")
