@@ -169,8 +169,10 @@ _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\(\(\((?P<terms>[^()]*)\)\)\)"), lambda m: ""),
     (re.compile(r"\(\((?P<term>[^()]+)\)\)"), lambda m: m["term"]),
 ]  # fmt: skip
-_BOLD = re.compile(r"(?<![\w*\\])(?:\[[^\[\]]*\])?\*\*?(?=\S)(?P<text>[^*\n]+?)(?<=\S)\*\*?(?![\w*])")
-_MARKED = re.compile(r"(?<![\w#\\])(?:\[[^\[\]]*\])?##?(?=\S)(?P<text>[^#\n]+?)(?<=\S)##?(?![\w#])")
+#: bold and marked text, after a role if any (``[.red]*stop*``)
+_ROLE = r"(?:\[[^\[\]]*\])?"
+_BOLD = re.compile(r"(?<![\w*\\])" + _ROLE + r"\*\*?(?=\S)(?P<text>[^*\n]+?)(?<=\S)\*\*?(?![\w*])")
+_MARKED = re.compile(r"(?<![\w#\\])" + _ROLE + r"##?(?=\S)(?P<text>[^#\n]+?)(?<=\S)##?(?![\w#])")
 _HARD_BREAK = re.compile(r"[ \t]\+$", re.MULTILINE)
 _ESCAPED = re.compile(r"\\(?=[*_#`{<\[+])")
 _PLACEHOLDER = "\x00{}\x00"
