@@ -130,41 +130,45 @@ def substituted(text: str, attributes: Mapping[str, str]) -> str:
     return _REFERENCE.sub(value, text)
 
 
+#: what a macro's brackets hold: up to the closing one, as Asciidoctor reads it, and at
+#: most 500 characters, so that a line of unclosed openers (``link:x[link:x[…``) costs a
+#: bounded scan per opener instead of one to the line's end
+_IN = r"[^\]]{0,500}"
+_IN_ALT = r"[^\],]{0,500}"
 #: inline code as written (``+…+`` inside backticks), and inline code
 _LITERAL = re.compile(r"(?<![\w`\\])`\+(?P<code>.+?)\+`")
 _CODE = re.compile(r"(?<![\w`\\])`(?P<code>[^`\n]+?)`(?![\w`])")
 #: text passed through as written: ``pass:[…]``, ``+++…+++`` and ``++…++`` anywhere (pandoc
 #: writes ``user++_++1``), ``+…+`` around words
 _PASS = re.compile(
-    r"pass:[a-z,]*\[(?P<text>[^\[\]]*)\]|\+\+\+(?P<triple>.+?)\+\+\+|\+\+(?P<double>.+?)\+\+"
+    rf"pass:[a-z,]*\[(?P<text>{_IN})\]|\+\+\+(?P<triple>.+?)\+\+\+|\+\+(?P<double>.+?)\+\+"
     r"|(?<![\w+\\])\+(?=\S)(?P<single>[^+\n]*?[^\s+])\+(?![\w+])"
 )
 #: curved quotes: ``"`text`"`` and ``'`text`'``
 _CURVED = re.compile(r"(?P<mark>[\"'])`(?P<text>[^`\n]+?)`(?P=mark)")
 _CURVES = {'"': ("\u201c", "\u201d"), "'": ("\u2018", "\u2019")}
-#: inline macros, each as a reader sees it; what a macro's brackets hold is matched only
-#: up to the next bracket, so a line of unclosed openers (``link:x[link:x[…``) is read in
-#: one pass, not one pass per opener
+#: inline macros, each as a reader sees it
 _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     # link:url[text], https://url[text], mailto:a@b[text]; a bare URL stays a URL
     (
-        re.compile(r"(?:link:|mailto:)(?P<url>[^\s\[]+)\[(?P<text>[^\[\]]*)\]"
-                   r"|(?P<url2>(?:https?|ftp|irc)://[^\s\[]+)\[(?P<text2>[^\[\]]*)\]"),
+        re.compile(rf"(?:link:|mailto:)(?P<url>[^\s\[]+)\[(?P<text>{_IN})\]"
+                   rf"|(?P<url2>(?:https?|ftp|irc)://[^\s\[]+)\[(?P<text2>{_IN})\]"),
         lambda m: _link_text(m["text"] if m["url"] else m["text2"], m["url"] or m["url2"]),
     ),
-    (re.compile(r"xref:(?P<target>[^\s\[]+)\[(?P<text>[^\[\]]*)\]"),
+    (re.compile(rf"xref:(?P<target>[^\s\[]+)\[(?P<text>{_IN})\]"),
      lambda m: _link_text(m["text"], readable_target(m["target"]))),
     (re.compile(r"<<(?P<target>[^,<>\s]+)(?:,\s*(?P<text>[^<>]+))?>>"),
      lambda m: (m["text"] or readable_target(m["target"])).strip()),
-    (re.compile(r"image:(?!:)[^\s\[]*\[(?P<alt>[^\[\],]*)[^\[\]]*\]"), lambda m: m["alt"].strip()),
-    (re.compile(r"(?:kbd|btn):\[(?P<keys>[^\[\]]*)\]"), lambda m: m["keys"].strip()),
-    (re.compile(r"menu:(?P<menu>[^\s\[]+)\[(?P<items>[^\[\]]*)\]"),
+    (re.compile(rf"image:(?!:)[^\s\[]*\[(?P<alt>{_IN_ALT})(?:,{_IN})?\]"),
+     lambda m: m["alt"].strip()),
+    (re.compile(rf"(?:kbd|btn):\[(?P<keys>{_IN})\]"), lambda m: m["keys"].strip()),
+    (re.compile(rf"menu:(?P<menu>[^\s\[]+)\[(?P<items>{_IN})\]"),
      lambda m: " > ".join([m["menu"], *(i.strip() for i in m["items"].split(">") if i.strip())])),
-    (re.compile(r"footnote:[\w-]*\[(?P<text>[^\[\]]*)\]"),
+    (re.compile(rf"footnote:[\w-]*\[(?P<text>{_IN})\]"),
      lambda m: f" ({m['text'].strip()})" if m["text"].strip() else ""),
-    (re.compile(r"(?:stem|latexmath|asciimath|indexterm2?):\[(?P<text>[^\[\]]*)\]"),
+    (re.compile(rf"(?:stem|latexmath|asciimath|indexterm2?):\[(?P<text>{_IN})\]"),
      lambda m: m["text"]),
-    (re.compile(r"(?:anchor:[\w-]+\[[^\[\]]*\]|icon:[\w-]+\[[^\[\]]*\]|\[\[\[?[\w:.-]+(?:,[^\[\]]*)?\]\]\]?)"),
+    (re.compile(rf"(?:anchor:[\w-]+\[{_IN}\]|icon:[\w-]+\[{_IN}\]|\[\[\[?[\w:.-]+(?:,{_IN})?\]\]\]?)"),
      lambda m: ""),
     (re.compile(r"\(\(\((?P<terms>[^()]*)\)\)\)"), lambda m: ""),
     (re.compile(r"\(\((?P<term>[^()]+)\)\)"), lambda m: m["term"]),
