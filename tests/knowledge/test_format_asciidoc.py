@@ -290,9 +290,9 @@ def test_a_cell_of_asciidoc_content_is_read_as_blocks_on_one_line() -> None:
      "pass:[", "<<a", "((a", "(((a", "[.role]*a"],
 )  # fmt: skip
 def test_a_line_of_unclosed_markup_is_read_not_refused_for_time(opener: str) -> None:
-    """Each opener's match stops at the next bracket: a line of 100,000 unclosed openers
-    (600 KB to 1 MB) is read in one pass where a scan to the line's end from each opener
-    took minutes, past the converter's time bound (``ingest.convert-timeout-s``)."""
+    """Each opener's match scans at most 500 characters for its closing bracket: a line of
+    100,000 unclosed openers (300 KB to 1 MB) is read where a scan to the line's end from
+    each opener took minutes, past the converter's time bound (``ingest.convert-timeout-s``)."""
     page = f"= Hostile\n\n{opener * 100_000}\n\nAfter.\n".encode()
 
     converted = formats.convert(page, ".adoc", "hostile.adoc", ("utf-8",))
