@@ -56,8 +56,8 @@ _HEADING = re.compile(r"^\s{0,3}(?P<marks>#{1,6})\s+(?P<text>.+?)\s*#*\s*$")
 #: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
 #: time, and their sibling titles raised the KB's measured reference threshold to 0.69
 _ONLY_HEADINGS = (
-    "nothing but headings: no text to answer from (a page Sphinx fills at build time, "
-    "such as autodoc's or one that includes another page, reads empty here)"
+    "nothing but headings: no text to answer from (a page a site's build fills, such as "
+    "Sphinx's autodoc pages or a page that includes other pages whole, reads empty here)"
 )
 
 
