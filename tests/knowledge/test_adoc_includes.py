@@ -123,3 +123,44 @@ def test_nothing_is_included_from_outside_the_folder(tmp_path: Path, kb: Knowled
     page = _text(kb, "page.adoc")
     assert "Before." in page and "After." in page and page.count("Loop start.") == 1
     assert "hunter2" not in page and "include::" not in page
+
+
+def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: KnowledgeBase) -> None:
+    """``antora.yml``'s ``asciidoc.attributes`` are set on every page of the component:
+    in the text, in an include's target, in a condition; a changed descriptor reads the
+    pages again."""
+    root = tmp_path / "docs"
+    (root / "modules/ROOT/pages").mkdir(parents=True)
+    (root / "modules/ROOT/snippets").mkdir(parents=True)
+    (root / "antora.yml").write_text(
+        "name: hazelcast\nversion: '6.0'\nasciidoc:\n  attributes:\n"
+        "    full-version: '6.0.1'\n    snippetsdir: ../snippets\n    community: true\n"
+        "    product: false\n    page-toclevels: 1@\n"
+    )
+    (root / "modules/ROOT/snippets/jvm.adoc").write_text("Run it on Java 21 or later.\n")
+    (root / "modules/ROOT/pages/install.adoc").write_text(
+        "= Installing\n\nDownload Hazelcast {full-version}.\n\n"
+        "include::{snippetsdir}/jvm.adoc[]\n\n"
+        "ifdef::product[]\nCall your account manager.\nendif::[]\n"
+        "ifdef::community[]\nAsk on the community forum.\nendif::[]\n"
+    )
+
+    report = Ingestor(kb).ingest([root])
+
+    assert report.added == ["modules/ROOT/pages/install.adoc"]
+    assert [path for path, _ in report.skipped] == ["modules/ROOT/snippets/jvm.adoc"]
+    page = _text(kb, "modules/ROOT/pages/install.adoc")
+    assert "Download Hazelcast 6.0.1." in page and "Run it on Java 21 or later." in page
+    assert "Ask on the community forum." in page and "account manager" not in page
+    assert "toclevels" not in page
+    document = kb.documents.get("modules/ROOT/pages/install.adoc")
+    assert document is not None and document.title == "Installing"
+
+    (root / "antora.yml").write_text(
+        "name: hazelcast\nasciidoc:\n  attributes:\n    full-version: '6.0.2'\n"
+        "    snippetsdir: ../snippets\n"
+    )
+    again = Ingestor(kb).ingest([root])
+
+    assert again.updated == ["modules/ROOT/pages/install.adoc"]
+    assert "Download Hazelcast 6.0.2." in _text(kb, "modules/ROOT/pages/install.adoc")

@@ -3,13 +3,19 @@
 reStructuredText (``.. include::``) and AsciiDoc (``include::``) pages pull shared text
 from other files (``formats.rst_includes``, ``formats.adoc_includes``); the page's text, and
 with it the hash it is stored under, then holds them, so a changed fragment reads its pages
-again. Other formats include nothing and are returned as they are.
+again. An Antora site's pages also read the attributes their component sets
+(``site_attributes``), written above the page the same way. Other formats include nothing
+and are returned as they are.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+
+import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, rst_includes
@@ -35,6 +41,7 @@ def with_fragments(
         text = decode(data, str(page), encodings)
     except DocumentError:
         return data
+    attributes = site_attributes(page, base) if suffix in ASCIIDOC_EXTENSIONS else ""
 
     def read(path: PurePosixPath) -> str | None:
         try:
@@ -47,5 +54,54 @@ def with_fragments(
         except (OSError, RuntimeError, DocumentError):
             return None
 
-    expanded = expand(text, page, read, max_bytes)
+    expanded = expand(attributes + text, page, read, max_bytes)
     return data if expanded == text else expanded.encode()
+
+
+#: the largest component descriptor read (Debezium's is 4 KB)
+_DESCRIPTOR_BYTES = 1_000_000
+_ATTRIBUTE_NAME = re.compile(r"^\w[\w-]*$")
+
+
+def site_attributes(page: PurePosixPath, base: Path) -> str:
+    """The attribute entries an Antora component gives every page of it, as AsciiDoc
+    lines to stand above the page (``:full-version: 6.0.0``, ``:product!:`` for one it
+    unsets): the ``asciidoc.attributes`` of the ``antora.yml`` beside the component's
+    ``modules/`` folder, inside ``base``. Empty for a page of no such component, and for a
+    descriptor that is missing, too large or not YAML (the page is read without it)."""
+    parts = page.parts
+    if "modules" not in parts[:-1]:
+        return ""
+    descriptor = base.joinpath(*parts[: parts.index("modules")], "antora.yml")
+    try:
+        real = descriptor.resolve(strict=True)
+        stat = real.stat()
+    except (OSError, RuntimeError):
+        return ""
+    if not real.is_relative_to(base.resolve()) or stat.st_size > _DESCRIPTOR_BYTES:
+        return ""
+    return _descriptor_entries(str(real), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _descriptor_entries(path: str, mtime_ns: int, size: int) -> str:
+    """A descriptor's attributes as entry lines, read once per version of the file."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    asciidoc = data.get("asciidoc") if isinstance(data, dict) else None
+    attributes = asciidoc.get("attributes") if isinstance(asciidoc, dict) else None
+    if not isinstance(attributes, dict):
+        return ""
+    lines = []
+    for name, value in attributes.items():
+        if not isinstance(name, str) or not _ATTRIBUTE_NAME.match(name):
+            continue
+        if value is False or value is None:
+            lines.append(f":{name}!:")
+        elif value is True:
+            lines.append(f":{name}:")
+        else:  # a trailing @ lets a page override it, as it may anyway here
+            lines.append(f":{name}: {' '.join(str(value).split()).removesuffix('@')}")
+    return "".join(f"{line}\n" for line in lines)

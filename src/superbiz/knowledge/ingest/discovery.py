@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from superbiz.knowledge.documents.included import site_attributes
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.storage.repository import StoredDocument
@@ -183,7 +184,8 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
         if suffix == ".rst":
             named = [target(i.name, page) for i in includes(text) if i.inlined]
             is_fragment = _no_frontmatter
-        else:
+        else:  # read as it is ingested: under its site's attributes (``{partialsdir}``)
+            text = site_attributes(page, item.root) + text
             named = [adoc_includes.target(i.name, page) for i in adoc_includes.includes(text)]
             is_fragment = _adoc_fragment
         for path in named:
