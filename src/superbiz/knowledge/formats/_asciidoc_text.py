@@ -194,6 +194,8 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
     '**Important:** press Ctrl+C, then the docs'
     >>> inline_text("'`table-name`' matches user++_++1 and +{x}+", {"x": "y"})
     '‘table-name’ matches user_1 and {x}'
+    >>> inline_text("Set link:/vars.md[`wait++_++timeout`].", {})
+    'Set `wait_timeout`.'
     """
     kept: list[str] = []
 
@@ -201,18 +203,21 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
         kept.append(written)
         return _PLACEHOLDER.format(len(kept) - 1)
 
+    def restored(text: str) -> str:  # what was kept, back in (a passthrough in code too)
+        return _PLACED.sub(lambda m: kept[int(m[1])], text)
+
     text = _LITERAL.sub(lambda m: keep(code_span(m["code"])), text)
     text = _PASS.sub(lambda m: keep(next(part for part in m.groups() if part is not None)), text)
     text = _CURVED.sub(lambda m: m["text"].join(_CURVES[m["mark"]]), text)
     text = substituted(text, attributes)  # inside code spans too, as Asciidoctor does
-    text = _CODE.sub(lambda m: keep(code_span(m["code"])), text)
+    text = _CODE.sub(lambda m: keep(code_span(restored(m["code"]))), text)
     for pattern, written in _MACROS:
         text = pattern.sub(written, text)
     text = _BOLD.sub(lambda m: f"**{m['text']}**", text)
     text = _MARKED.sub(lambda m: m["text"], text)
     text = _HARD_BREAK.sub("", text)
     text = _ESCAPED.sub("", text)
-    return _PLACED.sub(lambda m: kept[int(m[1])], text)
+    return restored(text)
 
 
 def _link_text(text: str, fallback: str) -> str:
