@@ -4,6 +4,12 @@ what only steers the page (comments, ``toc::[]``, passthroughs) is not text."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
 from superbiz.exceptions import DocumentError
@@ -299,3 +305,65 @@ def test_a_line_of_unclosed_markup_is_read_not_refused_for_time(opener: str) -> 
 
     assert converted is not None and converted.title == "Hostile"
     assert converted.markdown.rstrip().endswith("After.")
+
+
+ROUND_TRIP = """\
+---
+title: MySQL replica lag
+---
+# MySQL replica lag
+
+When `Seconds_Behind_Master` grows past **300**, the replica serves stale reads. See the
+[replication guide](https://dev.mysql.com/doc/refman/8.0/en/replication.html) and
+‘semi-sync’ notes.
+
+## Check
+
+1. Run `SHOW REPLICA STATUS\\G` on the replica.
+2. Compare `Relay_Log_Pos` with `Exec_Master_Log_Pos`:
+
+   ```sql
+   SELECT * FROM performance_schema.replication_applier_status_by_worker;
+   ```
+
+   - A worker stuck on one `LAST_ERROR_NUMBER` needs a skip.
+
+| setting | value | why |
+| --- | --- | --- |
+| `slave_parallel_workers` | 8 | apply in parallel |
+| `sync_binlog` | 1 | durable binlog |
+
+> **Warning:** never run `RESET SLAVE ALL` on the only replica.
+
+## Fix
+
+- Raise `innodb_buffer_pool_size` to 70% of memory.
+- Restart with `--skip-slave-start` and *then* `START REPLICA`.
+"""
+_WORD = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")
+needs_pandoc = pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not installed")
+
+
+@needs_pandoc
+def test_a_runbook_written_as_asciidoc_by_pandoc_reads_back_with_its_words(
+    tmp_path: Path,
+) -> None:
+    """A real tool's AsciiDoc (pandoc's Asciidoctor writer: ``++_++`` inside identifiers,
+    curved quotes, ``[arabic]`` lists with ``+`` continuations, ``[width=…,cols=…]``
+    tables): every word of the Markdown page, but its link's URL, is in what is read."""
+    source = tmp_path / "lag.md"
+    source.write_text(ROUND_TRIP, encoding="utf-8")
+    written = subprocess.run(
+        ["pandoc", "-f", "markdown", "-t", "asciidoctor", "--standalone", str(source)],
+        capture_output=True,
+        check=True,
+    ).stdout
+
+    converted = convert_asciidoc(written, "lag.adoc", ("utf-8",))
+
+    assert converted.title == "MySQL replica lag"
+    markdown = re.sub(r"\]\([^)]*\)", "]", ROUND_TRIP.split("---\n", 2)[2])
+    expected = Counter(_WORD.findall(markdown))
+    assert expected - Counter(_WORD.findall(converted.markdown)) == Counter()
+    for kept in ("`Seconds_Behind_Master`", "`slave_parallel_workers` | 8", "```sql"):
+        assert kept in converted.markdown
