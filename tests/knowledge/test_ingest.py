@@ -417,6 +417,44 @@ def test_a_page_includes_nothing_from_outside_its_folder(tmp_path: Path, open_kb
     assert "secret line" not in text
 
 
+def test_a_sites_navigation_files_are_no_pages(tmp_path: Path, open_kb: OpenKB) -> None:
+    """Docsify's sidebar and GitBook's table of contents link to every page and answer
+    nothing: skipped (one stored before goes with --prune); a ``SUMMARY.md`` with text of
+    its own is a document."""
+    docs = tmp_path / "docs"
+    (docs / "deployment").mkdir(parents=True)
+    (docs / "deployment" / "quick-start.md").write_text("# Quick start\n\nRun demo.sh.\n")
+    (docs / "deployment" / "distributed.md").write_text("# 分布式部署\n\n每个环境一套服务。\n")
+    sidebar = (
+        "- 部署文档\n  - [Quick Start](zh/deployment/quick-start.md)\n"
+        "  - [分布式部署指南](zh/deployment/distributed.md)\n- [常见问题](zh/faq/faq.md)\n"
+    )
+    (docs / "incidents").mkdir()
+    (docs / "incidents" / "SUMMARY.md").write_text(
+        "# Outage summary\n\nThe payment API was down for 12 minutes after a bad deploy.\n"
+    )
+    kb = open_kb()
+    (docs / "_sidebar.md").write_text("no links yet\n")
+    assert "_sidebar.md" in Ingestor(kb).ingest([docs]).added
+    (docs / "_sidebar.md").write_text(sidebar)
+    (docs / "SUMMARY.md").write_text(
+        "# Summary\n\n* [Quick start](deployment/quick-start.md)\n"
+        "* [Distributed](deployment/distributed.md)\n* [Outage](incidents/SUMMARY.md)\n"
+    )
+
+    report = Ingestor(kb).ingest([docs], prune=True)
+
+    reasons = dict(report.skipped)
+    assert reasons["_sidebar.md"].startswith("Docsify's sidebar: links to the site's pages")
+    assert reasons["SUMMARY.md"].startswith("GitBook's table of contents")
+    assert report.removed == ["_sidebar.md"]
+    assert set(kb.current_documents()) == {
+        "deployment/quick-start.md",
+        "deployment/distributed.md",
+        "incidents/SUMMARY.md",
+    }
+
+
 def test_a_sphinx_html_build_is_ingested_as_its_pages(tmp_path: Path, open_kb: OpenKB) -> None:
     """A Sphinx site as its HTML builder writes it (run here): each page's source copied
     under ``_sources/`` and the theme's files under ``_static/`` are no documents, and

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from superbiz.knowledge.documents.included import site_attributes
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
+from superbiz.retrieval.passages import is_navigation
 from superbiz.storage.repository import StoredDocument
 
 
@@ -138,7 +139,11 @@ def without_fragments(found: Sequence[Found]) -> tuple[list[Found], dict[Path, s
     page (``include_fragments``), or the material of a Sphinx site's HTML build
     (``sphinx_build_material``) — turned into a skip with its reason, and those files
     with the label each is skipped under."""
-    fragments = {**include_fragments(found), **sphinx_build_material(found)}
+    fragments = {
+        **include_fragments(found),
+        **sphinx_build_material(found),
+        **site_navigation(found),
+    }
     labels = {
         item.file: item.file.relative_to(item.root).as_posix()
         for item in found
@@ -256,6 +261,37 @@ def sphinx_build_material(found: Iterable[Found]) -> dict[Path, str]:
                 material[item.file] = _SPHINX_MATERIAL[name]
                 break
     return material
+
+
+#: the files a documentation site keeps its navigation in, by the tool that reads them
+_NAVIGATION_FILES = {
+    "SUMMARY.md": "GitBook's table of contents",
+    "_sidebar.md": "Docsify's sidebar",
+    "_navbar.md": "Docsify's navigation bar",
+}
+
+
+def site_navigation(found: Iterable[Found]) -> dict[Path, str]:
+    """A documentation site's navigation files (GitBook's ``SUMMARY.md``, Docsify's
+    ``_sidebar.md`` and ``_navbar.md``) that hold nothing but links to its pages, each with
+    the reason to skip it: every page title in one file, it matched any question's words
+    and answered none (Apollo's sidebar names each of its 37 guides). A file of that name
+    with text of its own (an incident's summary) stays a document."""
+    skipped: dict[Path, str] = {}
+    for item in found:
+        if not isinstance(item, Candidate) or item.file.name not in _NAVIGATION_FILES:
+            continue
+        try:
+            with item.file.open(encoding="utf-8", errors="replace") as handle:
+                text = handle.read(_INCLUDE_SCAN)
+        except OSError:
+            continue  # its own read reports it
+        if is_navigation(text):
+            skipped[item.file] = (
+                f"{_NAVIGATION_FILES[item.file.name]}: links to the site's pages, which are "
+                "ingested themselves, not a page"
+            )
+    return skipped
 
 
 def _included_by(pages: Sequence[str]) -> str:
