@@ -132,7 +132,8 @@ kubectl get pods</pre>
 
 
 #: AsciiDoc from version 2: pandoc's curved quotes and unconstrained passthroughs (version 3:
-#: a macro's text read up to 500 characters; version 4: a passthrough inside inline code)
+#: a macro's text read up to 500 characters; version 4: a passthrough inside inline code;
+#: version 5: a cross reference by a section's title, an image's title)
 ASCIIDOC = """= Rotate the API keys
 :vault: vault
 
@@ -149,7 +150,9 @@ WARNING: Old keys stop working after *24 hours*.
 <1> The new key signs from now on.
 
 '`transit`' names the engine; key++_++v2 is next (as pandoc writes them), after
-link:/keys.md[`min++_++version`] is raised.
+link:/keys.md[`min++_++version`] is raised (<<Rotate the keys>>).
+
+image::rotation.svg[title="Key rotation",role="middle"]
 
 [cols="1,1"]
 |===
@@ -196,7 +199,7 @@ READINGS = {
     ("html", 4): "58cb2a1bbfa8492f",
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",
-    ("asciidoc", 4): "f02fc870b33be43c",
+    ("asciidoc", 5): "052998f400b22ede",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
 #: (to version 2), and of what BM25 indexes of each: the chunk under its document's

@@ -87,7 +87,7 @@ READER_VERSIONS: dict[str, int] = {
     "pdf": 2,
     "docx": 2,
     "rst": 6,
-    "asciidoc": 4,
+    "asciidoc": 5,
 }
 _READERS = {
     ".html": "html",

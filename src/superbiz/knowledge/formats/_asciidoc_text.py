@@ -157,7 +157,7 @@ _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     ),
     (re.compile(rf"xref:(?P<target>[^\s\[]+)\[(?P<text>{_IN})\]"),
      lambda m: _link_text(m["text"], readable_target(m["target"]))),
-    (re.compile(r"<<(?P<target>[^,<>\s]+)(?:,\s*(?P<text>[^<>]+))?>>"),
+    (re.compile(r"<<(?P<target>[^,<>\s][^,<>\n]*?)(?:,\s*(?P<text>[^<>]+))?>>"),
      lambda m: (m["text"] or readable_target(m["target"])).strip()),
     (re.compile(rf"image:(?!:)[^\s\[]*\[(?P<alt>{_IN_ALT})(?:,{_IN})?\]"),
      lambda m: m["alt"].strip()),
@@ -196,6 +196,8 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
     '‘table-name’ matches user_1 and {x}'
     >>> inline_text("Set link:/vars.md[`wait++_++timeout`].", {})
     'Set `wait_timeout`.'
+    >>> inline_text("See also, <<Transaction log settings>>.", {})
+    'See also, Transaction log settings.'
     """
     kept: list[str] = []
 

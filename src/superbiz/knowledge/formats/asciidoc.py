@@ -156,8 +156,8 @@ class _Reader:
                 pending, number = _Pending(), number + 1
                 continue
             if macro := _BLOCK_MACRO.match(line):
-                if macro["name"] == "image" and macro["attributes"]:  # its alternative text
-                    out.append(self.text(_split_attributes(macro["attributes"])[0]))
+                if macro["name"] == "image":
+                    out.append(self.text(_image_text(macro["attributes"], pending)))
                 pending, number = _Pending(), number + 1
                 continue
             if _listing(line):
@@ -376,6 +376,21 @@ def _split_attributes(text: str) -> list[str]:
     ['cols="1,2,1"', 'options="header"']
     """
     return [entry.strip() for entry in _ATTRIBUTE_ENTRY.findall(text) if entry.strip()]
+
+
+def _image_text(attributes: str, pending: _Pending) -> str:
+    """What an image says in words: its alternative text (first, or ``alt=``), else its
+    title (``title=``, or a block title above it).
+
+    >>> _image_text('title="Backup chain",role="middle"', _Pending())
+    'Backup chain'
+    >>> _image_text("Topology, 800", _Pending()), _image_text("width=800", _Pending())
+    ('Topology', '')
+    """
+    entries = _split_attributes(attributes)
+    image = _Pending(entries)
+    positional = next((entry for entry in entries[:1] if "=" not in entry), "")
+    return positional.strip('"') or image.named("alt") or image.named("title") or pending.title
 
 
 def _language(pending: _Pending, attributes: dict[str, str]) -> str:
