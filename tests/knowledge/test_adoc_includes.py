@@ -126,7 +126,8 @@ def test_nothing_is_included_from_outside_the_folder(tmp_path: Path, kb: Knowled
 
 
 def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: KnowledgeBase) -> None:
-    """``antora.yml``'s ``asciidoc.attributes`` are set on every page of the component:
+    """``antora.yml``'s ``asciidoc.attributes``, and the module folders Antora sets itself
+    (``{partialsdir}``), are set on every page of the component:
     in the text, in an include's target, in a condition; a changed descriptor reads the
     pages again."""
     root = tmp_path / "docs"
@@ -138,9 +139,11 @@ def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: Knowl
         "    product: false\n    page-toclevels: 1@\n"
     )
     (root / "modules/ROOT/snippets/jvm.adoc").write_text("Run it on Java 21 or later.\n")
+    (root / "modules/ROOT/partials").mkdir()
+    (root / "modules/ROOT/partials/ports.adoc").write_text("Open port 5701.\n")
     (root / "modules/ROOT/pages/install.adoc").write_text(
         "= Installing\n\nDownload Hazelcast {full-version}.\n\n"
-        "include::{snippetsdir}/jvm.adoc[]\n\n"
+        "include::{snippetsdir}/jvm.adoc[]\n\ninclude::{partialsdir}/ports.adoc[]\n\n"
         "ifdef::product[]\nCall your account manager.\nendif::[]\n"
         "ifdef::community[]\nAsk on the community forum.\nendif::[]\n"
     )
@@ -148,9 +151,13 @@ def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: Knowl
     report = Ingestor(kb).ingest([root])
 
     assert report.added == ["modules/ROOT/pages/install.adoc"]
-    assert [path for path, _ in report.skipped] == ["modules/ROOT/snippets/jvm.adoc"]
+    assert sorted(path for path, _ in report.skipped) == [
+        "modules/ROOT/partials/ports.adoc",  # {partialsdir}: set by Antora itself
+        "modules/ROOT/snippets/jvm.adoc",
+    ]
     page = _text(kb, "modules/ROOT/pages/install.adoc")
     assert "Download Hazelcast 6.0.1." in page and "Run it on Java 21 or later." in page
+    assert "Open port 5701." in page
     assert "Ask on the community forum." in page and "account manager" not in page
     assert "toclevels" not in page
     document = kb.documents.get("modules/ROOT/pages/install.adoc")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
+from os.path import relpath
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -65,14 +66,26 @@ _ATTRIBUTE_NAME = re.compile(r"^\w[\w-]*$")
 
 def site_attributes(page: PurePosixPath, base: Path) -> str:
     """The attribute entries an Antora component gives every page of it, as AsciiDoc
-    lines to stand above the page (``:full-version: 6.0.0``, ``:product!:`` for one it
-    unsets): the ``asciidoc.attributes`` of the ``antora.yml`` beside the component's
-    ``modules/`` folder, inside ``base``. Empty for a page of no such component, and for a
-    descriptor that is missing, too large or not YAML (the page is read without it)."""
+    lines to stand above the page: those Antora sets itself, the folders of the page's
+    module (``:partialsdir: ../../partials``, which Debezium's guides include from), then
+    the ``asciidoc.attributes`` of the ``antora.yml`` beside the component's ``modules/``
+    folder, inside ``base`` (``:full-version: 6.0.0``, ``:product!:`` for one it unsets).
+    Empty for a page of no such component, or whose descriptor is missing, too large or
+    not YAML (the page is read without them).
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "antora.yml").write_text("name: ops\\n")
+    >>> print(site_attributes(PurePosixPath("modules/ROOT/pages/db/backup.adoc"), root), end="")
+    :partialsdir: ../../partials
+    :examplesdir: ../../examples
+    :imagesdir: ../../images
+    :attachmentsdir: ../../attachments
+    """
     parts = page.parts
-    if "modules" not in parts[:-1]:
+    if "modules" not in parts[:-2]:
         return ""
-    descriptor = base.joinpath(*parts[: parts.index("modules")], "antora.yml")
+    at = parts.index("modules")
+    descriptor = base.joinpath(*parts[:at], "antora.yml")
     try:
         real = descriptor.resolve(strict=True)
         stat = real.stat()
@@ -80,7 +93,12 @@ def site_attributes(page: PurePosixPath, base: Path) -> str:
         return ""
     if not real.is_relative_to(base.resolve()) or stat.st_size > _DESCRIPTOR_BYTES:
         return ""
-    return _descriptor_entries(str(real), stat.st_mtime_ns, stat.st_size)
+    module = PurePosixPath(*parts[: at + 2])
+    folders = "".join(
+        f":{family}dir: {relpath(module / family, page.parent)}\n"
+        for family in ("partials", "examples", "images", "attachments")
+    )
+    return folders + _descriptor_entries(str(real), stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=64)
