@@ -136,9 +136,9 @@ _INCLUDE_SCAN = 200_000
 
 def without_fragments(found: Sequence[Found]) -> tuple[list[Found], dict[Path, str]]:
     """``found`` with each file that is part of something else — included by another
-    page (``include_fragments``), or the material of a Sphinx site's HTML build
-    (``sphinx_build_material``) — turned into a skip with its reason, and those files
-    with the label each is skipped under."""
+    page (``include_fragments``), the material of a Sphinx site's HTML build
+    (``sphinx_build_material``), or a site's navigation (``site_navigation``) — turned
+    into a skip with its reason, and those files with the label each is skipped under."""
     fragments = {
         **include_fragments(found),
         **sphinx_build_material(found),
