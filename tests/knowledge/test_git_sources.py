@@ -519,3 +519,46 @@ def test_a_url_of_another_transport_is_refused_before_git_runs(
         lifecycle.add_git(url)
     assert why in str(refused.value) and "use https://" in str(refused.value)
     _nothing_written(kb)
+
+
+def test_a_changed_fragment_reads_the_pages_that_include_it_again(
+    tmp_path: Path, open_lifecycle: Open
+) -> None:
+    """An Antora site in Git: a change to a partial alone is a change to the pages that
+    include it (their text holds it), and the partial is never a document of its own."""
+    repo = Remote(tmp_path / "site")
+    repo.write(
+        {
+            "docs/antora.yml": "name: ops\nversion: '1.0'\n",
+            "docs/modules/ROOT/pages/docker.adoc": (
+                "= Deploying with Docker\n\nContainers find each other by multicast.\n\n"
+                "include::partial$warning.adoc[]\n"
+            ),
+            "docs/modules/ROOT/pages/upgrade.adoc": "= Upgrading\n\nRoll one member at a time.\n",
+            "docs/modules/ROOT/partials/warning.adoc": "WARNING: Port 5701 is open to the host.\n",
+        }
+    )
+    repo.commit("first")
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(repo.url)
+    assert sorted(first.report.added) == [
+        "docs/modules/ROOT/pages/docker.adoc",
+        "docs/modules/ROOT/pages/upgrade.adoc",
+    ]
+
+    repo.write({"docs/modules/ROOT/partials/warning.adoc": "WARNING: Never publish 5701.\n"})
+    repo.commit("the partial alone")
+    second = lifecycle.sync(first.source.name)
+
+    assert second.mode == "incremental"
+    assert second.report.added == []
+    assert second.report.updated == ["docs/modules/ROOT/pages/docker.adoc"]
+    assert [path for path, _ in second.report.skipped] == [
+        "docs/modules/ROOT/partials/warning.adoc"
+    ]
+    text = "\n".join(c.text for c in kb.store.chunks_of("docs/modules/ROOT/pages/docker.adoc"))
+    assert "Never publish 5701." in text and "open to the host" not in text
+    assert sorted(paths(kb)) == [
+        "docs/modules/ROOT/pages/docker.adoc",
+        "docs/modules/ROOT/pages/upgrade.adoc",
+    ]

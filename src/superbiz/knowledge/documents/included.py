@@ -22,6 +22,20 @@ from superbiz.exceptions import DocumentError
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, rst_includes
 from superbiz.knowledge.formats.decode import decode
 
+#: pages that include other files when they are read
+_INCLUDING = (".rst", *ASCIIDOC_EXTENSIONS)
+
+
+def includes_others(page: PurePosixPath) -> bool:
+    """Whether the file at ``page`` is a page that may include others as it is read.
+
+    >>> includes_others(PurePosixPath("modules/ROOT/pages/backup.adoc"))
+    True
+    >>> includes_others(PurePosixPath("runbooks/disk.md"))
+    False
+    """
+    return page.suffix.lower() in _INCLUDING
+
 
 def with_fragments(
     data: bytes, page: PurePosixPath, base: Path, encodings: Sequence[str], max_bytes: int

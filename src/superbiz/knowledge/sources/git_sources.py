@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
 from superbiz.knowledge.documents.document import read_with
+from superbiz.knowledge.documents.included import includes_others
 from superbiz.knowledge.ingest.discovery import gone
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.ingest.report import IngestReport
@@ -328,6 +329,12 @@ class GitSources:
         removed += [pair[0] for pair in renames if pair not in renamed]
         report = IngestReport()
         self._remove(source, [str(self._target(source, p)) for p in removed], report)
+        entries = repo.tree(new, source.subdir or "")
+        if any(includes_others(PurePosixPath(entry.path)) for entry in entries):
+            # a page that includes other files (a fragment, a code example, the site's
+            # attributes) reads them as part of its text: every page is read again, by
+            # hash, so those that include a changed file are updated and it is no document
+            written = entries
         files = [
             file
             for entry in written
@@ -350,7 +357,12 @@ class GitSources:
         touched = {str(self._target(source, c.path)) for c in changes} | {
             str(self._target(source, c.old_path)) for c in changes if c.old_path
         }
-        still = [(s["path"], s["reason"]) for s in source.skipped if s["path"] not in touched]
+        reported = {path for path, _ in report.skipped}
+        still = [
+            (s["path"], s["reason"])
+            for s in source.skipped
+            if s["path"] not in touched and s["path"] not in reported
+        ]
         report.skipped[:0] = [*still, *kept, *skipped]
         targets = [(str(self._target(source, a)), str(self._target(source, b))) for a, b in renamed]
         return SyncResult(source, report, renamed=targets)
