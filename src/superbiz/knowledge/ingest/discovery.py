@@ -180,10 +180,8 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
         suffix = item.file.suffix.lower()
         if suffix != ".rst" and suffix not in ASCIIDOC_EXTENSIONS:
             continue
-        try:
-            with item.file.open(encoding="utf-8", errors="replace") as handle:
-                text = handle.read(_INCLUDE_SCAN)
-        except OSError:
+        text = _head(item.file)
+        if text is None:
             continue  # its own read reports it
         page = PurePosixPath(item.file.relative_to(item.root).as_posix())
         if suffix == ".rst":
@@ -201,6 +199,15 @@ def include_fragments(found: Iterable[Found]) -> dict[Path, str]:
     return {fragment: _included_by(by) for fragment, by in pages.items()}
 
 
+def _head(file: Path) -> str | None:
+    """The first ``_INCLUDE_SCAN`` characters of ``file``, or None when it cannot be read."""
+    try:
+        with file.open(encoding="utf-8", errors="replace") as handle:
+            return handle.read(_INCLUDE_SCAN)
+    except OSError:
+        return None
+
+
 def _no_frontmatter(file: Path) -> bool:
     """Whether ``file`` opens without frontmatter (``rst_includes.own_document``): with
     it, no fragment but a document of its own with its own access list."""
@@ -215,12 +222,8 @@ def _no_frontmatter(file: Path) -> bool:
 def _adoc_fragment(file: Path) -> bool:
     """Whether ``file``, which an AsciiDoc page includes, is written into it
     (``adoc_includes.written_in``): no title of its own, no access list."""
-    try:
-        with file.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(_INCLUDE_SCAN)
-    except OSError:
-        return True  # its own read reports it
-    return adoc_includes.written_in(head)
+    head = _head(file)
+    return head is None or adoc_includes.written_in(head)  # unread: its own read reports it
 
 
 #: what Sphinx's HTML builder writes at its output's root (the cross-reference inventory)
@@ -281,12 +284,8 @@ def site_navigation(found: Iterable[Found]) -> dict[Path, str]:
     for item in found:
         if not isinstance(item, Candidate) or item.file.name not in _NAVIGATION_FILES:
             continue
-        try:
-            with item.file.open(encoding="utf-8", errors="replace") as handle:
-                text = handle.read(_INCLUDE_SCAN)
-        except OSError:
-            continue  # its own read reports it
-        if is_navigation(text):
+        text = _head(item.file)
+        if text is not None and is_navigation(text):  # unread: its own read reports it
             skipped[item.file] = (
                 f"{_NAVIGATION_FILES[item.file.name]}: links to the site's pages, which are "
                 "ingested themselves, not a page"
