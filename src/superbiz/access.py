@@ -80,6 +80,23 @@ def may_read(
     return EVERYONE in rule or not reader.groups.isdisjoint(rule)
 
 
+def admits_all_of(rule: Sequence[str] | None, other: Sequence[str] | None) -> bool:
+    """Whether every reader the access list ``other`` admits is admitted by ``rule`` too
+    (None: no list, everyone): text under ``rule`` may then be shown wherever ``other``
+    applies without reaching anyone it should not.
+
+    >>> admits_all_of(["sre", "payments"], ["payments"]), admits_all_of(["sre"], ["payments"])
+    (True, False)
+    >>> admits_all_of(None, ["hr"]), admits_all_of(["hr"], None), admits_all_of(["*"], None)
+    (True, False, True)
+    """
+    if rule is None or EVERYONE in rule:
+        return True
+    if other is None or EVERYONE in other:
+        return False
+    return set(other) <= set(rule)
+
+
 def parse_access(value: object, *, allow_everyone: bool = True) -> tuple[str, ...]:
     """An access list as written (a list of group names, or one text with commas) as
     its groups, unique, in the order written; ``AccessListError`` says what is wrong.

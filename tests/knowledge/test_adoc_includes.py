@@ -1,6 +1,7 @@
 """An AsciiDoc page read with the fragments it includes, as Asciidoctor and Antora build it:
 a partial or snippet is part of its pages, not a document; a module with a title of its own
-stays one; nothing is read from outside the knowledge base's folder."""
+stays one; nothing is read from outside the knowledge base's folder, nor from a domain the
+page's readers may not all read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from superbiz.access import Reader
+from superbiz.config import AccessSettings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
@@ -171,3 +174,64 @@ def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: Knowl
 
     assert again.updated == ["modules/ROOT/pages/install.adoc"]
     assert "Download Hazelcast 6.0.2." in _text(kb, "modules/ROOT/pages/install.adoc")
+
+
+def test_an_include_never_carries_text_to_a_reader_who_may_not_read_it(
+    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
+) -> None:
+    """A page writes in a fragment only from a domain its every reader may read
+    (``access.domains``); a fragment stays a document unless every one of its readers reads
+    it in a page that writes it in. reStructuredText and AsciiDoc alike."""
+    files = {
+        "guide/install.rst": (
+            "Installing\n==========\n\nBefore.\n\n.. include:: ../finance/rates.txt\n\n"
+            ".. include:: ../shared/ports.txt\n\nAfter.\n"
+        ),
+        "guide/limits.adoc": "= Limits\n\nBefore.\n\ninclude::../finance/limits.adoc[]\n",
+        "finance/rates.txt": "The interchange rate for gold cards is 1.85 percent.\n",
+        "finance/limits.adoc": "The daily payout limit is 40,000 euros.\n",
+        "finance/pay.rst": (
+            "Paying out\n==========\n\n.. include:: ../shared/ports.txt\n\n"
+            ".. include:: ../shared/fees.txt\n"
+        ),
+        "shared/ports.txt": "The payout gateway listens on port 8443.\n",
+        "shared/fees.txt": "Every payout costs a flat fee of 25 cents.\n",
+    }
+    root = tmp_path / "docs"
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="utf-8")
+    settings = make_settings(tmp_path, access=AccessSettings(domains={"finance": ("finance",)}))
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    try:
+        report = Ingestor(kb).ingest([root])
+
+        # read alike by everyone: part of the open page, not a document
+        assert dict(report.skipped).keys() == {"shared/ports.txt"}
+        assert sorted(report.added) == [
+            "finance/limits.adoc",
+            "finance/pay.rst",
+            "finance/rates.txt",
+            "guide/install.rst",
+            "guide/limits.adoc",
+            "shared/fees.txt",  # written into a finance page, and everyone's to find
+        ]
+        install = _text(kb, "guide/install.rst")
+        assert "Before." in install and "port 8443" in install and "After." in install
+        assert "1.85" not in install and "40,000" not in _text(kb, "guide/limits.adoc")
+        paying = _text(kb, "finance/pay.rst")
+        assert "port 8443" in paying and "25 cents" in paying
+
+        staff = Reader.of_groups("sam", ["support"])
+        finance = Reader.of_groups("fay", ["finance"])
+        for question, path in [
+            ("interchange rate for gold cards", "finance/rates.txt"),
+            ("daily payout limit", "finance/limits.adoc"),
+        ]:
+            assert all(d.domain != "finance" for d in kb.retrieve(question, reader=staff).shown)
+            assert path in [d.doc_path for d in kb.retrieve(question, reader=finance).shown]
+        assert "shared/fees.txt" in [
+            d.doc_path for d in kb.retrieve("flat fee per payout", reader=staff).shown
+        ]
+    finally:
+        kb.close()

@@ -8,13 +8,8 @@ import pytest
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.knowledge.documents.document import (
-    DEFAULT_DOMAIN,
-    content_hash,
-    load_document,
-    normalize_domain,
-    parse_document,
-)
+from superbiz.knowledge.documents.document import content_hash, load_document, parse_document
+from superbiz.knowledge.documents.domains import DEFAULT_DOMAIN, normalize_domain
 from superbiz.knowledge.documents.metadata import derive_metadata
 
 

@@ -6,7 +6,8 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.knowledge.documents.document import load_document
 from superbiz.knowledge.formats.rst_includes import includes, with_includes
-from superbiz.knowledge.ingest.discovery import Candidate, include_fragments
+from superbiz.knowledge.ingest.discovery import Candidate
+from superbiz.knowledge.ingest.parts import include_fragments
 
 INSTALL = """\
 Installation
@@ -54,7 +55,7 @@ def test_a_fragment_included_with_other_options_stays_a_document(tmp_path: Path)
         "Page\n====\n\n.. include:: a.txt\n\n.. include:: b.txt\n   :literal:\n"
     )
     found = [Candidate(tmp_path / name, tmp_path) for name in ("a.txt", "b.txt", "page.rst")]
-    assert list(include_fragments(found)) == [tmp_path / "a.txt"]
+    assert list(include_fragments(found, {})) == [tmp_path / "a.txt"]
     text = (tmp_path / "page.rst").read_text()
     assert [i.inlined for i in includes(text)] == [True, False]
     read = {"a.txt": "Shared text of the pages.\n", "b.txt": "Shown as it is.\n"}.get

@@ -32,7 +32,7 @@ from superbiz.agents.prompts import load_prompt
 from superbiz.config import PlannerConfig
 from superbiz.exceptions import LLMError
 from superbiz.knowledge.coverage.map import KnowledgeMap, MapDocument
-from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.documents.domains import normalize_domain
 from superbiz.knowledge.kb.map_vectors import MapEntry
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage

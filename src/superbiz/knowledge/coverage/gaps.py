@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from superbiz.access import Reader
 from superbiz.config import GapConfig
 from superbiz.knowledge.coverage._clusters import leader_clusters
-from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.documents.domains import normalize_domain
 from superbiz.knowledge.kb.access_rules import ReaderLimits, reader_limits
 from superbiz.knowledge.kb.withheld import visible_turns
 from superbiz.retrieval.embedders import Embedder

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -24,6 +24,7 @@ from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.chunking import chunking_of
+from superbiz.knowledge.documents.domains import folder_domain, normalize_domain
 from superbiz.knowledge.documents.frontmatter import (
     ACCESS_KEY,
     FRONTMATTER_KEYS,
@@ -50,7 +51,6 @@ from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
-DEFAULT_DOMAIN = "general"
 _HEADING = re.compile(r"^\s{0,3}(?P<marks>#{1,6})\s+(?P<text>.+?)\s*#*\s*$")
 #: a page of headings alone has nothing to answer from, and its title matched questions
 #: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
@@ -157,11 +157,14 @@ def load_document(
     max_bytes: int,
     encodings: Sequence[str] = DEFAULT_ENCODINGS,
     limits: ConversionLimits = DEFAULT_LIMITS,
+    domain_access: Mapping[str, Sequence[str]] | None = None,
 ) -> SourceDocument:
     """Read and parse ``file``; ``root`` decides its relative path and default domain.
 
     A symlink is followed only to a file inside ``root``; its identity is then the
-    target's path, so a link beside its target is reported as a duplicate.
+    target's path, so a link beside its target is reported as a duplicate. A page that
+    includes others is read with them (``included.with_fragments``), those of a domain
+    its own domain's readers may not all read (``domain_access``) left out.
     """
     label = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
     try:
@@ -182,7 +185,7 @@ def load_document(
     if size > max_bytes:
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
     data = real.read_bytes()
-    data = with_fragments(data, relative, base, encodings, max_bytes)
+    data = with_fragments(data, relative, base, encodings, max_bytes, domain_access)
     return parse_document(data, relative, encodings, limits)
 
 
@@ -225,10 +228,8 @@ def parse_document(
         or page_heading(body)
         or relative.stem
     )
-    domain = _str_field(front, "category", label) or (
-        relative.parts[0] if len(relative.parts) > 1 else DEFAULT_DOMAIN
-    )
-    domain = normalize_domain(domain)
+    category = _str_field(front, "category", label)
+    domain = normalize_domain(category) if category else folder_domain(relative)
     if len(domain) > DOMAIN_MAX:
         raise DocumentError(label, f"category longer than {DOMAIN_MAX} characters")
     aliases = _list_field(front, "aliases", label)
@@ -367,12 +368,6 @@ def _fits(field_name: str, value: Any) -> bool:
         and isinstance(value, list)
         and all(isinstance(item, (str, int, float)) for item in value)
     )
-
-
-def normalize_domain(domain: str) -> str:
-    """Domains are compared lower-case with inner spaces as hyphens: ``Payment Ops`` →
-    ``payment-ops``."""
-    return "-".join(domain.strip().lower().split()) or DEFAULT_DOMAIN
 
 
 def _refuse_unstorable(front: dict[str, Any], label: str) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from os.path import relpath
 from pathlib import Path, PurePosixPath
 
 import yaml
 
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.documents.domains import may_write_in
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, rst_includes
 from superbiz.knowledge.formats.decode import decode
 
@@ -38,12 +39,19 @@ def includes_others(page: PurePosixPath) -> bool:
 
 
 def with_fragments(
-    data: bytes, page: PurePosixPath, base: Path, encodings: Sequence[str], max_bytes: int
+    data: bytes,
+    page: PurePosixPath,
+    base: Path,
+    encodings: Sequence[str],
+    max_bytes: int,
+    domain_access: Mapping[str, Sequence[str]] | None = None,
 ) -> bytes:
     """``data``, the page at ``page`` under the folder ``base``, with the fragments it
     includes from that folder written in, as UTF-8. A fragment outside ``base`` (through a
     symlink too), missing, larger than ``max_bytes`` or unreadable is left out, as docutils
-    and Asciidoctor leave it; a page that does not decode is returned as it is, for its own
+    and Asciidoctor leave it, and so is one in a domain that some reader of the page may
+    not read (``domains.may_write_in`` by ``domain_access``, the configured
+    ``access.domains``); a page that does not decode is returned as it is, for its own
     reading to say why."""
     suffix = page.suffix.lower()
     if suffix == ".rst":
@@ -62,6 +70,9 @@ def with_fragments(
         try:
             real = (base / path).resolve(strict=True)
             if not real.is_relative_to(base) or not real.is_file():
+                return None
+            where = PurePosixPath(real.relative_to(base).as_posix())
+            if domain_access and not may_write_in(where, page, domain_access):
                 return None
             if real.stat().st_size > max_bytes:
                 return None

@@ -7,7 +7,7 @@ Asciidoctor and Antora sites keep shared text in fragments: Antora's partials
 fragment is no page of its own and says nothing alone, so it is written into the page where its
 directive stands (a page's text, and the hash it is stored under, then hold it: a changed
 fragment reads its pages again), and discovery skips it as part of its pages
-(``ingest.discovery.include_fragments``). What a directive names is found as Asciidoctor
+(``ingest.parts.include_fragments``). What a directive names is found as Asciidoctor
 and Antora find it: relative to the page, after the page's own attributes are substituted
 (``{partialsdir}``), or by Antora's resource id (``module:family$path``) inside the page's
 component (``…/modules/<module>/<family>s/path``); ``tag``/``tags`` and ``lines`` choose its

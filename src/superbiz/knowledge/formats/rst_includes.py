@@ -2,7 +2,7 @@
 
 Sphinx manuals keep shared text in fragments (``includes/installation.txt``) that a page
 pulls in with ``.. include::``; Sphinx never builds a fragment alone, so discovery skips it
-as part of its page (``ingest.discovery.include_fragments``). docutils reads a page with
+as part of its page (``ingest.parts.include_fragments``). docutils reads a page with
 file insertion off (nothing in a file reaches outside it), so the fragment's text was in
 neither: Celery's installation guide and its list of resources were in no document. A
 fragment inside the knowledge base's folder is written into the page here, where its

@@ -55,8 +55,8 @@ from superbiz.knowledge.ingest.discovery import (
     stored_files,
     stored_roots,
     under,
-    without_fragments,
 )
+from superbiz.knowledge.ingest.parts import without_fragments
 from superbiz.knowledge.ingest.report import IngestReport, clash_note, kept_note
 from superbiz.knowledge.ingest.run import IngestRun, Progress
 from superbiz.knowledge.kb.base import KnowledgeBase
@@ -175,7 +175,7 @@ class Ingestor:
         run.broken = self._reconcile(run.stored)
         extensions = self.kb.settings.ingest.extensions
         found = each_file_once([*discover(run.paths, extensions, run.root), *again], run.real)
-        run.found, fragments = without_fragments(found)
+        run.found, fragments = without_fragments(found, self.kb.domain_access)
         run.fragments = {run.real(file) for file in fragments}
         run.report.parts = list(fragments.values())
         if run.on_total:
@@ -304,7 +304,12 @@ class Ingestor:
         ``indexed_hash``: the one place a run reads a file (decides how, by its format)."""
         settings = self.kb.settings.ingest
         doc = self.parsed.pop(file, None) or load_document(
-            file, root, settings.max_file_bytes, settings.encodings, conversion_limits(settings)
+            file,
+            root,
+            settings.max_file_bytes,
+            settings.encodings,
+            conversion_limits(settings),
+            self.kb.domain_access,
         )
         refused = self.kb.store.refuses(doc.path, doc.domain)
         if refused:

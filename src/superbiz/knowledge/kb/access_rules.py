@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from superbiz.access import Reader, encode_access, may_read
 from superbiz.exceptions import ConfigError
-from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.documents.domains import normalize_domain
 from superbiz.retrieval.visibility import Visibility
 
 if TYPE_CHECKING:  # the knowledge base uses these rules: no import cycle at run time

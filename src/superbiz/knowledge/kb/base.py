@@ -15,7 +15,7 @@ from superbiz._text import has_cjk
 from superbiz.access import Reader
 from superbiz.config import Settings
 from superbiz.exceptions import ConfigError, EmbeddingError, IndexMismatchError, UnknownDomainError
-from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.documents.domains import normalize_domain
 from superbiz.knowledge.kb._mirror import DocumentMirror
 from superbiz.knowledge.kb.access_rules import AccessRules, ReaderView, domain_lists
 from superbiz.knowledge.kb.cache import Versioned
@@ -108,10 +108,11 @@ class KnowledgeBase:
         self._calibration = Versioned(
             lambda: LevelCalibration.from_json(self.meta.get(LEVEL_CALIBRATION_KEY))
         )
-        #: who may read what (``access_rules``) and each reader's view of them
-        self._domain_lists = domain_lists(settings.access.domains)
+        #: who may read each domain (``access.domains`` by domain), what documents may
+        #: read (``access_rules``) and each reader's view of them
+        self.domain_access = domain_lists(settings.access.domains)
         self._access = Versioned(
-            lambda: AccessRules.of(self.documents.access_lists(), self._domain_lists)
+            lambda: AccessRules.of(self.documents.access_lists(), self.domain_access)
         )
         self._views: dict[tuple[bool, frozenset[str]], ReaderView] = {}
         #: the retriever holds the thresholds, measured per change, and the titles' words

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from superbiz.knowledge.documents.document import normalize_domain
+from superbiz.knowledge.documents.domains import normalize_domain
 from superbiz.knowledge.kb.access_rules import ReaderLimits
 from superbiz.storage.chat import ChatMessage
 from superbiz.storage.invocations import Invocation

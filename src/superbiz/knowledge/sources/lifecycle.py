@@ -23,12 +23,8 @@ from pathlib import Path, PurePosixPath
 from superbiz.access import Reader
 from superbiz.exceptions import ConflictError, DocumentError, NotFoundError
 from superbiz.knowledge.coverage.domains import DomainService
-from superbiz.knowledge.documents.document import (
-    DEFAULT_DOMAIN,
-    conversion_limits,
-    normalize_domain,
-    parse_document,
-)
+from superbiz.knowledge.documents.document import conversion_limits, parse_document
+from superbiz.knowledge.documents.domains import DEFAULT_DOMAIN, normalize_domain
 from superbiz.knowledge.documents.metadata import MetadataWriter
 from superbiz.knowledge.ingest.discovery import stored_roots
 from superbiz.knowledge.ingest.ingestor import Ingestor
