@@ -70,6 +70,32 @@ def open_fence(lines: Sequence[str]) -> str | None:
     return opened.marker if opened else None
 
 
+def closed(text: str) -> str:
+    r"""``text`` with the fenced code block it leaves open at its end closed, at the block's
+    indent, so that a block in a list item stays in it (closed at the margin, it ended the
+    item, and the fence opened a block that swallowed what followed); a last line "…",
+    where the block was cut, moves in with it.
+
+    >>> print(closed("1. Run:\n\n   ```sh\n   make\n…"))
+    1. Run:
+    <BLANKLINE>
+       ```sh
+       make
+       …
+       ```
+    >>> closed("Run:\n```sh\nls"), closed("no block")
+    ('Run:\n```sh\nls\n```', 'no block')
+    """
+    lines = text.split("\n")
+    at = open_block(lines)
+    if at is None:
+        return text
+    pad = lines[at][: indent(lines[at])]
+    if lines[-1] == "…":
+        lines[-1] = pad + "…"
+    return "\n".join([*lines, f"{pad}{open_fence(lines)}"])
+
+
 def open_block(lines: Sequence[str]) -> int | None:
     """The first line (its fence) of the block ``lines`` leave open at their end, if any.
 

@@ -160,3 +160,25 @@ def test_read_from_the_start_every_section_in_order_under_its_heading() -> None:
         "The cluster has a default PriorityClass but the PriorityClass setting is empty, so the\n"
         "pods are recreated at every hourly resync.",
     ]
+
+
+#: a runbook section whose steps announce a long block: the quote fills up before it
+RESTORE = (
+    "## Restore the replica\n\n"
+    + " ".join(["The replica falls behind when its WAL archive is missing segments."] * 8)
+    + "\n\n1. Stop the replica.\n2. Restore the base backup with these commands:\n\n"
+    + "   ```sh\n"
+    + "\n".join(f"   pg_basebackup -h primary -D /data/replica-{n} -X stream" for n in range(12))
+    + "\n   ```\n\n3. Start the replica.\n"
+)
+
+
+def test_a_quote_never_ends_on_the_line_announcing_what_it_left_out() -> None:
+    """Its 700 characters spent, the quote had ended on "these commands:"; the block's
+    opening now follows, cut and closed inside the list item it belongs to."""
+    quote = best_passage(RESTORE, ["replica", "wal", "restore"]).text
+    assert not quote.rstrip().endswith(":"), quote
+    head, _, block = quote.partition("2. Restore the base backup with these commands:\n\n")
+    assert head and block.startswith("   ```sh\n   pg_basebackup -h primary -D /data/replica-0")
+    assert block.endswith("\n   …\n   ```"), block  # cut, closed at the item's indent
+    assert len(quote) <= PASSAGE_CHARS + 240

@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from superbiz._markdown import dedented, fence, fenced, indent, is_delimiter_row, open_fence
+from superbiz._markdown import closed, dedented, fence, fenced, indent, is_delimiter_row
 from superbiz._text import has_cjk, introduces, normalize
 
 #: the longest quote of one document, in characters
 PASSAGE_CHARS = 700
+#: the least of what a quote's last line introduces that the quote shows (``_within``)
+INTRODUCED_CHARS = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,9 +333,29 @@ def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[int]:
 
 
 def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> str:
-    """The first of ``paragraphs`` that fit in ``limit`` characters (at least one, cut with
+    r"""The first of ``paragraphs`` that fit in ``limit`` characters (at least one, cut with
     "…" when it alone is longer; a table too long, by its rows naming ``terms``:
-    ``_table_rows``), a section's heading never last."""
+    ``_table_rows``), a section's heading never last. When the last ends introducing the
+    next ("Run the following:") and the next does not fit, the next's opening follows it,
+    up to ``INTRODUCED_CHARS`` past the limit if need be: 74 quotes of the four sets ended
+    on such a line, the commands it announced left out.
+
+    >>> block = "\n".join(["```sh", *(f"kubectl drain node-{n} --force" for n in range(9)), "```"])
+    >>> print(_within(["Drain each node:", block], 100))
+    Drain each node:
+    <BLANKLINE>
+    ```sh
+    kubectl drain node-0 --force
+    kubectl drain node-1 --force
+    kubectl drain node-2 --force
+    kubectl drain node-3 --force
+    kubectl drain node-4 --force
+    kubectl drain node-5 --force
+    kubectl drain node-6 --force
+    kubectl drain node-7 --force
+    …
+    ```
+    """
     chosen: list[str] = []
     size = 0
     for paragraph in paragraphs:
@@ -345,10 +367,14 @@ def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) ->
         size += len(paragraph)
     if len(chosen) > 1 and chosen[-1].startswith("› "):
         chosen.pop()
-    passage = _cut("\n\n".join(chosen), limit)
+    whole = "\n\n".join(chosen)
+    passage = _cut(whole, limit)
+    if passage == whole and len(chosen) < len(paragraphs) and introduces(whole):
+        following = paragraphs[len(chosen)]
+        if not following.startswith("› "):  # the next section's, not what this introduces
+            passage += "\n\n" + _cut(following, max(limit - size, INTRODUCED_CHARS))
     # a block cut by the window or by the limit is closed, so the answer after it is text
-    unclosed = open_fence(passage.splitlines())
-    return f"{passage}\n{unclosed}" if unclosed else passage
+    return closed(passage)
 
 
 #: a line of a Markdown table

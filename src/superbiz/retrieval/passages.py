@@ -15,13 +15,13 @@ from functools import cache
 from itertools import pairwise, takewhile
 
 from superbiz._markdown import (
+    closed,
     dedented,
     fence,
     fenced,
     indent,
     is_delimiter_row,
     open_block,
-    open_fence,
     table_line,
 )
 from superbiz._text import codes, has_cjk, introduces, key_terms, normalize, unknown_words
@@ -312,8 +312,8 @@ def with_introduced(text: str, later: Sequence[str]) -> str:
     paragraph = "\n".join(lines[:end]).rstrip()
     if not paragraph:
         return text
-    if unclosed := open_fence(paragraph.split("\n")):  # the block runs on past the window
-        paragraph = f"{paragraph}\n…\n{unclosed}"
+    if open_block(paragraph.split("\n")) is not None:  # the block runs on past the window
+        paragraph = closed(f"{paragraph}\n…")
     gap = rest[: len(rest) - len(body)] or "\n"  # the line break, or the blank line, between
     return f"{text.rstrip()}{gap}{paragraph}"
 
