@@ -1,5 +1,5 @@
-"""Markdown's block syntax where superbiz reads it, as CommonMark reads it: fenced code
-blocks, the lines of pipe tables, and indents.
+"""Markdown's block syntax where superbiz reads it, as CommonMark reads it: ATX headings,
+fenced code blocks, the lines of pipe tables, and indents.
 
 Several readers walk a Markdown body line by line (its sections, its first heading, its
 roles, its chunks' code blocks); they agree on where a code block is only if they read
@@ -20,6 +20,9 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 #: a pipe table's delimiter row, under its header: ``|---|:---:|`` (outer pipes optional)
 _DELIMITER_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _RULE_DASHES = re.compile(r"-{3,}")
+#: an ATX heading with text: up to three spaces, one to six ``#``, its words (closing
+#: ``#`` marks apart), as the chunker and the document reader find a page's sections
+ATX_HEADING = re.compile(r"^\s{0,3}(?P<marks>#{1,6})\s+(?P<text>.+?)\s*#*\s*$")
 
 
 class Fence(NamedTuple):

@@ -16,9 +16,8 @@ import re
 from dataclasses import dataclass
 from itertools import accumulate
 
-from superbiz._markdown import code_blocks, fenced, is_delimiter_row, table_line
+from superbiz._markdown import ATX_HEADING, code_blocks, fenced, is_delimiter_row, table_line
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 #: a line ``\f12``: page 12 starts here (a form feed, as pdftotext separates pages)
 PAGE_BREAK = re.compile(r"^\f(\d+)$")
 _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
@@ -75,7 +74,7 @@ def split_sections(body: str) -> list[_Section]:
             lines = []
             page = int(page_break.group(1))
             continue
-        match = None if in_fence else _HEADING.match(line)
+        match = None if in_fence else ATX_HEADING.match(line)
         if match:
             flush()
             lines = []

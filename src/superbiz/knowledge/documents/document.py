@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from superbiz._markdown import fenced
+from superbiz._markdown import ATX_HEADING, fenced
 from superbiz._text import CONTROL_CHARACTERS, clip
 from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
@@ -51,7 +51,6 @@ from superbiz.knowledge.formats._roles import myst_roles_as_text
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
-_HEADING = re.compile(r"^\s{0,3}(?P<marks>#{1,6})\s+(?P<text>.+?)\s*#*\s*$")
 #: a page of headings alone has nothing to answer from, and its title matched questions
 #: exactly: 42 of 83 pages of a Sphinx project were autodoc's, which Sphinx fills at build
 #: time, and their sibling titles raised the KB's measured reference threshold to 0.69
@@ -219,7 +218,7 @@ def parse_document(
             raise DocumentError(label, "no text in the file")
     else:
         front, body, warnings = _read_markdown(data, label, encodings)
-    if not any(line.strip() and not _HEADING.match(line) for line in body.split("\n")):
+    if not any(line.strip() and not ATX_HEADING.match(line) for line in body.split("\n")):
         raise DocumentError(label, _ONLY_HEADINGS)
 
     title = (
@@ -413,7 +412,7 @@ def page_heading(body: str) -> str | None:
     levels = [
         (len(match.group("marks")), match.group("text"))
         for line, in_fence in zip(lines, fenced(lines), strict=True)
-        if not in_fence and (match := _HEADING.match(line))
+        if not in_fence and (match := ATX_HEADING.match(line))
     ]
     if not levels or any(level <= levels[0][0] for level, _ in levels[1:]):
         return None
