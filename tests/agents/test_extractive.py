@@ -477,3 +477,50 @@ def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
         # what search reads is the page as written
         [chunk] = kb.passages(["dashboard/ngmonitoring.md"])["dashboard/ngmonitoring.md"]
         assert '{{< copyable "shell-regular" >}}' in chunk.text
+
+
+def test_a_kubernetes_page_is_quoted_and_shown_to_the_model_as_it_renders(
+    tmp_path: Path, use_embedder: Embedder, kb_writer: Any
+) -> None:
+    """Kubernetes' docs name their terms with Hugo's ``glossary_tooltip``, head sections
+    with ``{{% heading %}}`` and box notes in ``{{< note >}}``: the quote and the lookup's
+    passages (what a model reads and could copy) showed that markup as written."""
+    page = (
+        "---\ntitle: Debug Pods\ncontent_type: task\n---\n\n"
+        '## {{% heading "prerequisites" %}}\n\nYou need a cluster and `kubectl`.\n\n'
+        "## My pod stays pending\n\n"
+        'If a {{< glossary_tooltip text="Pod" term_id="pod" >}} is stuck in `Pending`, the '
+        '{{< glossary_tooltip term_id="kube-scheduler" >}} could not place it on a node. '
+        "Look at its events:\n\n```shell\nkubectl describe pod ${POD_NAME}\n```\n\n"
+        "{{< note >}}\nA Pod that asks for more CPU than any node has stays pending.\n"
+        "{{< /note >}}\n"
+    )
+    turn, before = _asked(
+        tmp_path,
+        use_embedder,
+        kb_writer,
+        {"tasks/debug-pods.md": page},
+        "Why is my pod stuck in Pending?",
+        "What do I need before I begin debugging pods?",
+    )
+
+    assert [c.path for c in turn.citations] == ["tasks/debug-pods.md"]
+    assert "If a Pod is stuck in `Pending`, the kube-scheduler could not place it" in turn.answer
+    assert "**Note:**\nA Pod that asks for more CPU" in turn.answer
+    assert "Before you begin" in before.answer and "You need a cluster" in before.answer
+    shown = [o.result.primary for o in [*turn.lookups, *before.lookups] if o.result]
+    passages = [p.content + p.heading for p in shown if p is not None]
+    assert passages and all("{{" not in text for text in passages), passages
+    assert "{{" not in turn.answer + before.answer
+
+
+def _asked(
+    root: Path, embedder: Embedder, write_kb: Any, files: dict[str, str], *questions: str
+) -> list[TurnResult]:
+    """Each of ``questions`` asked in a session of its own, of a knowledge base of
+    ``files`` (written under ``root`` by ``write_kb``)."""
+    settings = Settings(data_dir=root / "data")
+    kb = KnowledgeBase(settings, embedder=embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([write_kb(root / "kb", files)])
+        return [runtime.ask(f"s{n}", question).result for n, question in enumerate(questions)]

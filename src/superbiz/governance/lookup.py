@@ -24,7 +24,7 @@ from superbiz.governance.results import (
 )
 from superbiz.governance.tracker import SessionTracker
 from superbiz.governance.verdicts import GOOD_LEVELS, DedupReason
-from superbiz.knowledge.documents.ingested import cited_page
+from superbiz.knowledge.documents.ingested import as_rendered, cited_page
 from superbiz.knowledge.kb.access_rules import ReaderView
 from superbiz.retrieval.pipeline import Retrieval
 from superbiz.retrieval.relevance import RelevanceLevel, completeness_hint
@@ -231,27 +231,29 @@ class GovernedLookup:
 
     def _primary(self, doc: DocHit) -> PrimaryResult:
         """The document's two best chunks in document order, within twice the excerpt
-        unit. The best one is cut last: when it came second, cutting the two joined
-        dropped the end of the very section the heading names (the Redis runbook's
-        ``max-active`` advice, under "排查步骤 > 处理", behind its opening)."""
+        unit, as the page shows them (``as_rendered``: no shortcode or layout markup for
+        the model to read or copy). The best one is cut last: when it came second,
+        cutting the two joined dropped the end of the very section the heading names
+        (the Redis runbook's ``max-active`` advice, under "排查步骤 > 处理", behind its
+        opening)."""
         budget = self.knowledge.excerpt_chars * 2
         best, *rest = doc.chunks[:2]
-        texts = {best.hit.chunk_index: _cut(best.hit.text, budget)}
+        texts = {best.hit.chunk_index: _cut(as_rendered(best.hit.text), budget)}
         for chunk in rest:
             room = budget - len(texts[best.hit.chunk_index]) - 2
             if room > 0:
-                texts[chunk.hit.chunk_index] = _cut(chunk.hit.text, room)
+                texts[chunk.hit.chunk_index] = _cut(as_rendered(chunk.hit.text), room)
         return PrimaryResult(
             title=doc.title,
             domain=doc.domain,
             path=doc.doc_path,
-            heading=best.hit.heading,
+            heading=as_rendered(best.hit.heading),
             content="\n\n".join(texts[i] for i in sorted(texts)),
             page=cited_page(doc.doc_path, best.hit.heading),
         )
 
     def _supplement(self, doc: DocHit) -> SupplementResult:
-        text = doc.chunks[0].hit.text
+        text = as_rendered(doc.chunks[0].hit.text)
         limit = self.knowledge.excerpt_chars // 2
         return SupplementResult(
             title=doc.title,

@@ -4,11 +4,16 @@ see.
 TiDB's and Flink's docs put ``{{< copyable "shell-regular" >}}`` above each command (a
 copy button) and wrap notes in ``{{< hint info >}}`` … ``{{< /hint >}}``; the Prometheus
 runbooks link their siblings as ``[Node RAID Degraded]({{< ref "./NodeRAIDDegraded.md"
->}})``. Read as text, a quote showed those lines between a step and its command, and the
-links' targets as shortcodes. A line that is one shortcode and nothing else (``{{< … >}}``
-or ``{{% … %}}``) goes, the text between a pair of them stays, and a ``ref`` or
-``relref`` target is the page it names, as the page shows them. Any other shortcode
-inside a line, and any inside code (a page about Hugo), is kept as written.
+>}})``; Kubernetes' docs name their terms as ``{{< glossary_tooltip text="Pods"
+term_id="pod" >}}`` in nearly every sentence and head their sections ``## {{% heading
+"prerequisites" %}}``. Read as text, a quote showed those lines between a step and its
+command, the links' targets as shortcodes and the terms as markup. A line that is one
+shortcode and nothing else (``{{< … >}}`` or ``{{% … %}}``) goes, the text between a pair
+of them stays (a callout's under its label, "**Note:**"), a code example is the file it
+shows, a ``ref`` or ``relref`` target is the page it names, a term is its text, a section
+heading its words, and any other shortcode inside a line goes (a version number a site's
+build fills in), as the page shows them. Code, fenced or in a code span (a page about
+Hugo), is kept as written.
 """
 
 from __future__ import annotations
@@ -17,23 +22,70 @@ import re
 
 from superbiz.knowledge.formats._markdown import lines_outside_code
 
-_SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{(?:<[^\n]*?>|%[^\n]*?%)\}\}[ \t]*$")
+#: a shortcode: its closing slash if any, its name, its arguments as written (no braces, at
+#: most 500 characters: a line of unclosed openers costs a short scan each)
+_SHORTCODE = re.compile(
+    r"\{\{[<%][ \t]*(?P<closing>/)?[ \t]*(?P<name>[\w.-]+)(?P<args>[^\n{}]{0,500}?)[ \t]*[>%]\}\}"
+)
+#: a line that is one shortcode (not two: ``{{< note >}}Drain first.{{< /note >}}``)
+_SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%](?:(?!\}\})[^\n])*[>%]\}\}[ \t]*$")
 #: a link target that is Hugo's ``ref`` or ``relref`` of a page, the page as group 1
 _REF_TARGET = re.compile(r"\]\(\{\{[<%]\s*(?:rel)?ref\s+\"([^\"]+)\"\s*[>%]\}\}\)")
+#: a code span, left as written
+_CODE_SPAN = re.compile(r"(`+)[^`\n]*?\1")
+_TEXT_ARG = re.compile(r"\btext=\"([^\"]*)\"")
+_TITLE_ARG = re.compile(r"\btitle=\"([^\"]*)\"")
+_TERM_ARG = re.compile(r"\bterm_id=\"([^\"]*)\"")
+_FIRST_ARG = re.compile(r"^[ \t]*\"?([\w-]+)\"?")
+_FILE_ARG = re.compile(r"\bfile=\"([^\"]+)\"")
+_VERSION_ARG = re.compile(r"\bfor_k8s_version=\"([^\"]+)\"")
+_STATE_ARG = re.compile(r"\bstate=\"([^\"]+)\"")
+#: callouts, by the name of their shortcode (Kubernetes', Docsy's ``alert``, the Book
+#: theme's ``hint``), and the label each shows
+_CALLOUTS = {
+    "note": "Note",
+    "tip": "Tip",
+    "info": "Info",
+    "caution": "Caution",
+    "warning": "Warning",
+    "danger": "Danger",
+    "important": "Important",
+    "alert": "Note",
+    "hint": "Note",
+}
+#: the Book theme's hint by its colour: ``{{< hint warning >}}``
+_HINT_COLOURS = {"warning": "Warning", "danger": "Danger"}
+#: Kubernetes' section headings (``{{% heading "whatsnext" %}}``) as its English pages show
+_HEADINGS = {
+    "prerequisites": "Before you begin",
+    "objectives": "Objectives",
+    "lessoncontent": "Lesson content",
+    "cleanup": "Cleaning up",
+    "whatsnext": "What's next",
+    "synopsis": "Synopsis",
+    "options": "Options",
+    "seealso": "See Also",
+}
 
 
 def shortcodes_as_rendered(markdown: str) -> str:
-    """``markdown`` without its lines that are one Hugo shortcode each, and with its
-    links' ``ref`` targets as the pages they name, outside code.
+    """``markdown`` with its Hugo shortcodes as a page shows them, outside code.
 
     >>> shortcodes_as_rendered('1. Check:\\n    {{< copyable "shell-regular" >}}\\n    tiup -v')
     '1. Check:\\n\\n    tiup -v'
-    >>> shortcodes_as_rendered("{{< hint info >}}\\nDrain first.\\n{{< /hint >}}")
-    '\\nDrain first.\\n'
+    >>> shortcodes_as_rendered("{{< warning >}}\\nDrain first.\\n{{< /warning >}}")
+    '**Warning:**\\nDrain first.\\n'
     >>> shortcodes_as_rendered('See [RAID]({{< ref "./NodeRAIDDegraded.md" >}}).')
     'See [RAID](./NodeRAIDDegraded.md).'
-    >>> shortcodes_as_rendered("```\\n{{< copyable >}}\\n```\\nSee {{< ref x >}}.")
-    '```\\n{{< copyable >}}\\n```\\nSee {{< ref x >}}.'
+    >>> shortcodes_as_rendered('A {{< glossary_tooltip text="Pod" term_id="pod" >}} runs on a '
+    ...                        '{{< glossary_tooltip term_id="control-plane" >}} node.')
+    'A Pod runs on a control-plane node.'
+    >>> shortcodes_as_rendered('## {{% heading "whatsnext" %}}\\nKubernetes v{{< skew latest >}}')
+    "## What's next\\nKubernetes v"
+    >>> shortcodes_as_rendered("{{< note >}}Drain first.{{< /note >}}")
+    '**Note:** Drain first.'
+    >>> shortcodes_as_rendered("```\\n{{< copyable >}}\\n```\\nWrite `{{< ref x >}}`.")
+    '```\\n{{< copyable >}}\\n```\\nWrite `{{< ref x >}}`.'
     """
     if "{{" not in markdown:
         return markdown
@@ -41,6 +93,69 @@ def shortcodes_as_rendered(markdown: str) -> str:
 
 
 def _rendered(line: str) -> str:
+    if "{{" not in line:
+        return line
     if _SHORTCODE_LINE.match(line):
+        match = _SHORTCODE.search(line)
+        return _line_shown(match) if match else ""
+    line = _REF_TARGET.sub(r"](\1)", line)
+    spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
+    return _SHORTCODE.sub(
+        lambda m: m[0] if any(a <= m.start() < b for a, b in spans) else _inline(m), line
+    )
+
+
+def _line_shown(shortcode: re.Match[str]) -> str:
+    """What a line of one shortcode shows: a callout's label as it opens, the file a code
+    example shows (``{{% code_sample file="pods/pod.yaml" %}}``, whose text lies in the
+    site's examples), the Kubernetes version a feature is in; else nothing.
+
+    >>> _line_shown(_SHORTCODE.match('{{% code_sample file="pods/simple-pod.yaml" %}}'))
+    '`pods/simple-pod.yaml`'
+    >>> _line_shown(_SHORTCODE.match('{{< feature-state for_k8s_version="v1.25" state="beta" >}}'))
+    '**Feature state:** Kubernetes v1.25 [beta]'
+    """
+    args = shortcode["args"]
+    if shortcode["closing"]:
         return ""
-    return _REF_TARGET.sub(r"](\1)", line) if "{{" in line else line
+    if file := _FILE_ARG.search(args):
+        return f"`{file[1]}`"
+    if shortcode["name"].lower() == "feature-state" and (version := _VERSION_ARG.search(args)):
+        state = _STATE_ARG.search(args)
+        return f"**Feature state:** Kubernetes {version[1]}" + (f" [{state[1]}]" if state else "")
+    return _callout_label(shortcode)
+
+
+def _callout_label(shortcode: re.Match[str]) -> str:
+    """What a callout's opening shows: its label ("**Note:**"); another shortcode, nothing.
+
+    >>> _callout_label(_SHORTCODE.match('{{% alert title="Before upgrading" color="warning" %}}'))
+    '**Before upgrading:**'
+    >>> _callout_label(_SHORTCODE.match("{{< hint danger >}}"))
+    '**Danger:**'
+    """
+    name, args = shortcode["name"].lower(), shortcode["args"]
+    if shortcode["closing"] or name not in _CALLOUTS:
+        return ""
+    title = _TITLE_ARG.search(args)
+    first = _FIRST_ARG.match(args)
+    label = title[1].strip() if title else ""
+    if not label and name == "hint" and first:
+        label = _HINT_COLOURS.get(first[1].lower(), "")
+    return f"**{label or _CALLOUTS[name]}:**"
+
+
+def _inline(shortcode: re.Match[str]) -> str:
+    """What a shortcode inside a line shows: a term's text, a section heading's words;
+    any other, nothing."""
+    name, args = shortcode["name"].lower(), shortcode["args"]
+    if shortcode["closing"]:
+        return ""
+    if name in _CALLOUTS:
+        return _callout_label(shortcode) + " "
+    if name.startswith("glossary_"):
+        text = _TEXT_ARG.search(args) or _TERM_ARG.search(args)
+        return " ".join(text[1].split()) if text else ""
+    if name == "heading" and (first := _FIRST_ARG.match(args)):
+        return _HEADINGS.get(first[1].lower(), first[1])
+    return ""
