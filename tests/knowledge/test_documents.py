@@ -645,3 +645,46 @@ def test_mdx_markup_never_closed_or_page_long_is_kept_as_written() -> None:
     long_line = "import " + "a " * 100_000 + "!"
     doc = parse(f"---\ntitle: Hostile\n---\n{openings}\n\n{long_line}\n\nimport x from 'y'\n")
     assert doc.body == f"{openings}\n\n{long_line}\n\n"
+
+
+#: Istio's docs write every command as a Hugo shortcode block, in a step too
+ISTIO = """---
+title: Debugging Envoy and Istiod
+---
+
+## Get an overview of your mesh
+
+{{< text bash >}}
+$ istioctl proxy-config endpoint <pod-name> clusters
+# list the clusters of one pod
+{{< /text >}}
+
+1. Label the namespace:
+
+    {{< text syntax=bash snip_id=label >}}
+    $ kubectl label namespace default istio-injection=enabled
+    {{< /text >}}
+
+{{< highlight go "linenos=table" >}}
+```not a fence of this block```
+{{< /highlight >}}
+
+{{< text yaml >}}
+never closed
+"""
+
+
+def test_a_hugo_block_of_code_is_code() -> None:
+    """``{{< text bash >}}`` … ``{{< /text >}}`` (Istio) and ``highlight`` are what their
+    page shows: code, so a ``# comment`` in one is no heading and ``<pod-name>`` no tag."""
+    doc = parse_document(ISTIO.encode(), PurePosixPath("ops/envoy.md"))
+
+    assert (
+        "```bash\n$ istioctl proxy-config endpoint <pod-name> clusters\n"
+        "# list the clusters of one pod\n```" in doc.body
+    )
+    assert "    ```bash\n    $ kubectl label namespace default" in doc.body
+    assert "````go\n```not a fence of this block```\n````" in doc.body
+    assert "{{< text yaml >}}\nnever closed" in doc.body  # no closing: as written
+    sections = {c.heading_path for c in chunk_markdown(doc.body, 800, 100)}
+    assert sections == {("Get an overview of your mesh",)}

@@ -48,6 +48,7 @@ from superbiz.knowledge.formats._isolated import DEFAULT_LIMITS, ConversionLimit
 from superbiz.knowledge.formats._mdx import mdx_scripts_dropped
 from superbiz.knowledge.formats._myst import myst_directives_as_markdown
 from superbiz.knowledge.formats._roles import myst_roles_as_text
+from superbiz.knowledge.formats._shortcodes import code_shortcodes_as_fences
 from superbiz.knowledge.formats.decode import DEFAULT_ENCODINGS, decode
 from superbiz.storage.models import DOMAIN_MAX, PATH_MAX, TITLE_MAX
 
@@ -259,8 +260,9 @@ def _read_markdown(
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     front, body = split_frontmatter(text, label)
     front, body, warnings = _check_keys(front, body, text)
-    # a licence header in a comment is not the text, nor a Docusaurus page's imports
-    body = mdx_scripts_dropped(invisible_html_dropped(body))
+    # a licence header in a comment is not the text, nor a Docusaurus page's imports; a
+    # Hugo block of code (Istio's ``{{< text bash >}}``) is code before anything reads it
+    body = mdx_scripts_dropped(invisible_html_dropped(code_shortcodes_as_fences(body)))
     if not body.strip():
         raise DocumentError(label, "no content after the frontmatter")
     # MkDocs' ``!!! note``, Docusaurus' ``:::tip``, GitHub's ``> [!NOTE]``, Sphinx's {note}

@@ -14,12 +14,20 @@ shows, a ``ref`` or ``relref`` target is the page it names, a term is its text, 
 heading its words, and any other shortcode inside a line goes (a version number a site's
 build fills in), as the page shows them. Code, fenced or in a code span (a page about
 Hugo), is kept as written.
+
+Those are what a page shows, for a quote; a block of code written as a shortcode is what
+a page is, for every reader: Istio's docs write each command as ``{{< text bash >}}`` …
+``{{< /text >}}`` and Hugo's own ``highlight`` does the same, so ``code_shortcodes_as_fences``
+turns them into the fenced blocks they render as before the page is read (a ``# comment``
+in one had been read as a heading, and ``<pod-name>`` as a tag).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
+from superbiz._markdown import fenced
 from superbiz.knowledge.formats._markdown import lines_outside_code
 
 #: a shortcode: its closing slash if any, its name, its arguments as written (no braces, at
@@ -159,3 +167,61 @@ def _inline(shortcode: re.Match[str]) -> str:
     if name == "heading" and (first := _FIRST_ARG.match(args)):
         return _HEADINGS.get(first[1].lower(), first[1])
     return ""
+
+
+#: a shortcode line that opens a block of code (Istio's ``text``, Hugo's ``highlight``), its
+#: language the first argument (``bash``, ``"go"``) or ``syntax=…``; and one that closes it
+_CODE_OPEN = re.compile(
+    r"^(?P<indent>[ \t]*)\{\{[<%][ \t]*(?P<name>text|highlight)"
+    r"(?:[ \t]+(?:syntax=)?\"?(?P<lang>[\w+#.-]+)\"?)?"
+    r"(?:[ \t][^\n{}]{0,500}?)?[ \t]*[>%]\}\}[ \t]*$"
+)
+_CODE_CLOSE = re.compile(
+    r"^[ \t]*\{\{[<%][ \t]*/[ \t]*(?P<name>text|highlight)[ \t]*[>%]\}\}[ \t]*$"
+)
+
+
+def code_shortcodes_as_fences(markdown: str) -> str:
+    """``markdown`` with its blocks of code written as Hugo shortcodes (Istio's ``text``,
+    Hugo's ``highlight``) as fenced code blocks at their indent, outside fenced code; an
+    opening never closed is left as written.
+
+    >>> print(code_shortcodes_as_fences("1. Label it:\\n\\n    {{< text bash >}}\\n"
+    ...                                 "    $ kubectl label ns default x=y\\n    {{< /text >}}"))
+    1. Label it:
+    <BLANKLINE>
+        ```bash
+        $ kubectl label ns default x=y
+        ```
+    """
+    if "{{" not in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    code = fenced(lines)
+    closings: dict[str, list[int]] = {}
+    for at, line in enumerate(lines):
+        if not code[at] and (closing := _CODE_CLOSE.match(line)):
+            closings.setdefault(closing["name"], []).append(at)
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        opening = None if code[at] else _CODE_OPEN.match(lines[at])
+        ends = closings.get(opening["name"], []) if opening else []
+        after = bisect.bisect_right(ends, at)
+        if opening is None or after == len(ends):
+            out.append(lines[at])
+            at += 1
+            continue
+        end = ends[after]
+        body = lines[at + 1 : end]
+        ticks = "`" * max(3, 1 + max((_ticks(line) for line in body), default=0))
+        indent = opening["indent"]
+        out += [f"{indent}{ticks}{opening['lang'] or ''}", *body, f"{indent}{ticks}"]
+        at = end + 1
+    return "\n".join(out)
+
+
+def _ticks(line: str) -> int:
+    """How many backticks open ``line`` (a fence inside the block needs a longer one)."""
+    stripped = line.lstrip(" \t")
+    return len(stripped) - len(stripped.lstrip("`"))
