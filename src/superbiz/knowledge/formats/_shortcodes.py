@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import bisect
 import re
+from functools import partial
 
 from superbiz._markdown import fenced
+from superbiz._text import detect_language
 from superbiz.knowledge.formats._markdown import lines_outside_code
 
 #: a shortcode: its closing slash if any, its name, its arguments as written (no braces, at
@@ -76,8 +78,31 @@ _HEADINGS = {
 }
 
 
+#: what a Chinese page shows for those words (Kubernetes' ``zh-cn`` strings, then the
+#: usual words for the callouts it has none for)
+_CHINESE = {
+    "Note": "说明",
+    "Caution": "注意",
+    "Warning": "警告",
+    "Tip": "提示",
+    "Info": "信息",
+    "Danger": "危险",
+    "Important": "重要",
+    "Before you begin": "准备开始",
+    "Objectives": "教程目标",
+    "Cleaning up": "清理现场",
+    "What's next": "接下来",
+    "Synopsis": "简介",
+    "Options": "选项",
+    "See Also": "另请参见",
+    "Feature state": "特性状态",
+}
+
+
 def shortcodes_as_rendered(markdown: str) -> str:
-    """``markdown`` with its Hugo shortcodes as a page shows them, outside code.
+    """``markdown`` with its Hugo shortcodes as a page shows them, outside code; a page in
+    Chinese (``detect_language``) shows its labels and headings in Chinese, as
+    Kubernetes' ``zh-cn`` pages do.
 
     >>> shortcodes_as_rendered('1. Check:\\n    {{< copyable "shell-regular" >}}\\n    tiup -v')
     '1. Check:\\n\\n    tiup -v'
@@ -92,28 +117,37 @@ def shortcodes_as_rendered(markdown: str) -> str:
     "## What's next\\nKubernetes v"
     >>> shortcodes_as_rendered("{{< note >}}Drain first.{{< /note >}}")
     '**Note:** Drain first.'
+    >>> shortcodes_as_rendered('## {{% heading "prerequisites" %}}\\n{{< note >}}\\n先检查事件。')
+    '## 准备开始\\n**说明：**\\n先检查事件。'
     >>> shortcodes_as_rendered("```\\n{{< copyable >}}\\n```\\nWrite `{{< ref x >}}`.")
     '```\\n{{< copyable >}}\\n```\\nWrite `{{< ref x >}}`.'
     """
     if "{{" not in markdown:
         return markdown
-    return lines_outside_code(markdown, _rendered)
+    chinese = detect_language(markdown) == "zh"
+    return lines_outside_code(markdown, partial(_rendered, chinese=chinese))
 
 
-def _rendered(line: str) -> str:
+def _rendered(line: str, *, chinese: bool) -> str:
     if "{{" not in line:
         return line
     if _SHORTCODE_LINE.match(line):
         match = _SHORTCODE.search(line)
-        return _line_shown(match) if match else ""
+        return _line_shown(match, chinese) if match else ""
     line = _REF_TARGET.sub(r"](\1)", line)
     spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
     return _SHORTCODE.sub(
-        lambda m: m[0] if any(a <= m.start() < b for a, b in spans) else _inline(m), line
+        lambda m: m[0] if any(a <= m.start() < b for a, b in spans) else _inline(m, chinese),
+        line,
     )
 
 
-def _line_shown(shortcode: re.Match[str]) -> str:
+def _label(words: str, chinese: bool) -> str:
+    """A label in bold as the page shows it: "**Note:**", "**说明：**"."""
+    return f"**{_CHINESE.get(words, words)}：**" if chinese else f"**{words}:**"
+
+
+def _line_shown(shortcode: re.Match[str], chinese: bool = False) -> str:
     """What a line of one shortcode shows: a callout's label as it opens, the file a code
     example shows (``{{% code_sample file="pods/pod.yaml" %}}``, whose text lies in the
     site's examples), the Kubernetes version a feature is in; else nothing.
@@ -130,11 +164,12 @@ def _line_shown(shortcode: re.Match[str]) -> str:
         return f"`{file[1]}`"
     if shortcode["name"].lower() == "feature-state" and (version := _VERSION_ARG.search(args)):
         state = _STATE_ARG.search(args)
-        return f"**Feature state:** Kubernetes {version[1]}" + (f" [{state[1]}]" if state else "")
-    return _callout_label(shortcode)
+        shown = f"Kubernetes {version[1]}" + (f" [{state[1]}]" if state else "")
+        return f"{_label('Feature state', chinese)} {shown}"
+    return _callout_label(shortcode, chinese)
 
 
-def _callout_label(shortcode: re.Match[str]) -> str:
+def _callout_label(shortcode: re.Match[str], chinese: bool = False) -> str:
     """What a callout's opening shows: its label ("**Note:**"); another shortcode, nothing.
 
     >>> _callout_label(_SHORTCODE.match('{{% alert title="Before upgrading" color="warning" %}}'))
@@ -150,22 +185,23 @@ def _callout_label(shortcode: re.Match[str]) -> str:
     label = title[1].strip() if title else ""
     if not label and name == "hint" and first:
         label = _HINT_COLOURS.get(first[1].lower(), "")
-    return f"**{label or _CALLOUTS[name]}:**"
+    return _label(label or _CALLOUTS[name], chinese)
 
 
-def _inline(shortcode: re.Match[str]) -> str:
+def _inline(shortcode: re.Match[str], chinese: bool) -> str:
     """What a shortcode inside a line shows: a term's text, a section heading's words;
     any other, nothing."""
     name, args = shortcode["name"].lower(), shortcode["args"]
     if shortcode["closing"]:
         return ""
     if name in _CALLOUTS:
-        return _callout_label(shortcode) + " "
+        return _callout_label(shortcode, chinese) + " "
     if name.startswith("glossary_"):
         text = _TEXT_ARG.search(args) or _TERM_ARG.search(args)
         return " ".join(text[1].split()) if text else ""
     if name == "heading" and (first := _FIRST_ARG.match(args)):
-        return _HEADINGS.get(first[1].lower(), first[1])
+        heading = _HEADINGS.get(first[1].lower(), first[1])
+        return _CHINESE.get(heading, heading) if chinese else heading
     return ""
 
 
