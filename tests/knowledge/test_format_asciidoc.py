@@ -128,7 +128,7 @@ def test_inline_markup_reads_as_its_text() -> None:
 
     assert (
         "**every partition** it leads goes offline. See Recovering the broker,\n"
-        "retention and the log documentation."
+        "Retention and the log documentation."  # <<_retention>>: its section's title
     ) in body
     assert "press Ctrl+C to stop" in body
 
@@ -273,6 +273,23 @@ def test_a_procedure_keeps_its_steps_numbered_across_attached_blocks() -> None:
     assert "\n\nIf only the clients CA expired, delete the Kafka secret alone.\n\n3. Check" in body
     assert "- **`values`**: The snapshot's keys.\n  - **`id`**: The signal's identifier." in body
     assert "reviewer" not in body and "+" not in body.replace("```", "")
+
+
+def test_a_cross_reference_by_a_sections_id_shows_the_sections_title() -> None:
+    """A modular guide names its sections by ids (``[id="proc-upgrade_{context}"]``) and
+    refers to them with no text, as Asciidoctor shows the section's title; the id's words
+    ("proc upgrade ops") had stood in the text."""
+    _, body = read(
+        "= Upgrades\n:context: ops\n\n"
+        "Read <<con-rolling>> first, then xref:proc-upgrade_{context}[] and <<checks>>.\n\n"
+        "[#con-rolling]\n== How a rolling upgrade works\n\nOne member at a time.\n\n"
+        '[id="proc-upgrade_{context}"]\n== Upgrading the members\n\nStop it.\n\n'
+        "[[checks,the final checks]]\n== Checks\n\nAll green.\n"
+    )
+
+    assert (
+        "Read How a rolling upgrade works first, then Upgrading the members and the final checks."
+    ) in body
 
 
 def test_a_cell_of_asciidoc_content_is_read_as_blocks_on_one_line() -> None:

@@ -142,7 +142,8 @@ kubectl get pods</pre>
 
 #: AsciiDoc from version 2: pandoc's curved quotes and unconstrained passthroughs (version 3:
 #: a macro's text read up to 500 characters; version 4: a passthrough inside inline code;
-#: version 5: a cross reference by a section's title, an image's title)
+#: version 5: a cross reference by a section's title, an image's title; version 6: one by a
+#: section's id shows the section's title)
 ASCIIDOC = """= Rotate the API keys
 :vault: vault
 
@@ -159,7 +160,7 @@ WARNING: Old keys stop working after *24 hours*.
 <1> The new key signs from now on.
 
 '`transit`' names the engine; key++_++v2 is next (as pandoc writes them), after
-link:/keys.md[`min++_++version`] is raised (<<Rotate the keys>>).
+link:/keys.md[`min++_++version`] is raised (<<Rotate the keys>>, <<_rotate>>).
 
 image::rotation.svg[title="Key rotation",role="middle"]
 
@@ -211,6 +212,7 @@ READINGS = {
     ("pdf", 2): "7b8f372d8bf627c2",
     ("docx", 2): "ae197a2df1637455",
     ("asciidoc", 5): "052998f400b22ede",
+    ("asciidoc", 6): "2b7b0d7b9589099d",
 }
 #: the chunker's version: the digest of its chunks of the Markdown sample, at two sizes
 #: (to version 2), and of what BM25 indexes of each: the chunk under its document's

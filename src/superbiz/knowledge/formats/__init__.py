@@ -87,7 +87,7 @@ READER_VERSIONS: dict[str, int] = {
     "pdf": 2,
     "docx": 2,
     "rst": 6,
-    "asciidoc": 5,
+    "asciidoc": 6,
 }
 _READERS = {
     ".html": "html",

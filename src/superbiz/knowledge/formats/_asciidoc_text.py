@@ -155,10 +155,6 @@ _MACROS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
                    rf"|(?P<url2>(?:https?|ftp|irc)://[^\s\[]+)\[(?P<text2>{_IN})\]"),
         lambda m: _link_text(m["text"] if m["url"] else m["text2"], m["url"] or m["url2"]),
     ),
-    (re.compile(rf"xref:(?P<target>[^\s\[]+)\[(?P<text>{_IN})\]"),
-     lambda m: _link_text(m["text"], readable_target(m["target"]))),
-    (re.compile(r"<<(?P<target>[^,<>\s][^,<>\n]*?)(?:,\s*(?P<text>[^<>]+))?>>"),
-     lambda m: (m["text"] or readable_target(m["target"])).strip()),
     (re.compile(rf"image:(?!:)[^\s\[]*\[(?P<alt>{_IN_ALT})(?:,{_IN})?\]"),
      lambda m: m["alt"].strip()),
     (re.compile(rf"(?:kbd|btn):\[(?P<keys>{_IN})\]"), lambda m: m["keys"].strip()),
@@ -183,10 +179,18 @@ _PLACEHOLDER = "\x00{}\x00"
 _PLACED = re.compile(r"\x00(\d+)\x00")
 
 
-def inline_text(text: str, attributes: Mapping[str, str]) -> str:
+#: cross references: ``xref:target[text]`` and ``<<target,text>>``
+_XREF = re.compile(rf"xref:(?P<target>[^\s\[]+)\[(?P<text>{_IN})\]")
+_ANGLED = re.compile(r"<<(?P<target>[^,<>\s][^,<>\n]*?)(?:,\s*(?P<text>[^<>]+))?>>")
+
+
+def inline_text(
+    text: str, attributes: Mapping[str, str], references: Mapping[str, str] | None = None
+) -> str:
     """AsciiDoc's inline markup as a reader sees it, written as Markdown: code as code
-    spans, links and cross references as their text, bold as ``**bold**``, keys, buttons
-    and menus as their names.
+    spans, links and cross references as their text (one with none as the title of the
+    section it names, ``references``: id → title, else its words), bold as ``**bold**``,
+    keys, buttons and menus as their names.
 
     >>> inline_text("Run `kubectl drain {node}` (see <<drain-nodes,Draining>>).", {"node": "n1"})
     'Run `kubectl drain n1` (see Draining).'
@@ -198,6 +202,9 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
     'Set `wait_timeout`.'
     >>> inline_text("See also, <<Transaction log settings>>.", {})
     'See also, Transaction log settings.'
+    >>> inline_text("Then <<proc-upgrade_{context}>>.", {"context": "ops"},
+    ...             {"proc-upgrade_ops": "Upgrading the members"})
+    'Then Upgrading the members.'
     """
     kept: list[str] = []
 
@@ -213,6 +220,13 @@ def inline_text(text: str, attributes: Mapping[str, str]) -> str:
     text = _CURVED.sub(lambda m: m["text"].join(_CURVES[m["mark"]]), text)
     text = substituted(text, attributes)  # inside code spans too, as Asciidoctor does
     text = _CODE.sub(lambda m: keep(code_span(restored(m["code"]))), text)
+    known = references or {}
+
+    def named(target: str) -> str:  # what a cross reference with no text shows
+        return known.get(target.removeprefix("#")) or readable_target(target)
+
+    text = _XREF.sub(lambda m: _link_text(m["text"], named(m["target"])), text)
+    text = _ANGLED.sub(lambda m: (m["text"] or named(m["target"])).strip(), text)
     for pattern, written in _MACROS:
         text = pattern.sub(written, text)
     text = _BOLD.sub(lambda m: f"**{m['text']}**", text)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from superbiz.knowledge.formats import ConvertedDocument
@@ -64,7 +64,8 @@ def convert_asciidoc(data: bytes, label: str, encodings: Sequence[str]) -> Conve
     lines = preprocessed(text.split("\n"), attributes)
     title, start = _header(lines)
     title = title or attributes.get("doctitle")
-    reader = _Reader(attributes, shift=1 if title else 0)
+    references = _references(lines, attributes)
+    reader = _Reader(attributes, shift=1 if title else 0, references=references)
     blocks = reader.blocks(lines[start:], depth=0)
     title = inline(inline_text(title, attributes)) if title else None
     return ConvertedDocument(
@@ -116,15 +117,53 @@ class _Pending:
         return None
 
 
+#: an id a block's attribute line gives: ``[#id]``, ``[#id.role]``, ``[id="id"]``
+_ID = re.compile(r"^\[(?:#(?P<short>[^\s.%,\]]+)|.*?\bid=[\"']?(?P<named>[^\"',\]]+))")
+_ANCHOR_ID = re.compile(r"^\[\[(?P<id>[^,\]]+)(?:,(?P<reftext>[^\]]+))?\]\]")
+
+
+def _references(lines: Sequence[str], attributes: Mapping[str, str]) -> dict[str, str]:
+    """The page's sections by the ids a cross reference may name them by: the id written
+    above one (``[id="proc-upgrade_{context}"]``, ``[#upgrade]``, ``[[upgrade]]``, whose
+    reference text wins) and the ids Asciidoctor (``_upgrading_the_members``) and Antora
+    (``upgrading-the-members``) give it. A reference to one shows its title, as
+    Asciidoctor does, not its id's words ("proc upgrade ops").
+
+    >>> _references(["[id='up_{c}']", "== Upgrading the members"], {"c": "ops"})["up_ops"]
+    'Upgrading the members'
+    """
+    found: dict[str, str] = {}
+    for number, line in enumerate(lines):
+        section = _TITLE.match(line)
+        if section is None:
+            continue
+        title = substituted(section["text"], attributes)
+        words = re.sub(r"\W+", " ", title.lower()).split()
+        found.setdefault("_" + "_".join(words), title)
+        found.setdefault("-".join(words), title)
+        above = number - 1
+        while above >= 0 and (_ATTRIBUTES.match(lines[above]) or _ANCHOR.match(lines[above])):
+            if anchor := _ANCHOR_ID.match(lines[above]):
+                found[substituted(anchor["id"].strip(), attributes)] = anchor["reftext"] or title
+            elif written := _ID.match(lines[above]):
+                found[substituted(written["short"] or written["named"], attributes)] = title
+            above -= 1
+    return found
+
+
 class _Reader:
     """Reads a run of lines into Markdown blocks; compound blocks read their own lines."""
 
-    def __init__(self, attributes: dict[str, str], shift: int) -> None:
+    def __init__(
+        self, attributes: dict[str, str], shift: int, references: Mapping[str, str]
+    ) -> None:
         self.attributes = attributes
         self.shift = shift
+        #: the page's sections by id, for cross references that name no text
+        self.references = references
 
     def text(self, line: str) -> str:
-        return inline_text(line, self.attributes)
+        return inline_text(line, self.attributes, self.references)
 
     def blocks(self, lines: Sequence[str], depth: int) -> list[str]:
         out: list[str] = []
