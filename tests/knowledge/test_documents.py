@@ -688,3 +688,14 @@ def test_a_hugo_block_of_code_is_code() -> None:
     assert "{{< text yaml >}}\nnever closed" in doc.body  # no closing: as written
     sections = {c.heading_path for c in chunk_markdown(doc.body, 800, 100)}
     assert sections == {("Get an overview of your mesh",)}
+
+
+def test_a_notion_exports_page_ids_name_no_domain_or_title() -> None:
+    """Notion's Markdown export appends each page's id to its file's and folder's names."""
+    notion = (
+        "Runbooks 8f3e2a1b4c5d6e7f8a9b0c1d2e3f4a5b/Disk full 0123456789abcdef0123456789abcdef.md"
+    )
+    doc = parse_document(b"Free space on the node first.\n", PurePosixPath(notion))
+
+    assert (doc.domain, doc.title) == ("runbooks", "Disk full")
+    assert "Disk full" in doc.aliases

@@ -92,7 +92,7 @@ Keys rotate daily.
 """
 
 #: what the Markdown reader reads otherwise since version 15: a block of code written as a
-#: Hugo shortcode (Istio's ``text``)
+#: Hugo shortcode (Istio's ``text``); and a name without the id Notion's export appends
 MARKDOWN_SINCE_15 = """
 {{< text bash >}}
 # a comment, not a heading
@@ -175,7 +175,7 @@ image::rotation.svg[title="Key rotation",role="middle"]
 def _samples() -> dict[str, tuple[str, bytes]]:
     return {
         "markdown": (
-            "keys.md",
+            "keys 0123456789abcdef0123456789abcdef.md",  # a Notion export's name (version 15)
             (
                 MARKDOWN
                 + MARKDOWN_SINCE_5

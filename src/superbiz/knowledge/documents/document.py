@@ -24,7 +24,7 @@ from superbiz.access import AccessListError, parse_access
 from superbiz.config import IngestSettings
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.chunking import chunking_of
-from superbiz.knowledge.documents.domains import folder_domain, normalize_domain
+from superbiz.knowledge.documents.domains import folder_domain, normalize_domain, written_name
 from superbiz.knowledge.documents.frontmatter import (
     ACCESS_KEY,
     FRONTMATTER_KEYS,
@@ -222,11 +222,12 @@ def parse_document(
     if not any(line.strip() and not ATX_HEADING.match(line) for line in body.split("\n")):
         raise DocumentError(label, _ONLY_HEADINGS)
 
+    stem = written_name(relative.stem)
     title = (
         _str_field(front, "title", label)
         or (converted and converted.title)
         or page_heading(body)
-        or relative.stem
+        or stem
     )
     category = _str_field(front, "category", label)
     domain = normalize_domain(category) if category else folder_domain(relative)
@@ -243,7 +244,9 @@ def parse_document(
         covers=_list_field(front, "covers", label),
         when_to_retrieve=_str_field(front, "when_to_retrieve", label),
         tags=_list_field(front, "tags", label),
-        aliases=(*aliases, relative.stem) if relative.stem not in aliases else aliases,
+        aliases=(*aliases, stem)
+        if (stem := written_name(relative.stem)) not in aliases
+        else aliases,
         extra=_json_safe({k: v for k, v in front.items() if k not in FRONTMATTER_KEYS}),
         warnings=warnings,
         access=_access_field(front, label),

@@ -9,6 +9,7 @@ own domain admits and the file's does not.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
@@ -16,6 +17,19 @@ from superbiz.access import admits_all_of
 
 #: the domain of a file at the knowledge base's root, and of a name that is all spaces
 DEFAULT_DOMAIN = "general"
+#: the id Notion's export appends to each page's and folder's name
+_NOTION_ID = re.compile(r" [0-9a-f]{32}$")
+
+
+def written_name(name: str) -> str:
+    """A file's or folder's name as its author wrote it: Notion's Markdown export appends
+    each page's 32-digit id ("Runbooks 8f3e…"), which would name the domain and title the
+    page.
+
+    >>> written_name("Runbooks 8f3e2a1b4c5d6e7f8a9b0c1d2e3f4a5b"), written_name("db-2024")
+    ('Runbooks', 'db-2024')
+    """
+    return _NOTION_ID.sub("", name)
 
 
 def normalize_domain(domain: str) -> str:
@@ -30,10 +44,12 @@ def folder_domain(path: PurePosixPath) -> str:
 
     >>> folder_domain(PurePosixPath("Payment Ops/refunds.rst"))
     'payment-ops'
+    >>> folder_domain(PurePosixPath("Runbooks 8f3e2a1b4c5d6e7f8a9b0c1d2e3f4a5b/Disk full.md"))
+    'runbooks'
     >>> folder_domain(PurePosixPath("index.rst"))
     'general'
     """
-    return normalize_domain(path.parts[0]) if len(path.parts) > 1 else DEFAULT_DOMAIN
+    return normalize_domain(written_name(path.parts[0])) if len(path.parts) > 1 else DEFAULT_DOMAIN
 
 
 def may_write_in(
