@@ -5,17 +5,18 @@ page's readers may not all read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from superbiz.access import Reader
 from superbiz.config import AccessSettings
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
+
+#: the fixture ``stored_text``: what a knowledge base holds of a document
+StoredText = Callable[[KnowledgeBase, str], str]
 
 #: an Antora component: pages, a partial, a tagged code example, a module with its own title
 FILES = {
@@ -45,15 +46,6 @@ FILES = {
 }
 
 
-@pytest.fixture
-def kb(
-    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
-) -> Iterator[KnowledgeBase]:
-    knowledge = KnowledgeBase(make_settings(tmp_path), embedder=use_embedder)
-    yield knowledge
-    knowledge.close()
-
-
 def _write(root: Path) -> None:
     for relative, text in FILES.items():
         path = root / relative
@@ -61,12 +53,8 @@ def _write(root: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def _text(kb: KnowledgeBase, path: str) -> str:
-    return "\n".join(chunk.text for chunk in kb.store.chunks_of(path))
-
-
 def test_partials_snippets_and_code_are_written_into_their_page(
-    tmp_path: Path, kb: KnowledgeBase
+    tmp_path: Path, kb: KnowledgeBase, stored_text: StoredText
 ) -> None:
     root = tmp_path / "docs"
     _write(root)
@@ -86,17 +74,19 @@ def test_partials_snippets_and_code_are_written_into_their_page(
         "included by modules/ROOT/pages/docker.adoc (AsciiDoc `include::`): "
         "part of that page, not a document"
     )
-    page = _text(kb, "modules/ROOT/pages/docker.adoc")
+    page = stored_text(kb, "modules/ROOT/pages/docker.adoc")
     assert "> **Warning**\n> Port mapping opens the members" in page
     assert '```java\n    config.setClusterName("production");\n```' in page
     assert "### Open the ports\n\nPublish port 5701 of each member." in page
     assert "not shown" not in page and "stays out" not in page and "tag::" not in page
     # a module with a title of its own is its own document, not written in twice
     assert "Roll one member at a time." not in page
-    assert "Roll one member" in _text(kb, "modules/ROOT/pages/modules/proc-upgrade.adoc")
+    assert "Roll one member" in stored_text(kb, "modules/ROOT/pages/modules/proc-upgrade.adoc")
 
 
-def test_a_changed_fragment_reads_its_page_again(tmp_path: Path, kb: KnowledgeBase) -> None:
+def test_a_changed_fragment_reads_its_page_again(
+    tmp_path: Path, kb: KnowledgeBase, stored_text: StoredText
+) -> None:
     root = tmp_path / "docs"
     _write(root)
     Ingestor(kb).ingest([root])
@@ -107,10 +97,12 @@ def test_a_changed_fragment_reads_its_page_again(tmp_path: Path, kb: KnowledgeBa
     again = Ingestor(kb).ingest([root])
 
     assert again.updated == ["modules/ROOT/pages/docker.adoc"]
-    assert "Never publish port 5701" in _text(kb, "modules/ROOT/pages/docker.adoc")
+    assert "Never publish port 5701" in stored_text(kb, "modules/ROOT/pages/docker.adoc")
 
 
-def test_nothing_is_included_from_outside_the_folder(tmp_path: Path, kb: KnowledgeBase) -> None:
+def test_nothing_is_included_from_outside_the_folder(
+    tmp_path: Path, kb: KnowledgeBase, stored_text: StoredText
+) -> None:
     (tmp_path / "secret.adoc").write_text("The root password is hunter2.\n")
     root = tmp_path / "docs"
     root.mkdir()
@@ -123,12 +115,14 @@ def test_nothing_is_included_from_outside_the_folder(tmp_path: Path, kb: Knowled
 
     Ingestor(kb).ingest([root])
 
-    page = _text(kb, "page.adoc")
+    page = stored_text(kb, "page.adoc")
     assert "Before." in page and "After." in page and page.count("Loop start.") == 1
     assert "hunter2" not in page and "include::" not in page
 
 
-def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: KnowledgeBase) -> None:
+def test_an_antora_components_attributes_are_its_pages(
+    tmp_path: Path, kb: KnowledgeBase, stored_text: StoredText
+) -> None:
     """``antora.yml``'s ``asciidoc.attributes``, and the module folders Antora sets itself
     (``{partialsdir}``), are set on every page of the component:
     in the text, in an include's target, in a condition; a changed descriptor reads the
@@ -158,7 +152,7 @@ def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: Knowl
         "modules/ROOT/partials/ports.adoc",  # {partialsdir}: set by Antora itself
         "modules/ROOT/snippets/jvm.adoc",
     ]
-    page = _text(kb, "modules/ROOT/pages/install.adoc")
+    page = stored_text(kb, "modules/ROOT/pages/install.adoc")
     assert "Download Hazelcast 6.0.1." in page and "Run it on Java 21 or later." in page
     assert "Open port 5701." in page
     assert "Ask on the community forum." in page and "account manager" not in page
@@ -173,11 +167,14 @@ def test_an_antora_components_attributes_are_its_pages(tmp_path: Path, kb: Knowl
     again = Ingestor(kb).ingest([root])
 
     assert again.updated == ["modules/ROOT/pages/install.adoc"]
-    assert "Download Hazelcast 6.0.2." in _text(kb, "modules/ROOT/pages/install.adoc")
+    assert "Download Hazelcast 6.0.2." in stored_text(kb, "modules/ROOT/pages/install.adoc")
 
 
 def test_an_include_never_carries_text_to_a_reader_who_may_not_read_it(
-    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
+    tmp_path: Path,
+    make_settings: Callable[..., Any],
+    use_embedder: Embedder,
+    stored_text: StoredText,
 ) -> None:
     """A page writes in a fragment only from a domain its every reader may read
     (``access.domains``); a fragment stays a document unless every one of its readers reads
@@ -216,10 +213,10 @@ def test_an_include_never_carries_text_to_a_reader_who_may_not_read_it(
             "guide/limits.adoc",
             "shared/fees.txt",  # written into a finance page, and everyone's to find
         ]
-        install = _text(kb, "guide/install.rst")
+        install = stored_text(kb, "guide/install.rst")
         assert "Before." in install and "port 8443" in install and "After." in install
-        assert "1.85" not in install and "40,000" not in _text(kb, "guide/limits.adoc")
-        paying = _text(kb, "finance/pay.rst")
+        assert "1.85" not in install and "40,000" not in stored_text(kb, "guide/limits.adoc")
+        paying = stored_text(kb, "finance/pay.rst")
         assert "port 8443" in paying and "25 cents" in paying
 
         staff = Reader.of_groups("sam", ["support"])

@@ -6,9 +6,7 @@ reason while the good files of the same run are stored."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,7 +26,6 @@ from superbiz.governance.tracker import InMemorySessionTracker
 from superbiz.knowledge.formats.pdf import NO_TEXT_LAYER
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.retrieval.embedders import Embedder
 
 #: page 1 fills a chunk of its own (800 characters), so page 2 starts a new one
 BROKERS = [f"Broker {n} keeps its log segments on the data volume of its host." for n in range(14)]
@@ -91,15 +88,6 @@ REASONS = {
     "bad/html-named.pdf": "the extension lies: its content does not match, not a .pdf file",
     "bad/pdf-named.adoc": "the extension lies: its content is a PDF document, not AsciiDoc",
 }
-
-
-@pytest.fixture
-def kb(
-    tmp_path: Path, make_settings: Callable[..., Any], use_embedder: Embedder
-) -> Iterator[KnowledgeBase]:
-    knowledge = KnowledgeBase(make_settings(tmp_path), embedder=use_embedder)
-    yield knowledge
-    knowledge.close()
 
 
 @pytest.fixture
