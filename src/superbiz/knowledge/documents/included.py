@@ -1,7 +1,8 @@
 """A page read with the fragments it includes from the knowledge base's folder.
 
-reStructuredText (``.. include::``) and AsciiDoc (``include::``) pages pull shared text
-from other files (``formats.rst_includes``, ``formats.adoc_includes``); the page's text, and
+reStructuredText (``.. include::``), AsciiDoc (``include::``) and MkDocs' Markdown
+(``--8<-- "file"``) pages pull shared text from other files (``formats.rst_includes``,
+``formats.adoc_includes``, ``formats.md_snippets``); the page's text, and
 with it the hash it is stored under, then holds them, so a changed fragment reads its pages
 again. An Antora site's pages also read the attributes their component sets
 (``site_attributes``), written above the page the same way. Other formats include nothing
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from os.path import relpath
 from pathlib import Path, PurePosixPath
 
@@ -20,15 +22,18 @@ import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
-from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, rst_includes
+from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets, rst_includes
 from superbiz.knowledge.formats.decode import decode
 
 #: pages that include other files when they are read
 _INCLUDING = (".rst", *ASCIIDOC_EXTENSIONS)
+#: what marks a MkDocs site: its configuration, where ``mkdocs`` runs
+MKDOCS_CONFIG = "mkdocs.yml"
 
 
 def includes_others(page: PurePosixPath) -> bool:
-    """Whether the file at ``page`` is a page that may include others as it is read.
+    """Whether the file at ``page`` is a page that may include others as it is read
+    (Markdown may too, in a MkDocs site: ``tree_includes_others``).
 
     >>> includes_others(PurePosixPath("modules/ROOT/pages/backup.adoc"))
     True
@@ -36,6 +41,18 @@ def includes_others(page: PurePosixPath) -> bool:
     False
     """
     return page.suffix.lower() in _INCLUDING
+
+
+def tree_includes_others(paths: Iterable[PurePosixPath]) -> bool:
+    """Whether a tree of files at ``paths`` holds a page that may include others: a
+    reStructuredText or AsciiDoc page, or a MkDocs site (its Markdown's snippets).
+
+    >>> tree_includes_others([PurePosixPath("mkdocs.yml"), PurePosixPath("docs/a.md")])
+    True
+    >>> tree_includes_others([PurePosixPath("runbooks/disk.md")])
+    False
+    """
+    return any(includes_others(path) or path.name == MKDOCS_CONFIG for path in paths)
 
 
 def with_fragments(
@@ -58,6 +75,9 @@ def with_fragments(
         expand = rst_includes.with_includes
     elif suffix in ASCIIDOC_EXTENSIONS:
         expand = adoc_includes.with_includes
+    elif suffix in md_snippets.PAGES and b"8<-" in data:
+        bases = snippet_bases(page, base)
+        expand = partial(_with_snippets, bases=bases)
     else:
         return data
     try:
@@ -66,6 +86,7 @@ def with_fragments(
         return data
     attributes = site_attributes(page, base) if suffix in ASCIIDOC_EXTENSIONS else ""
 
+    @functools.cache  # a page may name one fragment many times: read once
     def read(path: PurePosixPath) -> str | None:
         try:
             real = (base / path).resolve(strict=True)
@@ -82,6 +103,36 @@ def with_fragments(
 
     expanded = expand(attributes + text, page, read, max_bytes)
     return data if expanded == text else expanded.encode()
+
+
+def _with_snippets(
+    text: str,
+    page: PurePosixPath,
+    read: Callable[[PurePosixPath], str | None],
+    limit: int,
+    *,
+    bases: Sequence[str],
+) -> str:
+    return md_snippets.with_snippets(text, bases, read, limit, (page,))
+
+
+def snippet_bases(page: PurePosixPath, base: Path) -> list[str]:
+    """Where a MkDocs page's snippets are looked for, relative to the knowledge base's
+    folder ``base``: the folder of the nearest ``mkdocs.yml`` above the page (where
+    ``mkdocs`` runs, the extension's base path), then the knowledge base's folder.
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> (root / "site" / "docs").mkdir(parents=True)
+    >>> _ = (root / "site" / "mkdocs.yml").write_text("")
+    >>> snippet_bases(PurePosixPath("site/docs/ops/disk.md"), root)
+    ['site', '']
+    """
+    bases = [
+        folder.as_posix()
+        for folder in page.parents
+        if folder != PurePosixPath(".") and (base / folder / MKDOCS_CONFIG).is_file()
+    ][:1]
+    return [*bases, ""]
 
 
 #: the largest component descriptor read (Debezium's is 4 KB)

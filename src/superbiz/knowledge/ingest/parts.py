@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from superbiz.knowledge.documents.domains import read_alike
-from superbiz.knowledge.documents.included import site_attributes
-from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes
+from superbiz.knowledge.documents.included import site_attributes, snippet_bases
+from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.knowledge.ingest.discovery import Candidate, Found
 from superbiz.retrieval.passages import is_navigation
@@ -73,14 +73,22 @@ def include_fragments(
     pages: dict[Path, list[str]] = {}
     for item in candidates:
         suffix = item.file.suffix.lower()
-        if suffix != ".rst" and suffix not in ASCIIDOC_EXTENSIONS:
+        markdown = suffix in md_snippets.PAGES
+        if suffix != ".rst" and suffix not in ASCIIDOC_EXTENSIONS and not markdown:
             continue
         text = _head(item.file)
-        if text is None:
-            continue  # its own read reports it
+        if text is None or (markdown and "8<-" not in text):
+            continue  # unread: its own read reports it
         page = PurePosixPath(item.file.relative_to(item.root).as_posix())
         if suffix == ".rst":
             named = [target(i.name, page) for i in includes(text) if i.inlined]
+            is_fragment = _no_frontmatter
+        elif markdown:  # the first place a snippet is found, as it is read
+            bases = snippet_bases(page, item.root)
+            named = [
+                _first_file(md_snippets.target(n, bases), item.root)
+                for n in md_snippets.snippet_names(text)
+            ]
             is_fragment = _no_frontmatter
         else:  # read as it is ingested: under its site's attributes (``{partialsdir}``)
             text = site_attributes(page, item.root) + text
@@ -96,9 +104,17 @@ def include_fragments(
     return {fragment: _included_by(by) for fragment, by in pages.items()}
 
 
+def _first_file(paths: Sequence[PurePosixPath], root: Path) -> PurePosixPath | None:
+    """The first of ``paths`` (under ``root``) that is a file."""
+    return next((path for path in paths if (root / path).is_file()), None)
+
+
 def _head(file: Path) -> str | None:
-    """The first ``_INCLUDE_SCAN`` characters of ``file``, or None when it cannot be read."""
+    """The first ``_INCLUDE_SCAN`` characters of ``file``, or None when it cannot be read
+    (or is no regular file: a FIFO would block the read forever)."""
     try:
+        if not file.is_file():
+            return None
         with file.open(encoding="utf-8", errors="replace") as handle:
             return handle.read(_INCLUDE_SCAN)
     except OSError:
@@ -108,12 +124,8 @@ def _head(file: Path) -> str | None:
 def _no_frontmatter(file: Path) -> bool:
     """Whether ``file`` opens without frontmatter (``rst_includes.own_document``): with
     it, no fragment but a document of its own with its own access list."""
-    try:
-        with file.open("rb") as handle:
-            head = handle.read(8)
-    except OSError:
-        return True  # its own read reports it
-    return not own_document(head.decode("utf-8", errors="replace"))
+    head = _head(file)
+    return head is None or not own_document(head[:8])  # unread: its own read reports it
 
 
 def _adoc_fragment(file: Path) -> bool:
@@ -190,6 +202,13 @@ def site_navigation(found: Iterable[Found]) -> dict[Path, str]:
     return skipped
 
 
+#: how a page of each format includes a fragment
+_HOW = {
+    ".rst": "reStructuredText `include`",
+    **{suffix: "AsciiDoc `include::`" for suffix in ASCIIDOC_EXTENSIONS},
+}
+
+
 def _included_by(pages: Sequence[str]) -> str:
     """Why a fragment is skipped.
 
@@ -200,5 +219,5 @@ def _included_by(pages: Sequence[str]) -> str:
     """
     more = f" and {len(pages) - 1} more pages" if len(pages) > 1 else ""
     which = "those pages" if more else "that page"
-    how = "reStructuredText `include`" if pages[0].endswith(".rst") else "AsciiDoc `include::`"
+    how = _HOW.get(PurePosixPath(pages[0]).suffix.lower(), "MkDocs snippet `--8<--`")
     return f"included by {pages[0]}{more} ({how}): part of {which}, not a document"

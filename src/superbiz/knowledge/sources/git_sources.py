@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
 from superbiz.knowledge.documents.document import read_with
-from superbiz.knowledge.documents.included import includes_others
+from superbiz.knowledge.documents.included import tree_includes_others
 from superbiz.knowledge.ingest.discovery import gone
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.ingest.report import IngestReport
@@ -330,7 +330,7 @@ class GitSources:
         report = IngestReport()
         self._remove(source, [str(self._target(source, p)) for p in removed], report)
         entries = repo.tree(new, source.subdir or "")
-        if any(includes_others(PurePosixPath(entry.path)) for entry in entries):
+        if tree_includes_others(PurePosixPath(entry.path) for entry in entries):
             # a page that includes other files (a fragment, a code example, the site's
             # attributes) reads them as part of its text: every page is read again, by
             # hash, so those that include a changed file are updated and it is no document
