@@ -65,8 +65,8 @@ def with_fragments(
 ) -> bytes:
     """``data``, the page at ``page`` under the folder ``base``, with the fragments it
     includes from that folder written in, as UTF-8. A fragment outside ``base`` (through a
-    symlink too), missing, larger than ``max_bytes`` or unreadable is left out, as docutils
-    and Asciidoctor leave it, and so is one in a domain that some reader of the page may
+    symlink too), missing, larger than ``max_bytes`` or unreadable is left out, as docutils,
+    Asciidoctor and MkDocs leave it, and so is one in a domain that some reader of the page may
     not read (``domains.may_write_in`` by ``domain_access``, the configured
     ``access.domains``); a page that does not decode is returned as it is, for its own
     reading to say why."""

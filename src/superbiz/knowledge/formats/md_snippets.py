@@ -94,9 +94,7 @@ def with_snippets(
         ```
     """
     lines = text.split("\n")
-    found = _snippets(lines)
-    if not found or len(_within) >= MAX_DEPTH:
-        return text
+    found = _snippets(lines) if len(_within) < MAX_DEPTH else []
     room = limit
     for start, end, names in reversed(found):  # from the end: the lines above keep their numbers
         written: list[str] = []
