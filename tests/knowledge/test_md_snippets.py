@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from conftest import write_kb
 from fakes.git_remote import Remote
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
-from superbiz.retrieval.embedders import Embedder
 
 #: the fixture ``stored_text``: what a knowledge base holds of a document
 StoredText = Callable[[KnowledgeBase, str], str]
@@ -78,27 +76,20 @@ def test_a_runbook_holds_its_scripts_commands_and_shared_warnings(
 
 
 def test_a_git_sources_changed_snippet_reads_its_pages_again(
-    tmp_path: Path,
-    make_settings: Callable[..., Any],
-    use_embedder: Embedder,
-    stored_text: StoredText,
+    tmp_path: Path, kb: KnowledgeBase, stored_text: StoredText
 ) -> None:
     """A commit changing the script alone updates the runbook that writes it in."""
     repo = Remote(tmp_path / "site")
     repo.write(SITE)
     repo.commit("first")
-    kb = KnowledgeBase(make_settings(tmp_path), embedder=use_embedder)
-    try:
-        lifecycle = DocumentLifecycle(kb)
-        first = lifecycle.add_git(repo.url)
-        assert "docs/runbooks/backup.md" in first.report.added
+    lifecycle = DocumentLifecycle(kb)
+    first = lifecycle.add_git(repo.url)
+    assert "docs/runbooks/backup.md" in first.report.added
 
-        repo.write({"scripts/backup.sh": SITE["scripts/backup.sh"].replace("custom", "tar")})
-        repo.commit("the script alone")
-        second = lifecycle.sync(first.source.name)
+    repo.write({"scripts/backup.sh": SITE["scripts/backup.sh"].replace("custom", "tar")})
+    repo.commit("the script alone")
+    second = lifecycle.sync(first.source.name)
 
-        assert second.mode == "incremental"
-        assert second.report.updated == ["docs/runbooks/backup.md"]
-        assert "pg_dump --format=tar ledger" in stored_text(kb, "docs/runbooks/backup.md")
-    finally:
-        kb.close()
+    assert second.mode == "incremental"
+    assert second.report.updated == ["docs/runbooks/backup.md"]
+    assert "pg_dump --format=tar ledger" in stored_text(kb, "docs/runbooks/backup.md")
