@@ -23,3 +23,26 @@ def test_a_403_is_answered_with_every_403_row_of_a_table_cut_in_two(
     assert "| HTTP | Code | Meaning | Usual fix |\n|------|" in quote, quote
     rows = [line for line in quote.splitlines() if line.startswith("| 403 |")]
     assert [row.split("`")[1] for row in rows] == ["40301", "40302", "40303"], quote
+
+
+WEBHOOK_RUNBOOK = "api/webhook-delivery-retries.md"
+
+
+def test_a_conversation_that_keeps_pointing_back_stays_on_its_subject(
+    example_kb: KnowledgeBase,
+) -> None:
+    """Three turns about a merchant's missing webhooks: "what about signature failures?"
+    asks the first question again of something else, so the webhook runbook is quoted
+    beside the payment channel's row that shares its words; "after how many retries does
+    it give up?" points back through it to the webhooks. It had been read with the
+    signature question alone, found nothing and said so."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = "example-webhooks"
+    runtime.ask(session, "商户说 webhook 一直没收到，我们这边要查什么？")
+
+    instead = runtime.ask(session, "那签名校验失败呢？").result
+    retries = runtime.ask(session, "重试几次之后会放弃？").result
+
+    assert WEBHOOK_RUNBOOK in [c.path for c in instead.citations]
+    assert [c.path for c in retries.citations] == [WEBHOOK_RUNBOOK]
+    assert "After the 7th failed attempt" in retries.answer

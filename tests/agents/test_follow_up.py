@@ -1,11 +1,12 @@
-"""Whether a question points back at the turn before it (``refers_back``): grammar of
-the two languages, checked on follow-ups and on questions that stand alone."""
+"""Whether a question points back at the turn before it (``refers_back``), at what
+(``referent``), and whether it asks that again of something else (``asks_instead``):
+grammar of the two languages, checked on follow-ups and on questions that stand alone."""
 
 from __future__ import annotations
 
 import pytest
 
-from superbiz.agents.follow_up import refers_back
+from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent, refers_back
 
 
 @pytest.mark.parametrize(
@@ -41,3 +42,41 @@ def test_a_follow_up_points_back(question: str) -> None:
 )
 def test_a_question_that_stands_alone_does_not(question: str) -> None:
     assert not refers_back(question)
+
+
+def test_a_follow_up_of_a_follow_up_points_back_to_what_stood_alone() -> None:
+    asked = ["How do I rotate the keys?", "商户说 webhook 一直没收到？", "那签名校验失败呢？"]
+    assert referent(asked) == "商户说 webhook 一直没收到？\n那签名校验失败呢？"
+    assert referent(asked[:2]) == "商户说 webhook 一直没收到？"
+
+
+def test_a_chain_of_follow_ups_is_read_back_only_so_far() -> None:
+    asked = ["Where is it?", "And then?", "What about it?", "And again?", "Why them?"]
+    assert referent(asked) == "\n".join(asked[-REFERENT_QUESTIONS:])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "那签名校验失败呢？",
+        "退款呢",
+        "What about the staging environment?",
+        "And how about refunds?",
+    ],
+)
+def test_what_about_asks_the_question_before_again(question: str) -> None:
+    assert asks_instead(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "使用 MySQL CDC，增量阶段读取出来的 timestamp 字段时区相差8小时，怎么回事呢？",
+        "TiDB 是否支持修改 server 版本号呢？",
+        "MongoDB CDC 支持从 checkpoint 恢复吗? 原理是怎么样的呢？",
+        "Clock is not synchronising. Ensure NTP is configured on this host.",
+        "重试几次之后会放弃？",
+    ],
+)
+def test_a_whole_question_ending_in_ne_does_not(question: str) -> None:
+    assert not asks_instead(question)

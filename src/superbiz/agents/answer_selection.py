@@ -225,6 +225,7 @@ def select_answer(
     recalled: frozenset[str] | None = None,
     context: str | None = None,
     context_vector: np.ndarray | None = None,
+    elliptical: bool = False,
     writes_chinese: bool = True,
     unknown: Sequence[str] = (),
 ) -> AnswerSelection:
@@ -251,7 +252,9 @@ def select_answer(
     read with the question before it: documents are scored on the context, and each
     one's passage is still the one that answers the follow-up's own words (the webhook
     runbook's "Retry schedule", not the "Investigation steps" the first question asked
-    for).
+    for). ``elliptical``: the follow-up asks the question before it of something else
+    ("那签名校验失败呢？", ``follow_up.asks_instead``), so it is read with the context even
+    where its own words find something.
 
     ``writes_chinese``: False for a knowledge base without Chinese (``PassageSource``).
     Its passages cannot name a Chinese question's Chinese words, so those count as named
@@ -282,9 +285,10 @@ def select_answer(
     scored = scores_of(question, question_vector=question_vector)
     listable = earlier if recalled is None else earlier & recalled
     choose = partial(_select, documents, earlier=earlier, placed=placed, listable=listable)
-    selection = choose(scored, dense=question_vector is not None)
-    if selection.answered or context is None:
-        return selection
+    if context is None or not elliptical:
+        selection = choose(scored, dense=question_vector is not None)
+        if selection.answered or context is None:
+            return selection
     wider = scores_of(context, question_vector=context_vector)
     merged = {path: scored[path]._replace(score=best.score) for path, best in wider.items()}
     return choose(merged, dense=context_vector is not None)

@@ -30,6 +30,7 @@ from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource
 from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
+from superbiz.agents.follow_up import referent
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
@@ -163,14 +164,13 @@ class Executor:
             finish = self._force_answer(result, tool, messages, on_lookup, stop)
         answers = _answers_to_other_questions(history, question)
         asked = [m.content for m in history if isinstance(m, UserMessage)]
-        previous = asked[-1] if asked else None
         selection = select_for_turn(
             question,
             list(refs.values()),
             tool.outcomes,
             self.passages,
             earlier=earlier,
-            previous=previous,
+            previous=referent(asked),
             reader=self.reader,
         )
         cited = self._ground(result, tool, messages, refs, finish, answers, selection)
@@ -211,7 +211,7 @@ class Executor:
         question put the disk-full runbook above the MySQL failover one.
 
         A follow-up with no words of its own ("那怎么办？", ``asked``: the session's
-        earlier questions) is asked together with the question before it.
+        earlier questions) is asked together with what it points back at (``referent``).
 
         A plan to answer from the session's evidence (no retrieval, no direct answer)
         still runs the question once across the knowledge base, as a plain turn would:
@@ -221,7 +221,7 @@ class Executor:
         deprecate a version of my package?" was the held package.json page, and the
         turn quoted its "version" section with no lookup; the lookup ranks
         npm-deprecate first."""
-        words = question if key_terms(question) or not asked else f"{asked[-1]}\n{question}"
+        words = question if key_terms(question) or not asked else f"{referent(asked)}\n{question}"
         if not plan.need_retrieval:
             if plan.direct_answer is None:
                 self._run_calls([{"query": words}], tool, messages, refs, on_lookup)

@@ -19,10 +19,11 @@ possessive ("renews its certificate") points inside its own sentence and is left
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from superbiz._text import has_cjk, segmenter
 
-__all__ = ["refers_back"]
+__all__ = ["asks_instead", "referent", "refers_back"]
 
 #: English pronouns and adverbs that point at something said before; "its" and "their"
 #: are left out (a possessive's owner is nearly always in its own sentence: "Kubelet has
@@ -42,6 +43,17 @@ _DEMONSTRATIVE = re.compile(r"[这那][个些台种次条张步项类份位]?")
 #: organisations, other proper nouns, a word in Latin letters ("webhook", "Redis"); a
 #: verbal noun (``vn``: 重试) names an action, not what it acts on
 _NAMING_TAGS = frozenset({"n", "nr", "nrt", "nrfg", "ns", "nt", "nz", "ng", "eng"})
+#: "what about X?": the question before, asked of something else
+_INSTEAD_ENGLISH = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
+#: a Chinese question ending in 呢 ("那签名校验失败呢？") asks "what about" only with no
+#: question word of its own ("怎么回事呢？" is a whole question, 呢 only softens it)
+_INSTEAD_CHINESE = re.compile(r"呢\s*[？?]?\s*$")
+_QUESTION_WORDS = re.compile(
+    r"什么|怎|如何|为何|为啥|哪|几|多少|是否|吗|能否|可否|有没有|是不是|要不要|会不会|能不能"
+)
+#: the most earlier questions a follow-up is read with: its referent and the follow-ups
+#: between (a conversation that keeps pointing back stays on its subject, but not forever)
+REFERENT_QUESTIONS = 3
 
 
 def refers_back(question: str) -> bool:
@@ -67,3 +79,40 @@ def refers_back(question: str) -> bool:
     if any(word in _CHINESE_PRONOUNS or _DEMONSTRATIVE.fullmatch(word) for word, _ in words):
         return True
     return not any(flag in _NAMING_TAGS for _, flag in words)
+
+
+def referent(asked: Sequence[str]) -> str | None:
+    """What a follow-up after the session's questions (``asked``, oldest first) points
+    back at: the last question, and the ones before it that it points back at in turn,
+    up to the one that stands alone (at most ``REFERENT_QUESTIONS``). "重试几次之后会放弃？"
+    after "那签名校验失败呢？" is still about the webhooks asked of before that.
+
+    >>> referent(["How do I pause replication?", "And how do I resume it?"])
+    'How do I pause replication?\\nAnd how do I resume it?'
+    >>> referent(["How do I pause replication?", "How do I rotate the keys?"])
+    'How do I rotate the keys?'
+    >>> referent([]) is None
+    True
+    """
+    chain: list[str] = []
+    for question in reversed(asked):
+        chain.append(question)
+        if len(chain) == REFERENT_QUESTIONS or not refers_back(question):
+            break
+    return "\n".join(reversed(chain)) if chain else None
+
+
+def asks_instead(question: str) -> bool:
+    """Whether ``question`` asks the question before it again, of something else ("What
+    about refunds?", "那签名校验失败呢？"): its words alone are not what it asks, so it is
+    read with its referent even where they find something (after a question about
+    webhooks, the webhook runbook's signature section, not the payment channel's).
+
+    >>> asks_instead("那签名校验失败呢？"), asks_instead("What about refunds?")
+    (True, True)
+    >>> asks_instead("怎么回事呢？"), asks_instead("How do I rotate the keys?")
+    (False, False)
+    """
+    if _INSTEAD_ENGLISH.search(question):
+        return True
+    return bool(_INSTEAD_CHINESE.search(question)) and not _QUESTION_WORDS.search(question)

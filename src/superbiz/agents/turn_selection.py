@@ -21,7 +21,7 @@ from superbiz.agents.answer_selection import (
     select_answer,
 )
 from superbiz.agents.context import Citation
-from superbiz.agents.follow_up import refers_back
+from superbiz.agents.follow_up import asks_instead, refers_back
 from superbiz.agents.quote_order import PASSAGE_CHARS, QUOTE_DEPTH, PassageMatcher, fused_order
 from superbiz.governance.lookup import level_rank
 from superbiz.governance.results import ToolOutcome
@@ -41,8 +41,9 @@ def select_for_turn(
 ) -> AnswerSelection:
     """What the answer to ``question`` quotes and lists among ``documents`` (this turn's
     and the session's; ``earlier``: the paths of the session's), after the turn's
-    ``outcomes``; in a follow-up (``previous``: the question before it) that points back
-    at it (``refers_back``), read with that question when its own words find nothing.
+    ``outcomes``; in a follow-up (``previous``: what it may point back at, ``referent``)
+    that points back (``refers_back``), read with that when its own words find nothing,
+    or at once where it asks that again of something else (``asks_instead``).
     ``passages``: where the documents' stored
     passages and the question's vector come from (None: the documents' shown text and
     the question's terms alone); ``reader``: whose turn it is."""
@@ -52,6 +53,7 @@ def select_for_turn(
     details = [o.details for o in outcomes if o.details]
     placed = {p for d in details for p in [*d.held_ahead, *d.shown]}
     context = f"{previous}\n{question}" if previous and refers_back(question) else None
+    elliptical = context is not None and asks_instead(question)
     if passages is None:
         stored: Mapping[str, Sequence[StoredPassage]] = {}
         vector = None
@@ -74,13 +76,16 @@ def select_for_turn(
         ),
     )
     if passages is None:
-        return select(context=context)
+        return select(context=context, elliptical=elliptical)
     chinese = passages.writes_chinese(reader)
-    selection = select(writes_chinese=chinese)
-    if selection.answered or context is None:
-        return selection
+    if context is None or not elliptical:
+        selection = select(writes_chinese=chinese)
+        if selection.answered or context is None:
+            return selection
     wider = passages.embed_question(context)
-    return select(context=context, context_vector=wider, writes_chinese=chinese)
+    return select(
+        context=context, context_vector=wider, elliptical=elliptical, writes_chinese=chinese
+    )
 
 
 def _unnamed(
