@@ -17,6 +17,8 @@ from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent
         "Where are those jobs defined?",  # a demonstrative
         "What about the staging environment?",
         "如果那台机器丢了怎么恢复？",  # 那台: a demonstrative
+        "要是渠道那边也查不到这笔呢？",  # 这笔: a payment said before
+        "这单还能退款吗？",
         "它多久重试一次？",  # a pronoun
         "重试几次之后会放弃？",  # names no thing: what is retried was said before
         "那怎么办？",
@@ -37,6 +39,7 @@ def test_a_follow_up_points_back(question: str) -> None:
         "如何对比上下游数据的一致性？",
         "UI 不能正常登陆访问",  # "UI" names the thing
         "商户说 webhook 一直没收到，我们这边要查什么？",
+        "TiDB 有像 Oracle 那样的 Flashback Query 功能么？",  # 那样 points inside it
         "",
     ],
 )

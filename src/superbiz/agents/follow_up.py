@@ -35,10 +35,14 @@ _ENGLISH = re.compile(
     re.IGNORECASE,
 )
 #: Chinese pronouns, and demonstratives as jieba cuts them: 这 or 那 alone or with a
-#: classifier (这个, 那台, 这些); not the place words 这边, 这里 ("我们这边要查什么"), which
-#: point at the asker's side, nor 这么, 那么 (so much)
+#: measure word (这个, 那台, 这些, 这笔 for a payment, 这单 for an order, 这起 for an
+#: incident); not the place words 这边, 这里 ("我们这边要查什么"), which point at the
+#: asker's side, nor 这么, 那么 (so much), nor 这样, 那样, which point inside their own
+#: sentence ("像 Oracle 那样的")
 _CHINESE_PRONOUNS = frozenset({"它", "它们", "其"})
-_DEMONSTRATIVE = re.compile(r"[这那][个些台种次条张步项类份位]?")
+_DEMONSTRATIVE = re.compile(
+    r"[这那][个些台种次条张步项类份位笔单件起家套批段组款篇行列则部轮回例]?"
+)
 #: jieba's part-of-speech tags of a thing named: nouns, names of people, places and
 #: organisations, other proper nouns, a word in Latin letters ("webhook", "Redis"); a
 #: verbal noun (``vn``: 重试) names an action, not what it acts on
