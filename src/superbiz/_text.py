@@ -35,6 +35,20 @@ STOP_WORDS = frozenset(
     我们 你们 这个 那个 时候 出现 导致
     """.split()
 )
+#: Chinese function words of two characters, closed classes chosen from grammar: time and
+#: place words, conjunctions, adverbs of time and degree, demonstratives, quantifiers, light
+#: verbs and prepositions. A question is full of them and its answer need not be:
+#: "切换之后怎么确认数据没丢？" is answered by a runbook that says 切换后, not 之后. They stay
+#: terms of BM25, whose weights already make them cheap; they are no *key* terms.
+KEY_TERM_STOP_WORDS_ZH = frozenset(
+    """
+    之后 以后 之前 以前 之间 之中 之内 之外 以上 以下 以内 以外 然后 随后 此后 期间 同时
+    目前 当前 现在 已经 曾经 正在 一直 总是 经常 通常 一般 有时 马上 立即
+    但是 而且 并且 因为 所以 因此 虽然 然而 还是 或是 假如 即使 不过 只要 只有 除了 还有
+    就是 只是 可能 能够 必须 非常 比较 特别 这些 那些 这样 那样 这里 那里 这边 那边
+    这种 那种 自己 他们 它们 一些 一个 一种 所有 每个 其中 进行 对于 关于 通过 根据 按照 的话
+    """.split()
+)
 #: a two-letter word in capitals: an acronym ("DB", "CI", "IO") that ``key_terms`` keeps
 _ACRONYM = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}(?![A-Za-z0-9])")
 _EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
@@ -51,18 +65,35 @@ def key_terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, in order, without repeats: jieba words
     of two or more CJK characters, Latin words of three or more letters and two-letter
     acronyms written in capitals ("DB", "CI": "is" or "ok" in a sentence carry none),
-    stop words removed. Used to match questions to passages without any index.
+    stop words and Chinese function words (``KEY_TERM_STOP_WORDS_ZH``) removed. Used to
+    match questions to passages without any index.
 
     >>> key_terms("支付回调超时，是不是 Redis 连接池的问题？")
     ['支付', '回调', '超时', 'redis', '连接池']
     >>> key_terms("DB 慢"), key_terms("It is ok")
     (['db'], [])
+    >>> key_terms("切换之后怎么确认数据没丢？")
+    ['切换', '确认', '数据']
     """
+    return _terms(text, STOP_WORDS | KEY_TERM_STOP_WORDS_ZH)
+
+
+def indexed_terms(text: str) -> list[str]:
+    """``key_terms`` with the Chinese function words BM25 still reads: the words of
+    ``text`` a lexical index can match (``fusion.lexical_reach``).
+
+    >>> indexed_terms("切换之后怎么确认数据没丢？")
+    ['切换', '之后', '确认', '数据']
+    """
+    return _terms(text, STOP_WORDS)
+
+
+def _terms(text: str, stop: frozenset[str]) -> list[str]:
     terms: list[str] = []
     acronyms = {a.lower() for a in _ACRONYM.findall(text)}
     for token in words(normalize(text)):
         token = token.strip()
-        if not token or token in STOP_WORDS:
+        if not token or token in stop:
             continue
         cjk = sum(1 for ch in token if is_cjk(ch))
         latin = not cjk and _EN_WORD.fullmatch(token)

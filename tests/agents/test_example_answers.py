@@ -46,3 +46,28 @@ def test_a_conversation_that_keeps_pointing_back_stays_on_its_subject(
     assert WEBHOOK_RUNBOOK in [c.path for c in instead.citations]
     assert [c.path for c in retries.citations] == [WEBHOOK_RUNBOOK]
     assert "After the 7th failed attempt" in retries.answer
+
+
+def test_a_question_in_other_function_words_than_its_runbook_is_answered(
+    example_kb: KnowledgeBase,
+) -> None:
+    """ "切换之后怎么确认数据没丢？": the failover runbook's checklist says 切换后, and the
+    question's 之后 had counted as a key term it lacks, so the lexical rule that stands in
+    for a short question's low cosine did not, and nothing was found."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    turn = runtime.ask("example-failover", "切换之后怎么确认数据没丢？").result
+
+    assert [c.path for c in turn.citations] == ["database/mysql-failover.md"]
+    assert turn.answer_source == "extractive"
+
+
+def test_a_follow_up_pointing_at_a_payment_said_before_is_answered(
+    example_kb: KnowledgeBase,
+) -> None:
+    """ "这笔" (this payment) points back as "这个" does; the follow-up had stood alone, found
+    nothing in its own words and said so."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    runtime.ask("example-payment", "用户付了钱但订单一直显示未支付，回调没收到怎么办？")
+    turn = runtime.ask("example-payment", "要是渠道那边也查不到这笔呢？").result
+
+    assert [c.path for c in turn.citations] == ["payment/payment-failure-troubleshooting.md"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from superbiz._text import has_cjk, has_latin, key_terms
+from superbiz._text import has_cjk, has_latin, indexed_terms
 
 #: a name that identifies what it names in any language: CamelCase of three humps or more
 #: (``CICDTooManyPendingJobsPerNamespace``) or words joined by ``_`` or ``.``, each begun
@@ -59,7 +59,7 @@ def minmax_fusion(
 
 
 def lexical_reach(query: str, hits: Iterable[str]) -> float:
-    """The share of ``query``'s key terms written in a script (CJK or Latin) that the BM25
+    """The share of ``query``'s indexed terms written in a script (CJK or Latin) that the BM25
     ``hits`` (their texts) use at all; 1.0 when every term's script is there.
 
     BM25 cannot match a Chinese word in English runbooks, yet min-max fusion stretches
@@ -90,7 +90,7 @@ def lexical_reach(query: str, hits: Iterable[str]) -> float:
         lowered = [text.lower() for text in texts]
         if any(name in text for name in named for text in lowered):
             return 1.0
-    terms = key_terms(query)
+    terms = indexed_terms(query)
     if not terms:
         return 1.0
     unseen = sum(missing_cjk if has_cjk(term) else missing_latin for term in terms)
