@@ -71,3 +71,17 @@ def test_a_follow_up_pointing_at_a_payment_said_before_is_answered(
     turn = runtime.ask("example-payment", "要是渠道那边也查不到这笔呢？").result
 
     assert [c.path for c in turn.citations] == ["payment/payment-failure-troubleshooting.md"]
+
+
+def test_a_replanned_turn_does_not_call_its_own_documents_earlier(
+    example_kb: KnowledgeBase,
+) -> None:
+    """With no model, "load balancer health check" finds only REFERENCE documents, and the
+    supervisor plans once more; the second run reads what the first showed as evidence,
+    and its quote had been labelled "(shown earlier in this session)" in a fresh session."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    question = "How do I know if the load balancer health check is misconfigured?"
+    turn = runtime.ask("example-replan", question)
+
+    assert turn.replan is not None and turn.result.citations
+    assert "shown earlier" not in turn.result.answer

@@ -376,14 +376,16 @@ def test_a_direct_answer_skips_the_executor(supervised_kb: KnowledgeBase, sessio
 # -- re-plan ---------------------------------------------------------------------------------
 
 BOTH_Q = "支付回调超时，另外 Redis 连接池耗尽怎么办？"
+GREETING, GREETING_ANSWER = "你好，我是支付组的值班。", "你好！请问遇到了什么问题？"
 BOTH_ANSWER = "先检查网关日志 [1]，再检查 maxTotal 配置 [2]"
 
 
-def replan_script() -> ScriptedChatModel:
+def replan_script(*before: str) -> ScriptedChatModel:
     """Plan payment (looked up by code); the executor asks for a missing dimension it
     cannot get (payment is closed); the re-plan says infrastructure (looked up by code);
-    the second run is unfilled again."""
+    the second run is unfilled again. ``before``: replies of earlier turns."""
     return ScriptedChatModel(
+        *before,
         json.dumps(plan("payment"), ensure_ascii=False),
         lookup("Redis 连接池耗尽", domain="payment", missing_dimension="Redis 连接池"),
         answer("支付渠道回调超时时，先检查网关日志 [1]"),
@@ -393,10 +395,14 @@ def replan_script() -> ScriptedChatModel:
     )
 
 
-def run_replan(kb: KnowledgeBase, session: str) -> tuple[SupervisedTurn, ScriptedChatModel]:
+def run_replan(
+    kb: KnowledgeBase, session: str, greeted: bool = False
+) -> tuple[SupervisedTurn, ScriptedChatModel]:
     """The re-plan of a scoped plan (``advanced.planner.scope: always``; the small KB's map is
-    too small to measure, and an unscoped plan's one lookup finds Redis itself)."""
-    model = replan_script()
+    too small to measure, and an unscoped plan's one lookup finds Redis itself);
+    ``greeted``: after a turn of greeting (a direct answer) in the same session."""
+    greeting = json.dumps(plan(need=False, direct=GREETING_ANSWER), ensure_ascii=False)
+    model = replan_script(greeting) if greeted else replan_script()
     plans: list[Plan] = []
     advanced = kb.settings.advanced
     planner = advanced.planner.model_copy(update={"scope": "always"})
@@ -404,8 +410,10 @@ def run_replan(kb: KnowledgeBase, session: str) -> tuple[SupervisedTurn, Scripte
         update={"advanced": advanced.model_copy(update={"planner": planner})}
     )
     runtime = open_runtime(settings, kb=kb, model=model)
+    if greeted:
+        runtime.ask(session, GREETING)
     turn = runtime.ask(session, BOTH_Q, on_plan=plans.append)
-    assert plans == [turn.plan, turn.replan]
+    assert plans[-2:] == [turn.plan, turn.replan]
     return turn, model
 
 
@@ -456,6 +464,17 @@ def test_documents_of_the_same_turn_are_not_reused_evidence(
     turn, _ = run_replan(supervised_kb, session)
 
     assert turn.result.reused == []
+
+
+def test_a_replan_runs_with_the_conversation(supervised_kb: KnowledgeBase, session: str) -> None:
+    """The re-plan's run is the same turn of the same conversation: its model sees the
+    turns before (it had seen none, and a follow-up's referent was lost with them)."""
+    turn, model = run_replan(supervised_kb, session, greeted=True)
+
+    assert turn.replan is not None
+    [*_, last] = [s for s in model.steps if not is_planner(s.messages)]
+    said = [m.content for m in last.messages if isinstance(m, (UserMessage, AssistantMessage))]
+    assert said[:2] == [GREETING, GREETING_ANSWER], said
 
 
 def test_no_replan_without_an_unfilled_dimension(

@@ -167,6 +167,17 @@ class AnswerSelection:
         """The documents that bear on the question: quoted first, then related."""
         return [q.citation for q in self.quoted] + list(self.related)
 
+    def first_shown_in(self, paths: Collection[str]) -> AnswerSelection:
+        """This selection with the quotes of ``paths`` not marked as an earlier turn's:
+        the documents a re-plan's first run showed in this same turn are its evidence,
+        but the person was never shown them before."""
+        if not paths:
+            return self
+        quoted = tuple(
+            replace(q, earlier=False) if q.citation.path in paths else q for q in self.quoted
+        )
+        return replace(self, quoted=quoted)
+
     @property
     def evidence(self) -> list[Citation]:
         """The documents a model's answer may rest on: those that bear on the question,

@@ -19,7 +19,7 @@ never sees the knowledge map: only its own action memory, through tool results.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -106,10 +106,14 @@ class Executor:
         evidence: Sequence[Citation] = (),
         on_lookup: OnLookup | None = None,
         resume: LookupTurn | None = None,
+        this_turn: Collection[str] = (),
     ) -> TurnResult:
         """Turn number ``turn`` of ``session_id`` (``Runtime.next_turn`` counts them).
         ``plan`` (the planner's domains) and ``evidence`` (documents retrieved in earlier
-        turns) reach the model as system messages, never the knowledge map."""
+        turns) reach the model as system messages, never the knowledge map. ``resume``
+        and ``this_turn``: a re-plan's second run goes on with the first's lookup turn,
+        and the documents the first showed (``this_turn``, among ``evidence``) are not
+        re-quoted as an earlier turn's."""
         language = asker_language(question)
         tool = resume or LookupTurn(
             self.lookup,
@@ -172,7 +176,7 @@ class Executor:
             earlier=earlier,
             previous=referent(asked),
             reader=self.reader,
-        )
+        ).first_shown_in(this_turn)
         cited = self._ground(result, tool, messages, refs, finish, answers, selection)
         self._settle(result, tool, refs, earlier, cited, selection)
         return result

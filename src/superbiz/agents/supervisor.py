@@ -132,18 +132,21 @@ class Supervisor:
             )
             supervised = SupervisedTurn(result, plan)
         else:
+            history = _history(messages, self.settings.history_token_budget)
             result = self.executor.run(
                 session_id,
                 question,
                 turn=turn,
-                history=_history(messages, self.settings.history_token_budget),
+                history=history,
                 plan=plan,
                 evidence=evidence,
                 on_lookup=on_lookup,
             )
             supervised = SupervisedTurn(result, plan)
             if result.unfilled and plan.need_retrieval:
-                supervised = self._replan(supervised, kmap, evidence, asked, on_plan, on_lookup)
+                supervised = self._replan(
+                    supervised, kmap, evidence, asked, history, on_plan, on_lookup
+                )
         # the chat store keeps a model's text without NUL (PostgreSQL cannot hold one):
         # the answer returned is the one stored, on every store
         answer = supervised.result.answer.replace("\x00", "")
@@ -172,10 +175,12 @@ class Supervisor:
         kmap: KnowledgeMap,
         evidence: list[Citation],
         asked: list[str],
+        history: list[Message],
         on_plan: OnPlan | None,
         on_lookup: OnLookup | None,
     ) -> SupervisedTurn:
-        """One more plan for what the executor could not fill, in domains not yet tried."""
+        """One more plan for what the executor could not fill, in domains not yet tried,
+        run with the same conversation (a follow-up's referent, the model's history)."""
         result = first.result
         tried = frozenset(o.domain for o in result.lookups if o.domain)
         request = PlanRequest(result.question, kmap, evidence, tried, result.unfilled, asked)
@@ -184,17 +189,19 @@ class Supervisor:
             on_plan(replan)
         if not replan.need_retrieval or not replan.domains:
             return first
+        this_turn = {c.path for c in result.shown}
         second = self.executor.run(
             result.session_id,
             result.question,
             turn=result.turn,
+            history=history,
             plan=replan,
             evidence=[*evidence, *result.shown],
             on_lookup=on_lookup,
             resume=result.governed,  # same turn, same water level and budget
+            this_turn=this_turn,
         )
         second.add_cost(result)
-        this_turn = {c.path for c in result.shown}
         second.reused = [p for p in second.reused if p not in this_turn]
         # the first run's documents were chosen among by the second run's selection
         # (they were its evidence): what it did not quote or list was only shown
