@@ -20,7 +20,7 @@ from superbiz.exceptions import StoreError
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.vector_store import MilvusChunkStore
-from superbiz.storage.repository import knowledge_version
+from superbiz.storage.knowledge_version import knowledge_version
 
 QUERIES = [
     ("支付回调超时怎么办", None),

@@ -31,8 +31,8 @@ from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.answers import E5_MODEL, answer_head
 from superbiz.retrieval.embedders import Embedder
 from superbiz.retrieval.relevance import EVIDENCE_LEVELS, RelevanceLevel
+from superbiz.storage.knowledge_version import knowledge_version
 from superbiz.storage.models import AnswerVectorRow
-from superbiz.storage.repository import knowledge_version
 
 FAQ = {
     "database/scale-out.md": "---\ntitle: TiDB 运维 / 扩缩容\ncategory: database\n---\n"

@@ -44,8 +44,9 @@ from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.messages import AssistantMessage, ChatResponse, Message, ToolSpec
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.db import open_database
+from superbiz.storage.domains import DomainRecord
 from superbiz.storage.models import KnowledgeDomainRow
-from superbiz.storage.repository import DomainRecord, StoredDocument
+from superbiz.storage.repository import StoredDocument
 from superbiz.testing import ScriptedChatModel
 
 PAYMENT = "payment/支付失败排查.md"

@@ -1,4 +1,5 @@
-"""Repositories: the only place that writes SQL for documents and index facts."""
+"""Repositories: the only place that writes SQL for documents and index facts (the domains'
+table: :mod:`superbiz.storage.domains`)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
-    CursorResult,
-    Delete,
     Engine,
     bindparam,
     delete,
@@ -22,15 +21,13 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from superbiz.storage.db import upsert_insert
+from superbiz.storage.knowledge_version import bump_version, deleted_rows
 from superbiz.storage.models import (
     AnswerVectorRow,
     DocumentRow,
     KbMetaRow,
-    KnowledgeDomainRow,
-    KnowledgeVersionRow,
     MapVectorRow,
     SessionRetrievalRow,
-    utcnow,
 )
 
 
@@ -92,18 +89,6 @@ def _stored(row: DocumentRow) -> StoredDocument:
 
 
 _HAS_DOMAIN = select(DocumentRow.id).where(DocumentRow.domain == bindparam("domain")).limit(1)
-_VERSION = select(KnowledgeVersionRow.version).where(KnowledgeVersionRow.id == 1)
-_BUMP = (
-    update(KnowledgeVersionRow)
-    .where(KnowledgeVersionRow.id == 1)
-    .values(version=KnowledgeVersionRow.version + 1)
-)
-
-
-def _bump_version(session: Session) -> None:
-    """Count a change to documents or domains, in the transaction that makes it, so that
-    a reader never sees the new version without the change (see ``knowledge_version``)."""
-    session.execute(_BUMP)
 
 
 def _lacks_answer(model: str) -> tuple[ColumnElement[bool], ...]:
@@ -114,12 +99,6 @@ def _lacks_answer(model: str) -> tuple[ColumnElement[bool], ...]:
         AnswerVectorRow.path == DocumentRow.path,
     )
     return (DocumentRow.chunk_count > 0, ~valid.exists())
-
-
-def _deleted(session: Session, statement: Delete) -> int:
-    """Run a DELETE; how many rows it removed."""
-    result = cast("CursorResult[Any]", session.execute(statement))
-    return result.rowcount or 0
 
 
 class KeptVectors(NamedTuple):
@@ -134,13 +113,6 @@ class KeptVectors(NamedTuple):
 
 #: paths per ``IN (…)`` query (SQLite allows 32,766 parameters)
 _PATHS_PER_QUERY = 500
-
-
-def knowledge_version(engine: Engine) -> int:
-    """The current count of changes to documents and domains: one indexed point query,
-    cheap enough to run at the start of every turn."""
-    with engine.connect() as connection:
-        return int(connection.execute(_VERSION).scalar_one())
 
 
 class DocumentRepository:
@@ -253,7 +225,7 @@ class DocumentRepository:
                 row.source_file = doc.source_file
                 row.metadata_ = doc.metadata
                 row.access = list(doc.access) if doc.access is not None else None
-            _bump_version(session)
+            bump_version(session)
 
     def delete(self, paths: Iterable[str]) -> int:
         paths = list(paths)
@@ -262,9 +234,9 @@ class DocumentRepository:
         with Session(self.engine) as session, session.begin():
             session.execute(delete(AnswerVectorRow).where(AnswerVectorRow.path.in_(paths)))
             session.execute(delete(MapVectorRow).where(MapVectorRow.path.in_(paths)))
-            deleted = _deleted(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
+            deleted = deleted_rows(session, delete(DocumentRow).where(DocumentRow.path.in_(paths)))
             if deleted:
-                _bump_version(session)
+                bump_version(session)
             return deleted
 
     def rename(self, old: str, new: str) -> bool:
@@ -298,7 +270,7 @@ class DocumentRepository:
                 .where(SessionRetrievalRow.doc_path == old)
                 .values(doc_path=new)
             )
-            _bump_version(session)
+            bump_version(session)
             return True
 
     def delete_all(self) -> None:
@@ -306,7 +278,7 @@ class DocumentRepository:
             session.execute(delete(AnswerVectorRow))
             session.execute(delete(MapVectorRow))
             session.execute(delete(DocumentRow))
-            _bump_version(session)
+            bump_version(session)
 
     # -- answer vectors (``retrieval.answers``) -------------------------------
     def answer_vectors(
@@ -376,7 +348,7 @@ class DocumentRepository:
                 for path, digest, vector in rows
             )
             if announce:
-                _bump_version(session)
+                bump_version(session)
 
     # -- map vectors (the planner's entries) ----------------------------------
     def map_vectors(self, model: str, paths: Iterable[str]) -> Iterator[tuple[str, KeptVectors]]:
@@ -418,7 +390,7 @@ class DocumentRepository:
     def announce_change(self) -> None:
         """Move the knowledge version for what was saved without announcing it."""
         with Session(self.engine) as session, session.begin():
-            _bump_version(session)
+            bump_version(session)
 
 
 class MetaRepository:
@@ -443,58 +415,4 @@ class MetaRepository:
         with Session(self.engine) as session, session.begin():
             for key, value in values.items():
                 session.merge(KbMetaRow(key=key, value=value))
-            _bump_version(session)
-
-
-@dataclass(frozen=True, slots=True)
-class DomainRecord:
-    domain_id: str
-    description: str | None
-    when_to_retrieve: str | None
-    document_count: int
-    source: str
-
-
-class DomainRepository:
-    """The ``knowledge_domain`` table."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def all(self) -> list[DomainRecord]:
-        with Session(self.engine) as session:
-            rows = session.scalars(
-                select(KnowledgeDomainRow).order_by(KnowledgeDomainRow.domain_id)
-            )
-            return [
-                DomainRecord(
-                    r.domain_id, r.description, r.when_to_retrieve, r.document_count, r.source
-                )
-                for r in rows
-            ]
-
-    def save(self, record: DomainRecord) -> None:
-        """Insert or replace the domain's row in one statement: two turns (or replicas)
-        building the map at once both save a new domain."""
-        values = {
-            "description": record.description,
-            "when_to_retrieve": record.when_to_retrieve,
-            "document_count": record.document_count,
-            "source": record.source,
-        }
-        statement = (
-            upsert_insert(self.engine, KnowledgeDomainRow)
-            .values(domain_id=record.domain_id, **values)
-            .on_conflict_do_update(
-                index_elements=["domain_id"], set_={**values, "updated_at": utcnow()}
-            )
-        )
-        with Session(self.engine) as session, session.begin():
-            session.execute(statement)
-            _bump_version(session)
-
-    def delete(self, domain_id: str) -> None:
-        with Session(self.engine) as session, session.begin():
-            statement = delete(KnowledgeDomainRow).where(KnowledgeDomainRow.domain_id == domain_id)
-            if _deleted(session, statement):
-                _bump_version(session)
+            bump_version(session)

@@ -18,7 +18,8 @@ from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.llm.base import ChatModel
 from superbiz.llm.messages import Message, SystemMessage, UserMessage
 from superbiz.llm.structured import ask_structured
-from superbiz.storage.repository import DomainRecord, DomainRepository, StoredDocument
+from superbiz.storage.domains import DomainRecord, DomainRepository
+from superbiz.storage.repository import StoredDocument
 
 log = logging.getLogger(__name__)
 

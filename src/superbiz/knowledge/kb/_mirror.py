@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from superbiz.storage.repository import DocumentRepository, StoredDocument, knowledge_version
+from superbiz.storage.knowledge_version import knowledge_version
+from superbiz.storage.repository import DocumentRepository, StoredDocument
 
 
 class DocumentMirror:

@@ -35,12 +35,8 @@ from superbiz.retrieval.title_match import TitleCounts
 from superbiz.retrieval.vector_store import MilvusChunkStore
 from superbiz.storage.db import open_database
 from superbiz.storage.kb_writes import KnowledgeWriteLock
-from superbiz.storage.repository import (
-    DocumentRepository,
-    MetaRepository,
-    StoredDocument,
-    knowledge_version,
-)
+from superbiz.storage.knowledge_version import knowledge_version
+from superbiz.storage.repository import DocumentRepository, MetaRepository, StoredDocument
 
 log = logging.getLogger(__name__)
 
