@@ -16,6 +16,7 @@ from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent
         "How do I turn it back on later?",  # a pronoun
         "Where are those jobs defined?",  # a demonstrative
         "What about the staging environment?",
+        "What if we lose?",  # a hypothetical continuing the case before it
         "如果那台机器丢了怎么恢复？",  # 那台: a demonstrative
         "要是渠道那边也查不到这笔呢？",  # 这笔: a payment said before
         "这单还能退款吗？",

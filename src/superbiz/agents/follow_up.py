@@ -31,7 +31,7 @@ __all__ = ["asks_instead", "referent", "refers_back"]
 #: text uses for itself ("Ensure NTP is configured on this host")
 _ENGLISH = re.compile(
     r"\b(?:it|they|them|these|those|again|afterwards|instead)\b"
-    r"|^\W*(?:and|but|then|so|also|what about|how about)\b",
+    r"|^\W*(?:and|but|then|so|also|what about|how about|what if)\b",
     re.IGNORECASE,
 )
 #: Chinese pronouns, and demonstratives as jieba cuts them: 这 or 那 alone or with a
