@@ -85,3 +85,14 @@ def test_a_replanned_turn_does_not_call_its_own_documents_earlier(
 
     assert turn.replan is not None and turn.result.citations
     assert "shown earlier" not in turn.result.answer
+
+
+def test_an_error_number_two_runbooks_explain_is_answered(example_kb: KnowledgeBase) -> None:
+    """"ERROR 1290" is explained by the failover runbook and by the pool runbook; the lexical
+    rule let a code name its document only when no other ranked document held it, the
+    cosine of two words is low, and the lookup found nothing."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    turn = runtime.ask("example-1290", "ERROR 1290").result
+
+    assert [c.path for c in turn.citations][:1] == ["database/mysql-failover.md"]
+    assert "ERROR 1290" in turn.answer

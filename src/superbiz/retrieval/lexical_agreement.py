@@ -8,12 +8,18 @@ from __future__ import annotations
 from superbiz._text import codes, key_terms, normalize
 from superbiz.retrieval.search import DocHit
 
+#: a code of this many digits is an error number ("ERROR 1290", 42903), not an HTTP status
+#: every API runbook mentions: it names the first document that holds it even when others
+#: hold it too (the MySQL failover runbook and the pool runbook both explain 1290)
+SPECIFIC_CODE_DIGITS = 4
+
 
 def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     """Whether the first of ``ranked`` is a REFERENCE answer although its cosine is under
     the reference threshold: it holds every key term of the query (title or retrieved
-    chunks), or every code the query names and no other ranked document holds them all,
-    or it heads both the dense and the BM25 list.
+    chunks), or every code the query names and no other ranked document holds them all
+    (codes of ``SPECIFIC_CODE_DIGITS`` or more: whoever else holds them), or it heads both
+    the dense and the BM25 list.
 
     A short keyword query ("redis pool", "api 429") embeds far from any passage: the
     cosine rule showed nothing for the example KB's Redis and rate-limit runbooks, which
@@ -27,14 +33,17 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     >>> chunk = lambda text, bm25: ScoredChunk(
     ...     ChunkHit("c", "d", "ops", "", "", 0, text, 0.0), 0.2, 1.0, bm25)
     >>> redis = DocHit("redis.md", "Redis 连接池", "ops", 1.4, 0.29, 1.0,
-    ...                [chunk("could not get a resource from the pool, code 5003", 9.0)])
-    >>> other = DocHit("kafka.md", "Kafka", "ops", 0.7, 0.31, 0.9, [chunk("lag 5003", None)])
+    ...                [chunk("could not get a resource from the pool, code 5003, HTTP 503", 9.0)])
+    >>> other = DocHit("kafka.md", "Kafka", "ops", 0.7, 0.31, 0.9,
+    ...                [chunk("lag 5003, HTTP 503", None)])
     >>> lexically_agreed("redis pool", [redis, other])  # every term, though not dense-first
     True
     >>> lexically_agreed("redis lag", [redis, other])
     False
-    >>> lexically_agreed("what is 5003 exactly", [redis, other])  # a code both hold
+    >>> lexically_agreed("what is 503 exactly", [redis, other])  # a status both hold
     False
+    >>> lexically_agreed("what is 5003 exactly", [redis, other])  # an error number
+    True
     """
     if not ranked:
         return False
@@ -44,6 +53,8 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
         return True
     named = codes(query)
     if named and all(code in text for code in named):
+        if all(len(code) >= SPECIFIC_CODE_DIGITS for code in named):
+            return True
         others = (_text(doc) for doc in ranked[1:])
         if not any(all(code in other for code in named) for other in others):
             return True
