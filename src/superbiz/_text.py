@@ -78,6 +78,26 @@ def key_terms(text: str) -> list[str]:
     return _terms(text, STOP_WORDS | KEY_TERM_STOP_WORDS_ZH)
 
 
+#: English inflections a term may carry where its document has another ("downloaded" for
+#: "downloads", "evicted" for "evicts"), longest first
+_INFLECTIONS = ("ing", "ed", "es", "s")
+
+
+def stem(term: str) -> str:
+    """``term`` without an English inflection, where at least three letters stay (Chinese
+    terms and short words as they are).
+
+    >>> stem("downloaded"), stem("evicting"), stem("pods"), stem("file"), stem("重试")
+    ('download', 'evict', 'pod', 'file', '重试')
+    """
+    if not term.isascii() or not term.isalpha():
+        return term
+    for suffix in _INFLECTIONS:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            return term[: -len(suffix)]
+    return term
+
+
 def indexed_terms(text: str) -> list[str]:
     """``key_terms`` with the Chinese function words BM25 still reads: the words of
     ``text`` a lexical index can match (``fusion.lexical_reach``).

@@ -88,7 +88,7 @@ def test_a_replanned_turn_does_not_call_its_own_documents_earlier(
 
 
 def test_an_error_number_two_runbooks_explain_is_answered(example_kb: KnowledgeBase) -> None:
-    """"ERROR 1290" is explained by the failover runbook and by the pool runbook; the lexical
+    """ "ERROR 1290" is explained by the failover runbook and by the pool runbook; the lexical
     rule let a code name its document only when no other ranked document held it, the
     cosine of two words is low, and the lookup found nothing."""
     runtime = open_runtime(example_kb.settings, kb=example_kb)
@@ -96,3 +96,19 @@ def test_an_error_number_two_runbooks_explain_is_answered(example_kb: KnowledgeB
 
     assert [c.path for c in turn.citations][:1] == ["database/mysql-failover.md"]
     assert "ERROR 1290" in turn.answer
+
+
+def test_a_question_in_another_inflection_than_its_runbook_finds_it(
+    example_kb: KnowledgeBase,
+) -> None:
+    """ "Where is the statement file downloaded from?": the reconciliation runbook ranks
+    first and says "downloads"; the lexical rule that stands in for a low cosine wanted
+    "downloaded" itself, and the lookup found nothing. It finds the runbook now (its
+    passage, whose words are matched as written, still scores under a quote's)."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    turn = runtime.ask("example-statement", "Where is the statement file downloaded from?")
+
+    first = turn.result.lookups[0]
+    assert first.result is not None and first.result.found
+    shown = [*turn.result.citations, *turn.result.related]
+    assert "payment/reconciliation-mismatch.md" in [c.path for c in shown]

@@ -5,7 +5,7 @@ Pure: the query and the ranking in, a yes or no out.
 
 from __future__ import annotations
 
-from superbiz._text import codes, key_terms, normalize
+from superbiz._text import codes, key_terms, normalize, stem
 from superbiz.retrieval.search import DocHit
 
 #: a code of this many digits is an error number ("ERROR 1290", 42903), not an HTTP status
@@ -17,9 +17,9 @@ SPECIFIC_CODE_DIGITS = 4
 def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     """Whether the first of ``ranked`` is a REFERENCE answer although its cosine is under
     the reference threshold: it holds every key term of the query (title or retrieved
-    chunks), or every code the query names and no other ranked document holds them all
-    (codes of ``SPECIFIC_CODE_DIGITS`` or more: whoever else holds them), or it heads both
-    the dense and the BM25 list.
+    chunks; an English term with or without its inflection), or every code the query
+    names and no other ranked document holds them all (codes of ``SPECIFIC_CODE_DIGITS``
+    or more: whoever else holds them), or it heads both the dense and the BM25 list.
 
     A short keyword query ("redis pool", "api 429") embeds far from any passage: the
     cosine rule showed nothing for the example KB's Redis and rate-limit runbooks, which
@@ -49,7 +49,7 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
         return False
     top, terms = ranked[0], key_terms(query)
     text = _text(top)
-    if terms and all(term in text for term in terms):
+    if terms and all(term in text or stem(term) in text for term in terms):
         return True
     named = codes(query)
     if named and all(code in text for code in named):
