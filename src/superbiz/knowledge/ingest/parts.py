@@ -109,23 +109,27 @@ def _first_file(paths: Sequence[PurePosixPath], root: Path) -> PurePosixPath | N
     return next((path for path in paths if (root / path).is_file()), None)
 
 
-def _head(file: Path) -> str | None:
-    """The first ``_INCLUDE_SCAN`` characters of ``file``, or None when it cannot be read
-    (or is no regular file: a FIFO would block the read forever)."""
+def _head(file: Path, characters: int = _INCLUDE_SCAN) -> str | None:
+    """The first ``characters`` of ``file``, or None when it cannot be read (or is no
+    regular file: a FIFO would block the read forever)."""
     try:
         if not file.is_file():
             return None
         with file.open(encoding="utf-8", errors="replace") as handle:
-            return handle.read(_INCLUDE_SCAN)
+            return handle.read(characters)
     except OSError:
         return None
+
+
+#: characters that tell whether a file opens with frontmatter (``own_document``)
+_FRONTMATTER_MARK = 8
 
 
 def _no_frontmatter(file: Path) -> bool:
     """Whether ``file`` opens without frontmatter (``rst_includes.own_document``): with
     it, no fragment but a document of its own with its own access list."""
-    head = _head(file)
-    return head is None or not own_document(head[:8])  # unread: its own read reports it
+    head = _head(file, _FRONTMATTER_MARK)
+    return head is None or not own_document(head)  # unread: its own read reports it
 
 
 def _adoc_fragment(file: Path) -> bool:
