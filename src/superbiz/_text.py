@@ -49,6 +49,7 @@ KEY_TERM_STOP_WORDS_ZH = frozenset(
     这种 那种 自己 他们 它们 一些 一个 一种 所有 每个 其中 进行 对于 关于 通过 根据 按照 的话
     """.split()
 )
+_KEY_TERM_STOP_WORDS = STOP_WORDS | KEY_TERM_STOP_WORDS_ZH
 #: a two-letter word in capitals: an acronym ("DB", "CI", "IO") that ``key_terms`` keeps
 _ACRONYM = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}(?![A-Za-z0-9])")
 _EN_WORD = re.compile(r"[a-z][a-z0-9_.-]*[a-z0-9]|[a-z]")
@@ -75,7 +76,7 @@ def key_terms(text: str) -> list[str]:
     >>> key_terms("切换之后怎么确认数据没丢？")
     ['切换', '确认', '数据']
     """
-    return _terms(text, STOP_WORDS | KEY_TERM_STOP_WORDS_ZH)
+    return _terms(text, _KEY_TERM_STOP_WORDS)
 
 
 #: English inflections a term may carry where its document has another ("downloaded" for
