@@ -20,6 +20,7 @@ from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent
         "如果那台机器丢了怎么恢复？",  # 那台: a demonstrative
         "要是渠道那边也查不到这笔呢？",  # 这笔: a payment said before
         "这单还能退款吗？",
+        "签名校验失败呢？",  # "what about …?": the question before, of something else
         "它多久重试一次？",  # a pronoun
         "重试几次之后会放弃？",  # names no thing: what is retried was said before
         "那怎么办？",

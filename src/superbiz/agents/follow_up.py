@@ -69,10 +69,10 @@ def refers_back(question: str) -> bool:
     False
     >>> refers_back("重试几次之后会放弃？"), refers_back("如果那台机器丢了怎么恢复？")
     (True, True)
-    >>> refers_back("如何对比上下游数据的一致性？")
-    False
+    >>> refers_back("如何对比上下游数据的一致性？"), refers_back("签名校验失败呢？")
+    (False, True)
     """
-    if _ENGLISH.search(question):
+    if _ENGLISH.search(question) or asks_instead(question):
         return True
     if not has_cjk(question):
         return False
