@@ -88,6 +88,8 @@ def score_answer(turn: TurnResult, gold: Sequence[str]) -> dict[str, Any]:
         "only_earlier_quoted": bool(quoted) and earlier.issuperset(quoted),
         "quoted_paths": quoted,
         "related_paths": related,
+        # what the user reads: which passage of a document is quoted shows only here
+        "answer": turn.answer,
         "answer_source": turn.answer_source,
         "grounded": turn.grounded,
     }
