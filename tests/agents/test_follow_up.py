@@ -24,6 +24,9 @@ from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent
         "它多久重试一次？",  # a pronoun
         "重试几次之后会放弃？",  # names no thing: what is retried was said before
         "那怎么办？",
+        "Who should I escalate to?",  # names no thing: one verb, closed-class words
+        "What do we do next?",
+        "How long do I need to wait?",
     ],
 )
 def test_a_follow_up_points_back(question: str) -> None:
@@ -38,6 +41,9 @@ def test_a_follow_up_points_back(question: str) -> None:
         "Clock is not synchronising. Ensure NTP is configured on this host.",
         "Who won the 2018 World Cup?",
         "Job failed to complete.",
+        "What is EXHAUSTED?",  # names its thing
+        "How do I rotate the signing keys?",
+        "Who should I escalate a chargeback to?",
         "如何对比上下游数据的一致性？",
         "UI 不能正常登陆访问",  # "UI" names the thing
         "商户说 webhook 一直没收到，我们这边要查什么？",

@@ -10,8 +10,9 @@ earlier question's runbook instead, and none of those was right.
 
 What tells the two apart is grammar, not the knowledge base: a follow-up points back, with
 a pronoun or a demonstrative ("it", "those", "那台机器"), by opening as a continuation
-("And …", "What about …"), or — in Chinese, which drops what both speakers know — by
-naming no thing at all ("重试几次之后会放弃？": verbs and a count, no noun). These word
+("And …", "What about …"), or by naming no thing at all: in Chinese, which drops what
+both speakers know, no noun ("重试几次之后会放弃？": verbs and a count); in English, a
+question of one verb and closed-class words ("Who should I escalate to?"). These word
 lists are closed classes of the two languages superbiz reads, chosen from grammar; a
 possessive ("renews its certificate") points inside its own sentence and is left out.
 """
@@ -32,6 +33,17 @@ __all__ = ["asks_instead", "referent", "refers_back"]
 _ENGLISH = re.compile(
     r"\b(?:it|they|them|these|those|again|afterwards|instead)\b"
     r"|^\W*(?:and|but|then|so|also|what about|how about|what if)\b",
+    re.IGNORECASE,
+)
+#: an English question that names no thing, only what to do about the thing before ("Who
+#: should I escalate to?", "What do we do next?", "How long do I wait?"): a question word,
+#: an auxiliary, a personal pronoun, one verb, then prepositions or adverbs alone. Chinese
+#: shows it by naming no noun (``_NAMING_TAGS``); English needs no tagger for this shape
+_ENGLISH_NO_THING = re.compile(
+    r"^\W*(?:what|who|whom|which|when|where|why|how)(?:\s+(?:long|much|many|often|soon|else))?"
+    r"\s+(?:do|does|did|should|shall|can|could|would|will|must|may|might)"
+    r"\s+(?:i|we|you|they|one)(?:\s+(?:need|have|want|ought)\s+to)?\s+[a-z]+"
+    r"(?:\s+(?:to|for|with|about|on|in|at|from|up|out|next|now|first|then|else))*\W*$",
     re.IGNORECASE,
 )
 #: Chinese pronouns, and demonstratives as jieba cuts them: 这 or 那 alone or with a
@@ -67,12 +79,14 @@ def refers_back(question: str) -> bool:
     True
     >>> refers_back("Kubelet has failed to renew its client certificate.")
     False
+    >>> refers_back("Who should I escalate to?"), refers_back("What is EXHAUSTED?")
+    (True, False)
     >>> refers_back("重试几次之后会放弃？"), refers_back("如果那台机器丢了怎么恢复？")
     (True, True)
     >>> refers_back("如何对比上下游数据的一致性？"), refers_back("签名校验失败呢？")
     (False, True)
     """
-    if _ENGLISH.search(question) or asks_instead(question):
+    if _ENGLISH.search(question) or _ENGLISH_NO_THING.match(question) or asks_instead(question):
         return True
     if not has_cjk(question):
         return False
