@@ -82,20 +82,29 @@ def key_terms(text: str) -> list[str]:
 #: English inflections a term may carry where its document has another ("downloaded" for
 #: "downloads", "evicted" for "evicts"), longest first
 _INFLECTIONS = ("ing", "ed", "es", "s")
+#: the shortest word whose final "e" is dropped ("cache", "state" keep theirs: "stat" is
+#: in "status")
+_SILENT_E_LENGTH = 6
 
 
 def stem(term: str) -> str:
-    """``term`` without an English inflection, where at least three letters stay (Chinese
-    terms and short words as they are).
+    """``term`` without an English inflection, where at least three letters stay, or
+    without the silent "e" a longer verb ends in, which its nouns drop ("escalate" is
+    named by "Escalation", "rotate" by "rotation"); Chinese terms and short words as they
+    are.
 
     >>> stem("downloaded"), stem("evicting"), stem("pods"), stem("file"), stem("重试")
     ('download', 'evict', 'pod', 'file', '重试')
+    >>> stem("escalate"), stem("cache")
+    ('escalat', 'cache')
     """
     if not term.isascii() or not term.isalpha():
         return term
     for suffix in _INFLECTIONS:
         if term.endswith(suffix) and len(term) - len(suffix) >= 3:
             return term[: -len(suffix)]
+    if term.endswith("e") and len(term) >= _SILENT_E_LENGTH:
+        return term[:-1]
     return term
 
 

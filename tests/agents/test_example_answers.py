@@ -112,3 +112,40 @@ def test_a_question_in_another_inflection_than_its_runbook_finds_it(
     assert first.result is not None and first.result.found
     shown = [*turn.result.citations, *turn.result.related]
     assert "payment/reconciliation-mismatch.md" in [c.path for c in shown]
+
+
+def _first_quote(answer: str) -> str:
+    """The heading path and text of an extractive answer's first quote."""
+    return answer.split("\n\n[1] ", 1)[1].split("\n\n", 2)[0]
+
+
+def test_a_faq_question_asked_in_other_words_quotes_its_own_entry(
+    example_kb: KnowledgeBase,
+) -> None:
+    """The chargeback FAQ answers "How long do we have to respond?" under that heading;
+    the question, asked with its case before it, had quoted the entry about a refund
+    already issued (customers disputing: a better cosine)."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    question = "A customer disputed a card payment, how long do we have to respond?"
+    turn = runtime.ask("example-chargeback", question).result
+
+    assert [c.path for c in turn.citations] == ["payment/chargeback-faq.md"]
+    quote = _first_quote(turn.answer)
+    assert quote.startswith('"Chargeback and dispute handling FAQ" › How long'), quote
+    assert "7 calendar days" in turn.answer
+
+
+def test_who_to_escalate_to_is_asked_of_the_runbook_before(example_kb: KnowledgeBase) -> None:
+    """ "Who should I escalate to?" names nothing of its own: after a question about a
+    crash-looping pod it is the CrashLoopBackOff runbook's "Escalation". It had stood
+    alone, found the chargeback FAQ's escalation entry a mere reference and answered
+    nothing; read with the question before, it quoted that runbook's exit-code table
+    (every section's cosine with it is noise)."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = "example-escalation"
+    runtime.ask(session, "My pod keeps restarting with CrashLoopBackOff, what do I check first?")
+    turn = runtime.ask(session, "Who should I escalate to?").result
+
+    assert [c.path for c in turn.citations] == ["infrastructure/k8s-crashloopbackoff.md"]
+    assert "› Escalation" in _first_quote(turn.answer)
+    assert "platform on-call" in turn.answer

@@ -1,14 +1,18 @@
-"""A quoted window of a long section starts where its first sentence does."""
+"""A quoted window of a long section starts where its first sentence does; a section
+headed by what is asked is the one quoted (``heading_match``)."""
 
 from __future__ import annotations
 
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 import superbiz
 from superbiz.knowledge.documents.chunking import chunk_markdown
 from superbiz.retrieval.passages import (
     from_sentence_start,
+    heading_match,
     quoted_window,
     with_introduced,
     with_table_rows,
@@ -261,3 +265,32 @@ def test_a_window_that_ends_introducing_the_next_one_is_quoted_with_it() -> None
     # windows that met at a line break, and a window that ends on no colon
     assert with_introduced(first, [ways]) == f"{first}\n{ways}"
     assert with_introduced(cause, [second]) == cause
+
+
+@pytest.mark.parametrize(
+    ("question", "heading"),
+    [
+        ("A card was disputed, how long do we have to respond?", "How long do we have to respond?"),
+        ("Who should I escalate to?", "Escalation"),  # the verb's noun
+        ("Nacos 集群怎么配置？", "如何配置 Nacos 集群？"),
+        ("How do I rotate keys?", "How to rotate keys"),
+    ],
+)
+def test_a_heading_that_is_what_is_asked_matches(question: str, heading: str) -> None:
+    assert heading_match(question, "Runbook", heading) > 0
+
+
+@pytest.mark.parametrize(
+    ("question", "title", "heading"),
+    [
+        ("How do I configure Nacos?", "Nacos", "What is Nacos?"),  # only the title's word
+        ("How long do we keep logs?", "FAQ", "Log retention"),  # neither
+        ("How long do we have to respond to a pre-arbitration?", "FAQ", "Escalation"),
+        ("ODF disk utilization > 90%", "ODFDiskUtilizationHigh", "ODFDiskUtilizationHigh"),
+        ("How do I restart the exporter?", "FAQ", "Restart policy"),  # one word of two
+    ],
+)
+def test_a_heading_that_is_not_what_is_asked_does_not(
+    question: str, title: str, heading: str
+) -> None:
+    assert heading_match(question, title, heading) == 0

@@ -59,6 +59,7 @@ from superbiz.knowledge.documents.ingested import as_rendered, cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
+    heading_match,
     is_bare_heading,
     is_navigation,
     joined,
@@ -332,6 +333,11 @@ def _scores(
         # best passage that says something under it
         said = [i for i in answering if not is_bare_heading(own[i].text)]
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
+        # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
+        # is what it quotes, whatever the cosine of its neighbours
+        faq = {i: heading_match(question, doc.title, _last(own[i].heading)) for i in said}
+        if any(faq.values()):
+            quoted = max(said, key=lambda i: (faq[i], values[i]))
         read_on = _past_statement(own, quoted, values, asked, floor)
         best[doc.path] = _Best(values[top], read_on or _whole(own, quoted), read_on is not None)
     return best

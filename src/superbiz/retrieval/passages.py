@@ -24,7 +24,15 @@ from superbiz._markdown import (
     open_block,
     table_line,
 )
-from superbiz._text import codes, has_cjk, introduces, key_terms, normalize, unknown_words
+from superbiz._text import (
+    codes,
+    has_cjk,
+    introduces,
+    key_terms,
+    normalize,
+    stem,
+    unknown_words,
+)
 
 #: weight of the share of the question's terms a passage (with its headings and title)
 #: names, beside the dense cosine
@@ -51,6 +59,11 @@ _MIN_OVERLAP = 20
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]")
 #: a list item that is a link and nothing else: ``- [Nacos是什么](#1.1)``
 _LINK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\[[^\]]+\]\([^)]*\)[ \t]*$")
+#: a heading that asks what its section answers: a FAQ's question ("How long do we have
+#: to respond?", "如何配置集群？") or a how-to's ("How to rotate the keys")
+_ASKS = re.compile(
+    r"[?？]\s*$|^\W*(?:how\s+(?:to|do|does|can|should)\b|如何|怎么|怎样|为什么|为何)", re.I
+)
 #: the share of a passage's lines (headings and blank lines aside) that are links, and
 #: how many, that make it a table of contents
 _NAVIGATION_SHARE = 0.6
@@ -138,6 +151,47 @@ def passage_score(
     """
     share = coverage(terms, text, unwritten)
     return TERM_WEIGHT * share + (cosine if cosine is not None else 0.0)
+
+
+def heading_match(question: str, title: str, heading: str) -> int:
+    """How many words a section's ``heading`` and ``question`` share when the heading is
+    what the question asks, else 0: a question (``_ASKS``) every word of which, beyond
+    the document's ``title``, ``question`` names (a FAQ answers under its questions:
+    "…, how long do we have to respond?" is asked under "How long do we have to
+    respond?", where the cosine preferred the entry about customers disputing a refund),
+    or a heading that names every word of ``question`` beyond the title ("Escalation"
+    for "Who should I escalate to?": a short follow-up's cosine with every section is
+    noise). English words count with or without an inflection (``stem``).
+
+    >>> heading_match("A card was disputed, how long do we have to respond?",
+    ...               "Chargeback FAQ", "How long do we have to respond?")
+    2
+    >>> heading_match("Who should I escalate to?", "CrashLoopBackOff runbook", "Escalation")
+    1
+    >>> heading_match("How do I configure Nacos?", "Nacos", "What is Nacos?")  # the title's
+    0
+    >>> heading_match("How long do we keep logs?", "FAQ", "Log retention")
+    0
+    >>> heading_match("PersistentVolume is filling up.", "Kube Persistent Volume Filling Up",
+    ...               "KubePersistentVolumeFillingUp")
+    0
+    """
+    titled = set(question_terms(title))
+    said, named = normalize(question), normalize(heading)
+    if _squashed(named) in _squashed(normalize(title)):
+        return 0  # the document's own title, written otherwise ("KubePodCrashLooping")
+    if _ASKS.search(heading):
+        own = [term for term in question_terms(heading) if term not in titled]
+        if own and all(names(said, term) or names(said, stem(term)) for term in own):
+            return len(own)
+    asked = [term for term in question_terms(question) if term not in titled]
+    if asked and all(names(named, term) or names(named, stem(term)) for term in asked):
+        return len(asked)
+    return 0
+
+
+def _squashed(text: str) -> str:
+    return "".join(filter(str.isalnum, text))
 
 
 def is_navigation(text: str) -> bool:
