@@ -37,7 +37,8 @@ STOP_WORDS = frozenset(
 )
 #: Chinese function words of two characters, closed classes chosen from grammar: time and
 #: place words, conjunctions, adverbs of time and degree, demonstratives, quantifiers, light
-#: verbs and prepositions. A question is full of them and its answer need not be:
+#: verbs and prepositions, passive markers (受到, and 会受 as jieba cuts 会 + 受). A
+#: question is full of them and its answer need not be:
 #: "切换之后怎么确认数据没丢？" is answered by a runbook that says 切换后, not 之后. They stay
 #: terms of BM25, whose weights already make them cheap; they are no *key* terms.
 KEY_TERM_STOP_WORDS_ZH = frozenset(
@@ -47,6 +48,7 @@ KEY_TERM_STOP_WORDS_ZH = frozenset(
     但是 而且 并且 因为 所以 因此 虽然 然而 还是 或是 假如 即使 不过 只要 只有 除了 还有
     就是 只是 可能 能够 必须 非常 比较 特别 这些 那些 这样 那样 这里 那里 这边 那边
     这种 那种 自己 他们 它们 一些 一个 一种 所有 每个 其中 进行 对于 关于 通过 根据 按照 的话
+    受到 遭到 会受
     """.split()
 )
 _KEY_TERM_STOP_WORDS = STOP_WORDS | KEY_TERM_STOP_WORDS_ZH
@@ -73,8 +75,8 @@ def key_terms(text: str) -> list[str]:
     ['支付', '回调', '超时', 'redis', '连接池']
     >>> key_terms("DB 慢"), key_terms("It is ok")
     (['db'], [])
-    >>> key_terms("切换之后怎么确认数据没丢？")
-    ['切换', '确认', '数据']
+    >>> key_terms("切换之后怎么确认数据没丢？"), key_terms("业务会受影响吗？")
+    (['切换', '确认', '数据'], ['业务', '影响'])
     """
     return _terms(text, _KEY_TERM_STOP_WORDS)
 

@@ -274,6 +274,7 @@ def test_a_window_that_ends_introducing_the_next_one_is_quoted_with_it() -> None
         ("Who should I escalate to?", "Escalation"),  # the verb's noun
         ("Nacos 集群怎么配置？", "如何配置 Nacos 集群？"),
         ("How do I rotate keys?", "How to rotate keys"),
+        ("How do I check for inactive replication slots?", "Inactive replication slots"),
     ],
 )
 def test_a_heading_that_is_what_is_asked_matches(question: str, heading: str) -> None:
@@ -287,7 +288,7 @@ def test_a_heading_that_is_what_is_asked_matches(question: str, heading: str) ->
         ("How long do we keep logs?", "FAQ", "Log retention"),  # neither
         ("How long do we have to respond to a pre-arbitration?", "FAQ", "Escalation"),
         ("ODF disk utilization > 90%", "ODFDiskUtilizationHigh", "ODFDiskUtilizationHigh"),
-        ("How do I restart the exporter?", "FAQ", "Restart policy"),  # one word of two
+        ("How do I restart the node exporter?", "FAQ", "Restart policy"),  # one of three
     ],
 )
 def test_a_heading_that_is_not_what_is_asked_does_not(

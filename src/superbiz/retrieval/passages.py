@@ -159,9 +159,11 @@ def heading_match(question: str, title: str, heading: str) -> int:
     the document's ``title``, ``question`` names (a FAQ answers under its questions:
     "…, how long do we have to respond?" is asked under "How long do we have to
     respond?", where the cosine preferred the entry about customers disputing a refund),
-    or a heading that names every word of ``question`` beyond the title ("Escalation"
-    for "Who should I escalate to?": a short follow-up's cosine with every section is
-    noise). English words count with or without an inflection (``stem``).
+    or a heading that names at least half the words of ``question`` beyond the title
+    ("Escalation" for "Who should I escalate to?": a short follow-up's cosine with every
+    section is noise; "Inactive replication slots" for "How do I check for inactive
+    replication slots?", where the cosine preferred "Alerts"). English words count with
+    or without an inflection (``stem``).
 
     >>> heading_match("A card was disputed, how long do we have to respond?",
     ...               "Chargeback FAQ", "How long do we have to respond?")
@@ -185,9 +187,8 @@ def heading_match(question: str, title: str, heading: str) -> int:
         if own and all(names(said, term) or names(said, stem(term)) for term in own):
             return len(own)
     asked = [term for term in question_terms(question) if term not in titled]
-    if asked and all(names(named, term) or names(named, stem(term)) for term in asked):
-        return len(asked)
-    return 0
+    count = sum(names(named, term) or names(named, stem(term)) for term in asked)
+    return count if count and 2 * count >= len(asked) else 0
 
 
 def _squashed(text: str) -> str:
