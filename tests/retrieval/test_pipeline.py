@@ -49,11 +49,15 @@ def chunk(doc: str, domain: str) -> ChunkRecord:
     return chunk_record(doc, VECTORS[doc], TEXTS[doc], domain=domain)
 
 
-def make_retriever(**settings: float | None) -> Retriever:
+def make_searcher(retrieval: RetrievalConfig) -> HybridSearcher:
     store = InMemoryChunkStore()
     store.ensure_collection(4)
     for doc, domain in ((REDIS, "ops"), (KAFKA, "ops"), (LIMIT, "api")):
         store.replace_document(doc, [chunk(doc, domain)])
+    return HybridSearcher(TableEmbedder(QUERIES, 4), store, retrieval)
+
+
+def make_retriever(**settings: float | None) -> Retriever:
     index = ExactIndex(
         [
             ExactEntry(REDIS, "Redis pool", "ops"),
@@ -63,8 +67,7 @@ def make_retriever(**settings: float | None) -> Retriever:
         ]
     )
     retrieval = RetrievalConfig(**settings)
-    searcher = HybridSearcher(TableEmbedder(QUERIES, 4), store, retrieval)
-    return Retriever(searcher, lambda: index, THRESHOLDS, retrieval)
+    return Retriever(make_searcher(retrieval), lambda: index, THRESHOLDS, retrieval)
 
 
 @pytest.fixture
@@ -271,3 +274,17 @@ def test_a_first_document_under_the_reference_does_not_hide_one_above_it(
     # the level no longer reads the first document alone: REFERENCE, both shown in order
     assert found.level is RelevanceLevel.REFERENCE
     assert paths(found.shown) == [LIMIT, REDIS]
+
+
+def test_a_long_document_pays_for_its_many_chunks() -> None:
+    """The best of a long page's chunks is the best of many draws: fusion takes
+    ``length_weight`` × ln(chunks) off its score, so a page of 400 chunks that matches
+    best by one chunk ranks under a one-chunk page that matches nearly as well."""
+    sizes = {REDIS: 400, KAFKA: 1, LIMIT: 1}
+
+    def first(weight: float) -> str:
+        searcher = make_searcher(RetrievalConfig(length_weight=weight))
+        return searcher.search("pool exhausted", sizes=sizes)[1][0].doc_path
+
+    assert first(0.0) == REDIS
+    assert first(0.2) == KAFKA

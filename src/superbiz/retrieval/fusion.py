@@ -7,6 +7,7 @@ Measured on the dev set (see README): min-max fusion of BM25 and dense chunk sco
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 
@@ -55,6 +56,27 @@ def minmax_fusion(
     return {
         key: dense_weight * d.get(key, 0.0) + reach * (1.0 - dense_weight) * s.get(key, 0.0)
         for key in dict.fromkeys([*d, *s])
+    }
+
+
+def length_prior(
+    fused: Mapping[str, float], chunks: Mapping[str, int], weight: float
+) -> dict[str, float]:
+    """Each document's fused score less ``weight`` × the natural log of its chunk count
+    (``chunks``; one chunk where unknown).
+
+    A document is scored by its best chunk's cosine and its best chunk's BM25: for a
+    long page, the best of many draws, high by chance as much as by answering. On dev2 a
+    connector's reference page ranked above the FAQ entry that answers the question
+    (``flink-sources/mongodb-cdc.md`` over ``faq/q030.md``). 0.05 was chosen on dev +
+    dev-answer-only and checked on dev2 + dev2-answer-only (README, "Retrieval").
+
+    >>> scored = length_prior({"faq": 0.9, "page": 1.0}, {"page": 20}, 0.05)
+    >>> {key: round(score, 3) for key, score in scored.items()}
+    {'faq': 0.9, 'page': 0.85}
+    """
+    return {
+        key: score - weight * math.log(max(1, chunks.get(key, 1))) for key, score in fused.items()
     }
 
 

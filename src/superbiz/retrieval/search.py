@@ -18,7 +18,13 @@ from superbiz.config import RetrievalConfig
 from superbiz.exceptions import EmbeddingError
 from superbiz.retrieval.answers import AnswerEncoder, AnswerIndex
 from superbiz.retrieval.embedders import Embedder
-from superbiz.retrieval.fusion import answer_fusion, lexical_reach, minmax_fusion, rrf_fusion
+from superbiz.retrieval.fusion import (
+    answer_fusion,
+    length_prior,
+    lexical_reach,
+    minmax_fusion,
+    rrf_fusion,
+)
 from superbiz.retrieval.gathered import gathered_copies
 from superbiz.retrieval.records import DENSE_METRIC, ChunkHit
 from superbiz.retrieval.relevance import similarity_from_score
@@ -144,7 +150,7 @@ class HybridSearcher:
             copies = gathered_copies([*dense, *sparse], sizes)
             dense = [hit for hit in dense if hit.id not in copies]
             sparse = [hit for hit in sparse if hit.id not in copies]
-        ranked = self.rank(query, vector, dense, sparse, titles)
+        ranked = self.rank(query, vector, dense, sparse, titles, sizes)
         if source is None or pending is None:
             return vector, ranked
         try:
@@ -233,6 +239,7 @@ class HybridSearcher:
         dense: Sequence[ChunkHit],
         sparse: Sequence[ChunkHit],
         titles: TitleVocabulary = UNIFORM,
+        sizes: Mapping[str, int] | None = None,
     ) -> list[DocHit]:
         """Fuse at document level, best first.
 
@@ -244,7 +251,10 @@ class HybridSearcher:
         0.865; each title word weighed by its rarity among the KB's ``titles`` (dev2
         R@1 0.906 → 0.908, dev2-answer-only 0.670 → 0.681, dev pair unchanged). Both
         lexical parts, BM25 and the title's words, count by the share of the query they
-        could see (``lexical_reach``). Chunks inside a document are ordered by cosine.
+        could see (``lexical_reach``). A long document pays for the many chunks its best
+        ones were drawn from (``length_prior`` over ``sizes``, its chunk counts: dev2 pair
+        R@1 0.797 → 0.807, dev pair 0.839 → 0.840). Chunks inside a document are ordered
+        by cosine.
         """
         chunks: dict[str, ScoredChunk] = {}
         for hit in dense:
@@ -288,6 +298,8 @@ class HybridSearcher:
                 for path in fused:
                     title = by_doc[path][0].hit.title
                     fused[path] += weight * title_coverage(title, asked, titles)
+            if sizes and self.settings.length_weight:
+                fused = length_prior(fused, sizes, self.settings.length_weight)
 
         docs = []
         for path, score in sorted(fused.items(), key=lambda item: item[1], reverse=True):
