@@ -10,9 +10,9 @@ import pytest
 
 import superbiz
 from superbiz.knowledge.documents.chunking import chunk_markdown
-from superbiz.retrieval.passages import (
+from superbiz.retrieval.passages import heading_match
+from superbiz.retrieval.quote_windows import (
     from_sentence_start,
-    heading_match,
     quoted_window,
     with_introduced,
     with_table_rows,

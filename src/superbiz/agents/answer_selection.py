@@ -62,12 +62,14 @@ from superbiz.retrieval.passages import (
     heading_match,
     is_bare_heading,
     is_navigation,
-    joined,
     passage_score,
     passage_text,
     question_terms,
-    quoted_window,
     split_unwritten,
+)
+from superbiz.retrieval.quote_windows import (
+    joined,
+    quoted_window,
     with_introduced,
     with_table_rows,
 )
