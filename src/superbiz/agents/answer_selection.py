@@ -337,9 +337,9 @@ def _scores(
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
         # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
         # is what it quotes, whatever the cosine of its neighbours
-        faq = {i: heading_match(question, doc.title, _last(own[i].heading)) for i in said}
-        if any(faq.values()):
-            quoted = max(said, key=lambda i: (faq[i], values[i]))
+        headed = {i: heading_match(question, doc.title, _last(own[i].heading)) for i in said}
+        if any(headed.values()):
+            quoted = max(said, key=lambda i: (headed[i], values[i]))
         read_on = _past_statement(own, quoted, values, asked, floor)
         best[doc.path] = _Best(values[top], read_on or _whole(own, quoted), read_on is not None)
     return best

@@ -69,7 +69,8 @@ def length_prior(
     long page, the best of many draws, high by chance as much as by answering. On dev2 a
     connector's reference page ranked above the FAQ entry that answers the question
     (``flink-sources/mongodb-cdc.md`` over ``faq/q030.md``). 0.05 was chosen on dev +
-    dev-answer-only and checked on dev2 + dev2-answer-only (README, "Retrieval").
+    dev-answer-only and checked on dev2 + dev2-answer-only (docs/benchmarks/retrieval.md,
+    "A long page pays for its many chunks").
 
     >>> scored = length_prior({"faq": 0.9, "page": 1.0}, {"page": 20}, 0.05)
     >>> {key: round(score, 3) for key, score in scored.items()}
