@@ -59,7 +59,7 @@ from superbiz.knowledge.documents.ingested import as_rendered, cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
-    heading_match,
+    heading_matcher,
     is_bare_heading,
     is_navigation,
     passage_score,
@@ -337,7 +337,8 @@ def _scores(
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
         # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
         # is what it quotes, whatever the cosine of its neighbours
-        headed = {i: heading_match(question, doc.title, _last(own[i].heading)) for i in said}
+        match = heading_matcher(question, doc.title)
+        headed = {i: match(_last(own[i].heading)) for i in said}
         if any(headed.values()):
             quoted = max(said, key=lambda i: (headed[i], values[i]))
         read_on = _past_statement(own, quoted, values, asked, floor)

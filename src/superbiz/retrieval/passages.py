@@ -10,7 +10,7 @@ will be quoted. Pure: text and cosines in, numbers out.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
 from superbiz._text import (
@@ -148,17 +148,33 @@ def heading_match(question: str, title: str, heading: str) -> int:
     ...               "KubePersistentVolumeFillingUp")
     0
     """
+    return heading_matcher(question, title)(heading)
+
+
+def heading_matcher(question: str, title: str) -> Callable[[str], int]:
+    """``heading_match`` of ``question`` in a document titled ``title``, for each of its
+    headings: the question's and the title's words are read once, not once a passage."""
     titled = set(question_terms(title))
-    said, named = normalize(question), normalize(heading)
-    if _squashed(named) in _squashed(normalize(title)):
-        return 0  # the document's own title, written otherwise ("KubePodCrashLooping")
-    if _ASKS.search(heading):
-        own = [term for term in question_terms(heading) if term not in titled]
-        if own and all(names(said, term) or names(said, stem(term)) for term in own):
-            return len(own)
+    said, whole_title = normalize(question), _squashed(normalize(title))
     asked = [term for term in question_terms(question) if term not in titled]
-    count = sum(names(named, term) or names(named, stem(term)) for term in asked)
-    return count if count and 2 * count >= len(asked) else 0
+
+    def match(heading: str) -> int:
+        named = normalize(heading)
+        if _squashed(named) in whole_title:
+            return 0  # the document's own title, written otherwise ("KubePodCrashLooping")
+        if _ASKS.search(heading):
+            own = [term for term in question_terms(heading) if term not in titled]
+            if own and all(_inflected(said, term) for term in own):
+                return len(own)
+        count = sum(_inflected(named, term) for term in asked)
+        return count if count and 2 * count >= len(asked) else 0
+
+    return match
+
+
+def _inflected(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` with or without an English inflection (``stem``)."""
+    return names(text, term) or names(text, stem(term))
 
 
 def _squashed(text: str) -> str:
