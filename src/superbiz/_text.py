@@ -120,6 +120,15 @@ def indexed_terms(text: str) -> list[str]:
     return _terms(text, STOP_WORDS)
 
 
+def all_terms(text: str) -> list[str]:
+    """``key_terms`` with no word left out: what a heading of common words alone says.
+
+    >>> all_terms("怎么处理？"), all_terms("Overview")
+    (['怎么', '处理'], ['overview'])
+    """
+    return _terms(text, frozenset())
+
+
 def _terms(text: str, stop: frozenset[str]) -> list[str]:
     terms: list[str] = []
     acronyms = {a.lower() for a in _ACRONYM.findall(text)}

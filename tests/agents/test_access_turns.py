@@ -111,9 +111,11 @@ def test_a_follow_up_in_alices_session_meets_nothing_of_hers(runtime: Runtime) -
     cited = {c.path for c in [*first.citations, *second.citations]}
     assert set(HIDDEN_DOCS) <= cited
     assert set(HIDDEN_DOCS) <= set(runtime.tracker.retrieved_docs(session))
+    said: list[str] = []  # bob's own words: a follow-up's lookup is asked with them
     for question in [RECON_TITLE, "what should I do first?", "再说说育儿假", "parental leave"]:
+        said.append(question)
         turn = runtime.ask(session, question, reader=BOB)
-        assert_nothing_hidden(everything_of(turn), said=[question])
+        assert_nothing_hidden(everything_of(turn), said=said)
         for outcome in turn.result.lookups:
             assert outcome.dedup_reason != DedupReason.DOC_RETRIEVED or not (
                 set(outcome.details.already_retrieved if outcome.details else []) & set(HIDDEN_DOCS)

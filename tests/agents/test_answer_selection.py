@@ -400,3 +400,75 @@ def test_a_question_about_what_the_kb_never_mentions_quotes_nothing() -> None:
     assert not selection.answered and selection.unknown == ("dolphinscheduler",)
     assert selection.related == (WEBHOOK, REFUND)
     assert selection.scores == select_answer(QUESTION, [WEBHOOK, REFUND, DISK], PASSAGES, QV).scores
+
+
+REDIS = doc(1, "infra/redis.md", "Redis 连接池耗尽与内存淘汰处理")
+#: the chunker stores small sections as one passage, headed by the first
+REDIS_PASSAGES = [
+    Passage(
+        "Redis 连接池耗尽与内存淘汰处理 > 一、连接池耗尽 > 排查步骤",
+        "### 排查步骤\n\n```bash\nredis-cli SLOWLOG GET 20\n```\n\n### 处理\n\n"
+        "- 临时扩大连接池：max-active 调到 128。\n\n## 二、内存打满与淘汰\n\n### 症状\n\n"
+        "- used_memory / maxmemory > 90%。",
+        vector(1, 0.2),
+    ),
+]
+
+
+def test_a_section_asked_for_inside_a_passage_of_several_is_quoted_from_its_heading() -> None:
+    """ "怎么处理？" names nothing but the heading 处理 (a word of the title too): the
+    section under it is the quote, up to the next heading of its level or above."""
+    selection = select_answer("怎么处理？", [REDIS], {REDIS.path: REDIS_PASSAGES}, QV)
+
+    [quote] = selection.quoted
+    assert quote.heading.endswith(" > 处理") and quote.from_start
+    assert quote.passage == "### 处理\n\n- 临时扩大连接池：max-active 调到 128。"
+
+
+def test_a_section_asked_for_runs_on_into_the_passages_under_it() -> None:
+    """TiDB's "load 处理单元报错 …" was stored with its "原因", its "解决方案" as the next
+    passage: the quote of the section holds both."""
+    title = "DM 故障及处理方法"
+    error = "load 处理单元报错 packet for query is too large"
+    passages = [
+        Passage(
+            f"{title} > 常见故障 > 执行 query-status 报错 Access denied",
+            f"### 执行 query-status 报错 Access denied\n\n检查密码。\n\n### {error}\n\n"
+            "#### 原因\n\n- 超过 max_allowed_packet 配额。",
+            vector(1, 0.2),
+        ),
+        Passage(
+            f"{title} > 常见故障 > {error} > 解决方案", "#### 解决方案\n\n- 设置 statement-size。"
+        ),
+        Passage(f"{title} > 常见故障 > relay 报错", "### relay 报错\n\n清理 relay log。"),
+    ]
+    document = doc(1, "dm/errors.md", title)
+    selection = select_answer(f"遇到报错 {error}", [document], {document.path: passages}, QV)
+
+    [quote] = selection.quoted
+    assert quote.heading.endswith(error) and quote.from_start
+    assert "#### 原因" in quote.passage and "statement-size" in quote.passage
+    assert "relay" not in quote.passage
+
+
+def test_headings_the_question_names_alike_decide_nothing() -> None:
+    """ "如何为已有迁移任务增加需要迁移的表？" names each stage's heading of the FAQ alike
+    (迁移, 任务): none of them is what it asks, and the passage that answers best is
+    quoted as it would be without headings (the entry's opening). Only the Sync stage
+    began a passage, and its heading alone had been taken for the question's."""
+    stage = "迁移任务当前处于 `{}` 阶段"
+    passages = [
+        Passage(
+            "",
+            "已有迁移任务要增加需要迁移的表，按任务所处的阶段处理。\n\n"
+            f"### {stage.format('Dump')}\n\n重启。\n\n### {stage.format('Load')}\n\n不建议。",
+            vector(1, 0.2),
+        ),
+        Passage(stage.format("Sync"), f"### {stage.format('Sync')}\n\n更新 checkpoint。", AXES[1]),
+    ]
+    faq = doc(1, "dm/faq/q008.md", "Data Migration 常见问题")
+    question = "如何为已有迁移任务增加需要迁移的表？"
+    selection = select_answer(question, [faq], {faq.path: passages}, QV)
+
+    [quote] = selection.quoted
+    assert quote.heading == "" and quote.passage.startswith("已有迁移任务")

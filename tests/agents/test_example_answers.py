@@ -3,6 +3,8 @@ quote of a runbook whose table the chunker cut in two."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from superbiz.agents.runtime import open_runtime
@@ -182,3 +184,44 @@ def test_who_to_escalate_to_is_asked_of_the_runbook_before(example_kb: Knowledge
     assert [c.path for c in turn.citations] == ["infrastructure/k8s-crashloopbackoff.md"]
     assert "› Escalation" in _first_quote(turn.answer)
     assert "platform on-call" in turn.answer
+
+
+REDIS_RUNBOOK = "infrastructure/redis-pool-and-eviction.md"
+
+
+def test_how_to_handle_it_quotes_the_section_headed_handling(example_kb: KnowledgeBase) -> None:
+    """ "怎么处理？" after the Redis pool: the runbook stores its "排查步骤" and "处理" as one
+    passage, headed by the first, and the quote ran the checks, the fixes and the next
+    part's "症状" together under "排查步骤"; the section headed 处理 is the answer."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = "example-redis-handling"
+    runtime.ask(session, "Redis 连接池耗尽了")
+    turn = runtime.ask(session, "怎么处理？").result
+
+    assert [c.path for c in turn.citations] == [REDIS_RUNBOOK]
+    quote = _whole_first_quote(turn.answer)
+    assert quote.split("\n", 1)[0].split(" （")[0].endswith("› 处理"), quote
+    assert "临时扩大连接池" in quote
+    assert "SLOWLOG" not in quote and "used_memory" not in quote
+
+
+def test_what_to_check_first_is_asked_of_the_runbook_before(example_kb: KnowledgeBase) -> None:
+    """ "What do I check first?" names no thing: its lookup had run alone, found nothing,
+    and the answer quoted the payment runbook listed beside the Redis one."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = "example-redis-checks"
+    runtime.ask(session, "Redis 连接池耗尽了")
+    turn = runtime.ask(session, "What do I check first?").result
+
+    assert "Redis" in turn.lookups[0].arguments["query"]
+    assert [c.path for c in turn.citations] == [REDIS_RUNBOOK]
+    quote = _whole_first_quote(turn.answer)
+    assert "› 排查步骤" in quote.split("\n", 1)[0] and "SLOWLOG" in quote, quote
+    # a section after one with nothing under it says where it is
+    assert "› 二、内存打满与淘汰 › 症状" in turn.answer
+
+
+def _whole_first_quote(answer: str) -> str:
+    """An extractive answer's first quote, its heading path first, up to its sources."""
+    quoted = answer.split("\n\n[1] ", 1)[1]
+    return re.split(r"\n\n(?:\[2\] |Sources:|来源：)", quoted, maxsplit=1)[0]

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from superbiz.agents.follow_up import REFERENT_QUESTIONS, asks_instead, referent, refers_back
+from superbiz.agents.follow_up import (
+    REFERENT_QUESTIONS,
+    asks_instead,
+    names_nothing,
+    referent,
+    refers_back,
+)
 
 
 @pytest.mark.parametrize(
@@ -91,3 +97,18 @@ def test_what_about_asks_the_question_before_again(question: str) -> None:
 )
 def test_a_whole_question_ending_in_ne_does_not(question: str) -> None:
     assert not asks_instead(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("What do I check first?", False),
+        ("Who should I escalate to?", False),
+        ("How long do we wait?", False),
+        ("What do I check on the Redis pool?", True),
+        ("How do I rotate the signing keys?", True),
+        ("怎么处理？", True),  # Chinese says so by no key term (the executor reads both)
+    ],
+)
+def test_an_english_question_of_one_verb_names_nothing(question: str, names: bool) -> None:
+    assert names_nothing(question) is not names

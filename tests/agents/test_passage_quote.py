@@ -162,6 +162,26 @@ def test_read_from_the_start_every_section_in_order_under_its_heading() -> None:
     ]
 
 
+def test_a_passage_naming_nothing_asked_is_read_under_its_headings() -> None:
+    """With no term of the question named, the passage is quoted from its start, and a
+    section after the first says where it begins: the checks, the fixes and the next
+    part's symptoms had read as one list under "排查步骤"."""
+    passage = (
+        "### 排查步骤\n\nredis-cli SLOWLOG GET 20\n\n### 处理\n\n- 扩大连接池\n\n"
+        "## 二、内存打满与淘汰\n\n### 症状\n\n- used_memory > 90%"
+    )
+    quote = best_passage(passage, [])
+
+    assert quote.heading == "排查步骤"
+    assert quote.text.split("\n\n") == [
+        "redis-cli SLOWLOG GET 20",
+        "› 处理",
+        "- 扩大连接池",
+        "› 二、内存打满与淘汰 › 症状",
+        "- used_memory > 90%",
+    ]
+
+
 #: a runbook section whose steps announce a long block: the quote fills up before it
 RESTORE = (
     "## Restore the replica\n\n"

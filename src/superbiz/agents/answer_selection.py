@@ -28,9 +28,11 @@ Then:
   ("version", 0.03 above) went before the ``npm-deprecate`` page the lookup ranked
   first, and ``eval answers --running 5`` lost gold first answers that fresh sessions
   give (README);
-* **what is quoted of it**: its best passage, unless that states the problem (a
+* **what is quoted of it** (``_quoted_section``): the section headed by what is asked,
+  when one heading, a passage's or one inside a passage of several, names it best
+  (``headed_section``); else its best passage, unless that states the problem (a
   knowledge-base article's "Symptoms", repeating the question) and the section after it
-  bears on the question: then that section, from its start (``_past_statement``);
+  bears on the question: then that section, from its start (``past_statement``);
 * **second quoted**: a later document (shown, or held) whose passage scores
   ``SECOND_LEAD`` above the first's (at most ``MAX_QUOTED``);
 * **related**: the other documents that bear on the question (``RELATED_SCORE``), listed
@@ -51,11 +53,16 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from superbiz._text import normalize
 from superbiz.access import Reader
+from superbiz.agents._quoted_section import (
+    Passage,
+    StoredPassage,
+    headed_section,
+    past_statement,
+    quoted_whole,
+)
 from superbiz.agents.context import Citation
-from superbiz.agents.passage_quote import after_section, best_passage, last_heading, states_problem
-from superbiz.knowledge.documents.ingested import as_rendered, cited_page
+from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
@@ -67,12 +74,6 @@ from superbiz.retrieval.passages import (
     question_terms,
     split_unwritten,
 )
-from superbiz.retrieval.quote_windows import (
-    joined,
-    quoted_window,
-    with_introduced,
-    with_table_rows,
-)
 
 __all__ = [
     "ANSWER_SCORE",
@@ -82,6 +83,7 @@ __all__ = [
     "Passage",
     "PassageSource",
     "Quote",
+    "StoredPassage",
     "question_terms",
     "select_answer",
 ]
@@ -98,28 +100,6 @@ SECOND_LEAD = 0.05
 RELATED_SCORE = 0.3
 #: the most documents quoted
 MAX_QUOTED = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    """One stored passage of a document: its heading path, text and dense vector."""
-
-    heading: str
-    text: str
-    vector: np.ndarray | None = field(default=None, compare=False)
-
-
-class StoredPassage(Protocol):
-    """A passage as the knowledge base stores it (a chunk: ``ChunkHit`` is one)."""
-
-    @property
-    def heading(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def vector(self) -> np.ndarray | None: ...
 
 
 @runtime_checkable
@@ -337,81 +317,16 @@ def _scores(
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
         # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
         # is what it quotes, whatever the cosine of its neighbours
-        match = heading_matcher(question, doc.title)
-        headed = {i: match(_last(own[i].heading)) for i in said}
-        if any(headed.values()):
-            quoted = max(said, key=lambda i: (headed[i], values[i]))
-        read_on = _past_statement(own, quoted, values, asked, floor)
-        best[doc.path] = _Best(values[top], read_on or _whole(own, quoted), read_on is not None)
+        headed = headed_section(heading_matcher(question, doc.title), own, said, values)
+        if headed is not None:
+            quoted, section = headed
+            if section is not None:  # what is asked, read as written from its heading
+                best[doc.path] = _Best(values[top], section, True)
+                continue
+        read_on = past_statement(own, quoted, values, asked, floor)
+        quote = read_on or quoted_whole(own, quoted)
+        best[doc.path] = _Best(values[top], quote, read_on is not None)
     return best
-
-
-def _past_statement(
-    passages: Sequence[StoredPassage],
-    index: int,
-    values: Sequence[float],
-    terms: Sequence[str],
-    floor: float,
-) -> StoredPassage | None:
-    """What to quote instead of passage ``index`` when what it would quote states the
-    problem (``states_problem``: Longhorn's "Symptoms" repeat the question): the section
-    after the statement (its cause, its fix) whole, from where it begins (in passage
-    ``index`` itself when the statement ends there: Rook's "Investigation" under its
-    "Symptoms"), when it bears on the question (it names a term of it, or a later passage
-    of it scores ``floor``); else None."""
-    quote = best_passage(as_rendered(passages[index].text), terms)
-    if not states_problem(quote.heading or _last(passages[index].heading), terms):
-        return None
-    rest = after_section(passages[index].text, quote.heading) if quote.heading else ""
-    after = index + 1
-    while (
-        not rest
-        and after < len(passages)
-        and (
-            passages[after].heading == passages[index].heading
-            or states_problem(_last(passages[after].heading), terms)
-        )
-    ):
-        after += 1
-    if rest:
-        section = last_heading(rest)
-    elif after < len(passages):
-        section = _last(passages[after].heading)
-    else:
-        return None
-    end = after
-    while end < len(passages) and _last(passages[end].heading) == section:
-        end += 1
-    named = any(term in normalize(rest) for term in terms)
-    if not named and (after == end or max(values[after:end]) < floor):
-        return None
-    texts = [rest] if rest else []
-    texts += [p.text for p in passages[after:end]]
-    start = index if rest else after
-    return Passage(passages[start].heading, joined(texts), passages[start].vector)
-
-
-def _last(heading: str) -> str:
-    """The last heading of a passage's heading path ("Reason > Solution": "Solution")."""
-    return heading.rpartition(" > ")[2]
-
-
-def _whole(passages: Sequence[StoredPassage], index: int) -> StoredPassage:
-    """Passage ``index`` as it is quoted: from the start of its first sentence, or of its
-    code block, when it continues the passages before it under the same heading
-    (``quoted_window``); with the rest of the table it ends in, when the passages after
-    it carry its rows on (``with_table_rows``), or with what its last line introduces
-    (``with_introduced``)."""
-    passage = passages[index]
-    start, end = index, index + 1
-    while start and passages[start - 1].heading == passage.heading:
-        start -= 1
-    while end < len(passages) and passages[end].heading == passage.heading:
-        end += 1
-    later = [p.text for p in passages[index + 1 : end]]
-    text = quoted_window([p.text for p in passages[start : index + 1]])
-    text = with_introduced(with_table_rows(text, later), later)
-    return passage if text == passage.text else Passage(passage.heading, text, passage.vector)
 
 
 def _select(

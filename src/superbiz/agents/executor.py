@@ -30,7 +30,7 @@ from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource
 from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
-from superbiz.agents.follow_up import referent
+from superbiz.agents.follow_up import names_nothing, referent
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
@@ -215,7 +215,9 @@ class Executor:
         question put the disk-full runbook above the MySQL failover one.
 
         A follow-up with no words of its own ("那怎么办？", ``asked``: the session's
-        earlier questions) is asked together with what it points back at (``referent``).
+        earlier questions), or in English naming no thing ("What do I check first?",
+        ``names_nothing``), is asked together with what it points back at
+        (``referent``).
 
         A plan to answer from the session's evidence (no retrieval, no direct answer)
         still runs the question once across the knowledge base, as a plain turn would:
@@ -225,7 +227,8 @@ class Executor:
         deprecate a version of my package?" was the held package.json page, and the
         turn quoted its "version" section with no lookup; the lookup ranks
         npm-deprecate first."""
-        words = question if key_terms(question) or not asked else f"{referent(asked)}\n{question}"
+        alone = not asked or (key_terms(question) and not names_nothing(question))
+        words = question if alone else f"{referent(asked)}\n{question}"
         if not plan.need_retrieval:
             if plan.direct_answer is None:
                 self._run_calls([{"query": words}], tool, messages, refs, on_lookup)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from superbiz._text import has_cjk, segmenter
 
-__all__ = ["asks_instead", "referent", "refers_back"]
+__all__ = ["asks_instead", "names_nothing", "referent", "refers_back"]
 
 #: English pronouns and adverbs that point at something said before; "its" and "their"
 #: are left out (a possessive's owner is nearly always in its own sentence: "Kubelet has
@@ -86,7 +86,7 @@ def refers_back(question: str) -> bool:
     >>> refers_back("如何对比上下游数据的一致性？"), refers_back("签名校验失败呢？")
     (False, True)
     """
-    if _ENGLISH.search(question) or _ENGLISH_NO_THING.match(question) or asks_instead(question):
+    if _ENGLISH.search(question) or names_nothing(question) or asks_instead(question):
         return True
     if not has_cjk(question):
         return False
@@ -97,6 +97,18 @@ def refers_back(question: str) -> bool:
     if any(word in _CHINESE_PRONOUNS or _DEMONSTRATIVE.fullmatch(word) for word, _ in words):
         return True
     return not any(flag in _NAMING_TAGS for _, flag in words)
+
+
+def names_nothing(question: str) -> bool:
+    """Whether ``question`` is English that names no thing of its own, only what to do
+    about the thing before: its lookup is asked with what it points back at, as a
+    question without a key term is ("What do I check first?" after a question about the
+    Redis pool had looked up checks in general).
+
+    >>> names_nothing("What do I check first?"), names_nothing("What is EXHAUSTED?")
+    (True, False)
+    """
+    return _ENGLISH_NO_THING.match(question) is not None
 
 
 def referent(asked: Sequence[str]) -> str | None:

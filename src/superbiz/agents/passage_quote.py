@@ -35,6 +35,11 @@ class _Section:
         """The heading's words, without its ``#`` marks."""
         return self.heading.lstrip("#").strip()
 
+    @property
+    def level(self) -> int:
+        """How many ``#`` marks its heading has (0: no heading)."""
+        return len(self.heading) - len(self.heading.lstrip("#"))
+
     def hits(self, terms: Sequence[str]) -> tuple[int, int]:
         """How many of ``terms`` it mentions, then how often in all."""
         counts = [self._text.count(term) for term in terms]
@@ -172,7 +177,8 @@ def best_passage(
     each by its paragraphs naming one, under its heading (all of them, from its start,
     when only its heading names any: an FAQ's question, answered by what follows it).
     Quoting the document's opening because it names the product once is what this
-    avoids; with no term anywhere, the opening it is. A section that only repeats the
+    avoids; with no term anywhere, the opening it is, each section after the first
+    under its heading (``_read_on``). A section that only repeats the
     quote's words (the next command of a reference page, under words every section
     uses) is left out. ``from_start``: every section in order from the first, as the part
     of a document after its problem's statement is read (``states_problem``).
@@ -194,8 +200,9 @@ def best_passage(
     hits = [s.hits(terms) if s.paragraphs else (0, 0) for s in sections]
     best = max(hits, default=(0, 0))[0]
     if not best:
-        opening = [p for s in sections for p in _placed(s, range(len(s.paragraphs)))]
-        return QuotedPassage("", _within(opening, limit))
+        # read as written: "怎么处理？" quoted a passage's "排查步骤", its "处理" and the
+        # next part's "症状" as one list, under "排查步骤"
+        return _read_on(sections, limit)
     ranked = sorted(range(len(sections)), key=lambda i: (-hits[i][0], -hits[i][1], i))
     if states_problem(sections[ranked[0]].title, terms):
         after = sections[ranked[0] + 1 :]
@@ -225,10 +232,18 @@ def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
     """``sections`` quoted in order from the first's start, each after the first under its
     heading: what follows a problem's statement, read as written."""
     paragraphs: list[str] = []
-    for section in sections:
+    above: list[_Section] = []  # headings after the first with nothing under them yet
+    for at, section in enumerate(sections):
         own = _placed(section, range(len(section.paragraphs)))
-        if paragraphs and own and section.heading:
-            own.insert(0, f"› {section.title}")
+        if not own:
+            if at and section.heading:
+                above = [*(s for s in above if s.level < section.level), section]
+            continue
+        if at and section.heading:
+            # "› 二、内存打满与淘汰 › 症状": not the symptoms of the part before
+            path = [s.title for s in above if s.level < section.level] + [section.title]
+            own.insert(0, "› " + " › ".join(path))
+        above = []
         paragraphs += own
     return QuotedPassage(sections[0].title, _within(paragraphs, limit))
 
@@ -248,6 +263,34 @@ def after_section(text: str, title: str) -> str:
                 return "\n".join(lines[at:])
             inside = line.lstrip("#").strip() == title
     return ""
+
+
+def inner_sections(text: str) -> list[tuple[str, str]]:
+    r"""The sections ``text`` holds below its first line, code apart: each heading's
+    words and its section, from the heading up to the next heading of its level or
+    above. A passage of small sections (a runbook's "排查步骤" and "处理" stored as one)
+    is headed by its first; these are the others.
+
+    >>> text = "### Steps\n\nrun\n\n### Fix\n\nrestart\n\n## Mem\n\n### Full"
+    >>> for title, section in inner_sections(text):
+    ...     print(title, repr(section))
+    Fix '### Fix\n\nrestart'
+    Mem '## Mem\n\n### Full'
+    Full '### Full'
+    """
+    lines = text.split("\n")
+    marks = [
+        (at, len(line) - len(line.lstrip("#")), line.lstrip("#").strip())
+        for at, (line, code) in enumerate(zip(lines, fenced(lines), strict=True))
+        if not code and _HEADING.match(line)
+    ]
+    first = next((at for at, line in enumerate(lines) if line.strip()), 0)
+    found = []
+    for k, (at, level, title) in enumerate(marks):
+        if at > first:
+            end = next((a for a, deeper, _ in marks[k + 1 :] if deeper <= level), len(lines))
+            found.append((title, "\n".join(lines[at:end]).rstrip()))
+    return found
 
 
 def last_heading(text: str) -> str:

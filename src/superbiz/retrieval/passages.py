@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 
 from superbiz._text import (
+    all_terms,
     codes,
     has_cjk,
     key_terms,
@@ -132,7 +133,9 @@ def heading_match(question: str, title: str, heading: str) -> int:
     or a heading that names at least half the words of ``question`` beyond the title
     ("Escalation" for "Who should I escalate to?": a short follow-up's cosine with every
     section is noise; "Inactive replication slots" for "How do I check for inactive
-    replication slots?", where the cosine preferred "Alerts"). English words count with
+    replication slots?", where the cosine preferred "Alerts"). A question that names
+    nothing beyond the title asks for a heading every word of which it says, common
+    words too ("怎么处理？" of the Redis runbook: its "处理"). English words count with
     or without an inflection (``stem``).
 
     >>> heading_match("A card was disputed, how long do we have to respond?",
@@ -144,6 +147,8 @@ def heading_match(question: str, title: str, heading: str) -> int:
     0
     >>> heading_match("How long do we keep logs?", "FAQ", "Log retention")
     0
+    >>> heading_match("怎么处理？", "Redis 连接池耗尽处理", "处理")
+    1
     >>> heading_match("PersistentVolume is filling up.", "Kube Persistent Volume Filling Up",
     ...               "KubePersistentVolumeFillingUp")
     0
@@ -160,6 +165,9 @@ def heading_matcher(question: str, title: str) -> Callable[[str], int]:
 
     def match(heading: str) -> int:
         named = normalize(heading)
+        if not asked:  # its words are the title's: a part of the title may be what it asks
+            said_all = all_terms(heading) if _squashed(named) != whole_title else []
+            return len(said_all) if said_all and all(_inflected(said, t) for t in said_all) else 0
         if _squashed(named) in whole_title:
             return 0  # the document's own title, written otherwise ("KubePodCrashLooping")
         if _ASKS.search(heading):
