@@ -221,6 +221,18 @@ def test_what_to_check_first_is_asked_of_the_runbook_before(example_kb: Knowledg
     assert "› 二、内存打满与淘汰 › 症状" in turn.answer
 
 
+def test_what_to_delete_safely_is_asked_of_the_runbook_before(example_kb: KnowledgeBase) -> None:
+    """ "What can I delete safely?" after a full node disk names no thing: it had stood
+    alone, found nothing and said so."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = "example-disk-delete"
+    runtime.ask(session, "Node disk is full")
+    turn = runtime.ask(session, "What can I delete safely?").result
+
+    assert [c.path for c in turn.citations] == ["infrastructure/node-disk-full.md"]
+    assert "crictl rmi --prune" in _whole_first_quote(turn.answer)
+
+
 def _whole_first_quote(answer: str) -> str:
     """An extractive answer's first quote, its heading path first, up to its sources."""
     quoted = answer.split("\n\n[1] ", 1)[1]

@@ -33,6 +33,8 @@ from superbiz.agents.follow_up import (
         "Who should I escalate to?",  # names no thing: one verb, closed-class words
         "What do we do next?",
         "How long do I need to wait?",
+        "How many times do you retry?",  # a count of times, then one verb
+        "What can I delete safely?",  # an adverb of manner after the verb
     ],
 )
 def test_a_follow_up_points_back(question: str) -> None:
@@ -50,6 +52,7 @@ def test_a_follow_up_points_back(question: str) -> None:
         "What is EXHAUSTED?",  # names its thing
         "How do I rotate the signing keys?",
         "Who should I escalate a chargeback to?",
+        "How do I install Plotly?",  # a name, though it ends in "ly"
         "如何对比上下游数据的一致性？",
         "UI 不能正常登陆访问",  # "UI" names the thing
         "商户说 webhook 一直没收到，我们这边要查什么？",

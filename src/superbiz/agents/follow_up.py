@@ -36,14 +36,18 @@ _ENGLISH = re.compile(
     re.IGNORECASE,
 )
 #: an English question that names no thing, only what to do about the thing before ("Who
-#: should I escalate to?", "What do we do next?", "How long do I wait?"): a question word,
-#: an auxiliary, a personal pronoun, one verb, then prepositions or adverbs alone. Chinese
+#: should I escalate to?", "What do we do next?", "How many times do you retry?", "What
+#: can I delete safely?"): a question word, an auxiliary, a personal pronoun, one verb,
+#: then prepositions or adverbs alone (of time, of manner: "safely", "manually"). Chinese
 #: shows it by naming no noun (``_NAMING_TAGS``); English needs no tagger for this shape
 _ENGLISH_NO_THING = re.compile(
-    r"^\W*(?:what|who|whom|which|when|where|why|how)(?:\s+(?:long|much|many|often|soon|else))?"
+    r"^\W*(?:what|who|whom|which|when|where|why|how)"
+    r"(?:\s+(?:long|much|many|often|soon|else)(?:\s+times)?)?"
     r"\s+(?:do|does|did|should|shall|can|could|would|will|must|may|might)"
     r"\s+(?:i|we|you|they|one)(?:\s+(?:need|have|want|ought)\s+to)?\s+[a-z]+"
-    r"(?:\s+(?:to|for|with|about|on|in|at|from|up|out|next|now|first|then|else))*\W*$",
+    r"(?:\s+(?:to|for|with|about|on|in|at|from|up|out|next|now|first|then|else"
+    r"|safely|manually|automatically|quickly|immediately|properly|correctly|permanently"
+    r"|temporarily|usually|normally))*\W*$",
     re.IGNORECASE,
 )
 #: Chinese pronouns, and demonstratives as jieba cuts them: 这 or 那 alone or with a
