@@ -4,10 +4,12 @@ quote of a runbook whose table the chunker cut in two."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
 from superbiz.agents.runtime import open_runtime
+from superbiz.agents.turn_result import TurnResult
 from superbiz.knowledge.kb.base import KnowledgeBase
 
 AUTH_RUNBOOK = "api/auth-errors-401-403.md"
@@ -176,10 +178,11 @@ def test_who_to_escalate_to_is_asked_of_the_runbook_before(example_kb: Knowledge
     alone, found the chargeback FAQ's escalation entry a mere reference and answered
     nothing; read with the question before, it quoted that runbook's exit-code table
     (every section's cosine with it is noise)."""
-    runtime = open_runtime(example_kb.settings, kb=example_kb)
-    session = "example-escalation"
-    runtime.ask(session, "My pod keeps restarting with CrashLoopBackOff, what do I check first?")
-    turn = runtime.ask(session, "Who should I escalate to?").result
+    turn = _follow_up(
+        example_kb,
+        "My pod keeps restarting with CrashLoopBackOff, what do I check first?",
+        "Who should I escalate to?",
+    )
 
     assert [c.path for c in turn.citations] == ["infrastructure/k8s-crashloopbackoff.md"]
     assert "› Escalation" in _first_quote(turn.answer)
@@ -193,10 +196,7 @@ def test_how_to_handle_it_quotes_the_section_headed_handling(example_kb: Knowled
     """ "怎么处理？" after the Redis pool: the runbook stores its "排查步骤" and "处理" as one
     passage, headed by the first, and the quote ran the checks, the fixes and the next
     part's "症状" together under "排查步骤"; the section headed 处理 is the answer."""
-    runtime = open_runtime(example_kb.settings, kb=example_kb)
-    session = "example-redis-handling"
-    runtime.ask(session, "Redis 连接池耗尽了")
-    turn = runtime.ask(session, "怎么处理？").result
+    turn = _follow_up(example_kb, "Redis 连接池耗尽了", "怎么处理？")
 
     assert [c.path for c in turn.citations] == [REDIS_RUNBOOK]
     quote = _whole_first_quote(turn.answer)
@@ -208,10 +208,7 @@ def test_how_to_handle_it_quotes_the_section_headed_handling(example_kb: Knowled
 def test_what_to_check_first_is_asked_of_the_runbook_before(example_kb: KnowledgeBase) -> None:
     """ "What do I check first?" names no thing: its lookup had run alone, found nothing,
     and the answer quoted the payment runbook listed beside the Redis one."""
-    runtime = open_runtime(example_kb.settings, kb=example_kb)
-    session = "example-redis-checks"
-    runtime.ask(session, "Redis 连接池耗尽了")
-    turn = runtime.ask(session, "What do I check first?").result
+    turn = _follow_up(example_kb, "Redis 连接池耗尽了", "What do I check first?")
 
     assert "Redis" in turn.lookups[0].arguments["query"]
     assert [c.path for c in turn.citations] == [REDIS_RUNBOOK]
@@ -224,13 +221,18 @@ def test_what_to_check_first_is_asked_of_the_runbook_before(example_kb: Knowledg
 def test_what_to_delete_safely_is_asked_of_the_runbook_before(example_kb: KnowledgeBase) -> None:
     """ "What can I delete safely?" after a full node disk names no thing: it had stood
     alone, found nothing and said so."""
-    runtime = open_runtime(example_kb.settings, kb=example_kb)
-    session = "example-disk-delete"
-    runtime.ask(session, "Node disk is full")
-    turn = runtime.ask(session, "What can I delete safely?").result
+    turn = _follow_up(example_kb, "Node disk is full", "What can I delete safely?")
 
     assert [c.path for c in turn.citations] == ["infrastructure/node-disk-full.md"]
     assert "crictl rmi --prune" in _whole_first_quote(turn.answer)
+
+
+def _follow_up(example_kb: KnowledgeBase, first: str, then: str) -> TurnResult:
+    """The second turn of a new session on the example KB: ``first``, then ``then``."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    session = f"example-{uuid.uuid4().hex}"
+    runtime.ask(session, first)
+    return runtime.ask(session, then).result
 
 
 def _whole_first_quote(answer: str) -> str:
