@@ -227,6 +227,24 @@ def test_what_to_delete_safely_is_asked_of_the_runbook_before(example_kb: Knowle
     assert "crictl rmi --prune" in _whole_first_quote(turn.answer)
 
 
+def test_how_many_retries_quotes_the_retry_schedule(example_kb: KnowledgeBase) -> None:
+    """ "How many times do you retry?" after failing webhooks: "many" and "times" had
+    counted as words the heading "Retry schedule" lacks, and the delivery contract was
+    quoted."""
+    turn = _follow_up(
+        example_kb,
+        "Our webhook deliveries keep failing, what should I look at?",
+        "How many times do you retry?",
+    )
+
+    assert [c.path for c in turn.citations] == [WEBHOOK_RUNBOOK]
+    assert (
+        _whole_first_quote(turn.answer)
+        .split("\n", 1)[0]
+        .startswith('"Webhook delivery and retries" › Retry schedule')
+    ), turn.answer
+
+
 def _follow_up(example_kb: KnowledgeBase, first: str, then: str) -> TurnResult:
     """The second turn of a new session on the example KB: ``first``, then ``then``."""
     runtime = open_runtime(example_kb.settings, kb=example_kb)

@@ -35,6 +35,8 @@ _LINK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\[[^\]]+\]\([^)]*\)[ \t]
 _ASKS = re.compile(
     r"[?？]\s*$|^\W*(?:how\s+(?:to|do|does|can|should)\b|如何|怎么|怎样|为什么|为何)", re.I
 )
+#: an English question's measure ("how many times", "how much"): what it asks, not of what
+_MEASURE = re.compile(r"\bhow\s+(?:many|much)(?:\s+times)?\b", re.I)
 #: the share of a passage's lines (headings and blank lines aside) that are links, and
 #: how many, that make it a table of contents
 _NAVIGATION_SHARE = 0.6
@@ -136,7 +138,7 @@ def heading_match(question: str, title: str, heading: str) -> int:
     replication slots?", where the cosine preferred "Alerts"). A question that names
     nothing beyond the title asks for a heading every word of which it says, common
     words too ("怎么处理？" of the Redis runbook: its "处理"). English words count with
-    or without an inflection (``stem``).
+    or without an inflection (``stem``); "how many times" is what is asked, not of what.
 
     >>> heading_match("A card was disputed, how long do we have to respond?",
     ...               "Chargeback FAQ", "How long do we have to respond?")
@@ -148,6 +150,8 @@ def heading_match(question: str, title: str, heading: str) -> int:
     >>> heading_match("How long do we keep logs?", "FAQ", "Log retention")
     0
     >>> heading_match("怎么处理？", "Redis 连接池耗尽处理", "处理")
+    1
+    >>> heading_match("How many times do you retry?", "Webhooks", "Retry schedule")
     1
     >>> heading_match("PersistentVolume is filling up.", "Kube Persistent Volume Filling Up",
     ...               "KubePersistentVolumeFillingUp")
@@ -161,7 +165,8 @@ def heading_matcher(question: str, title: str) -> Callable[[str], int]:
     headings: the question's and the title's words are read once, not once a passage."""
     titled = set(question_terms(title))
     said, whole_title = normalize(question), _squashed(normalize(title))
-    asked = [term for term in question_terms(question) if term not in titled]
+    measured = _MEASURE.sub(" ", question)
+    asked = [term for term in question_terms(measured) if term not in titled]
 
     def match(heading: str) -> int:
         named = normalize(heading)
