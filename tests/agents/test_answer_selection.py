@@ -472,3 +472,20 @@ def test_headings_the_question_names_alike_decide_nothing() -> None:
 
     [quote] = selection.quoted
     assert quote.heading == "" and quote.passage.startswith("已有迁移任务")
+
+
+def test_a_document_headed_by_what_is_asked_is_listed_at_least() -> None:
+    """ShardingSphere's FAQ answers "Type is required 报错" under "Type is required
+    异常的解决方法?": two of the question's three words (报错 is 异常 there), and a cosine of
+    noise with a short mixed-language question. The page was dropped and the answer said
+    the knowledge base had nothing relevant; it is listed as related now (a heading is no
+    evidence that the page answers: it is not quoted on it)."""
+    faq = doc(1, "faq/shardingsphere.md", "FAQ")
+    passages = [
+        Passage("其他 > Type is required 异常的解决方法?", "按 type 找 SPI 实现。", AXES[3]),
+        Passage("其他 > 服务启动时如何加快 metadata 加载速度？", "调高连接数。", AXES[4]),
+    ]
+    selection = select_answer("Type is required 报错", [faq], {faq.path: passages}, QV)
+
+    assert not selection.quoted
+    assert selection.related == (faq,)

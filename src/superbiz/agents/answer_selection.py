@@ -35,8 +35,9 @@ Then:
   bears on the question: then that section, from its start (``past_statement``);
 * **second quoted**: a later document (shown, or held) whose passage scores
   ``SECOND_LEAD`` above the first's (at most ``MAX_QUOTED``);
-* **related**: the other documents that bear on the question (``RELATED_SCORE``), listed
-  after the answer by title and location, not quoted;
+* **related**: the other documents that bear on the question (``RELATED_SCORE``, or a
+  heading of theirs names what it asks: ``headed_section``), listed after the answer by
+  title and location, not quoted;
 * dropped: the rest. When nothing answers, the answer says so and lists the related
   documents, if any.
 
@@ -317,15 +318,17 @@ def _scores(
         quoted = top if top in said or not said else max(said, key=values.__getitem__)
         # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
         # is what it quotes, whatever the cosine of its neighbours
+        score = values[top]
         headed = headed_section(heading_matcher(question, doc.title), own, said, values)
         if headed is not None:
+            score = max(score, floor)  # it bears on the question, if nothing more
             quoted, section = headed
             if section is not None:  # what is asked, read as written from its heading
-                best[doc.path] = _Best(values[top], section, True)
+                best[doc.path] = _Best(score, section, True)
                 continue
         read_on = past_statement(own, quoted, values, asked, floor)
         quote = read_on or quoted_whole(own, quoted)
-        best[doc.path] = _Best(values[top], quote, read_on is not None)
+        best[doc.path] = _Best(score, quote, read_on is not None)
     return best
 
 
