@@ -1,7 +1,7 @@
 """The part of a passage an answer quotes: the section that answers, by its paragraphs
-naming the question's terms, cut where a reader expects a cut. Pure: Markdown and terms
-in, the quote out (``best_passage``); the extractive answer (``agents.extractive``)
-quotes each document it cites this way.
+naming the question's terms, cut where a reader expects a cut (``_quote_end``). Pure:
+Markdown and terms in, the quote out (``best_passage``); the extractive answer
+(``agents.extractive``) quotes each document it cites this way.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from superbiz._markdown import closed, dedented, fence, fenced, indent, is_delimiter_row
-from superbiz._text import has_cjk, introduces, normalize
+from superbiz._markdown import dedented, fenced, indent
+from superbiz._text import introduces, normalize
+from superbiz.agents._quote_end import names_word, within
 
 #: the longest quote of one document, in characters
 PASSAGE_CHARS = 700
-#: the least of what a quote's last line introduces that the quote shows (``_within``)
-INTRODUCED_CHARS = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,28 +45,13 @@ class _Section:
         return sum(c > 0 for c in counts), sum(counts)
 
     def named(self, terms: Sequence[str]) -> set[str]:
-        """Which of ``terms`` it mentions as words (``_names``)."""
+        """Which of ``terms`` it mentions as words (``names_word``)."""
         text = self._text
-        return {term for term in terms if _names(term, text)}
+        return {term for term in terms if names_word(term, text)}
 
     @property
     def _text(self) -> str:
         return normalize(self.heading + "\n" + "\n".join(self.paragraphs))
-
-
-def _names(term: str, text: str) -> bool:
-    """Whether ``text`` (normalised) names ``term``: a Chinese term anywhere, a Latin one
-    as a word or its inflection, not inside a longer word ("option" is not "optional").
-
-    >>> _names("option", "save-optional"), _names("report", "it reports"), _names("连接", "连接池")
-    (False, True, True)
-    """
-    if has_cjk(term):
-        return term in text
-    return (
-        re.search(rf"(?<![a-z0-9]){re.escape(term)}(?:s|es|d|ed|ing)?(?![a-z0-9])", text)
-        is not None
-    )
 
 
 _HEADING = re.compile(r"#{1,6}\s")
@@ -225,7 +209,7 @@ def best_passage(
         if paragraphs and own and sections[i].heading:
             own.insert(0, f"› {sections[i].title}")
         paragraphs += own
-    return QuotedPassage(sections[quoted[0]].title, _within(paragraphs, limit, terms))
+    return QuotedPassage(sections[quoted[0]].title, within(paragraphs, limit, terms))
 
 
 def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
@@ -245,7 +229,7 @@ def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
             own.insert(0, "› " + " › ".join(path))
         above = []
         paragraphs += own
-    return QuotedPassage(sections[0].title, _within(paragraphs, limit))
+    return QuotedPassage(sections[0].title, within(paragraphs, limit))
 
 
 def after_section(text: str, title: str) -> str:
@@ -339,7 +323,7 @@ def states_problem(heading: str, terms: Sequence[str]) -> bool:
     False
     """
     name = _heading_name(heading)
-    return name in _PROBLEM_STATEMENTS and not any(_names(term, name) for term in terms)
+    return name in _PROBLEM_STATEMENTS and not any(names_word(term, name) for term in terms)
 
 
 #: a heading's number ("2.", "3.1", "一、") and its closing colon
@@ -373,126 +357,3 @@ def _reading(paragraphs: Sequence[str], terms: Sequence[str]) -> list[int]:
         or (i > 0 and named[i - 1] and introduces(paragraphs[i - 1]))
         or (0 < i < last and named[i - 1] and named[i + 1])
     ]
-
-
-def _within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> str:
-    r"""The first of ``paragraphs`` that fit in ``limit`` characters (at least one, cut with
-    "…" when it alone is longer; a table too long, by its rows naming ``terms``:
-    ``_table_rows``), a section's heading never last. When the last ends introducing the
-    next ("Run the following:") and the next does not fit, the next's opening follows it,
-    up to ``INTRODUCED_CHARS`` past the limit if need be: 74 quotes of the four sets ended
-    on such a line, the commands it announced left out.
-
-    >>> block = "\n".join(["```sh", *(f"kubectl drain node-{n} --force" for n in range(9)), "```"])
-    >>> print(_within(["Drain each node:", block], 100))
-    Drain each node:
-    <BLANKLINE>
-    ```sh
-    kubectl drain node-0 --force
-    kubectl drain node-1 --force
-    kubectl drain node-2 --force
-    kubectl drain node-3 --force
-    kubectl drain node-4 --force
-    kubectl drain node-5 --force
-    kubectl drain node-6 --force
-    kubectl drain node-7 --force
-    …
-    ```
-    """
-    chosen: list[str] = []
-    size = 0
-    for paragraph in paragraphs:
-        if len(paragraph) > limit - size:
-            paragraph = _table_rows(paragraph, terms, limit - size)
-        if chosen and size + len(paragraph) > limit:
-            break
-        chosen.append(paragraph)
-        size += len(paragraph)
-    if len(chosen) > 1 and chosen[-1].startswith("› "):
-        chosen.pop()
-    whole = "\n\n".join(chosen)
-    passage = _cut(whole, limit)
-    if passage == whole and len(chosen) < len(paragraphs) and introduces(whole):
-        following = paragraphs[len(chosen)]
-        if not following.startswith("› "):  # the next section's, not what this introduces
-            passage += "\n\n" + _cut(following, max(limit - size, INTRODUCED_CHARS))
-    # a block cut by the window or by the limit is closed, so the answer after it is text
-    return closed(passage)
-
-
-#: a line of a Markdown table
-_TABLE_LINE = re.compile(r"[ \t]*\|")
-
-
-def _table_rows(table: str, terms: Sequence[str], room: int) -> str:
-    r"""A Markdown ``table`` longer than ``room`` characters as its header and the rows
-    that name a code of ``terms`` (a number: "403", "1290"), then the most of them, as
-    many as fit, in the table's order, with "…" for the rows left out: cut at its last
-    whole row, a table of error codes lost the 403 rows a question about a 403 asked
-    for. Anything else, or a table no row of which names a term, is returned as it is
-    (``_cut`` keeps its first rows).
-
-    >>> table = "| HTTP | Meaning |\n|---|---|\n| 401 | expired |\n| 403 | no scope |"
-    >>> print(_table_rows(table, ["403"], 60))
-    | HTTP | Meaning |
-    |---|---|
-    | 403 | no scope |
-    …
-    """
-    lines = table.split("\n")
-    if len(lines) < 3 or not is_delimiter_row(lines[1]):
-        return table
-    if not all(_TABLE_LINE.match(line) for line in lines):
-        return table
-    head, rows = lines[:2], lines[2:]
-    named = [
-        (sum(term.isdigit() for term in found), len(found))
-        for found in ([t for t in terms if _names(t, text)] for text in map(normalize, rows))
-    ]
-    size = sum(len(line) + 1 for line in head) + len("…")
-    kept: list[int] = []
-    for i in sorted(range(len(rows)), key=lambda i: named[i], reverse=True):
-        if not named[i][1]:
-            break
-        if size + len(rows[i]) + 1 <= room:
-            kept.append(i)
-            size += len(rows[i]) + 1
-    if not kept:
-        return table
-    return "\n".join([*head, *(rows[i] for i in sorted(kept)), "…"])
-
-
-#: a sentence's end: a full stop after a word (not "e.g."), or a Chinese one
-_SENTENCE_END = re.compile(r"(?:(?<=[^\W\d_]{2})|(?<=[)\]`'\"”]))[.!?;](?=\s)|[。！？；]")
-
-
-def _cut(passage: str, limit: int) -> str:
-    r"""``passage`` cut to ``limit`` characters where a reader expects a cut: after its last
-    whole line that fits, else its last sentence, else its last word, each only when it
-    keeps half the room (a long line is still quoted); then "…", and an inline code span
-    the cut left open is closed (a word or a command cut in two reads as a typo).
-
-    >>> _cut("1. Restart the pod.\n2. Check `kubectl logs pay-callback` for errors", 36)
-    '1. Restart the pod.\n…'
-    >>> _cut("Restart the failing pod. Then read its logs for the request", 40)
-    'Restart the failing pod. …'
-    >>> _cut("Check whether the backend `auth-service` is healthy now", 40)
-    'Check whether the backend `auth-service`…'
-    >>> _cut("Check whether `kubectl describe node` says DiskPressure", 30)
-    'Check whether `kubectl`…'
-    """
-    if len(passage) <= limit:
-        return passage
-    room, least = passage[: limit + 1], limit // 2
-    line = room.rfind("\n")
-    if line >= least:
-        return passage[:line].rstrip() + "\n…"
-    ends = [m.end() for m in _SENTENCE_END.finditer(room)]
-    if ends and ends[-1] >= least:
-        return passage[: ends[-1]] + " …"
-    space = max(room.rfind(" "), room.rfind("\t"))
-    head = passage[:space].rstrip() if space >= least else passage[:limit].rstrip()
-    last = head.rsplit("\n", 1)[-1]
-    if last.count("`") % 2 and fence(last) is None:
-        head += "`"
-    return head + "…"
