@@ -17,10 +17,8 @@ from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy.exc import DataError
-
 from superbiz._process import release_freed_memory
-from superbiz.exceptions import DocumentError, first_line
+from superbiz.exceptions import DocumentError
 from superbiz.knowledge.coverage.domains import DomainService
 from superbiz.knowledge.coverage.map import keeping_entry_vectors
 from superbiz.knowledge.documents.chunking import chunk_markdown
@@ -39,9 +37,6 @@ from superbiz.knowledge.ingest.batches import (
     THREADED_GROUPS,
     Group,
     Pending,
-    chunk_id,
-    chunk_record,
-    document_row,
     embed_batch,
 )
 from superbiz.knowledge.ingest.discovery import (
@@ -59,6 +54,7 @@ from superbiz.knowledge.ingest.discovery import (
 from superbiz.knowledge.ingest.parts import without_fragments
 from superbiz.knowledge.ingest.report import IngestReport, clash_note, kept_note
 from superbiz.knowledge.ingest.run import IngestRun, Progress
+from superbiz.knowledge.ingest.writing import write_group
 from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.knowledge.kb.statistics import refresh_statistics
 from superbiz.retrieval.answers import answer_head
@@ -379,7 +375,7 @@ class Ingestor:
         started = Group(pending, run.pool, embed, known) if pending else None
         earlier, run.started = run.started, started
         if earlier is not None:
-            self._write(run, earlier, tick=tick)
+            write_group(self.kb, run, earlier, tick=tick, outside_stores=self.outside_stores)
 
     def _embedding(self, run: IngestRun, bulk: bool) -> EmbedTexts:
         """What the run's threads embed with: the embedder, and from the run's full group
@@ -403,71 +399,7 @@ class Ingestor:
         """Write the group still embedding: every document of the run is in after it."""
         group, run.started = run.started, None
         if group is not None:
-            self._write(run, group, tick=tick)
-
-    def _write(self, run: IngestRun, group: Group, *, tick: bool) -> None:
-        """Write ``group``'s documents beside their earlier versions: the new chunks
-        (``EMBED_BATCH`` at a time as their vectors come, so a large file never holds all
-        at once, then those that kept their vectors) under ids of their own (``chunk_id``),
-        then each row, and only then the earlier chunks deleted. Readers find every
-        document throughout; an embedder or store failure, or a crash, leaves the earlier
-        version whole (the next run's reconcile repairs a doubled index). A row the
-        database refuses is a skipped file: its new chunks deleted, its earlier version kept."""
-        pending = group.pending
-        store = self.kb.store
-        # Only a stored document can have chunks (``_reconcile`` dropped the others' under
-        # the write lock); asking for all scanned the whole index once a group.
-        earlier = store.chunk_ids(run.earlier_versions(pending))
-        fresh = {
-            p.doc.path: {chunk_id(p.doc.path, c.index, p.doc.content_hash) for c in p.chunks}
-            for p in pending
-        }
-        # the same version written again (a repair) replaces its own chunks in place
-        store.delete_chunks(
-            {i for path, ids in fresh.items() for i in ids & earlier.get(path, set())}
-        )
-        # The next batches are embedded (numpy, mostly off the GIL) while this one is
-        # inserted (Milvus Lite analyses its BM25 text with jieba, in Python).
-        for batch in group.batches:
-            with self.outside_stores():
-                vectors = group.upcoming.popleft().result()
-            group.embed_next()
-            pairs = zip(batch, vectors, strict=True)
-            store.insert([chunk_record(doc, chunk, vector) for (doc, chunk), vector in pairs])
-        if group.reused:  # last: an embedder failing leaves none of a one-batch group in
-            store.insert(group.reused)
-            run.report.vectors_reused += len(group.reused)
-        rows = [document_row(p) for p in pending]
-        try:  # every row in one transaction; when one is refused, each on its own
-            self.kb.documents.save_all(rows)
-            refused: dict[str, str] = {}
-        except DataError:
-            refused = self._save_each(rows)
-        stale: set[str] = set()  # the earlier version of each saved document, the new one
-        # of each refused (its earlier version stays, as a broken file's does)
-        for doc, _, outcome, _ in pending:
-            old, new = earlier.get(doc.path, set()), fresh[doc.path]
-            if doc.path in refused:
-                stale |= new - old
-                problem = refused[doc.path] + kept_note(self.kb.documents.get(doc.path), doc.path)
-                run.report.skipped.append((doc.path, f"refused by the database: {problem}"))
-            else:
-                stale |= old - new
-                outcome.append(doc.path)
-                run.report.domains_changed.add(doc.domain)
-            if tick:
-                run.tick(doc.path)
-        store.delete_chunks(stale)
-
-    def _save_each(self, rows: list[StoredDocument]) -> dict[str, str]:
-        """Save ``rows`` one by one; the path and reason of each the database refuses."""
-        refused = {}
-        for row in rows:
-            try:
-                self.kb.documents.save(row)
-            except DataError as exc:
-                refused[row.path] = first_line(exc)
-        return refused
+            write_group(self.kb, run, group, tick=tick, outside_stores=self.outside_stores)
 
     def _repair_unseen(self, run: IngestRun, doc: StoredDocument) -> None:
         source = Path(doc.source_file)
