@@ -212,13 +212,24 @@ def best_passage(
     return QuotedPassage(sections[quoted[0]].title, within(paragraphs, limit, terms))
 
 
+#: a paragraph that only marks what follows as the answer: a FAQ's "回答：", "A:"
+_ANSWER_LABEL = re.compile(r"\s*(?:回答|答|解答|answer|a)\s*[:：]\s*", re.IGNORECASE)
+
+
 def _read_on(sections: Sequence[_Section], limit: int) -> QuotedPassage:
-    """``sections`` quoted in order from the first's start, each after the first under its
-    heading: what follows a problem's statement, read as written."""
+    r"""``sections`` quoted in order from the first's start, each after the first under its
+    heading, a FAQ's answer label left out: what follows a problem's statement, or the
+    section a question asks for, read as written.
+
+    >>> print(_read_on(_sections("## Q: Is it safe?\n\n回答：\n\nYes."), 100).text)
+    Yes.
+    """
     paragraphs: list[str] = []
     above: list[_Section] = []  # headings after the first with nothing under them yet
     for at, section in enumerate(sections):
         own = _placed(section, range(len(section.paragraphs)))
+        if own and _ANSWER_LABEL.fullmatch(own[0]):  # a FAQ's "回答：" under its question
+            own = own[1:]
         if not own:
             if at and section.heading:
                 above = [*(s for s in above if s.level < section.level), section]
