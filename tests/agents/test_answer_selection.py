@@ -489,3 +489,24 @@ def test_a_document_headed_by_what_is_asked_is_listed_at_least() -> None:
 
     assert not selection.quoted
     assert selection.related == (faq,)
+
+
+def test_words_every_heading_of_a_page_has_name_no_section() -> None:
+    """TiDB's DM error page heads each error "… 处理单元报错 `…`": "Load 单元报错 Unknown
+    character set" named three of its words in the heading of the packet-size error, and
+    that section was quoted; the words every heading has tell no section apart."""
+    page = doc(1, "dm/errors.md", "DM 故障及处理方法")
+    passages = [
+        Passage("DM 故障及处理方法 > load 处理单元报错 packet for query is too large", "调大。"),
+        Passage("DM 故障及处理方法 > dump 处理单元报错 timeout", "重试 dump。"),
+        Passage(
+            "DM 故障及处理方法 > relay 处理单元报错 binlog",
+            "### relay 处理单元报错 binlog\n\n清理 relay log。\n\n"
+            "### 字符集\n\n遇到 Unknown character set 时，改用 utf8mb4。",
+        ),
+    ]
+    question = "Load 单元报错 Unknown character set"
+    selection = select_answer(question, [page], {page.path: passages})
+
+    [quote] = selection.quoted
+    assert "packet" not in quote.heading and "utf8mb4" in quote.passage

@@ -7,7 +7,7 @@ to quote out (``answer_selection`` chooses the documents).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from superbiz.agents.passage_quote import (
     states_problem,
 )
 from superbiz.knowledge.documents.ingested import as_rendered
+from superbiz.retrieval.passages import heading_matcher
 from superbiz.retrieval.quote_windows import (
     joined,
     quoted_window,
@@ -53,28 +54,30 @@ class StoredPassage(Protocol):
 
 
 def headed_section(
-    match: Callable[[str], int],
+    question: str,
+    title: str,
     passages: Sequence[StoredPassage],
     indices: Sequence[int],
     values: Sequence[float],
 ) -> tuple[int, StoredPassage | None] | None:
-    """The section of ``passages`` (those at ``indices``) headed by what the question
-    asks (``match``: ``heading_match``), by a passage's heading or one inside it
-    (``inner_sections``): the index of the passage, the best scored (``values``) of
-    those under it, and for a heading inside it the section under that heading (None:
-    the passage's own). None when no heading matches, or when headings of several
-    names match best: "如何为已有迁移任务增加需要迁移的表？" names each of a FAQ's
+    """The section of ``passages`` (those at ``indices``, of a document titled ``title``)
+    headed by what ``question`` asks (``heading_match``), by a passage's heading or one
+    inside it (``inner_sections``): the index of the passage, the best scored
+    (``values``) of those under it, and for a heading inside it the section under that
+    heading (None: the passage's own). None when no heading matches, or when headings of
+    several names match best: "如何为已有迁移任务增加需要迁移的表？" names each of a FAQ's
     "迁移任务当前处于 Dump / Load / Sync 阶段" alike, and none of them is what it asks."""
-    found: list[tuple[int, str, int, StoredPassage | None]] = []
+    headed: list[tuple[str, int, StoredPassage | None]] = []
     for i in indices:
         passage = passages[i]
-        own = last_heading_of(passage.heading)
-        found.append((match(own), own, i, None))
-        for title, text in inner_sections(passage.text):
-            found.append((match(title), title, i, _section_on(passages, i, title, text)))
+        headed.append((last_heading_of(passage.heading), i, None))
+        for heading, text in inner_sections(passage.text):
+            headed.append((heading, i, _section_on(passages, i, heading, text)))
+    match = heading_matcher(question, title, [heading for heading, _, _ in headed if heading])
+    found = [(match(heading), heading, i, section) for heading, i, section in headed]
     best = max((count for count, *_ in found), default=0)
-    winners = [(i, section, title) for count, title, i, section in found if count == best]
-    if not best or len({title for _, _, title in winners}) > 1:
+    winners = [(i, section, heading) for count, heading, i, section in found if count == best]
+    if not best or len({heading for _, _, heading in winners}) > 1:
         return None
     index, section, _ = max(winners, key=lambda winner: values[winner[0]])
     return index, section

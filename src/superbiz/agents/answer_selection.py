@@ -67,7 +67,6 @@ from superbiz.knowledge.documents.ingested import cited_page
 from superbiz.retrieval.copies import later_formats
 from superbiz.retrieval.passages import (
     TERM_WEIGHT,
-    heading_matcher,
     is_bare_heading,
     is_navigation,
     passage_score,
@@ -319,7 +318,7 @@ def _scores(
         # the section headed by what is asked (a FAQ's entry, a runbook's "Escalation")
         # is what it quotes, whatever the cosine of its neighbours
         score = values[top]
-        headed = headed_section(heading_matcher(question, doc.title), own, said, values)
+        headed = headed_section(question, doc.title, own, said, values)
         if headed is not None:
             score = max(score, floor)  # it bears on the question, if nothing more
             quoted, section = headed
