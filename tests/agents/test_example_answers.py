@@ -245,6 +245,19 @@ def test_how_many_retries_quotes_the_retry_schedule(example_kb: KnowledgeBase) -
     ), turn.answer
 
 
+def test_a_setting_asked_in_camel_case_finds_the_runbook_writing_it_in_words(
+    example_kb: KnowledgeBase,
+) -> None:
+    """ "What should maximumPoolSize be?": the HikariCP runbook writes Spring's
+    ``maximum-pool-size``; no passage named the question's one term, and the answer said
+    none answered well."""
+    runtime = open_runtime(example_kb.settings, kb=example_kb)
+    turn = runtime.ask("example-pool-size", "What should maximumPoolSize be?").result
+
+    assert [c.path for c in turn.citations] == ["database/mysql-hikaricp-tuning.md"]
+    assert "maximum-pool-size" in _whole_first_quote(turn.answer)
+
+
 def _follow_up(example_kb: KnowledgeBase, first: str, then: str) -> TurnResult:
     """The second turn of a new session on the example KB: ``first``, then ``then``."""
     runtime = open_runtime(example_kb.settings, kb=example_kb)

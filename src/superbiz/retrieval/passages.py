@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 from superbiz._text import (
     all_terms,
@@ -79,16 +79,38 @@ def coverage(terms: Sequence[str], text: str, unwritten: int = 0) -> float:
 def names(text: str, term: str) -> bool:
     """Whether ``text`` names ``term``: as a substring ("deploy" is named by
     "deployment", and Chinese has no spaces between words), but a code only as the whole
-    number: "429" is not named by "42903" or "1429", another error's code.
+    number: "429" is not named by "42903" or "1429", another error's code. A setting's
+    name written as one word counts where it is written in words (``_joined``):
+    "maximumPoolSize" is the runbook's ``maximum-pool-size`` (a name written in words,
+    ``node-exporter``, is matched by its words already).
 
     >>> names("error 42903", "429"), names("http 429 too many", "429")
     (False, True)
     >>> names("deployments", "deploy"), names("重试间隔", "重试")
     (True, True)
+    >>> names("调 `maximum-pool-size`", "maximumpoolsize"), names("node_exporter", "node-exporter")
+    (True, False)
     """
-    if not term.isdigit():
-        return term in text
-    return term in text and _whole_number(term).search(text) is not None
+    if term.isdigit():
+        return term in text and _whole_number(term).search(text) is not None
+    if term in text:
+        return True
+    return (
+        len(term) >= _SETTING_CHARS and term.isascii() and term.isalnum() and term in _joined(text)
+    )
+
+
+#: the fewest letters of a setting's name in one word matched where written in words
+_SETTING_CHARS = 10
+#: a hyphen or an underscore inside a word: how a setting's name is written in one style
+_WORD_JOINER = re.compile(r"(?<=[a-z0-9])[-_](?=[a-z0-9])")
+
+
+@lru_cache(maxsize=4096)
+def _joined(text: str) -> str:
+    """``text`` without the hyphens and underscores inside its words (normalised text is
+    lower case, so ``maxActive``, ``max-active`` and ``max_active`` read alike)."""
+    return _WORD_JOINER.sub("", text)
 
 
 @cache
