@@ -76,10 +76,3 @@ def test_english_function_words_are_no_key_terms() -> None:
     search and shown nothing, because the runbook says "have", not "has"."""
     assert key_terms("etcd has no leader") == ["etcd", "leader"]
     assert key_terms("Has the backup been moved into the bucket?") == ["backup", "moved", "bucket"]
-
-
-def test_english_modal_verbs_are_no_key_terms() -> None:
-    """ "need", "must", "shall", "ought" are modals as "should" and 需要 are: "What evidence do
-    we need?" had counted "need" as a term the chargeback FAQ's evidence entry lacks."""
-    assert key_terms("What evidence do we need?") == ["evidence"]
-    assert key_terms("Must we restart, or shall we wait?") == ["restart", "wait"]
