@@ -67,20 +67,19 @@ def headed_section(
     heading (None: the passage's own). None when no heading matches, or when headings of
     several names match best: "如何为已有迁移任务增加需要迁移的表？" names each of a FAQ's
     "迁移任务当前处于 Dump / Load / Sync 阶段" alike, and none of them is what it asks."""
-    headed: list[tuple[str, int, StoredPassage | None]] = []
+    headed: list[tuple[str, int, str | None]] = []  # heading, passage, inner section's text
     for i in indices:
         passage = passages[i]
         headed.append((last_heading_of(passage.heading), i, None))
-        for heading, text in inner_sections(passage.text):
-            headed.append((heading, i, _section_on(passages, i, heading, text)))
+        headed += [(heading, i, text) for heading, text in inner_sections(passage.text)]
     match = heading_matcher(question, title, [heading for heading, _, _ in headed if heading])
-    found = [(match(heading), heading, i, section) for heading, i, section in headed]
+    found = [(match(heading), heading, i, text) for heading, i, text in headed]
     best = max((count for count, *_ in found), default=0)
-    winners = [(i, section, heading) for count, heading, i, section in found if count == best]
+    winners = [(i, text, heading) for count, heading, i, text in found if count == best]
     if not best or len({heading for _, _, heading in winners}) > 1:
         return None
-    index, section, _ = max(winners, key=lambda winner: values[winner[0]])
-    return index, section
+    index, text, heading = max(winners, key=lambda winner: values[winner[0]])
+    return index, None if text is None else _section_on(passages, index, heading, text)
 
 
 def _section_on(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import cache, lru_cache
+from functools import cache
 
 from superbiz._text import (
     all_terms,
@@ -106,7 +106,6 @@ _SETTING_CHARS = 10
 _WORD_JOINER = re.compile(r"(?<=[a-z0-9])[-_](?=[a-z0-9])")
 
 
-@lru_cache(maxsize=4096)
 def _joined(text: str) -> str:
     """``text`` without the hyphens and underscores inside its words (normalised text is
     lower case, so ``maxActive``, ``max-active`` and ``max_active`` read alike)."""
