@@ -81,6 +81,21 @@ def key_terms(text: str) -> list[str]:
     return _terms(text, _KEY_TERM_STOP_WORDS)
 
 
+#: an English question's measure: what it asks, not of what
+_MEASURE = re.compile(r"\bhow\s+(?:many|much|long|often)(?:\s+times)?\b", re.I)
+
+
+def without_measure(question: str) -> str:
+    """``question`` without its English measure ("how many times", "how much", "how long",
+    "how often"): what it asks for, not what it asks about, so no word a passage, a
+    heading or a supplement lookup must name.
+
+    >>> key_terms(without_measure("How long is the sabbatical?"))
+    ['sabbatical']
+    """
+    return _MEASURE.sub(" ", question)
+
+
 #: English inflections a term may carry where its document has another ("downloaded" for
 #: "downloads", "evicted" for "evicts"), longest first
 _INFLECTIONS = ("ing", "ed", "es", "s")

@@ -21,7 +21,7 @@ from itertools import count
 from typing import Any, NotRequired, TypedDict
 
 from superbiz._messages import localized
-from superbiz._text import Language, asker_language, key_terms, normalize
+from superbiz._text import Language, asker_language, key_terms, normalize, without_measure
 from superbiz.agents.answer_selection import AnswerSelection, question_terms, select_answer
 from superbiz.agents.context import Citation, read_evidence
 from superbiz.agents.passage_quote import best_passage
@@ -142,10 +142,11 @@ class TurnView:
         return list(docs.values())
 
     def missing_terms(self) -> list[str]:
-        """Question terms that no passage retrieved this turn mentions."""
+        """Question terms that no passage retrieved this turn mentions (a measure, "how
+        many", is what it asks for: no dimension a supplement could find)."""
         turn_docs = [d for d in self.documents() if d.path not in self._evidence_paths]
         seen = normalize(" ".join(d.title + " " + d.content for d in turn_docs))
-        return [term for term in key_terms(self.question) if term not in seen]
+        return [term for term in key_terms(without_measure(self.question)) if term not in seen]
 
 
 def compose_answer(view: TurnView, *, label: str | None = None) -> str:

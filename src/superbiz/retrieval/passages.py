@@ -22,6 +22,7 @@ from superbiz._text import (
     normalize,
     stem,
     unknown_words,
+    without_measure,
 )
 
 #: weight of the share of the question's terms a passage (with its headings and title)
@@ -36,8 +37,6 @@ _LINK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\[[^\]]+\]\([^)]*\)[ \t]
 _ASKS = re.compile(
     r"[?？]\s*$|^\W*(?:how\s+(?:to|do|does|can|should)\b|如何|怎么|怎样|为什么|为何)", re.I
 )
-#: an English question's measure ("how many times", "how much"): what it asks, not of what
-_MEASURE = re.compile(r"\bhow\s+(?:many|much)(?:\s+times)?\b", re.I)
 #: the fewest headings in a document whose common words count as its title's
 _COMMON_HEADINGS = 3
 #: the share of a passage's lines (headings and blank lines aside) that are links, and
@@ -162,7 +161,8 @@ def heading_match(question: str, title: str, heading: str) -> int:
     replication slots?", where the cosine preferred "Alerts"). A question that names
     nothing beyond the title asks for a heading every word of which it says, common
     words too ("怎么处理？" of the Redis runbook: its "处理"). English words count with
-    or without an inflection (``stem``); "how many times" is what is asked, not of what.
+    or without an inflection (``stem``); "how many times" or "how long" is what is asked,
+    not of what: "How long is the sabbatical?" asks for the handbook's "Sabbatical".
 
     >>> heading_match("A card was disputed, how long do we have to respond?",
     ...               "Chargeback FAQ", "How long do we have to respond?")
@@ -172,7 +172,7 @@ def heading_match(question: str, title: str, heading: str) -> int:
     >>> heading_match("How do I configure Nacos?", "Nacos", "What is Nacos?")  # the title's
     0
     >>> heading_match("How long do we keep logs?", "FAQ", "Log retention")
-    0
+    1
     >>> heading_match("怎么处理？", "Redis 连接池耗尽处理", "处理")
     1
     >>> heading_match("How many times do you retry?", "Webhooks", "Retry schedule")
@@ -204,7 +204,7 @@ def heading_matcher(
         counts = Counter(term for heading in distinct for term in set(question_terms(heading)))
         titled |= {term for term, n in counts.items() if 2 * n > len(distinct)}
     said, whole_title = normalize(question), _squashed(normalize(title))
-    measured = _MEASURE.sub(" ", question)
+    measured = without_measure(question)
     asked = [term for term in question_terms(measured) if term not in titled]
 
     def match(heading: str) -> int:
