@@ -202,3 +202,27 @@ def test_a_quote_never_ends_on_the_line_announcing_what_it_left_out() -> None:
     assert head and block.startswith("   ```sh\n   pg_basebackup -h primary -D /data/replica-0")
     assert block.endswith("\n   …\n   ```"), block  # cut, closed at the item's indent
     assert len(quote) <= PASSAGE_CHARS + 240
+
+
+#: 37signals' handbook: a sentence on its own, then the list it is about, longer than the
+#: room the sentence leaves
+FIRST_DAYS = (
+    "## Your First Few Days\n\n"
+    "Your welcome project will also contain a list of people to meet over the course of"
+    " your first few weeks.\n\n"
+    + "\n".join(
+        f"* {who}. They will meet you during your first week to say hi and to walk you"
+        " through what they do, how to reach them and what to ask them about."
+        for who in ("Your manager", "Your team", "Your buddy", "People Ops", "Your Ops buddy")
+    )
+)
+
+
+def test_a_paragraph_too_long_for_the_room_left_is_quoted_from_its_opening() -> None:
+    """The quote had been the one sentence before the list, 590 of its 700 characters
+    unused: the list that answers "What should I do in my first week?" is now quoted
+    from its first items, cut at a whole line."""
+    quote = best_passage(FIRST_DAYS, question_terms("What should I do in my first week?")).text
+    assert quote.startswith("Your welcome project"), quote
+    assert "* Your manager. They will meet you during your first week" in quote
+    assert quote.endswith("\n…") and len(quote) <= PASSAGE_CHARS
