@@ -82,6 +82,8 @@ def test_a_chain_of_follow_ups_is_read_back_only_so_far() -> None:
         "退款呢",
         "What about the staging environment?",
         "And how about refunds?",
+        "And for a lead?",  # after "What are the expectations for a senior designer?"
+        "And on the staging cluster?",
     ],
 )
 def test_what_about_asks_the_question_before_again(question: str) -> None:
@@ -96,6 +98,8 @@ def test_what_about_asks_the_question_before_again(question: str) -> None:
         "MongoDB CDC 支持从 checkpoint 恢复吗? 原理是怎么样的呢？",
         "Clock is not synchronising. Ensure NTP is configured on this host.",
         "重试几次之后会放弃？",
+        "And how do I lift the ban again?",  # a whole question of its own
+        "And is it safe to delete the pod?",
     ],
 )
 def test_a_whole_question_ending_in_ne_does_not(question: str) -> None:

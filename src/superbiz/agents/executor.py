@@ -30,7 +30,7 @@ from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource
 from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
-from superbiz.agents.follow_up import names_nothing, referent
+from superbiz.agents.follow_up import asks_instead, names_nothing, referent
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
@@ -216,8 +216,9 @@ class Executor:
 
         A follow-up with no words of its own ("那怎么办？", ``asked``: the session's
         earlier questions), or in English naming no thing ("What do I check first?",
-        ``names_nothing``), is asked together with what it points back at
-        (``referent``).
+        ``names_nothing``), or asking the question before of something else ("And for a
+        lead?" after the senior designer's expectations, ``asks_instead``), is asked
+        together with what it points back at (``referent``).
 
         A plan to answer from the session's evidence (no retrieval, no direct answer)
         still runs the question once across the knowledge base, as a plain turn would:
@@ -227,7 +228,9 @@ class Executor:
         deprecate a version of my package?" was the held package.json page, and the
         turn quoted its "version" section with no lookup; the lookup ranks
         npm-deprecate first."""
-        alone = not asked or (key_terms(question) and not names_nothing(question))
+        alone = not asked or (
+            key_terms(question) and not names_nothing(question) and not asks_instead(question)
+        )
         words = question if alone else f"{referent(asked)}\n{question}"
         if not plan.need_retrieval:
             if plan.direct_answer is None:

@@ -63,8 +63,14 @@ _DEMONSTRATIVE = re.compile(
 #: organisations, other proper nouns, a word in Latin letters ("webhook", "Redis"); a
 #: verbal noun (``vn``: 重试) names an action, not what it acts on
 _NAMING_TAGS = frozenset({"n", "nr", "nrt", "nrfg", "ns", "nt", "nz", "ng", "eng"})
-#: "what about X?": the question before, asked of something else
-_INSTEAD_ENGLISH = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
+#: "what about X?", or "and X?" with no question word or verb of its own ("And for a
+#: lead?"): the question before, asked of something else
+_INSTEAD_ENGLISH = re.compile(
+    r"^\W*(?:and\s+)?(?:what|how)\s+about\b"
+    r"|^\W*and\b(?!.*\b(?:what|who|whom|which|when|where|why|how|do|does|did|is|are|was"
+    r"|were|can|could|should|shall|will|would|must|may|might|has|have|had)\b)",
+    re.IGNORECASE,
+)
 #: a Chinese question ending in 呢 ("那签名校验失败呢？") asks "what about" only with no
 #: question word of its own ("怎么回事呢？" is a whole question, 呢 only softens it)
 _INSTEAD_CHINESE = re.compile(r"呢\s*[？?]?\s*$")
@@ -144,6 +150,8 @@ def asks_instead(question: str) -> bool:
 
     >>> asks_instead("那签名校验失败呢？"), asks_instead("What about refunds?")
     (True, True)
+    >>> asks_instead("And for a lead?"), asks_instead("And how do I lift the ban again?")
+    (True, False)
     >>> asks_instead("怎么回事呢？"), asks_instead("How do I rotate the keys?")
     (False, False)
     """
