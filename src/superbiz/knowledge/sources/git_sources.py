@@ -17,8 +17,8 @@ import posixpath
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from superbiz.exceptions import NotFoundError, SourceError
@@ -35,6 +35,7 @@ from superbiz.knowledge.sources.git import (
     check_url,
     redact,
 )
+from superbiz.knowledge.sources.git_tree import hidden, remove_file, too_large, write_files
 from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
 from superbiz.storage.repository import StoredDocument
@@ -44,9 +45,6 @@ from superbiz.storage.sources import GIT, SourceRecord, SourceRepository
 SOURCES = "sources"
 #: skipped items a source row keeps (the first ones; the count is in ``counts``)
 KEPT_SKIPS = 50
-#: blob bytes read from Git at a time when a tree is written (each file is within
-#: ``ingest.max-file-bytes``; a repository of thousands of them is read in parts)
-BLOB_BATCH_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +307,7 @@ class GitSources:
                 and self._ingestible(change.path, change.mode)
             ):
                 label = str(self._target(source, change.path))
-                kept.append((label, self._too_large(size) + _EARLIER_KEPT))
+                kept.append((label, too_large(size, self._max_bytes) + _EARLIER_KEPT))
                 continue
             if change.old_path is not None:
                 # a document follows its file only to a path that is ingested again
@@ -317,12 +315,12 @@ class GitSources:
                     renames.append((change.old_path, change.path))
                 else:
                     removed.append(change.old_path)
-                _unlink(tree / self._target(source, change.old_path))
+                remove_file(tree / self._target(source, change.old_path))
             if change.status == "D":
                 removed.append(change.path)
-                _unlink(tree / self._target(source, change.path))
+                remove_file(tree / self._target(source, change.path))
             else:
-                _unlink(tree / self._target(source, change.path))  # a type change, say
+                remove_file(tree / self._target(source, change.path))  # a type change, say
                 written.append(Entry(change.mode, change.blob, change.path))
         skipped = self._write(source, repo, tree, written)
         renamed = self._rename(source, renames)
@@ -370,7 +368,7 @@ class GitSources:
     def _ingestible(self, path: str, mode: str) -> bool:
         """What a folder's walk would pick up: a regular file of a known type, not hidden."""
         regular = mode not in (SYMLINK_MODE, SUBMODULE_MODE)
-        return regular and not _hidden(path) and self._document_name(path)
+        return regular and not hidden(path) and self._document_name(path)
 
     def _document_name(self, path: str) -> bool:
         """Whether ``path`` names a file of a known type (``ingest.extensions``)."""
@@ -410,89 +408,21 @@ class GitSources:
     def _max_bytes(self) -> int:
         return self.kb.settings.ingest.max_file_bytes
 
-    def _too_large(self, size: int) -> str:
-        return (
-            f"too large: {size} bytes exceeds the {self._max_bytes}-byte limit "
-            "(ingest.max-file-bytes); not written to disk"
-        )
-
     def _write(
         self, source: SourceRecord, repo: BareRepository, root: Path, entries: list[Entry]
     ) -> list[tuple[str, str]]:
-        """Write the regular files of ``entries`` under ``root``; symlinks and submodules
-        are skipped items (never followed, never written). A file over
-        ``ingest.max-file-bytes`` is neither read from Git nor written (disk use is part of
-        the bound): a skipped item when it would be ingested."""
-        skipped: list[tuple[str, str]] = []
-        # hidden files and folders are left out, as a folder's walk leaves them out
-        entries = [e for e in entries if not _hidden(e.path)]
-        files = [e for e in entries if e.mode not in (SYMLINK_MODE, SUBMODULE_MODE)]
-        links = [e for e in entries if e.mode == SYMLINK_MODE]
-        sizes = repo.sizes([e.blob for e in files])
-        small = [e for e in files if sizes.get(e.blob, 0) <= self._max_bytes]
-        for entry in files:
-            size = sizes.get(entry.blob, 0)
-            if size > self._max_bytes and self._ingestible(entry.path, entry.mode):
-                skipped.append((str(self._target(source, entry.path)), self._too_large(size)))
-        targets = repo.blobs([e.blob for e in links])
-        for entry in entries:
-            label = str(self._target(source, entry.path))
-            if entry.mode == SUBMODULE_MODE:
-                skipped.append((label, "a Git submodule: not fetched"))
-            elif entry.mode == SYMLINK_MODE and self._document_name(entry.path):
-                # a link named like a document is worth a line; one to a program is not
-                skipped.append((label, _symlink_reason(entry.path, targets[entry.blob])))
-        root.mkdir(parents=True, exist_ok=True)
-        for batch in _batches(small, sizes, BLOB_BATCH_BYTES):
-            contents = repo.blobs([e.blob for e in batch])
-            for entry in batch:
-                target = root / self._target(source, entry.path)
-                if any(part in ("..", "") for part in PurePosixPath(entry.path).parts):
-                    continue  # pragma: no cover - Git refuses such paths
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(contents[entry.blob])
-        return skipped
+        """Write the files of ``entries`` under ``root`` (``git_tree.write_files``)."""
+        return write_files(
+            repo,
+            root,
+            entries,
+            max_bytes=self._max_bytes,
+            target=partial(self._target, source),
+            ingestible=self._ingestible,
+            document_name=self._document_name,
+        )
 
 
 _EARLIER_KEPT = (
     "; its earlier version stays on disk and searchable until the file is within the limit"
 )
-
-
-def _batches(entries: list[Entry], sizes: dict[str, int], limit: int) -> Iterator[list[Entry]]:
-    """``entries`` in runs whose blobs hold at most ``limit`` bytes together (a single
-    larger one alone)."""
-    batch: list[Entry] = []
-    held = 0
-    for entry in entries:
-        size = sizes.get(entry.blob, 0)
-        if batch and held + size > limit:
-            yield batch
-            batch, held = [], 0
-        batch.append(entry)
-        held += size
-    if batch:
-        yield batch
-
-
-def _hidden(path: str) -> bool:
-    return any(part.startswith(".") for part in PurePosixPath(path).parts)
-
-
-def _symlink_reason(path: str, target: bytes) -> str:
-    link = target.decode("utf-8", "replace")
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
-    if link.startswith("/") or resolved == ".." or resolved.startswith("../"):
-        return f"symlink pointing out of the repository (to {link}): not followed"
-    return f"symlink (to {link}): not followed; the file it names is ingested on its own"
-
-
-def _unlink(file: Path) -> None:
-    file.unlink(missing_ok=True)
-    parent = file.parent
-    try:  # an emptied folder goes too, up to the tree
-        while parent.name != "tree" and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
-    except OSError:
-        pass
