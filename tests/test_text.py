@@ -79,7 +79,7 @@ def test_english_function_words_are_no_key_terms() -> None:
 
 
 def test_chinese_determiners_are_no_key_terms() -> None:
-    """"某个" ("a certain") names no topic: "怎么查看某个方法的入参和返回值？" of Arthas' docs
-    sent a supplement lookup for the missing dimension "某个"."""
+    """The determiner 某个 ("a certain") names no topic: "怎么查看某个方法的入参和返回值？" of
+    Arthas' docs sent a supplement lookup for the missing dimension "某个"."""
     assert key_terms("怎么查看某个方法的入参和返回值？") == ["查看", "返回值"]
     assert key_terms("如何重启集群中的某些 DataNode？") == ["重启", "集群", "datanode"]
