@@ -14,15 +14,14 @@ read: it is a document of its own when it is in the knowledge base.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from superbiz.knowledge.formats import ConvertedDocument
+from superbiz.knowledge.formats._asciidoc_tables import in_line, table_cells
 from superbiz.knowledge.formats._asciidoc_text import inline_text, preprocessed, substituted
 from superbiz.knowledge.formats._markdown import fence, heading, inline, join_blocks, quoted, table
-from superbiz.knowledge.formats._roles import code_span
 from superbiz.knowledge.formats.decode import markup_text
 
 _TITLE = re.compile(r"^(?P<marks>={1,6}|#{1,6})[ \t]+(?P<text>\S.*?)(?:[ \t]+(?P=marks))?[ \t]*$")
@@ -48,11 +47,6 @@ _TERM = re.compile(r"^(?P<term>\S.*?)(?P<marks>:{2,4}|;;)(?:[ \t]+(?P<text>.*))?
 _BLOCK_MACRO = re.compile(r"^(?P<name>[a-z]+)::(?P<target>\S*?)\[(?P<attributes>.*)\][ \t]*$")
 _CALLOUT = re.compile(r"[ \t]*(?:(?://|#|--|;;?)[ \t]*)?(?:<(?:\d+|\.)>[ \t]*)+$")
 _BREAK = re.compile(r"^(?:'{3,}|<{3,}|-{3}|\*{3})[ \t]*$")
-#: where a table cell starts: its separator, after its specifier (``2+``, ``3*``, ``a``, ``^.^s``)
-_CELL = re.compile(
-    r"(?:(?:^|(?<=[ \t\n]))"
-    r"(?P<spec>(?:\d+\*)?(?:\d*(?:\.\d+)?\+)?[<^>]?(?:\.[<^>])?[adehlmsv]?))?(?<!\\)\|"
-)
 #: compound blocks nested deeper than this are read as text (a page cannot exhaust the stack)
 _MAX_DEPTH = 40
 
@@ -277,11 +271,7 @@ class _Reader:
         order, so many to a row as the table's columns (``cols``, else its first line's
         cells); a cell spanning columns (``2+|``) fills them, one repeated (``3*|``) is
         written as often, and one of AsciiDoc content (``a|``) is read as blocks."""
-        if separator in ",:":
-            split = csv.reader(lines) if separator == "," else (line.split(":") for line in lines)
-            rows = [[(cell, False) for cell in row] for row in split]
-        else:
-            rows = _cell_rows(separator, lines, _columns(pending, lines, separator))
+        rows = table_cells(separator, lines, pending.named("cols"))
         return [
             [self.cell(text, blocks, depth) for text, blocks in row]
             for row in rows
@@ -293,7 +283,7 @@ class _Reader:
         if not blocks or depth >= _MAX_DEPTH:
             return self.text(text)
         written = self.blocks(text.split("\n"), depth + 1)
-        return " ".join(_in_line(block) for block in written)
+        return " ".join(in_line(block) for block in written)
 
     def listed(self, lines: Sequence[str], number: int, depth: int) -> tuple[int, list[str]]:
         """A list from ``number``: its items as Markdown list lines, nested as AsciiDoc
@@ -448,51 +438,3 @@ def _language(pending: _Pending, attributes: dict[str, str]) -> str:
 def _dedented(lines: Sequence[str]) -> str:
     indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
     return "\n".join(line[indent:] for line in lines)
-
-
-def _cell_rows(separator: str, lines: Sequence[str], width: int) -> list[list[tuple[str, bool]]]:
-    """A ``|===`` (or nested ``!===``) table's cells, ``width`` to a row: each cell's text
-    and whether it holds AsciiDoc blocks (``a|``)."""
-    text = "\n".join(lines)
-    pattern = _CELL if separator == "|" else re.compile(_CELL.pattern.replace(r"\|", "!"))
-    starts = list(pattern.finditer(text))
-    cells: list[tuple[str, bool]] = []
-    for index, start in enumerate(starts):
-        end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
-        spec = start["spec"] or ""
-        repeat = int(spec.split("*", 1)[0]) if "*" in spec else 1
-        span = re.match(r"(\d+)\+", spec.split("*")[-1])
-        for _ in range(repeat):
-            cells.append((text[start.end() : end].strip(), spec.endswith("a")))
-            cells.extend([("", False)] * (int(span[1]) - 1 if span else 0))
-    return [cells[row : row + width] for row in range(0, len(cells), width)]
-
-
-def _in_line(block: str) -> str:
-    """A block as a table cell holds it: a fenced code block as a code span, a quote (an
-    admonition) without its marks.
-
-    >>> _in_line("```json\\n{\\"id\\": 1}\\n```"), _in_line("> **Note**\\n> Restart.")
-    ('`{"id": 1}`', '**Note** Restart.')
-    """
-    lines = block.split("\n")
-    if block.startswith("```"):
-        return code_span(" ".join(lines[1:-1]))
-    if block.startswith(">"):
-        return " ".join(line.removeprefix(">").strip() for line in lines)
-    return block
-
-
-def _columns(pending: _Pending, content: Sequence[str], separator: str) -> int:
-    """How many columns a table has: its ``cols``, else its first line's cells."""
-    cols = pending.named("cols")
-    if cols:
-        count = 0
-        for entry in re.split(r"[,;]", cols):
-            multiplier = re.match(r"\s*(\d+)\*", entry)
-            count += int(multiplier[1]) if multiplier else 1
-        return max(count, 1)
-    for line in content:
-        if line.strip():
-            return max(line.count(separator), 1)
-    return 1
