@@ -225,7 +225,8 @@ def eval_scale(
     import json
     import tempfile
 
-    from superbiz.evaluation.scale import benchmark_scale, render_scale_report
+    from superbiz.evaluation._scale_report import render_scale_report
+    from superbiz.evaluation.scale import benchmark_scale
 
     if profile not in ("embedded", "server"):
         err.print("[bold red]error:[/] --profile must be 'embedded' or 'server'")
