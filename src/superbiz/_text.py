@@ -82,16 +82,20 @@ def key_terms(text: str) -> list[str]:
 
 
 #: an English question's measure: what it asks, not of what
-_MEASURE = re.compile(r"\bhow\s+(?:many|much|long|often)(?:\s+times)?\b", re.I)
+_MEASURE = re.compile(
+    r"\bhow\s+(?:many|much|long|often)(?:\s+times)?\b|多长时间|多久|多少|多大", re.I
+)
 
 
 def without_measure(question: str) -> str:
-    """``question`` without its English measure ("how many times", "how much", "how long",
-    "how often"): what it asks for, not what it asks about, so no word a passage, a
-    heading or a supplement lookup must name.
+    """``question`` without its measure ("how many times", "how much", "how long", "how
+    often"; 多少, 多久, 多长时间, 多大): what it asks for, not what it asks about, so no
+    word a passage, a heading or a supplement lookup must name.
 
     >>> key_terms(without_measure("How long is the sabbatical?"))
     ['sabbatical']
+    >>> key_terms(without_measure("DDL 在正常情况下的耗时是多少？"))
+    ['ddl', '正常', '情况', '耗时']
     """
     return _MEASURE.sub(" ", question)
 
