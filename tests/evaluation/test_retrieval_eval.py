@@ -22,6 +22,7 @@ from superbiz.evaluation.retrieval import (
     render_reports,
 )
 from superbiz.exceptions import SuperbizError
+from superbiz.knowledge.kb.base import KnowledgeBase
 from superbiz.retrieval.embedders import Embedder
 
 QUERIES = [
@@ -168,3 +169,29 @@ def test_each_level_precision_comes_with_its_95_percent_interval(
     low, high = row["precision_95"]
     assert f"{row['precision']:.3f} [{low:.3f}–{high:.3f}]" in text
     assert "PRECISE precision [95 %]" in text and "HIGHLY_RELEVANT precision [95 %]" in text
+
+
+def test_a_data_directory_holding_another_datasets_kb_is_refused_untouched(
+    tmp_path: Path, kb_writer: Callable[..., Path]
+) -> None:
+    """dev2 pointed at dev2-answer-only's data directory had added the files the two do
+    not share to it before stopping on the others: the KB is now refused as it is."""
+    first = _dataset(tmp_path / "first", kb_writer, None)
+    second = _dataset(tmp_path / "second", kb_writer, None)
+    (second / "corpus" / "extra.md").write_text("# Extra\n\nOnly the second set has it.\n")
+    settings = Settings(data_dir=tmp_path / "data")
+    evaluate_retrieval(first, settings, limit=1)
+    kb = KnowledgeBase(settings)
+    before = sorted(kb.documents.fingerprints())
+    kb.close()
+
+    with pytest.raises(SuperbizError, match=r"holds another knowledge base .*first/corpus"):
+        evaluate_retrieval(second, settings, limit=1)
+
+    kb = KnowledgeBase(settings)
+    assert sorted(kb.documents.fingerprints()) == before  # nothing of the second added
+    kb.close()
+    # the same dataset moved elsewhere: its old files are gone, the new ones replace them
+    moved = tmp_path / "moved"
+    first.rename(moved)
+    assert evaluate_retrieval(moved, settings, limit=1)["queries"] == 1

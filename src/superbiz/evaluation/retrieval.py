@@ -27,6 +27,7 @@ from superbiz.evaluation.metrics import (
     wilson_interval,
 )
 from superbiz.exceptions import ConfigError, SuperbizError
+from superbiz.knowledge.ingest.discovery import gone
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 
@@ -107,11 +108,21 @@ def is_answer_only(dataset_dir: Path) -> bool:
 
 
 def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
-    """Open the evaluation KB and ingest ``corpus/`` (a no-op when nothing changed)."""
+    """Open the evaluation KB and ingest ``corpus/`` (a no-op when nothing changed). A
+    data directory that holds another dataset's KB is refused before anything is
+    ingested: dev2 pointed at dev2-answer-only's had added the five files the two do not
+    share to it, then stopped on the others, and its later figures were another KB's."""
     corpus = dataset_dir / "corpus"
     if not corpus.is_dir():
         raise SuperbizError(f"{corpus} does not exist: a dataset needs corpus/ and queries.jsonl")
     kb = KnowledgeBase(settings)
+    other = _another_corpus(kb, corpus)
+    if other is not None:
+        kb.close()
+        raise SuperbizError(
+            f"{settings.data_dir} holds another knowledge base ({other} is in it, not in "
+            f"{corpus}): give each dataset a data directory of its own"
+        )
     report = Ingestor(kb).ingest([corpus], prune=True)
     parts = set(report.parts)  # skipped as part of another page: no fault
     failed = [(path, reason) for path, reason in report.skipped if path not in parts]
@@ -119,6 +130,22 @@ def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
         first = "; ".join(f"{p}: {r}" for p, r in failed[:3])
         raise SuperbizError(f"{len(failed)} corpus files could not be ingested ({first})")
     return kb
+
+
+def _another_corpus(kb: KnowledgeBase, corpus: Path) -> str | None:
+    """A file outside ``corpus`` that ``kb`` holds a document of and that is still there
+    (a moved dataset's old files are gone, and its ingest replaces them), if any."""
+    inside = {doc.path for doc in kb.documents.under(str(corpus.resolve()))}
+    if len(inside) == len(kb.documents.fingerprints()):
+        return None
+    return next(
+        (
+            doc.source_file
+            for doc in kb.documents.all()
+            if doc.path not in inside and not gone(doc.source_file)
+        ),
+        None,
+    )
 
 
 def _ranking_scores(ranked: list[str], gold: list[str], k: int) -> dict[str, float]:
