@@ -76,6 +76,10 @@ def test_english_function_words_are_no_key_terms() -> None:
     search and shown nothing, because the runbook says "have", not "has"."""
     assert key_terms("etcd has no leader") == ["etcd", "leader"]
     assert key_terms("Has the backup been moved into the bucket?") == ["backup", "moved", "bucket"]
+    # the prepositions "about" and "between", like "into" and "over": "What about pet
+    # insurance?" had sent a supplement lookup for the missing dimension "about"
+    assert key_terms("What about pet insurance?") == ["pet", "insurance"]
+    assert key_terms("The difference between senior and lead?") == ["difference", "senior", "lead"]
 
 
 def test_chinese_determiners_are_no_key_terms() -> None:

@@ -28,7 +28,7 @@ STOP_WORDS = frozenset(
     the and for with from that this what which when where how why who are was were
     can could should would does did not any all how-to guide faq doc docs document
     has have had than then there their they these those been being its will may might
-    into over under more most only very also but
+    into over under more most only very also but about between
     readme overview general misc other notes index error errors issue issues problem
     问题 如何 怎么 怎么办 什么 为什么 是否 可以 哪些 哪个 以及 或者 如果 使用 相关 说明
     文档 介绍 概述 常见问题 注意事项 其他 方法 处理 解决 是不是 怎样 有没有 一下 需要 应该
