@@ -12,6 +12,8 @@ from superbiz.retrieval.search import DocHit
 #: every API runbook mentions: it names the first document that holds it even when others
 #: hold it too (the MySQL failover runbook and the pool runbook both explain 1290)
 SPECIFIC_CODE_DIGITS = 4
+#: the fewest key terms of a query of which the dense search's first document may lack one
+ALL_BUT_ONE_TERMS = 3
 
 
 def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
@@ -19,7 +21,10 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     the reference threshold: it holds every key term of the query (title or retrieved
     chunks; an English term with or without its inflection), or every code the query
     names and no other ranked document holds them all (codes of ``SPECIFIC_CODE_DIGITS``
-    or more: whoever else holds them), or it heads both the dense and the BM25 list.
+    or more: whoever else holds them), or it heads both the dense and the BM25 list, or it
+    heads the dense list and holds every key term but one of three or more, where no other
+    ranked document holds them all ("What happens on my first day?": the handbook's
+    onboarding page, dense-first, says "first day" and not "happens").
 
     A short keyword query ("redis pool", "api 429") embeds far from any passage: the
     cosine rule showed nothing for the example KB's Redis and rate-limit runbooks, which
@@ -40,6 +45,10 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
     True
     >>> lexically_agreed("redis lag", [redis, other])
     False
+    >>> lexically_agreed("redis pool resource leak", [redis, other])  # all but one, not dense-first
+    False
+    >>> lexically_agreed("kafka lag spike", [other, redis])  # dense-first, all but one
+    True
     >>> lexically_agreed("what is 503 exactly", [redis, other])  # a status both hold
     False
     >>> lexically_agreed("what is 5003 exactly", [redis, other])  # an error number
@@ -49,8 +58,15 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
         return False
     top, terms = ranked[0], key_terms(query)
     text = _text(top)
-    if terms and all(term in text or stem(term) in text for term in terms):
+    held = sum(_holds(text, term) for term in terms)
+    if terms and held == len(terms):
         return True
+    dense = [d for d in ranked if d.raw_dense is not None]
+    dense_first = bool(dense) and max(dense, key=lambda d: d.similarity) is top
+    if dense_first and len(terms) >= ALL_BUT_ONE_TERMS and held == len(terms) - 1:
+        others = (_text(doc) for doc in ranked[1:])
+        if not any(all(_holds(other, term) for term in terms) for other in others):
+            return True
     named = codes(query)
     if named and all(code in text for code in named):
         if all(len(code) >= SPECIFIC_CODE_DIGITS for code in named):
@@ -58,13 +74,13 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
         others = (_text(doc) for doc in ranked[1:])
         if not any(all(code in other for code in named) for other in others):
             return True
-    dense = [d for d in ranked if d.raw_dense is not None]
     lexical = [(bm25, d) for d in ranked if (bm25 := _best_bm25(d)) is not None]
-    return (
-        bool(dense and lexical)
-        and max(dense, key=lambda d: d.similarity) is top
-        and max(lexical, key=lambda pair: pair[0])[1] is top
-    )
+    return dense_first and bool(lexical) and max(lexical, key=lambda pair: pair[0])[1] is top
+
+
+def _holds(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term``, an English one with or without its inflection."""
+    return term in text or stem(term) in text
 
 
 def _text(doc: DocHit) -> str:
