@@ -81,7 +81,7 @@ def key_terms(text: str) -> list[str]:
     return _terms(text, _KEY_TERM_STOP_WORDS)
 
 
-#: an English question's measure: what it asks, not of what
+#: a question's measure ("how many", "how long", 多少, 多久): what it asks, not of what
 _MEASURE = re.compile(
     r"\bhow\s+(?:many|much|long|often)(?:\s+times)?\b|多长时间|多久|多少|多大", re.I
 )

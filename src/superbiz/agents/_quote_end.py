@@ -37,10 +37,10 @@ def within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> 
     "…" when it alone is longer; a table too long, by its rows naming ``terms``:
     ``_table_rows``), then the opening of the next, cut, where at least half the room is
     left (the handbook's "a list of people to meet" had been quoted without the list), a
-    section's heading never last. When the last ends introducing the
-    next ("Run the following:") and the next does not fit, the next's opening follows it,
-    up to ``INTRODUCED_CHARS`` past the limit if need be: 74 quotes of the four sets ended
-    on such a line, the commands it announced left out.
+    section's heading never last. When the last ends introducing the next ("Run the
+    following:") and the next does not fit, the next's opening follows it, up to
+    ``INTRODUCED_CHARS`` past the limit if need be: 74 quotes of the four sets ended on
+    such a line, the commands it announced left out.
 
     >>> block = "\n".join(["```sh", *(f"kubectl drain node-{n} --force" for n in range(9)), "```"])
     >>> print(within(["Drain each node:", block], 100))
@@ -65,7 +65,8 @@ def within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> 
             paragraph = _table_rows(paragraph, terms, limit - size)
         if chosen and size + len(paragraph) > limit:
             room = limit - size - 2 * len(chosen)  # the blank lines between them
-            opening = 2 * room >= limit and not introduces(chosen[-1])  # else: below
+            # a line introducing the next has a larger allowance (below)
+            opening = 2 * room >= limit and not introduces(chosen[-1])
             if opening and not paragraph.startswith("› "):
                 chosen.append(cut(paragraph, room))  # its opening, not half the room unused
             break
