@@ -5,6 +5,8 @@ Pure: the query and the ranking in, a yes or no out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from superbiz._text import codes, key_terms, normalize, stem
 from superbiz.retrieval.search import DocHit
 
@@ -63,19 +65,27 @@ def lexically_agreed(query: str, ranked: list[DocHit]) -> bool:
         return True
     dense = [d for d in ranked if d.raw_dense is not None]
     dense_first = bool(dense) and max(dense, key=lambda d: d.similarity) is top
-    if dense_first and len(terms) >= ALL_BUT_ONE_TERMS and held == len(terms) - 1:
-        others = (_text(doc) for doc in ranked[1:])
-        if not any(all(_holds(other, term) for term in terms) for other in others):
-            return True
+    all_but_one = len(terms) >= ALL_BUT_ONE_TERMS and held == len(terms) - 1
+    if (
+        dense_first
+        and all_but_one
+        and not _another_holds(ranked, lambda other: all(_holds(other, t) for t in terms))
+    ):
+        return True
     named = codes(query)
     if named and all(code in text for code in named):
         if all(len(code) >= SPECIFIC_CODE_DIGITS for code in named):
             return True
-        others = (_text(doc) for doc in ranked[1:])
-        if not any(all(code in other for code in named) for other in others):
+        if not _another_holds(ranked, lambda other: all(code in other for code in named)):
             return True
     lexical = [(bm25, d) for d in ranked if (bm25 := _best_bm25(d)) is not None]
     return dense_first and bool(lexical) and max(lexical, key=lambda pair: pair[0])[1] is top
+
+
+def _another_holds(ranked: list[DocHit], holds: Callable[[str], bool]) -> bool:
+    """Whether a ranked document after the first ``holds`` what the query asks, in what
+    it shows (``_text``)."""
+    return any(holds(_text(doc)) for doc in ranked[1:])
 
 
 def _holds(text: str, term: str) -> bool:
