@@ -30,7 +30,7 @@ from superbiz.access import Reader
 from superbiz.agents.answer_selection import AnswerSelection, PassageSource
 from superbiz.agents.context import Citation, evidence_message, tool_result_text
 from superbiz.agents.extractive import ExtractiveChatModel, numbered, quote_answer
-from superbiz.agents.follow_up import asks_instead, names_nothing, referent
+from superbiz.agents.follow_up import lookup_words, referent
 from superbiz.agents.grounding import AnswerSource, Source, ground
 from superbiz.agents.planner import Plan
 from superbiz.agents.prompts import load_prompt
@@ -218,7 +218,7 @@ class Executor:
         earlier questions), or in English naming no thing ("What do I check first?",
         ``names_nothing``), or asking the question before of something else ("And for a
         lead?" after the senior designer's expectations, ``asks_instead``), is asked
-        together with what it points back at (``referent``).
+        together with what it points back at (``follow_up.lookup_words``).
 
         A plan to answer from the session's evidence (no retrieval, no direct answer)
         still runs the question once across the knowledge base, as a plain turn would:
@@ -228,10 +228,7 @@ class Executor:
         deprecate a version of my package?" was the held package.json page, and the
         turn quoted its "version" section with no lookup; the lookup ranks
         npm-deprecate first."""
-        alone = not asked or (
-            key_terms(question) and not names_nothing(question) and not asks_instead(question)
-        )
-        words = question if alone else f"{referent(asked)}\n{question}"
+        words = lookup_words(question, asked)
         if not plan.need_retrieval:
             if plan.direct_answer is None:
                 self._run_calls([{"query": words}], tool, messages, refs, on_lookup)

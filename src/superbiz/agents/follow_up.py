@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from superbiz._text import has_cjk, segmenter
+from superbiz._text import has_cjk, key_terms, segmenter
 
-__all__ = ["asks_instead", "names_nothing", "referent", "refers_back"]
+__all__ = ["asks_instead", "lookup_words", "names_nothing", "referent", "refers_back"]
 
 #: English pronouns and adverbs that point at something said before; "its" and "their"
 #: are left out (a possessive's owner is nearly always in its own sentence: "Kubelet has
@@ -158,3 +158,27 @@ def asks_instead(question: str) -> bool:
     if _INSTEAD_ENGLISH.search(question):
         return True
     return bool(_INSTEAD_CHINESE.search(question)) and not _QUESTION_WORDS.search(question)
+
+
+def lookup_words(question: str, asked: Sequence[str]) -> str:
+    """What a lookup of ``question`` asks after the session's questions (``asked``,
+    oldest first): its own words where they stand alone, else its referent's with them. A
+    question with no key term ("那怎么办？"), English naming no thing ("What do I check
+    first?") or asking the question before of something else ("And for a lead?") cannot
+    stand alone; a pronoun alone ("When does it vest?") can: its key terms find the page
+    (asked with the referent, no quoted document changed and held runbooks were fetched
+    again).
+
+    >>> lookup_words("What do I check first?", ["Why is the Redis pool exhausted?"])
+    'Why is the Redis pool exhausted?\\nWhat do I check first?'
+    >>> lookup_words("How do I rotate the keys?", ["Why is the Redis pool exhausted?"])
+    'How do I rotate the keys?'
+    >>> lookup_words("那怎么办？", [])
+    '那怎么办？'
+    """
+    before = referent(asked)
+    if before is None or (
+        key_terms(question) and not names_nothing(question) and not asks_instead(question)
+    ):
+        return question
+    return f"{before}\n{question}"
