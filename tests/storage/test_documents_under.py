@@ -1,6 +1,7 @@
 """``DocumentRepository.under``: the documents of one folder's files, found by the
 database. A Git sync asks it for its own tree's documents; before, it read every row of
-the knowledge base twice a sync and kept those whose file was in the tree."""
+the knowledge base twice a sync and kept those whose file was in the tree. Its
+complement, ``files_outside``, is what `eval` asks before ingesting a dataset."""
 
 from __future__ import annotations
 
@@ -45,5 +46,14 @@ def test_the_documents_under_a_folder_are_those_of_its_files_only(database_url: 
         assert sorted(doc.path for doc in documents.under(tree + sep)) == found
         assert documents.under(f"{sep}kb{sep}src%{sep}tree") == []
         assert documents.under(f"{sep}nowhere") == []
+
+        outside = [files[path] for path in ("next.md", "other.md", "sibling.md")]
+        assert documents.files_outside(tree) == sorted(outside)
+        assert documents.files_outside(f"{sep}kb") == []
+        # two documents of one file (a PDF's parts) name it once
+        documents.save(_document("b.md#2", files["b.md"]))
+        assert documents.files_outside(f"{tree}2") == sorted(
+            [files["b.md"], files["ops/a.md"], *outside[:2]]
+        )
     finally:
         engine.dispose()

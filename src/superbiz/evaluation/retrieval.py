@@ -135,17 +135,8 @@ def prepare_dataset(dataset_dir: Path, settings: Settings) -> KnowledgeBase:
 def _another_corpus(kb: KnowledgeBase, corpus: Path) -> str | None:
     """A file outside ``corpus`` that ``kb`` holds a document of and that is still there
     (a moved dataset's old files are gone, and its ingest replaces them), if any."""
-    inside = {doc.path for doc in kb.documents.under(str(corpus.resolve()))}
-    if len(inside) == len(kb.documents.fingerprints()):
-        return None
-    return next(
-        (
-            doc.source_file
-            for doc in kb.documents.all()
-            if doc.path not in inside and not gone(doc.source_file)
-        ),
-        None,
-    )
+    outside = kb.documents.files_outside(str(corpus.resolve()))
+    return next((file for file in outside if not gone(file)), None)
 
 
 def _ranking_scores(ranked: list[str], gold: list[str], k: int) -> dict[str, float]:

@@ -131,6 +131,15 @@ class DocumentRepository:
         with Session(self.engine) as session:
             return [_stored(row) for row in session.scalars(select(DocumentRow).where(inside))]
 
+    def files_outside(self, folder: str) -> list[str]:
+        """The files, not in ``folder``, that documents were read from (``under``'s
+        complement, each file once): whether a knowledge base holds more than one folder's
+        files, asked without reading a document."""
+        inside = DocumentRow.source_file.startswith(os.path.join(folder, ""), autoescape=True)
+        query = select(DocumentRow.source_file).where(~inside).distinct()
+        with self.engine.connect() as connection:
+            return sorted(connection.scalars(query))
+
     def fingerprints(self) -> dict[str, tuple[Any, ...]]:
         """Path → what changes whenever its row does (content, domain, title, last
         update), read without the rows: what a cache compares to find the changed ones."""
