@@ -30,6 +30,7 @@ from superbiz.knowledge.documents.document import (
     indexed_hash,
     load_document,
 )
+from superbiz.knowledge.documents.site_titles import SiteTitles
 from superbiz.knowledge.formats import READER_VERSIONS
 from superbiz.knowledge.ingest import batches
 from superbiz.knowledge.ingest import ingestor as ingest_module
@@ -1183,11 +1184,11 @@ def test_the_next_files_are_read_while_the_current_ones_are_embedded(
     kb = open_kb(embedder=embedder)
 
     class Watching(Ingestor):
-        def load(self, file: Path, root: Path) -> SourceDocument:
+        def load(self, file: Path, root: Path, sites: SiteTitles | None = None) -> SourceDocument:
             embedder.reading = True
             if embedder.embedding.is_set():
                 embedder.read_meanwhile.set()
-            return super().load(file, root)
+            return super().load(file, root, sites)
 
     report = Watching(kb).ingest([root])
     assert len(report.added) == 12

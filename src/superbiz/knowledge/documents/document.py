@@ -35,6 +35,7 @@ from superbiz.knowledge.documents.frontmatter import (
     split_frontmatter,
 )
 from superbiz.knowledge.documents.included import with_fragments
+from superbiz.knowledge.documents.site_titles import SiteTitles
 from superbiz.knowledge.formats import convert, reader_of
 from superbiz.knowledge.formats._admonitions import (
     colon_admonitions_as_quotes,
@@ -158,13 +159,15 @@ def load_document(
     encodings: Sequence[str] = DEFAULT_ENCODINGS,
     limits: ConversionLimits = DEFAULT_LIMITS,
     domain_access: Mapping[str, Sequence[str]] | None = None,
+    sites: SiteTitles | None = None,
 ) -> SourceDocument:
     """Read and parse ``file``; ``root`` decides its relative path and default domain.
 
     A symlink is followed only to a file inside ``root``; its identity is then the
     target's path, so a link beside its target is reported as a duplicate. A page that
     includes others is read with them (``included.with_fragments``), those of a domain
-    its own domain's readers may not all read (``domain_access``) left out.
+    its own domain's readers may not all read (``domain_access``) left out; a page of a
+    documentation site (``sites``) is titled as the site shows it.
     """
     label = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
     try:
@@ -186,7 +189,8 @@ def load_document(
         raise DocumentError(label, f"too large: {size} bytes exceeds the {max_bytes}-byte limit")
     data = real.read_bytes()
     data = with_fragments(data, relative, base, encodings, max_bytes, domain_access)
-    return parse_document(data, relative, encodings, limits)
+    site_title = sites.title(real, base) if sites is not None else None
+    return parse_document(data, relative, encodings, limits, site_title)
 
 
 def _missing(file: Path) -> str:
@@ -200,10 +204,13 @@ def parse_document(
     relative: PurePosixPath,
     encodings: Sequence[str] = DEFAULT_ENCODINGS,
     limits: ConversionLimits = DEFAULT_LIMITS,
+    site_title: str | None = None,
 ) -> SourceDocument:
     """Parse raw bytes of a document whose path relative to the KB root is ``relative``;
     ``encodings`` are tried in order when the file has no byte-order mark; ``limits``
-    bound a converted format's conversion."""
+    bound a converted format's conversion. ``site_title``, what its documentation site
+    calls the page, titles it as the site shows it, unless its frontmatter names a title;
+    the document's hash then covers it, so that a site renaming the page reads it again."""
     label = str(relative)
     if len(label) > PATH_MAX:
         raise DocumentError(label, f"path longer than {PATH_MAX} characters")
@@ -223,12 +230,11 @@ def parse_document(
         raise DocumentError(label, _ONLY_HEADINGS)
 
     stem = written_name(relative.stem)
-    title = (
-        _str_field(front, "title", label)
-        or (converted and converted.title)
-        or page_heading(body)
-        or stem
-    )
+    written = _str_field(front, "title", label)
+    title = written or site_title or (converted and converted.title) or page_heading(body) or stem
+    digest = content_hash(data)
+    if site_title and not written:
+        digest = content_hash(f"{digest}\ntitled by its site: {site_title}".encode())
     category = _str_field(front, "category", label)
     domain = normalize_domain(category) if category else folder_domain(relative)
     if len(domain) > DOMAIN_MAX:
@@ -239,7 +245,7 @@ def parse_document(
         title=clip(" ".join(CONTROL_CHARACTERS.sub(" ", title).split()), TITLE_MAX),
         domain=domain,
         body=body,
-        content_hash=content_hash(data),
+        content_hash=digest,
         size_bytes=len(data),
         covers=_list_field(front, "covers", label),
         when_to_retrieve=_str_field(front, "when_to_retrieve", label),

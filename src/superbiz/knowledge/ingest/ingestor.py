@@ -30,6 +30,7 @@ from superbiz.knowledge.documents.document import (
     read_with,
 )
 from superbiz.knowledge.documents.metadata import MetadataWriter, enrich
+from superbiz.knowledge.documents.site_titles import SiteTitles
 from superbiz.knowledge.ingest.answers import encode_answers
 from superbiz.knowledge.ingest.batches import (
     EMBED_WORKERS,
@@ -203,7 +204,7 @@ class Ingestor:
         try:
             # reading and converting a file touches no store: turns go on meanwhile
             with self.outside_stores():
-                doc = self.load(item.file, run.placed[item.file][0])
+                doc = self.load(item.file, run.placed[item.file][0], run.sites)
         except DocumentError as exc:
             run.unloaded.add(real)
             run.skip(exc.path, exc.reason + kept_note(earlier, exc.path), label)
@@ -295,9 +296,10 @@ class Ingestor:
         if report.changed:
             release_freed_memory()  # a run's copies and batches, not kept while serving
 
-    def load(self, file: Path, root: Path) -> SourceDocument:
+    def load(self, file: Path, root: Path, sites: SiteTitles | None = None) -> SourceDocument:
         """Read one file into a document, its path relative to ``root``, stored under its
-        ``indexed_hash``: the one place a run reads a file (decides how, by its format)."""
+        ``indexed_hash``: the one place a run reads a file (decides how, by its format;
+        a page of a documentation site without a title of its own takes the site's)."""
         settings = self.kb.settings.ingest
         doc = self.parsed.pop(file, None) or load_document(
             file,
@@ -306,6 +308,7 @@ class Ingestor:
             settings.encodings,
             conversion_limits(settings),
             self.kb.domain_access,
+            sites,
         )
         refused = self.kb.store.refuses(doc.path, doc.domain)
         if refused:
@@ -405,7 +408,7 @@ class Ingestor:
         source = Path(doc.source_file)
         root = root_of(source, doc.path)
         try:
-            fresh = self.load(source, root)
+            fresh = self.load(source, root, run.sites)
         except (DocumentError, OSError, ValueError):
             self.kb.store.delete_documents([doc.path])
             self.kb.documents.delete([doc.path])

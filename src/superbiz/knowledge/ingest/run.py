@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from superbiz.knowledge.documents.site_titles import SiteTitles
 from superbiz.knowledge.ingest.batches import Group, Pending
 from superbiz.knowledge.ingest.discovery import Found, RealPaths
 from superbiz.knowledge.ingest.report import IngestReport
@@ -39,6 +40,8 @@ class IngestRun:
     report: IngestReport = field(default_factory=IngestReport)
     #: each file's real path, worked out once
     real: RealPaths = field(default_factory=RealPaths)
+    #: the documentation sites (``mkdocs.yml``) above the run's files, each folder asked once
+    sites: SiteTitles = field(default_factory=SiteTitles)
     #: the documents stored when the run began, by path and by the real path of their file
     stored: dict[str, StoredDocument] = field(default_factory=dict)
     by_source: dict[str, list[StoredDocument]] = field(default_factory=dict)

@@ -1,0 +1,169 @@
+"""The titles a documentation site gives its pages outside them: MkDocs' ``nav``.
+
+An MkDocs site may keep each page's title only in ``mkdocs.yml`` (PagerDuty's
+incident-response docs: 37 pages, not one with a title or a first heading of its own),
+so read alone every page was titled by its file name ("call_etiquette"), which the
+answer showed as its source and the title signal read ("call" in "on call"). A page
+inside a site's ``docs_dir`` is titled as MkDocs shows it, by its ``nav`` entry, before
+its first heading (often its first section, "## Responsibilities"); a ``title:`` in its
+frontmatter still wins, as everywhere in superbiz.
+
+The configuration is composed, never constructed: MkDocs files carry tags no safe loader
+knows (``!ENV``, ``!!python/name:…``), and only ``docs_dir`` and ``nav`` are read, each
+node once. A file that cannot be read or parsed gives no titles, never an error: the
+pages are read as before.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+
+import yaml
+
+#: the names MkDocs looks for, in its order
+CONFIG_NAMES = ("mkdocs.yml", "mkdocs.yaml")
+#: a site's configuration larger than this is no configuration (it is read whole)
+CONFIG_MAX_BYTES = 1_000_000
+#: the most ``nav`` entries read: far beyond any site, and a bound on a hostile file
+NAV_ENTRIES_MAX = 100_000
+#: how far above the ingested folder a site's configuration is looked for (``docs/``
+#: ingested alone has it one level up)
+LEVELS_ABOVE_ROOT = 2
+#: libyaml's composer when PyYAML has it
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def nav_titles(config: str) -> tuple[str, dict[str, str]]:
+    """``(docs_dir, titles)`` of an ``mkdocs.yml``'s text: each page's path in ``nav``
+    (relative to ``docs_dir``) and the title ``nav`` gives it; a page listed without a
+    title, or a link out of the site, has none.
+
+    >>> docs_dir, titles = nav_titles('''
+    ... site_name: Ops
+    ... markdown_extensions:
+    ...   - pymdownx.emoji:
+    ...       emoji_index: !!python/name:material.extensions.emoji.twemoji
+    ... extra: {analytics: !ENV GOOGLE_ANALYTICS_KEY}
+    ... nav:
+    ...   - Home: index.md
+    ...   - On-Call:
+    ...     - Being On-Call: 'oncall/being_oncall.md'
+    ...     - oncall/untitled.md
+    ...     - Status page: https://status.example.com
+    ... ''')
+    >>> docs_dir, titles
+    ('docs', {'index.md': 'Home', 'oncall/being_oncall.md': 'Being On-Call'})
+    """
+    docs_dir, nav = "docs", None
+    try:
+        root = yaml.compose(config, Loader=_SAFE_LOADER)
+        if isinstance(root, yaml.MappingNode):
+            for key, value in root.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    continue
+                if key.value == "docs_dir" and isinstance(value, yaml.ScalarNode):
+                    docs_dir = value.value.strip() or docs_dir
+                elif key.value == "nav":
+                    nav = value
+        entries = list(islice(_entries(nav, set()), NAV_ENTRIES_MAX))
+    except (yaml.YAMLError, RecursionError):
+        return docs_dir, {}
+    titles: dict[str, str] = {}
+    for title, page in entries:
+        page = page.strip()
+        if "://" in page or not page.lower().endswith((".md", ".markdown")):
+            continue
+        path = posixpath.normpath(page.lstrip("/"))
+        if path != ".." and not path.startswith("../"):
+            titles.setdefault(path, " ".join(title.split()))
+    return docs_dir, titles
+
+
+def _entries(node: yaml.Node | None, seen: set[int]) -> Iterator[tuple[str, str]]:
+    """``(title, page)`` of each titled page under a ``nav`` node, each node read once
+    (aliases share nodes: a nav of aliases is no larger than its text)."""
+    if node is None or id(node) in seen or len(seen) > NAV_ENTRIES_MAX:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _entries(item, seen)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if isinstance(value, yaml.ScalarNode):
+                if key.value.strip() and value.value:
+                    yield key.value, value.value
+            else:
+                yield from _entries(value, seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One MkDocs site: where its pages are, and their ``nav`` titles."""
+
+    docs_dir: Path
+    titles: dict[str, str]
+
+    def title(self, file: Path) -> str | None:
+        """The ``nav`` title of ``file`` (a resolved path), if it is one of the pages."""
+        if not file.is_relative_to(self.docs_dir):
+            return None
+        return self.titles.get(file.relative_to(self.docs_dir).as_posix())
+
+
+@dataclass(slots=True)
+class SiteTitles:
+    """The sites found above the files of one ingest, each folder asked once: a file's
+    title is that of the nearest site whose ``docs_dir`` holds it.
+
+    >>> SiteTitles().title(Path("/nowhere/docs/a.md"), Path("/nowhere")) is None
+    True
+    """
+
+    _sites: dict[Path, Site | None] = field(default_factory=dict)
+
+    def title(self, file: Path, root: Path) -> str | None:
+        """The title a site gives ``file`` (a resolved path under ``root``), if any."""
+        for folder in _folders(file, root.resolve()):
+            site = self._site(folder)
+            if site is not None and (title := site.title(file)):
+                return title
+        return None
+
+    def _site(self, folder: Path) -> Site | None:
+        if folder not in self._sites:
+            self._sites[folder] = _read_site(folder)
+        return self._sites[folder]
+
+
+def _folders(file: Path, root: Path) -> Iterator[Path]:
+    """The folders from ``file``'s own up to ``root``, then ``LEVELS_ABOVE_ROOT`` more."""
+    folder = file.parent
+    while folder.is_relative_to(root) and folder != root:
+        yield folder
+        folder = folder.parent
+    yield root
+    yield from list(root.parents)[:LEVELS_ABOVE_ROOT]
+
+
+def _read_site(folder: Path) -> Site | None:
+    """The site configured in ``folder``, if it holds an MkDocs configuration that can be
+    read (too large, unreadable or not text: none)."""
+    for name in CONFIG_NAMES:
+        config = folder / name
+        try:
+            if not config.is_file() or config.stat().st_size > CONFIG_MAX_BYTES:
+                continue
+            text = config.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        docs_dir, titles = nav_titles(text)
+        if titles:
+            return Site((folder / docs_dir).resolve(), titles)
+    return None
