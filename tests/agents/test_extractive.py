@@ -479,6 +479,36 @@ def test_a_quote_reads_as_the_page_shows_shortcodes_and_folded_sections(
         assert '{{< copyable "shell-regular" >}}' in chunk.text
 
 
+def test_a_quote_shows_no_picture_a_reader_cannot_see(
+    tmp_path: Path, use_embedder: Embedder, kb_writer: Any
+) -> None:
+    """PagerDuty's on-call page puts a screenshot on a line of its own, and its training
+    course each slide in ``<label>![056](….jpeg)</label>``: the answer quoted their markup,
+    a path no reader of the text can open. Pictures alone on a line are not quoted; one
+    inside a sentence is part of it."""
+    page = (
+        "## Etiquette\n\n"
+        "* Don't acknowledge an incident out from under someone else (its "
+        "![bell](bell.png) is theirs).\n"
+        "![Acknowledging](../assets/img/misc/ack.png)\n\n"
+        '<input type="checkbox" id="056" /><label for="056">![056](../slides/056.jpeg)</label>\n'
+        "_Never acknowledge an incident paged to someone else._\n\n"
+        "* Acknowledge your own incidents within five minutes.\n"
+    )
+    settings = Settings(data_dir=tmp_path / "data")
+    kb = KnowledgeBase(settings, embedder=use_embedder)
+    with open_runtime(settings, kb=kb) as runtime:
+        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", {"oncall/being_oncall.md": page})])
+        turn = runtime.ask("s1", "Can I acknowledge an incident paged to someone else?").result
+
+        assert [c.path for c in turn.citations] == ["oncall/being_oncall.md"]
+        assert "out from under someone else" in turn.answer
+        assert "ack.png" not in turn.answer and "056" not in turn.answer
+        assert "_Never acknowledge an incident paged to someone else._" in turn.answer
+        assert "(its ![bell](bell.png) is theirs)" in turn.answer
+        assert "within five minutes" in turn.answer
+
+
 def test_a_kubernetes_page_is_quoted_and_shown_to_the_model_as_it_renders(
     tmp_path: Path, use_embedder: Embedder, kb_writer: Any
 ) -> None:

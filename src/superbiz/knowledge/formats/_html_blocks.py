@@ -36,8 +36,12 @@ _DETAILS = re.compile(
 #: a summary on a line of its own
 _SUMMARY = re.compile(r"^[ \t]*<summary(?:\s[^>]*)?>(.*?)</summary\s*>[ \t]*$", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
-#: a line of HTML tags and nothing else: ``<p align="center">``, ``<img src=… />``, ``</div>``
-_TAGS_ONLY = re.compile(r"^[ \t]*(?:</?[A-Za-z][^>]*>[ \t]*)+$")
+#: a line of HTML tags and Markdown images and nothing else: ``<p align="center">``, ``<img
+#: src=… />``, ``</div>``, ``![Acknowledging](../img/ack.png)``, a badge ``[![CI](b.svg)](u)``
+_LAYOUT_ONLY = re.compile(
+    r"^[ \t]*(?:(?:</?[A-Za-z][^>]*>|!\[[^\]\n]*\]\([^)\n]*\)"
+    r"|\[!\[[^\]\n]*\]\([^)\n]*\)\]\([^)\n]*\))[ \t]*)+$"
+)
 #: lines a heading element may span before its closing tag (a paragraph's worth)
 _MAX_LINES = 8
 
@@ -121,19 +125,24 @@ def _opened(line: str) -> str:
 
 
 def layout_lines_dropped(markdown: str) -> str:
-    """``markdown`` without its lines of HTML tags alone, outside code: the wrappers a
-    README centres a logo in, the logo itself, ``<br>`` and ``</div>`` lines. A quote
-    in text cannot show a picture or a layout, and showed their markup instead (7 of
-    dev2's 355 answers began with a DolphinScheduler FAQ's ``<p align="center">``).
+    """``markdown`` without its lines of HTML tags and images alone, outside code: the
+    wrappers a README centres a logo in, the logo itself, ``<br>`` and ``</div>`` lines, a
+    screenshot's ``![…](…)``. A quote in text cannot show a picture or a layout, and
+    showed their markup instead (7 of dev2's 355 answers began with a DolphinScheduler
+    FAQ's ``<p align="center">``; PagerDuty's training course, with each slide's
+    ``<label>![056](../../assets/slides/….jpeg)</label>``). An image inside a sentence
+    stays: the sentence is text.
 
     >>> layout_lines_dropped('Q：告警\\n<p align="center">\\n <img src="a.png" />\\n</p>\\nA')
     'Q：告警\\nA'
+    >>> layout_lines_dropped("Don't ack.\\n\\n![Ack](../img/ack.png)\\n\\nSee ![icon](i.png) here.")
+    "Don't ack.\\n\\n\\nSee ![icon](i.png) here."
     >>> layout_lines_dropped("Press <kbd>Ctrl</kbd>.\\n```html\\n<br>\\n```")
     'Press <kbd>Ctrl</kbd>.\\n```html\\n<br>\\n```'
     """
-    if "<" not in markdown:
+    if "<" not in markdown and "![" not in markdown:
         return markdown
-    return lines_outside_code(markdown, lambda line: None if _TAGS_ONLY.match(line) else line)
+    return lines_outside_code(markdown, lambda line: None if _LAYOUT_ONLY.match(line) else line)
 
 
 def _text(markup: str) -> str:
