@@ -25,6 +25,7 @@ nav:
     - Alerting Principles: oncall/alerting_principles.md
   - Before an Incident:
     - Call Etiquette: before/call_etiquette.md
+    - Complex: before/complex.md
   - Status: https://status.example.com
 """
 
@@ -39,7 +40,8 @@ def _site(root: Path, config: str = _CONFIG) -> Path:
         "\n\nEvery alert pages a person, so it must need one.\n",
         "before/call_etiquette.md": "## First Steps\n\nJoin the call muted and say who you "
         "are when the commander asks.\n",
-        "before/unlisted.md": "## Notes\n\nA page the nav does not list keeps its file name.\n",
+        "before/complex.md": "# Complex incidents and sub-teams\n\nSplit the call in two.\n",
+        "before/unlisted.md": "## Notes\n\nA page the nav does not list is read as ever.\n",
     }
     for path, text in pages.items():
         (root / "docs" / path).parent.mkdir(parents=True, exist_ok=True)
@@ -81,8 +83,10 @@ def test_a_site_titles_its_pages_that_have_no_title_of_their_own(
     assert titles["docs/oncall/being_oncall.md"] == "Being On-Call"
     assert titles["docs/before/call_etiquette.md"] == "Call Etiquette"
     assert titles["docs/index.md"] == "Home"
-    # a title in the frontmatter wins over the nav; a page the nav omits is read as ever
+    # a title the page gives itself wins over the nav's (often shorter) entry: its
+    # frontmatter's, its own # heading; a page the nav omits is read as ever
     assert titles["docs/oncall/alerting_principles.md"] == "Alerting for humans"
+    assert titles["docs/before/complex.md"] == "Complex incidents and sub-teams"
     assert titles["docs/before/unlisted.md"] == "Notes"
     # the title is what the page's chunks are headed and found by
     ranked = kb.retriever.retrieve("being on-call").ranked

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from superbiz._markdown import ATX_HEADING, fenced
 from superbiz._text import CONTROL_CHARACTERS, clip
@@ -167,7 +167,7 @@ def load_document(
     target's path, so a link beside its target is reported as a duplicate. A page that
     includes others is read with them (``included.with_fragments``), those of a domain
     its own domain's readers may not all read (``domain_access``) left out; a page of a
-    documentation site (``sites``) is titled as the site shows it.
+    documentation site (``sites``) that gives itself no title is titled by the site.
     """
     label = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
     try:
@@ -209,7 +209,8 @@ def parse_document(
     """Parse raw bytes of a document whose path relative to the KB root is ``relative``;
     ``encodings`` are tried in order when the file has no byte-order mark; ``limits``
     bound a converted format's conversion. ``site_title``, what its documentation site
-    calls the page, titles it as the site shows it, unless its frontmatter names a title;
+    calls the page, titles a page that gives itself none (no frontmatter title, no ``#``
+    heading of its own; a ``##`` heading alone is its first section, "## Responsibilities");
     the document's hash then covers it, so that a site renaming the page reads it again."""
     label = str(relative)
     if len(label) > PATH_MAX:
@@ -230,10 +231,16 @@ def parse_document(
         raise DocumentError(label, _ONLY_HEADINGS)
 
     stem = written_name(relative.stem)
-    written = _str_field(front, "title", label)
-    title = written or site_title or (converted and converted.title) or page_heading(body) or stem
+    # the title a page gives itself: its frontmatter's, its format's, or its one top heading
+    heading = _page_heading(body)
+    own = (
+        _str_field(front, "title", label)
+        or (converted and converted.title)
+        or (heading.text if heading and heading.level == 1 else None)
+    )
+    title = own or site_title or (heading and heading.text) or stem
     digest = content_hash(data)
-    if site_title and not written:
+    if site_title and not own:
         digest = content_hash(f"{digest}\ntitled by its site: {site_title}".encode())
     category = _str_field(front, "category", label)
     domain = normalize_domain(category) if category else folder_domain(relative)
@@ -419,15 +426,26 @@ def page_heading(body: str) -> str | None:
     >>> page_heading("## Q1\\n\\nA\\n\\n## Q2\\n\\nB") is None
     True
     """
+    found = _page_heading(body)
+    return found.text if found else None
+
+
+class _Heading(NamedTuple):
+    level: int
+    text: str
+
+
+def _page_heading(body: str) -> _Heading | None:
+    """``page_heading`` with its level (a ``#`` heading is the page's own title)."""
     lines = body.split("\n")
     levels = [
-        (len(match.group("marks")), match.group("text"))
+        _Heading(len(match.group("marks")), match.group("text"))
         for line, in_fence in zip(lines, fenced(lines), strict=True)
         if not in_fence and (match := ATX_HEADING.match(line))
     ]
-    if not levels or any(level <= levels[0][0] for level, _ in levels[1:]):
+    if not levels or any(heading.level <= levels[0].level for heading in levels[1:]):
         return None
-    return levels[0][1]
+    return levels[0]
 
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:

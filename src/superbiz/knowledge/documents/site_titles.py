@@ -4,9 +4,10 @@ An MkDocs site may keep each page's title only in ``mkdocs.yml`` (PagerDuty's
 incident-response docs: 37 pages, not one with a title or a first heading of its own),
 so read alone every page was titled by its file name ("call_etiquette"), which the
 answer showed as its source and the title signal read ("call" in "on call"). A page
-inside a site's ``docs_dir`` is titled as MkDocs shows it, by its ``nav`` entry, before
-its first heading (often its first section, "## Responsibilities"); a ``title:`` in its
-frontmatter still wins, as everywhere in superbiz.
+inside a site's ``docs_dir`` that gives itself no title (no ``title:`` in its
+frontmatter, no ``#`` heading) takes its ``nav`` entry's, before a lone lower heading
+(its first section, "## Responsibilities"). A page's own title wins: a nav's entries are
+often short ("Overview") where the page says what it is.
 
 The configuration is composed, never constructed: MkDocs files carry tags no safe loader
 knows (``!ENV``, ``!!python/name:…``), and only ``docs_dir`` and ``nav`` are read, each
