@@ -113,10 +113,14 @@ def test_a_renamed_nav_entry_is_read_again_and_a_broken_config_titles_nothing(
     assert "docs/oncall/alerting_principles.md" in report.unchanged  # titled by itself
     assert _titles(kb)["docs/oncall/being_oncall.md"] == "On-Call Duties"
 
-    (site / "mkdocs.yml").write_text("nav: [\n")
-    report = ingestor.ingest([site])
-    assert not report.skipped
-    assert _titles(kb)["docs/oncall/being_oncall.md"] == "Responsibilities"
+    for broken in (
+        "nav: [\n",
+        'docs_dir: "do\\0cs"\nnav:\n  - Being On-Call: oncall/being_oncall.md\n',
+    ):
+        (site / "mkdocs.yml").write_text(broken)
+        report = ingestor.ingest([site])
+        assert not report.skipped
+        assert _titles(kb)["docs/oncall/being_oncall.md"] == "Responsibilities"
 
 
 def test_the_nearest_site_whose_docs_hold_the_file_titles_it(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def _folders(file: Path, root: Path) -> Iterator[Path]:
 
 def _read_site(folder: Path) -> Site | None:
     """The site configured in ``folder``, if it holds an MkDocs configuration that can be
-    read (too large, unreadable or not text: none)."""
+    read (too large, unreadable, not text, or a ``docs_dir`` no path can be: none)."""
     for name in CONFIG_NAMES:
         config = folder / name
         try:
@@ -165,6 +165,10 @@ def _read_site(folder: Path) -> Site | None:
         except (OSError, UnicodeDecodeError):
             continue
         docs_dir, titles = nav_titles(text)
+        try:
+            where = (folder / docs_dir).resolve()
+        except (OSError, ValueError, RuntimeError):  # a NUL in it, a symlink loop
+            continue
         if titles:
-            return Site((folder / docs_dir).resolve(), titles)
+            return Site(where, titles)
     return None
