@@ -564,15 +564,17 @@ def test_a_changed_fragment_reads_the_pages_that_include_it_again(
     ]
 
 
+@pytest.mark.parametrize("config", ["mkdocs.yml", "mkdocs.yaml"])
 def test_a_renamed_nav_entry_retitles_its_page_on_the_next_sync(
-    tmp_path: Path, open_lifecycle: Open
+    tmp_path: Path, open_lifecycle: Open, config: str
 ) -> None:
-    """A MkDocs site in Git keeps its pages' titles in ``mkdocs.yml``: a commit that only
-    renames a ``nav`` entry changes no page, and the page is titled anew all the same."""
+    """A MkDocs site in Git keeps its pages' titles in ``mkdocs.yml`` (or ``.yaml``): a
+    commit that only renames a ``nav`` entry changes no page, and the page is titled anew
+    all the same."""
     repo = Remote(tmp_path / "site")
     repo.write(
         {
-            "mkdocs.yml": "site_name: Ops\nnav:\n  - Being On-Call: oncall.md\n",
+            config: "site_name: Ops\nnav:\n  - Being On-Call: oncall.md\n",
             "docs/oncall.md": "## Responsibilities\n\nKeep your laptop with you.\n\n"
             "## Etiquette\n\nCover for each other.\n",
         }
@@ -580,10 +582,10 @@ def test_a_renamed_nav_entry_retitles_its_page_on_the_next_sync(
     repo.commit("first")
     kb, lifecycle = open_lifecycle()
     first = lifecycle.add_git(repo.url)
-    assert first.report.added == ["docs/oncall.md"]  # mkdocs.yml is no page
+    assert first.report.added == ["docs/oncall.md"]  # the configuration is no page
     assert kb.documents.titles(["docs/oncall.md"]) == {"docs/oncall.md": "Being On-Call"}
 
-    repo.write({"mkdocs.yml": "site_name: Ops\nnav:\n  - On-Call Duties: oncall.md\n"})
+    repo.write({config: "site_name: Ops\nnav:\n  - On-Call Duties: oncall.md\n"})
     repo.commit("the nav alone")
     second = lifecycle.sync(first.source.name)
 

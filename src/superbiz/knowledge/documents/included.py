@@ -22,13 +22,12 @@ import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
+from superbiz.knowledge.documents.site_titles import CONFIG_NAMES
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets, rst_includes
 from superbiz.knowledge.formats.decode import decode
 
 #: pages that include other files when they are read
 _INCLUDING = (".rst", *ASCIIDOC_EXTENSIONS)
-#: what marks a MkDocs site: its configuration, where ``mkdocs`` runs
-MKDOCS_CONFIG = "mkdocs.yml"
 
 
 def includes_others(page: PurePosixPath) -> bool:
@@ -44,15 +43,16 @@ def includes_others(page: PurePosixPath) -> bool:
 
 
 def tree_includes_others(paths: Iterable[PurePosixPath]) -> bool:
-    """Whether a tree of files at ``paths`` holds a page that may include others: a
-    reStructuredText or AsciiDoc page, or a MkDocs site (its Markdown's snippets).
+    """Whether a tree of files at ``paths`` holds a page that may include others, or be
+    read otherwise by what another file says: a reStructuredText or AsciiDoc page, or a
+    MkDocs site (its Markdown's snippets, its ``nav``'s titles).
 
-    >>> tree_includes_others([PurePosixPath("mkdocs.yml"), PurePosixPath("docs/a.md")])
+    >>> tree_includes_others([PurePosixPath("mkdocs.yaml"), PurePosixPath("docs/a.md")])
     True
     >>> tree_includes_others([PurePosixPath("runbooks/disk.md")])
     False
     """
-    return any(includes_others(path) or path.name == MKDOCS_CONFIG for path in paths)
+    return any(includes_others(path) or path.name in CONFIG_NAMES for path in paths)
 
 
 def with_fragments(
@@ -130,7 +130,8 @@ def snippet_bases(page: PurePosixPath, base: Path) -> list[str]:
     bases = [
         folder.as_posix()
         for folder in page.parents
-        if folder != PurePosixPath(".") and (base / folder / MKDOCS_CONFIG).is_file()
+        if folder != PurePosixPath(".")
+        and any((base / folder / name).is_file() for name in CONFIG_NAMES)
     ][:1]
     return [*bases, ""]
 
