@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from superbiz.knowledge.documents.site_titles import NAV_ENTRIES_MAX, SiteTitles, nav_titles
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
@@ -54,15 +56,19 @@ def _titles(kb: KnowledgeBase) -> dict[str, str]:
     return {doc.path: doc.title for doc in kb.documents.all()}
 
 
-def test_nav_titles_read_only_pages_with_titles_and_never_fail() -> None:
+def test_nav_titles_read_only_pages_with_titles() -> None:
     docs_dir, titles = nav_titles("docs_dir: site/pages\nnav:\n  - Setup: ./setup/../install.md\n")
     assert (docs_dir, titles) == ("site/pages", {"install.md": "Setup"})
     # out of the site, not Markdown, or no title: nothing
     _, titles = nav_titles("nav:\n  - Up: ../README.md\n  - Img: a.png\n  - b.md\n  - '': c.md\n")
     assert titles == {}
-    # YAML that is no configuration, or no YAML at all
-    for text in ("nav: [", "- a\n- b\n", "", "nav: 3\n", "nav:\n  - {[1]: x.md}\n", "\x00"):
+    # YAML that is no configuration titles nothing; text that is no YAML says where
+    for text in ("- a\n- b\n", "", "nav: 3\n", "nav:\n  - {[1]: x.md}\n"):
         assert nav_titles(text)[1] == {}
+    with pytest.raises(ValueError, match=r"not YAML: .*\(line 2\)"):
+        nav_titles("site_name: Ops\n  theme: material\nnav: []\n")
+    with pytest.raises(ValueError, match="not YAML"):
+        nav_titles("\x00")
     # aliases share nodes: a nav of nested aliases is read once per node
     bomb = "a: &a [{T: x.md}]\n" + "".join(
         f"{n}: &{n} [*{p}, *{p}, *{p}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
@@ -113,14 +119,20 @@ def test_a_renamed_nav_entry_is_read_again_and_a_broken_config_titles_nothing(
     assert "docs/oncall/alerting_principles.md" in report.unchanged  # titled by itself
     assert _titles(kb)["docs/oncall/being_oncall.md"] == "On-Call Duties"
 
-    for broken in (
-        "nav: [\n",
-        'docs_dir: "do\\0cs"\nnav:\n  - Being On-Call: oncall/being_oncall.md\n',
-    ):
-        (site / "mkdocs.yml").write_text(broken)
+    broken = {
+        "nav: [\n": "not YAML",
+        'docs_dir: "do\\0cs"\nnav:\n  - Being On-Call: oncall/being_oncall.md\n': "null",
+        b"nav:\n  - \xff: oncall/being_oncall.md\n": "not UTF-8",
+    }
+    config = site / "mkdocs.yml"
+    for text, why in broken.items():
+        config.write_bytes(text if isinstance(text, bytes) else text.encode())
         report = ingestor.ingest([site])
         assert not report.skipped
         assert _titles(kb)["docs/oncall/being_oncall.md"] == "Responsibilities"
+        [note] = report.notes  # said once, not once a page
+        assert note.startswith(f"{config.resolve()}: not read as a MkDocs site")
+        assert why in note
 
 
 def test_the_nearest_site_whose_docs_hold_the_file_titles_it(tmp_path: Path) -> None:

@@ -41,7 +41,8 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def nav_titles(config: str) -> tuple[str, dict[str, str]]:
     """``(docs_dir, titles)`` of an ``mkdocs.yml``'s text: each page's path in ``nav``
     (relative to ``docs_dir``) and the title ``nav`` gives it; a page listed without a
-    title, or a link out of the site, has none.
+    title, or a link out of the site, has none. Text that is no YAML raises ``ValueError``
+    saying where.
 
     >>> docs_dir, titles = nav_titles('''
     ... site_name: Ops
@@ -71,8 +72,13 @@ def nav_titles(config: str) -> tuple[str, dict[str, str]]:
                 elif key.value == "nav":
                     nav = value
         entries = list(islice(_entries(nav, set()), NAV_ENTRIES_MAX))
-    except (yaml.YAMLError, RecursionError):
-        return docs_dir, {}
+    except yaml.MarkedYAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
+        raise ValueError(f"not YAML: {exc.problem or exc.context}{where}") from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ValueError(
+            "not YAML" if isinstance(exc, yaml.YAMLError) else "nested too deeply"
+        ) from exc
     titles: dict[str, str] = {}
     for title, page in entries:
         page = page.strip()
@@ -121,13 +127,15 @@ class Site:
 @dataclass(slots=True)
 class SiteTitles:
     """The sites found above the files of one ingest, each folder asked once: a file's
-    title is that of the nearest site whose ``docs_dir`` holds it.
+    title is that of the nearest site whose ``docs_dir`` holds it. A configuration that
+    cannot be read is said once in ``problems`` (the ingest's notes).
 
     >>> SiteTitles().title(Path("/nowhere/docs/a.md"), Path("/nowhere")) is None
     True
     """
 
     _sites: dict[Path, Site | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     def title(self, file: Path, root: Path) -> str | None:
         """The title a site gives ``file`` (a resolved path under ``root``), if any."""
@@ -139,8 +147,23 @@ class SiteTitles:
 
     def _site(self, folder: Path) -> Site | None:
         if folder not in self._sites:
-            self._sites[folder] = _read_site(folder)
+            try:
+                self._sites[folder] = _read_site(folder)
+            except _Unread as exc:
+                self._sites[folder] = None
+                self.problems.append(
+                    f"{exc.config}: not read as a MkDocs site ({exc.reason}); "
+                    "its pages are titled as if it were not there"
+                )
         return self._sites[folder]
+
+
+class _Unread(Exception):
+    """A site's configuration that is there and cannot be read, and why."""
+
+    def __init__(self, config: Path, reason: str) -> None:
+        super().__init__(f"{config}: {reason}")
+        self.config, self.reason = config, reason
 
 
 def _folders(file: Path, root: Path) -> Iterator[Path]:
@@ -154,21 +177,24 @@ def _folders(file: Path, root: Path) -> Iterator[Path]:
 
 
 def _read_site(folder: Path) -> Site | None:
-    """The site configured in ``folder``, if it holds an MkDocs configuration that can be
-    read (too large, unreadable, not text, or a ``docs_dir`` no path can be: none)."""
+    """The site configured in ``folder``, if it holds an MkDocs configuration with titles
+    in its ``nav``; one that is there and cannot be read (too large, unreadable, not text
+    or not YAML, a ``docs_dir`` no path can be) raises ``_Unread``."""
     for name in CONFIG_NAMES:
         config = folder / name
         try:
-            if not config.is_file() or config.stat().st_size > CONFIG_MAX_BYTES:
+            if not config.is_file():
                 continue
-            text = config.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        docs_dir, titles = nav_titles(text)
-        try:
+            if (size := config.stat().st_size) > CONFIG_MAX_BYTES:
+                raise _Unread(config, f"{size} bytes, over {CONFIG_MAX_BYTES}")
+            docs_dir, titles = nav_titles(config.read_text(encoding="utf-8"))
             where = (folder / docs_dir).resolve()
-        except (OSError, ValueError, RuntimeError):  # a NUL in it, a symlink loop
-            continue
+        except UnicodeDecodeError as exc:
+            raise _Unread(config, "not UTF-8 text") from exc
+        except OSError as exc:
+            raise _Unread(config, exc.strerror or str(exc)) from exc
+        except (ValueError, RuntimeError) as exc:  # not YAML; a NUL in docs_dir, a loop
+            raise _Unread(config, str(exc)) from exc
         if titles:
             return Site(where, titles)
     return None

@@ -137,6 +137,7 @@ class Ingestor:
         self._index(run, run.pending)
         self._finish_indexing(run)
         self._tidy(run)
+        run.report.notes.extend(run.sites.problems)
         self._announce(run)  # the map's entries embed on the run's worker processes too
         run.closing.close()  # no embedding worker idles through what the caller does next
 
