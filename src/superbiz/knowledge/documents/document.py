@@ -232,7 +232,7 @@ def parse_document(
 
     stem = written_name(relative.stem)
     # the title a page gives itself: its frontmatter's, its format's, or its one top heading
-    heading = _page_heading(body)
+    heading = page_heading(body)
     own = (
         _str_field(front, "title", label)
         or (converted and converted.title)
@@ -415,31 +415,29 @@ def _refuse_unstorable(front: dict[str, Any], label: str) -> None:
             )
 
 
-def page_heading(body: str) -> str | None:
-    """The heading that titles a page with no title of its own: its first, unless another
-    of the same level or above follows it. Then the page is a list of sections (a FAQ of
-    ``### 1. …`` questions, a guide of ``# 一、…`` chapters, a wiki page, whose title is its
-    file's name) and its first section no title for all of them.
+class PageHeading(NamedTuple):
+    """A heading that titles its page: how many ``#`` it has, and its words."""
 
-    >>> page_heading("### 如何重启节点？\\n\\n先停写入。")
-    '如何重启节点？'
-    >>> page_heading("## Q1\\n\\nA\\n\\n## Q2\\n\\nB") is None
-    True
-    """
-    found = _page_heading(body)
-    return found.text if found else None
-
-
-class _Heading(NamedTuple):
     level: int
     text: str
 
 
-def _page_heading(body: str) -> _Heading | None:
-    """``page_heading`` with its level (a ``#`` heading is the page's own title)."""
+def page_heading(body: str) -> PageHeading | None:
+    """The heading that titles a page with no title of its own: its first, unless another
+    of the same level or above follows it. Then the page is a list of sections (a FAQ of
+    ``### 1. …`` questions, a guide of ``# 一、…`` chapters, a wiki page, whose title is its
+    file's name) and its first section no title for all of them. Only a ``#`` heading is
+    the page's own title before its site's (``site_titles``): a lone ``##`` is often its
+    first section.
+
+    >>> page_heading("### 如何重启节点？\\n\\n先停写入。")
+    PageHeading(level=3, text='如何重启节点？')
+    >>> page_heading("## Q1\\n\\nA\\n\\n## Q2\\n\\nB") is None
+    True
+    """
     lines = body.split("\n")
     levels = [
-        _Heading(len(match.group("marks")), match.group("text"))
+        PageHeading(len(match.group("marks")), match.group("text"))
         for line, in_fence in zip(lines, fenced(lines), strict=True)
         if not in_fence and (match := ATX_HEADING.match(line))
     ]
