@@ -495,18 +495,20 @@ def test_a_quote_shows_no_picture_a_reader_cannot_see(
         "_Never acknowledge an incident paged to someone else._\n\n"
         "* Acknowledge your own incidents within five minutes.\n"
     )
-    settings = Settings(data_dir=tmp_path / "data")
-    kb = KnowledgeBase(settings, embedder=use_embedder)
-    with open_runtime(settings, kb=kb) as runtime:
-        Ingestor(kb).ingest([kb_writer(tmp_path / "kb", {"oncall/being_oncall.md": page})])
-        turn = runtime.ask("s1", "Can I acknowledge an incident paged to someone else?").result
+    [turn] = _asked(
+        tmp_path,
+        use_embedder,
+        kb_writer,
+        {"oncall/being_oncall.md": page},
+        "Can I acknowledge an incident paged to someone else?",
+    )
 
-        assert [c.path for c in turn.citations] == ["oncall/being_oncall.md"]
-        assert "out from under someone else" in turn.answer
-        assert "ack.png" not in turn.answer and "056" not in turn.answer
-        assert "_Never acknowledge an incident paged to someone else._" in turn.answer
-        assert "(its ![bell](bell.png) is theirs)" in turn.answer
-        assert "within five minutes" in turn.answer
+    assert [c.path for c in turn.citations] == ["oncall/being_oncall.md"]
+    assert "out from under someone else" in turn.answer
+    assert "ack.png" not in turn.answer and "056" not in turn.answer
+    assert "_Never acknowledge an incident paged to someone else._" in turn.answer
+    assert "(its ![bell](bell.png) is theirs)" in turn.answer
+    assert "within five minutes" in turn.answer
 
 
 def test_a_kubernetes_page_is_quoted_and_shown_to_the_model_as_it_renders(

@@ -136,7 +136,7 @@ def test_a_renamed_nav_entry_is_read_again_and_a_broken_config_titles_nothing(
 
 
 def test_the_nearest_site_whose_docs_hold_the_file_titles_it(tmp_path: Path) -> None:
-    outer = _site(tmp_path / "kb")
+    outer = _site(tmp_path / "kb").resolve()
     inner = _site(outer / "docs" / "team", "nav:\n  - Team Home: index.md\n")
     sites = SiteTitles()
     assert sites.title((inner / "docs" / "index.md").resolve(), outer) == "Team Home"

@@ -138,8 +138,9 @@ class SiteTitles:
     problems: list[str] = field(default_factory=list)
 
     def title(self, file: Path, root: Path) -> str | None:
-        """The title a site gives ``file`` (a resolved path under ``root``), if any."""
-        for folder in _folders(file, root.resolve()):
+        """The title a site gives ``file`` under ``root`` (both resolved: the caller has
+        resolved them, and a resolve per file is a walk of its path), if any."""
+        for folder in _folders(file, root):
             site = self._site(folder)
             if site is not None and (title := site.title(file)):
                 return title
