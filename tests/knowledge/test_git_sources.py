@@ -564,17 +564,27 @@ def test_a_changed_fragment_reads_the_pages_that_include_it_again(
     ]
 
 
-@pytest.mark.parametrize("config", ["mkdocs.yml", "mkdocs.yaml"])
+_SITES = {
+    "mkdocs.yml": "site_name: Ops\nnav:\n  - {title}: oncall.md\n",
+    "mkdocs.yaml": "site_name: Ops\nnav:\n  - {title}: oncall.md\n",
+    # GitBook's or mdBook's table of contents, Docsify's sidebar: links titled by their text
+    "SUMMARY.md": "# Summary\n\n- [{title}](docs/oncall.md)\n- [FAQ](docs/faq.md)\n"
+    "- [Glossary](docs/glossary.md)\n",
+    "_sidebar.md": "* [{title}](/docs/oncall)\n* [FAQ](/docs/faq)\n* [Glossary](/docs/glossary)\n",
+}
+
+
+@pytest.mark.parametrize("config", list(_SITES))
 def test_a_renamed_nav_entry_retitles_its_page_on_the_next_sync(
     tmp_path: Path, open_lifecycle: Open, config: str
 ) -> None:
-    """A MkDocs site in Git keeps its pages' titles in ``mkdocs.yml`` (or ``.yaml``): a
-    commit that only renames a ``nav`` entry changes no page, and the page is titled anew
-    all the same."""
+    """A site in Git keeps its pages' titles in ``mkdocs.yml`` (or ``.yaml``), or in the
+    links of its ``SUMMARY.md`` or ``_sidebar.md``: a commit that only renames an entry
+    changes no page, and the page is titled anew all the same."""
     repo = Remote(tmp_path / "site")
     repo.write(
         {
-            config: "site_name: Ops\nnav:\n  - Being On-Call: oncall.md\n",
+            config: _SITES[config].format(title="Being On-Call"),
             "docs/oncall.md": "## Responsibilities\n\nKeep your laptop with you.\n\n"
             "## Etiquette\n\nCover for each other.\n",
         }
@@ -585,7 +595,7 @@ def test_a_renamed_nav_entry_retitles_its_page_on_the_next_sync(
     assert first.report.added == ["docs/oncall.md"]  # the configuration is no page
     assert kb.documents.titles(["docs/oncall.md"]) == {"docs/oncall.md": "Being On-Call"}
 
-    repo.write({config: "site_name: Ops\nnav:\n  - On-Call Duties: oncall.md\n"})
+    repo.write({config: _SITES[config].format(title="On-Call Duties")})
     repo.commit("the nav alone")
     second = lifecycle.sync(first.source.name)
 

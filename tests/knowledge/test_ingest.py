@@ -447,7 +447,7 @@ def test_a_sites_navigation_files_are_no_pages(tmp_path: Path, open_kb: OpenKB) 
 
     reasons = dict(report.skipped)
     assert reasons["_sidebar.md"].startswith("Docsify's sidebar: links to the site's pages")
-    assert reasons["SUMMARY.md"].startswith("GitBook's table of contents")
+    assert reasons["SUMMARY.md"].startswith("GitBook's or mdBook's table of contents")
     assert report.removed == ["_sidebar.md"]
     assert set(kb.current_documents()) == {
         "deployment/quick-start.md",

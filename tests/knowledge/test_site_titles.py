@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from superbiz.knowledge.documents.site_titles import NAV_ENTRIES_MAX, SiteTitles, nav_titles
+from superbiz.knowledge.documents.site_titles import (
+    CONFIG_MAX_BYTES,
+    NAV_ENTRIES_MAX,
+    SiteTitles,
+    nav_titles,
+)
 from superbiz.knowledge.ingest.ingestor import Ingestor
 from superbiz.knowledge.kb.base import KnowledgeBase
 
@@ -143,3 +148,105 @@ def test_the_nearest_site_whose_docs_hold_the_file_titles_it(tmp_path: Path) -> 
     assert sites.title((outer / "docs" / "index.md").resolve(), outer) == "Home"
     # mkdocs.yml is configuration, not a page of its docs_dir
     assert sites.title((outer / "mkdocs.yml").resolve(), outer) is None
+
+
+def _book(root: Path) -> Path:
+    """An mdBook book as its repository holds it: ``book.toml`` beside ``src/``, whose
+    ``SUMMARY.md`` titles the chapters (GitBook's is the same file at the book's root)."""
+    pages = {
+        "SUMMARY.md": "# Summary\n\n[Introduction](README.md)\n\n# Runbooks\n\n"
+        "- [**Failing over** the primary](runbooks/failover.md)\n"
+        "    - [Checking `replication` lag](runbooks/lag.md)\n"
+        "- [Paging %26 escalation](runbooks/paging%20policy.md#who)\n"
+        "- [Draft chapter]()\n",
+        "README.md": "This book is the database team's runbooks.\n",
+        "runbooks/failover.md": "## Before you start\n\nStop writes to the primary, then "
+        "promote the replica with the least lag.\n",
+        "runbooks/lag.md": "# Replication lag\n\nCompare the replicas' positions.\n",
+        "runbooks/paging policy.md": "Page the secondary when the primary does not answer "
+        "within ten minutes.\n",
+    }
+    for path, text in pages.items():
+        (root / "src" / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / "src" / path).write_text(text)
+    (root / "book.toml").write_text('[book]\ntitle = "Database runbooks"\n')
+    return root
+
+
+def test_a_table_of_contents_titles_the_pages_it_links(tmp_path: Path, kb: KnowledgeBase) -> None:
+    book = _book(tmp_path / "book")
+    report = Ingestor(kb).ingest([book])
+    assert [path for path, _ in report.skipped] == ["src/SUMMARY.md"]  # no page itself
+    titles = _titles(kb)
+    assert titles["src/runbooks/failover.md"] == "Failing over the primary"
+    assert titles["src/runbooks/paging policy.md"] == "Paging %26 escalation"
+    assert titles["src/README.md"] == "Introduction"
+    # a page's own # heading wins over the link's text
+    assert titles["src/runbooks/lag.md"] == "Replication lag"
+    ranked = kb.retriever.retrieve("failing over the primary").ranked
+    assert (ranked[0].doc_path, ranked[0].title) == (
+        "src/runbooks/failover.md",
+        "Failing over the primary",
+    )
+
+    # renamed in the table of contents alone: the page is read again under its new title
+    summary = book / "src" / "SUMMARY.md"
+    summary.write_text(summary.read_text().replace("**Failing over** the", "Promoting a new"))
+    report = Ingestor(kb).ingest([book])
+    assert report.updated == ["src/runbooks/failover.md"]
+    assert _titles(kb)["src/runbooks/failover.md"] == "Promoting a new primary"
+
+
+def test_a_docsify_sidebar_links_pages_from_the_sites_root(tmp_path: Path) -> None:
+    """Docsify reads a nested sidebar's links from the site's root, with or without
+    ``.md``; the nearest sidebar that links a page titles it."""
+    site = tmp_path / "site"
+    for path in ("guide.md", "zh/guide.md", "zh/faq.md", "zh/ops/README.md"):
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text("## 步骤\n\n先停写入。\n")
+    (site / "_sidebar.md").write_text("* [Guide](guide.md)\n* [中文](zh/)\n* [FAQ](zh/faq.md)\n")
+    (site / "zh" / "_sidebar.md").write_text(
+        "- [指南](zh/guide)\n- [常见问题](/zh/faq.md ':ignore')\n- [运维](zh/ops/)\n"
+    )
+    root = site.resolve()
+    sites = SiteTitles()
+    assert sites.title(root / "guide.md", root) == "Guide"
+    assert sites.title(root / "zh" / "guide.md", root) == "指南"
+    assert sites.title(root / "zh" / "faq.md", root) == "常见问题"  # the nearer sidebar's
+    assert sites.title(root / "zh" / "ops" / "README.md", root) == "运维"
+    assert not sites.problems
+
+
+def test_a_summary_with_text_of_its_own_titles_nothing(tmp_path: Path, kb: KnowledgeBase) -> None:
+    """An incident's ``SUMMARY.md`` is a document, not a site's navigation: the pages it
+    links keep their own titles, and a navigation file that cannot be read is named once."""
+    folder = tmp_path / "incidents"
+    folder.mkdir()
+    (folder / "SUMMARY.md").write_text(
+        "# Outage of 3 May\n\nThe primary ran out of disk at 02:10; writes failed for "
+        "forty minutes.\n\nSee [the timeline](timeline.md).\n"
+    )
+    (folder / "timeline.md").write_text("## 02:10\n\nDisk full on the primary.\n")
+    report = Ingestor(kb).ingest([folder])
+    assert sorted(report.added) == ["SUMMARY.md", "timeline.md"]
+    assert _titles(kb)["timeline.md"] == "02:10"
+
+    other = tmp_path / "book"
+    other.mkdir()
+    (other / "SUMMARY.md").write_bytes(b"- [\xff](a.md)\n- [B](b.md)\n- [C](c.md)\n")
+    (other / "a.md").write_text("## Steps\n\nRestart it.\n")
+    report = Ingestor(kb).ingest([other])
+    assert _titles(kb)["a.md"] == "Steps"
+    [note] = report.notes
+    assert note == (
+        f"{(other / 'SUMMARY.md').resolve()}: not read as a site's pages (not UTF-8 text); "
+        "its pages are titled as if it were not there"
+    )
+
+    # a megabyte of one unclosed link: too large to read, said once; the pages stay
+    (other / "SUMMARY.md").write_text("- [A](a.md)\n- [B](b.md)\n[C](" + " " * CONFIG_MAX_BYTES)
+    report = Ingestor(kb).ingest([other])
+    assert [path for path, _ in report.skipped] == ["SUMMARY.md"]
+    assert _titles(kb)["a.md"] == "Steps"
+    [note] = report.notes
+    assert f"over {CONFIG_MAX_BYTES}" in note

@@ -22,7 +22,7 @@ import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
-from superbiz.knowledge.documents.site_titles import CONFIG_NAMES
+from superbiz.knowledge.documents.site_titles import CONFIG_NAMES, SITE_FILES
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets, rst_includes
 from superbiz.knowledge.formats.decode import decode
 
@@ -44,15 +44,16 @@ def includes_others(page: PurePosixPath) -> bool:
 
 def tree_includes_others(paths: Iterable[PurePosixPath]) -> bool:
     """Whether a tree of files at ``paths`` holds a page that may include others, or be
-    read otherwise by what another file says: a reStructuredText or AsciiDoc page, or a
-    MkDocs site (its Markdown's snippets, its ``nav``'s titles).
+    read otherwise by what another file says: a reStructuredText or AsciiDoc page, a
+    MkDocs site (its Markdown's snippets, its ``nav``'s titles) or a site that titles its
+    pages in a navigation file (``SUMMARY.md``, ``_sidebar.md``).
 
     >>> tree_includes_others([PurePosixPath("mkdocs.yaml"), PurePosixPath("docs/a.md")])
     True
     >>> tree_includes_others([PurePosixPath("runbooks/disk.md")])
     False
     """
-    return any(includes_others(path) or path.name in CONFIG_NAMES for path in paths)
+    return any(includes_others(path) or path.name in SITE_FILES for path in paths)
 
 
 def with_fragments(

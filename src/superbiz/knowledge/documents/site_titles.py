@@ -1,4 +1,5 @@
-"""The titles a documentation site gives its pages outside them: MkDocs' ``nav``.
+"""The titles a documentation site gives its pages outside them: MkDocs' ``nav``, and
+the links of GitBook's and mdBook's ``SUMMARY.md`` and Docsify's ``_sidebar.md``.
 
 An MkDocs site may keep each page's title only in ``mkdocs.yml`` (PagerDuty's
 incident-response docs: 37 pages, not one with a title or a first heading of its own),
@@ -11,31 +12,55 @@ often short ("Overview") where the page says what it is.
 
 The configuration is composed, never constructed: MkDocs files carry tags no safe loader
 knows (``!ENV``, ``!!python/name:…``), and only ``docs_dir`` and ``nav`` are read, each
-node once. A file that cannot be read or parsed gives no titles, never an error: the
-pages are read as before.
+node once. The other generators list their pages as Markdown links, titled by the link's
+text: ``* [值班手册](oncall/handbook.md)``; only a file that is a list of links
+(``is_navigation``, the test that skips it as a document) is read so. A file that cannot be
+read or parsed gives no titles, never an error: the pages are read as before.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
+from urllib.parse import unquote
 
 import yaml
 
+from superbiz.retrieval.passages import is_navigation
+
 #: the names MkDocs looks for, in its order
 CONFIG_NAMES = ("mkdocs.yml", "mkdocs.yaml")
-#: a site's configuration larger than this is no configuration (it is read whole)
+#: the files that list a site's pages as links: GitBook's and mdBook's table of contents,
+#: Docsify's sidebar (its ``_navbar.md`` links sections, not pages)
+NAVIGATION_NAMES = ("SUMMARY.md", "_sidebar.md")
+#: every file whose change may retitle a site's pages
+SITE_FILES = (*CONFIG_NAMES, *NAVIGATION_NAMES)
+#: a site's configuration or navigation larger than this is none (it is read whole)
 CONFIG_MAX_BYTES = 1_000_000
 #: the most ``nav`` entries read: far beyond any site, and a bound on a hostile file
 NAV_ENTRIES_MAX = 100_000
 #: how far above the ingested folder a site's configuration is looked for (``docs/``
 #: ingested alone has it one level up)
 LEVELS_ABOVE_ROOT = 2
+#: how far above a navigation file the page a link names is looked for: Docsify reads a
+#: nested sidebar's links (``zh/_sidebar.md``: ``[指南](zh/guide.md)``) from the site's root
+LINK_LEVELS_UP = 3
 #: libyaml's composer when PyYAML has it
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: a navigation file's link, alone on its line or as a list item (mdBook's prefix
+#: chapters have no marker): its text, and its target up to a title in quotes; possessive,
+#: so that a line of a megabyte of spaces is read once, not tried at every split
+_LINK_LINE = re.compile(
+    r"^[ \t]*+(?:(?:[-*+]|\d++[.)])[ \t]++)?\[(?P<title>[^\]]++)\]"
+    r"\(\s*+(?:<(?P<angled>[^>\n]*+)>|(?P<target>[^\s)>]*+))(?:\s[^)]*+)?\)"
+)
+#: a link text's inline marks: emphasis, code
+_MARKS = re.compile(r"\*\*|__|[*`]")
 
 
 def nav_titles(config: str) -> tuple[str, dict[str, str]]:
@@ -110,18 +135,60 @@ def _entries(node: yaml.Node | None, seen: set[int]) -> Iterator[tuple[str, str]
                 yield from _entries(value, seen)
 
 
+def link_titles(text: str) -> dict[str, str]:
+    """Each page a navigation file's ``text`` links, as its link names it (``/`` first: from
+    the site's root), with the link's text: a link to a folder names its ``README.md``, one
+    without a suffix its ``.md`` (Docsify's), an anchor or a query is dropped; a link out
+    of the site, to no page (mdBook's draft chapter) or to no Markdown names none.
+
+    >>> link_titles('''# Summary
+    ... [Introduction](README.md)
+    ... - [**On-call**](<oncall/hand book.md> "the handbook")
+    ...   - [升级流程](/zh/escalation?id=steps)
+    ...   - [Alerts](alerts/)
+    ... - [Draft]()
+    ... * [Status](https://status.example.com)
+    ... ''')  # doctest: +NORMALIZE_WHITESPACE
+    {'README.md': 'Introduction', 'oncall/hand book.md': 'On-call',
+     '/zh/escalation.md': '升级流程', 'alerts/README.md': 'Alerts'}
+    """
+    titles: dict[str, str] = {}
+    for line in islice(text.splitlines(), NAV_ENTRIES_MAX):
+        match = _LINK_LINE.match(line)
+        if match is None or (page := _page(match["angled"] or match["target"])) is None:
+            continue
+        title = " ".join(_MARKS.sub("", match.group("title")).split())
+        if title:
+            titles.setdefault(page, title)
+    return titles
+
+
+def _page(target: str) -> str | None:
+    """The Markdown page a navigation link's ``target`` names, normalised, if any."""
+    target = unquote(target.split("#", 1)[0].split("?", 1)[0]).strip()
+    if not target or "://" in target or target.startswith(("mailto:", "//")):
+        return None
+    if target.endswith("/"):
+        target += "README.md"
+    suffix = posixpath.splitext(target)[1].lower()
+    if not suffix:
+        target += ".md"
+    elif suffix not in (".md", ".markdown"):
+        return None
+    rooted = target.startswith("/")
+    path = posixpath.normpath(target.lstrip("/"))
+    return f"/{path}" if rooted else path
+
+
 @dataclass(frozen=True, slots=True)
 class Site:
-    """One MkDocs site: where its pages are, and their ``nav`` titles."""
+    """One documentation site's titles: each page's resolved path, and its title."""
 
-    docs_dir: Path
-    titles: dict[str, str]
+    titles: dict[Path, str]
 
     def title(self, file: Path) -> str | None:
-        """The ``nav`` title of ``file`` (a resolved path), if it is one of the pages."""
-        if not file.is_relative_to(self.docs_dir):
-            return None
-        return self.titles.get(file.relative_to(self.docs_dir).as_posix())
+        """The title the site gives ``file`` (a resolved path), if it lists it."""
+        return self.titles.get(file)
 
 
 @dataclass(slots=True)
@@ -149,18 +216,19 @@ class SiteTitles:
     def _site(self, folder: Path) -> Site | None:
         if folder not in self._sites:
             try:
-                self._sites[folder] = _read_site(folder)
+                self._sites[folder] = _read_site(folder) or _read_navigation(folder)
             except _Unread as exc:
                 self._sites[folder] = None
+                what = "a MkDocs site" if exc.config.name in CONFIG_NAMES else "a site's pages"
                 self.problems.append(
-                    f"{exc.config}: not read as a MkDocs site ({exc.reason}); "
+                    f"{exc.config}: not read as {what} ({exc.reason}); "
                     "its pages are titled as if it were not there"
                 )
         return self._sites[folder]
 
 
 class _Unread(Exception):
-    """A site's configuration that is there and cannot be read, and why."""
+    """A site's configuration or navigation that is there and cannot be read, and why."""
 
     def __init__(self, config: Path, reason: str) -> None:
         super().__init__(f"{config}: {reason}")
@@ -183,19 +251,48 @@ def _read_site(folder: Path) -> Site | None:
     or not YAML, a ``docs_dir`` no path can be) raises ``_Unread``."""
     for name in CONFIG_NAMES:
         config = folder / name
+        if (text := _text(config)) is None:
+            continue
         try:
-            if not config.is_file():
-                continue
-            if (size := config.stat().st_size) > CONFIG_MAX_BYTES:
-                raise _Unread(config, f"{size} bytes, over {CONFIG_MAX_BYTES}")
-            docs_dir, titles = nav_titles(config.read_text(encoding="utf-8"))
+            docs_dir, titles = nav_titles(text)
             where = (folder / docs_dir).resolve()
-        except UnicodeDecodeError as exc:
-            raise _Unread(config, "not UTF-8 text") from exc
         except OSError as exc:
             raise _Unread(config, exc.strerror or str(exc)) from exc
         except (ValueError, RuntimeError) as exc:  # not YAML; a NUL in docs_dir, a loop
             raise _Unread(config, str(exc)) from exc
         if titles:
-            return Site(where, titles)
+            return Site({where.joinpath(page): title for page, title in titles.items()})
     return None
+
+
+def _read_navigation(folder: Path) -> Site | None:
+    """The site whose navigation file ``folder`` holds, if it is a list of links naming
+    pages that are there; each page looked for from ``folder`` up (``LINK_LEVELS_UP``)."""
+    for name in NAVIGATION_NAMES:
+        navigation = folder / name
+        if (text := _text(navigation)) is None or not is_navigation(text):
+            continue
+        bases = [folder, *list(folder.parents)[:LINK_LEVELS_UP]]
+        titles: dict[Path, str] = {}
+        for page, title in link_titles(text).items():
+            found = (Path(os.path.normpath(base / page.lstrip("/"))) for base in bases)
+            if (file := next((file for file in found if file.is_file()), None)) is not None:
+                titles.setdefault(file, title)
+        if titles:
+            return Site(titles)
+    return None
+
+
+def _text(file: Path) -> str | None:
+    """The text of a site's file in a folder, None where there is none; one that is there
+    and cannot be read (too large, unreadable, not UTF-8) raises ``_Unread``."""
+    try:
+        if not file.is_file():
+            return None
+        if (size := file.stat().st_size) > CONFIG_MAX_BYTES:
+            raise _Unread(file, f"{size} bytes, over {CONFIG_MAX_BYTES}")
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unread(file, "not UTF-8 text") from exc
+    except OSError as exc:
+        raise _Unread(file, exc.strerror or str(exc)) from exc

@@ -181,7 +181,7 @@ def sphinx_build_material(found: Iterable[Found]) -> dict[Path, str]:
 
 #: the files a documentation site keeps its navigation in, by the tool that reads them
 _NAVIGATION_FILES = {
-    "SUMMARY.md": "GitBook's table of contents",
+    "SUMMARY.md": "GitBook's or mdBook's table of contents",
     "_sidebar.md": "Docsify's sidebar",
     "_navbar.md": "Docsify's navigation bar",
 }

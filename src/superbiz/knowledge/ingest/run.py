@@ -40,7 +40,8 @@ class IngestRun:
     report: IngestReport = field(default_factory=IngestReport)
     #: each file's real path, worked out once
     real: RealPaths = field(default_factory=RealPaths)
-    #: the documentation sites (``mkdocs.yml``) above the run's files, each folder asked once
+    #: the documentation sites (``mkdocs.yml``, ``SUMMARY.md``, ``_sidebar.md``) above the
+    #: run's files, each folder asked once
     sites: SiteTitles = field(default_factory=SiteTitles)
     #: the documents stored when the run began, by path and by the real path of their file
     stored: dict[str, StoredDocument] = field(default_factory=dict)
