@@ -21,7 +21,7 @@ from superbiz.exceptions import SourceError
 from superbiz.governance.tracker import SqlSessionTracker
 from superbiz.knowledge.formats import READER_VERSIONS
 from superbiz.knowledge.kb.base import KnowledgeBase
-from superbiz.knowledge.sources.lifecycle import DocumentLifecycle
+from superbiz.knowledge.sources.lifecycle import DocumentLifecycle, safe_domain
 from superbiz.knowledge.sources.links import web_link
 from superbiz.retrieval.embedders import Embedder
 from superbiz.storage.sources import SourceRepository
@@ -601,3 +601,42 @@ def test_a_renamed_nav_entry_retitles_its_page_on_the_next_sync(
 
     assert (second.mode, second.report.updated) == ("incremental", ["docs/oncall.md"])
     assert kb.documents.titles(["docs/oncall.md"]) == {"docs/oncall.md": "On-Call Duties"}
+
+
+@pytest.mark.parametrize("domain", [None, "Incident Ops"])
+def test_a_source_of_the_docs_folder_alone_is_titled_by_the_site_above_it(
+    tmp_path: Path, open_lifecycle: Open, domain: str | None
+) -> None:
+    """``--subdir docs`` of a MkDocs repository: its ``mkdocs.yml`` lies above the folder
+    written out, and still titles its pages; a commit renaming an entry retitles them."""
+    site = "site_name: Ops\nnav:\n  - {title}: oncall.md\n  - Home: ../README.md\n"
+    repo = Remote(tmp_path / "site")
+    repo.write(
+        {
+            "mkdocs.yml": site.format(title="Being On-Call"),
+            "README.md": "# Ops\n",
+            "docs/oncall.md": "## Responsibilities\n\nKeep your laptop with you.\n",
+            "docs/before/etiquette.md": "## First steps\n\nJoin the call muted.\n",
+        }
+    )
+    repo.commit("first")
+    kb, lifecycle = open_lifecycle()
+    first = lifecycle.add_git(repo.url, subdir="docs", domain=domain)
+    page = f"{safe_domain(domain)}/oncall.md" if domain else "oncall.md"
+    assert sorted(first.report.added) == sorted([page, page.replace("oncall", "before/etiquette")])
+    assert kb.documents.titles([page]) == {page: "Being On-Call"}
+    assert not first.report.notes
+
+    repo.write({"mkdocs.yml": site.format(title="On-Call Duties")})
+    repo.commit("the nav alone, above the folder")
+    second = lifecycle.sync(first.source.name)
+    assert (second.mode, second.report.updated) == ("incremental", [page])
+    assert kb.documents.titles([page]) == {page: "On-Call Duties"}
+
+    repo.write({"mkdocs.yml": "nav: [\n"})
+    repo.commit("a broken configuration")
+    third = lifecycle.sync(first.source.name)
+    assert third.report.updated == [page]
+    assert kb.documents.titles([page]) == {page: "Responsibilities"}
+    [note] = third.report.notes
+    assert note.startswith("mkdocs.yml: not read as a MkDocs site (not YAML")

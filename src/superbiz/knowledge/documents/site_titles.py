@@ -219,12 +219,18 @@ class SiteTitles:
                 self._sites[folder] = _read_site(folder) or _read_navigation(folder)
             except _Unread as exc:
                 self._sites[folder] = None
-                what = "a MkDocs site" if exc.config.name in CONFIG_NAMES else "a site's pages"
-                self.problems.append(
-                    f"{exc.config}: not read as {what} ({exc.reason}); "
-                    "its pages are titled as if it were not there"
-                )
+                self.problems.append(unread(str(exc.config), exc.reason))
         return self._sites[folder]
+
+
+def unread(config: str, reason: str) -> str:
+    """What an ingest's notes say of a site's file (``config``, its path) it could not read.
+
+    >>> unread("/repo/mkdocs.yml", "not UTF-8 text").split("; ")[0]
+    '/repo/mkdocs.yml: not read as a MkDocs site (not UTF-8 text)'
+    """
+    what = "a MkDocs site" if posixpath.basename(config) in CONFIG_NAMES else "a site's pages"
+    return f"{config}: not read as {what} ({reason}); its pages are titled as if it were not there"
 
 
 class _Unread(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,6 +239,21 @@ class BareRepository:
             mode, _kind, blob = meta.decode().split(" ")
             entries.append(Entry(mode, blob, path.decode("utf-8", "surrogateescape")))
         return entries
+
+    def entries(self, commit: str, paths: Sequence[str]) -> dict[str, Entry]:
+        """The files of ``commit`` at exactly ``paths`` (from the repository's root), by
+        path; a path that is no file there is left out."""
+        if not paths:
+            return {}
+        out = self._git("ls-tree", "-z", "--full-tree", commit, "--", *paths)
+        found: dict[str, Entry] = {}
+        for record in out.split(b"\0"):
+            meta, _, path = record.partition(b"\t")
+            fields = meta.decode().split(" ")
+            if len(fields) == 3 and fields[1] == "blob":
+                name = path.decode("utf-8", "surrogateescape")
+                found[name] = Entry(fields[0], fields[2], name)
+        return found
 
     def diff(self, old: str, new: str, subdir: str) -> list[Change]:
         """What changed under ``subdir`` from ``old`` to ``new``, renames found."""

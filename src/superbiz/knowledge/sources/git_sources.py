@@ -35,6 +35,7 @@ from superbiz.knowledge.sources.git import (
     check_url,
     redact,
 )
+from superbiz.knowledge.sources.git_site import nav_above, write_site
 from superbiz.knowledge.sources.git_tree import hidden, remove_file, too_large, write_files
 from superbiz.knowledge.sources.sync_result import SyncResult
 from superbiz.storage.models import utcnow
@@ -283,7 +284,9 @@ class GitSources:
             shutil.rmtree(stale, ignore_errors=True)
         else:
             fresh.rename(tree)
+        _, problems = self._site_above(source, repo, commit, tree)
         report = self.ingestor.ingest([tree], root=tree, prune=True)
+        report.notes[:0] = problems
         report.skipped[:0] = skipped
         return SyncResult(source, report, mode="full")
 
@@ -328,10 +331,12 @@ class GitSources:
         report = IngestReport()
         self._remove(source, [str(self._target(source, p)) for p in removed], report)
         entries = repo.tree(new, source.subdir or "")
-        if tree_includes_others(PurePosixPath(entry.path) for entry in entries):
+        retitled, problems = self._site_above(source, repo, new, tree)
+        if retitled or tree_includes_others(PurePosixPath(entry.path) for entry in entries):
             # a page that includes other files (a fragment, a code example, the site's
-            # attributes) reads them as part of its text: every page is read again, by
-            # hash, so those that include a changed file are updated and it is no document
+            # attributes) reads them as part of its text, a site's configuration above
+            # the folder titles its pages: every page is read again, by hash, so those
+            # that a changed file concerns are updated and it is no document
             written = entries
         files = [
             file
@@ -362,8 +367,20 @@ class GitSources:
             if s["path"] not in touched and s["path"] not in reported
         ]
         report.skipped[:0] = [*still, *kept, *skipped]
+        report.notes[:0] = problems
         targets = [(str(self._target(source, a)), str(self._target(source, b))) for a, b in renamed]
         return SyncResult(source, report, renamed=targets)
+
+    def _site_above(
+        self, source: SourceRecord, repo: BareRepository, commit: str, tree: Path
+    ) -> tuple[bool, list[str]]:
+        """Write the ``nav`` of the site above a source of one folder beside its ``tree``
+        (``git_site``): whether it changed, and what could not be read."""
+        if not source.subdir:
+            return False, []
+        titles, problems = nav_above(repo, commit, source.subdir)
+        docs_dir = PurePosixPath(tree.name, self._target(source, ".")).as_posix()
+        return write_site(tree.parent, docs_dir, titles), problems
 
     def _ingestible(self, path: str, mode: str) -> bool:
         """What a folder's walk would pick up: a regular file of a known type, not hidden."""
