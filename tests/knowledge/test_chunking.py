@@ -201,6 +201,33 @@ def test_a_padded_header_is_repeated_without_its_padding_and_a_wide_one_not_at_a
     assert all(c.text.startswith("| v") for c in chunks[2:]), [c.text[:40] for c in chunks]
 
 
+def test_a_row_too_wide_for_a_window_under_its_header_makes_its_table_records() -> None:
+    """RocketMQ's comparison with ActiveMQ and Kafka: 16 columns, rows of 500 characters.
+    Cut inside a window, a row's tail began the next as cells of nothing ("storage|Supported
+    timestamp…"), and the answer quoted it. Such a table is written as records: each row
+    a list of its cells after their column's header, every cell kept, no pipe left."""
+    names = [f"Feature {n}" for n in range(16)]
+    products = ["ActiveMQ", "Kafka", "RocketMQ"]
+    cells = {p: [p, *(f"{p} {_filler(f'f{n}', 30)}" for n in range(1, 16))] for p in products}
+    table = "\n".join(
+        ["| " + " | ".join(names) + " |", "|" + "---|" * 16]
+        + ["| " + " | ".join(cells[p]) + " |" for p in products]
+    )
+    body = f"# Why\n\n{_filler('intro', 300)}\n\n## Compared\n\n{table}\n"
+    chunks = chunk_markdown(body, size=800, overlap=100)
+    compared = [c for c in chunks if c.heading_path[-1] == "Compared"]
+    assert len(compared) > 2 and not any("|" in c.text for c in compared)
+    text = "\n".join(c.text for c in compared)
+    for product in products:
+        assert f"- Feature 0: {product}\n- Feature 1: {product} " in text
+        assert all(f"- {n}: {v}" in text for n, v in zip(names, cells[product], strict=True))
+    assert all(len(c.text) <= 800 for c in chunks)
+
+    # a table whose rows fit under its header stays a table
+    narrow = chunk_markdown(f"# Errors\n\n{_table(40)}\n", size=400, overlap=60)
+    assert all(c.text.startswith("| Code | Meaning |") for c in narrow[1:])
+
+
 def test_a_table_indented_in_a_list_item_is_a_table() -> None:
     table = "\n".join(f"    {line}" for line in _table(30).split("\n"))
     chunks = chunk_markdown(f"# Errors\n\n1. Look the code up:\n\n{table}\n", size=400, overlap=60)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, zip_longest
 
 from superbiz._markdown import ATX_HEADING, code_blocks, fenced, is_delimiter_row, table_line
 
@@ -27,8 +27,11 @@ _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: window begun among a table's rows starts on a row, under the table's header; 5: a
 #: code block's fences read as CommonMark reads them (``superbiz._markdown``); 6: a window
 #: begun at a line's start keeps that line's indent; 7: a fence further in than its block's
-#: opening fence by four spaces or more does not close it
-CHUNKER_VERSION = 7
+#: opening fence by four spaces or more does not close it; 8: a table with a row too wide
+#: to stand under its header in a window is written as records (``_wide_tables_as_records``)
+CHUNKER_VERSION = 8
+#: a pipe between two cells of a table's row, not one written ``\|`` inside a cell
+_CELL_BORDER = re.compile(r"(?<!\\)\|")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
 
 
@@ -172,6 +175,88 @@ def _tables(text: str, blocks: list[tuple[int, int]]) -> list[_Table]:
     return tables
 
 
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """A table's row written as a record: where its first item starts, where it ends, and
+    that item's line (its first column: what the row is about)."""
+
+    start: int
+    end: int
+    key: str
+
+
+def _wide_tables_as_records(
+    text: str, size: int, tables: list[_Table]
+) -> tuple[str, list[_Record]]:
+    r"""``text`` with each of its pipe ``tables`` one of whose rows cannot stand under its
+    header in a window of ``size`` written as records, and where they are: each row a list
+    of its cells, each after its column's header, a blank line between rows. Such a row was
+    cut inside a window, and its tail began the next one as cells of nothing (RocketMQ's
+    comparison with ActiveMQ and Kafka, 16 columns: "storage|Supported timestamp and
+    offset two indicates|…"), which the answer quoted and the embedder read so.
+
+    >>> table = "| Product | SDK |\n|---|---|\n| Kafka | Java |"
+    >>> text, records = _wide_tables_as_records(table, 20, _tables(table, []))
+    >>> print(text)
+    - Product: Kafka
+    - SDK: Java
+    >>> records
+    [_Record(start=0, end=28, key='- Product: Kafka')]
+    """
+    written, at = "", 0
+    records: list[_Record] = []
+    for table in tables:
+        width = len(table.header(text))
+        rows = text[table.rows : table.end].split("\n")
+        if all(width + len(row) <= size for row in rows):
+            continue
+        head = text[table.start : table.rows].split("\n")[0]
+        indent = head[: len(head) - len(head.lstrip())]
+        names = _cells(head)
+        written += text[at : table.start]
+        for row in rows:
+            items = [
+                f"{indent}- {name}: {cell}" if name else f"{indent}- {cell}"
+                for name, cell in zip_longest(names, _cells(row), fillvalue="")
+                if cell
+            ]
+            if items:
+                written += "\n\n" if records and records[-1].end == len(written) else ""
+                record = "\n".join(items)
+                records.append(_Record(len(written), len(written) + len(record), items[0]))
+                written += record
+        at = table.end
+    return written + text[at:], records
+
+
+def _item_start(
+    text: str, records: list[_Record], position: int, previous: int
+) -> tuple[int, str] | None:
+    """Where a window that would begin at ``position`` inside a record (past the window
+    before, begun at ``previous``) begins instead, and the line it repeats: the start of
+    the item there, under the record's first item (what the row is about), as a table's
+    rows are under its header."""
+    record = next((r for r in records if r.start < position < r.end), None)
+    if record is None:
+        return None
+    line = text.rfind("\n", 0, position) + 1
+    if line <= previous:  # an item longer than a window is cut as any line is
+        return None
+    return line, "" if line <= record.start else f"{record.key}\n"
+
+
+def _cells(row: str) -> list[str]:
+    r"""The cells of a pipe table's row, ``\|`` a pipe inside a cell.
+
+    >>> _cells("| a | `x \\| y` |  |")
+    ['a', '`x | y`', '']
+    """
+    line = row.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_BORDER.split(line)]
+
+
 def _row_start(
     text: str, tables: list[_Table], position: int, window: tuple[int, int]
 ) -> tuple[int, str] | None:
@@ -201,6 +286,10 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
         return [text]
     blocks = _code_blocks(text)
     tables = _tables(text, blocks)
+    text, records = _wide_tables_as_records(text, size, tables)
+    if records:  # the text changed where those tables were
+        blocks = _code_blocks(text)
+        tables = _tables(text, blocks)
     pieces: list[str] = []
     start, header = 0, ""
     while start < len(text):
@@ -214,7 +303,9 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
         if block and block[1] <= end:  # the overlap would open inside a block: skip it
             start = block[1]
             continue
-        row = _row_start(text, tables, start, (previous, end))
+        row = _row_start(text, tables, start, (previous, end)) or _item_start(
+            text, records, start, previous
+        )
         if row:  # a header too wide to repeat leaves the rows under none
             start, header = row[0], row[1] if len(row[1]) <= size // 2 else ""
             continue
@@ -272,7 +363,7 @@ def chunking_of(size: int, overlap: int) -> str:
     document's hash names (``knowledge.ingest.batches.indexed_hash``).
 
     >>> chunking_of(800, 100)
-    'chunks 7 800/100'
+    'chunks 8 800/100'
     """
     return f"chunks {CHUNKER_VERSION} {size}/{overlap}"
 
