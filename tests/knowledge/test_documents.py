@@ -206,6 +206,16 @@ def test_a_page_of_sibling_sections_is_titled_by_its_files_name() -> None:
     assert doc.body.startswith("# 一、准备工作"), doc.body
 
 
+def test_a_title_written_twice_is_the_title() -> None:
+    """RocketMQ's connector quick start writes ``# 快速开始``, a badge, ``# 快速开始`` again:
+    read as two sibling sections, the page was titled by its file's name ("03RocketMQ
+    Connect Quick Start"). The same heading twice is one title; another is a sibling."""
+    page = "# 快速开始\n\n![License](l.svg)\n\n# 快速开始\n\n## 1.准备\n\n启动 RocketMQ。\n"
+    assert parse(page, "connect/03RocketMQ Connect Quick Start.md").title == "快速开始"
+    other = page.replace("# 快速开始\n\n## 1", "# 快速上手\n\n## 1")
+    assert parse(other, "connect/03quick.md").title == "03quick"
+
+
 def test_a_heading_that_shows_nothing_is_not_the_title() -> None:
     """Docsify hides a page's heading as ``# &nbsp;``: the page was titled "&nbsp;"."""
     doc = parse("# &nbsp;\n## Quick Start\n\nRun `demo.sh`.\n", "deployment/quick-start.md")

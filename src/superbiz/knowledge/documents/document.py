@@ -424,16 +424,19 @@ class PageHeading(NamedTuple):
 
 def page_heading(body: str) -> PageHeading | None:
     """The heading that titles a page with no title of its own: its first, unless another
-    of the same level or above follows it. Then the page is a list of sections (a FAQ of
-    ``### 1. …`` questions, a guide of ``# 一、…`` chapters, a wiki page, whose title is its
-    file's name) and its first section no title for all of them. Only a ``#`` heading is
-    the page's own title before its site's (``site_titles``): a lone ``##`` is often its
-    first section.
+    of the same level or above, saying something else, follows it. Then the page is a list
+    of sections (a FAQ of ``### 1. …`` questions, a guide of ``# 一、…`` chapters, a wiki
+    page, whose title is its file's name) and its first section no title for all of them;
+    the same heading again is the title written twice (RocketMQ's connector quick start:
+    ``# 快速开始``, a badge, ``# 快速开始``). Only a ``#`` heading is the page's own title
+    before its site's (``site_titles``): a lone ``##`` is often its first section.
 
     >>> page_heading("### 如何重启节点？\\n\\n先停写入。")
     PageHeading(level=3, text='如何重启节点？')
     >>> page_heading("## Q1\\n\\nA\\n\\n## Q2\\n\\nB") is None
     True
+    >>> page_heading("# 快速开始\\n\\n![License](l.svg)\\n\\n# 快速开始\\n\\n## 1.准备")
+    PageHeading(level=1, text='快速开始')
     """
     lines = body.split("\n")
     levels = [
@@ -441,9 +444,12 @@ def page_heading(body: str) -> PageHeading | None:
         for line, in_fence in zip(lines, fenced(lines), strict=True)
         if not in_fence and (match := ATX_HEADING.match(line))
     ]
-    if not levels or any(heading.level <= levels[0].level for heading in levels[1:]):
+    first = levels[0] if levels else None
+    if first is None or any(
+        heading.level <= first.level and heading.text != first.text for heading in levels[1:]
+    ):
         return None
-    return levels[0]
+    return first
 
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:

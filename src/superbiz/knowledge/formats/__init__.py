@@ -82,7 +82,7 @@ CONVERTERS: dict[str, Converter] = {
 #: other text: a stored document's hash names the version that read it, so the next
 #: ingest reads that format's files again instead of keeping an older reader's text.
 READER_VERSIONS: dict[str, int] = {
-    "markdown": 15,
+    "markdown": 16,
     "html": 4,
     "pdf": 2,
     "docx": 2,
@@ -104,7 +104,7 @@ def reader_of(suffix: str) -> str:
     """The reader of a file with extension ``suffix``, with its version.
 
     >>> reader_of(".HTM"), reader_of(".txt")
-    ('html 4', 'markdown 15')
+    ('html 4', 'markdown 16')
     """
     name = _READERS.get(suffix.lower(), "markdown")
     return f"{name} {READER_VERSIONS[name]}"
