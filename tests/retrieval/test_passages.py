@@ -231,6 +231,26 @@ def test_a_code_block_the_window_before_opened_is_quoted_whole() -> None:
     assert quoted.endswith("console.log(`Line from file: ${line}`);\n  }\n}\n```")
 
 
+def test_a_window_begun_after_a_code_block_is_not_quoted_from_inside_it() -> None:
+    """Docker's practice book: an etcd cluster's ``compose.yaml``, then "使用 `docker compose
+    up` 启动集群…". The window that began on that sentence was quoted from "networks:", the
+    YAML's last paragraph, down to its closing fence: a sentence start was looked for inside
+    the code. A fence ends what came before it."""
+    nodes = "".join(
+        f"  node{n}:\n    image: etcd:v3.5\n    command: [--name, node{n}]\n" for n in range(4)
+    )
+    yaml = f"services:\n{nodes}\nvolumes:\n  node1-data:\n\nnetworks:\n  cluster_net:\n"
+    yaml += (
+        "    driver: bridge\n    ipam:\n      config:\n      -\n        subnet: 172.16.238.0/24\n"
+    )
+    sentence = (
+        "使用 `docker compose up` 启动集群之后使用 `docker exec` 命令登录到任一节点测试集群。"
+    )
+    before = f"编辑 `compose.yaml` 文件\n\n```yaml\n{yaml}```\n{sentence}"
+    last = f"{sentence}\n\n```bash\n/ # etcdctl member list\n```"
+    assert quoted_window([before, last]) == last
+
+
 def test_a_table_the_chunker_cut_in_two_is_quoted_whole() -> None:
     """The example KB's error-code table runs past a chunk: the window holding its first
     rows, quoted, takes the rows the next windows carry under the repeated header, each

@@ -244,7 +244,9 @@ def from_sentence_start(previous: str, text: str) -> str:
     before it, under the same heading) when ``text`` begins with the tail of it; a window
     that begins a sentence or a paragraph, or does not continue ``previous``, is returned
     as it is. When the sentence starts out of reach (behind a code block, a long list
-    item), the quote starts at the next sentence instead of on "instead." or "is full".
+    item), the quote starts at the next sentence instead of on "instead." or "is full";
+    a code block's closing fence ends what came before it (an etcd cluster's YAML was
+    quoted from its "networks:" down to the fence, above the sentence after it).
 
     >>> before = "Pin it. Then install\nthe whole tool --no-deps"
     >>> from_sentence_start(before, "the whole tool --no-deps, safer.")
@@ -261,6 +263,10 @@ def from_sentence_start(previous: str, text: str) -> str:
         return text
     at = len(previous) - shared
     window = previous[max(0, at - _CONTINUATION_REACH) : at]
+    if _past_last_fence(window) == len(window):
+        # begun on the line after a code block: no sentence of it is looked for inside
+        # the code (an etcd cluster's YAML was quoted from its "networks:")
+        return text
     ends = _sentence_starts(window)
     if not ends and at > _CONTINUATION_REACH:
         following = _sentence_starts(text[:_CONTINUATION_REACH])
@@ -268,6 +274,21 @@ def from_sentence_start(previous: str, text: str) -> str:
         return rest if rest.strip() else text
     head = window[ends[-1] :] if ends else ""
     return head + text if head.strip() else text
+
+
+def _past_last_fence(text: str) -> int | None:
+    r"""Where the line after the last fence line of ``text`` starts, if it has one.
+
+    >>> _past_last_fence("  - x\n```\n"), _past_last_fence("```\nls\n```\nThen")
+    (10, 11)
+    >>> _past_last_fence("no fence") is None
+    True
+    """
+    lines = text.split("\n")
+    last = next((i for i in range(len(lines) - 1, -1, -1) if fence(lines[i])), None)
+    if last is None:
+        return None
+    return min(len(text), sum(len(line) + 1 for line in lines[: last + 1]))
 
 
 def _sentence_starts(text: str) -> list[int]:
