@@ -201,31 +201,38 @@ def test_a_padded_header_is_repeated_without_its_padding_and_a_wide_one_not_at_a
     assert all(c.text.startswith("| v") for c in chunks[2:]), [c.text[:40] for c in chunks]
 
 
-def test_a_row_too_wide_for_a_window_under_its_header_makes_its_table_records() -> None:
-    """RocketMQ's comparison with ActiveMQ and Kafka: 16 columns, rows of 500 characters.
-    Cut inside a window, a row's tail began the next as cells of nothing ("storage|Supported
-    timestamp…"), and the answer quoted it. Such a table is written as records: each row
-    a list of its cells after their column's header, every cell kept, no pipe left."""
+def test_a_row_too_long_for_a_window_under_its_header_is_split_into_rows_of_its_columns() -> None:
+    """RocketMQ's comparison with ActiveMQ and Kafka: 16 columns, rows of 500 characters
+    under a header of 375. A window cut a row, and its tail began the next as cells of
+    nothing ("storage|Supported timestamp…"), which the answer quoted. Such a row is now
+    split into rows of the same columns, each keeping the row's first cell: every window
+    begins on a row under the header, every cell is kept in its column."""
     names = [f"Feature {n}" for n in range(16)]
     products = ["ActiveMQ", "Kafka", "RocketMQ"]
     cells = {p: [p, *(f"{p} {_filler(f'f{n}', 30)}" for n in range(1, 16))] for p in products}
-    table = "\n".join(
-        ["| " + " | ".join(names) + " |", "|" + "---|" * 16]
-        + ["| " + " | ".join(cells[p]) + " |" for p in products]
-    )
+    head = "| " + " | ".join(names) + " |\n|" + "---|" * 16
+    table = "\n".join([head, *("| " + " | ".join(cells[p]) + " |" for p in products)])
     body = f"# Why\n\n{_filler('intro', 300)}\n\n## Compared\n\n{table}\n"
     chunks = chunk_markdown(body, size=800, overlap=100)
-    compared = [c for c in chunks if c.heading_path[-1] == "Compared"]
-    assert len(compared) > 2 and not any("|" in c.text for c in compared)
-    text = "\n".join(c.text for c in compared)
+    compared = [c.text for c in chunks if c.heading_path[-1] == "Compared"]
+    assert len(compared) > 3 and all(len(c) <= 800 for c in compared)
+    for text in compared[1:]:
+        assert text.startswith(head), text[:80]
+    rows = [line for text in compared for line in text.split("\n")[2:] if line.strip()]
     for product in products:
-        assert f"- Feature 0: {product}\n- Feature 1: {product} " in text
-        assert all(f"- {n}: {v}" in text for n, v in zip(names, cells[product], strict=True))
-    assert all(len(c.text) <= 800 for c in chunks)
+        held = [
+            [cell.strip() for cell in row.strip().strip("|").split("|")]
+            for row in rows
+            if row.startswith(f"| {product} |")
+        ]
+        assert len(held) > 1 and all(len(piece) == 16 for piece in held)  # keyed, aligned
+        for column, cell in enumerate(cells[product][1:], start=1):
+            assert any(piece[column] == cell for piece in held), (product, column)
 
-    # a table whose rows fit under its header stays a table
-    narrow = chunk_markdown(f"# Errors\n\n{_table(40)}\n", size=400, overlap=60)
+    # a row that fits under its header stays whole
+    narrow = chunk_markdown(f"# Errors\n\n{_table(40, width=300)}\n", size=400, overlap=60)
     assert all(c.text.startswith("| Code | Meaning |") for c in narrow[1:])
+    assert all(line.startswith("| 40") for c in narrow[1:] for line in c.text.split("\n")[2:])
 
 
 def test_a_table_indented_in_a_list_item_is_a_table() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import accumulate, zip_longest
+from itertools import accumulate
 
 from superbiz._markdown import ATX_HEADING, code_blocks, fenced, is_delimiter_row, table_line
 
@@ -27,9 +27,12 @@ _PAGE_LABEL = re.compile(r"(?:^| > )page \d+$")
 #: window begun among a table's rows starts on a row, under the table's header; 5: a
 #: code block's fences read as CommonMark reads them (``superbiz._markdown``); 6: a window
 #: begun at a line's start keeps that line's indent; 7: a fence further in than its block's
-#: opening fence by four spaces or more does not close it; 8: a table with a row too wide
-#: to stand under its header in a window is written as records (``_wide_tables_as_records``)
+#: opening fence by four spaces or more does not close it; 8: a table's row too long to
+#: stand under its header in a window is split into rows of its columns (``_long_rows_split``)
 CHUNKER_VERSION = 8
+#: the most of a window a table's header, repeated above its rows, may take (wider, the
+#: rows stand under none)
+HEADER_SHARE = 0.5
 #: a pipe between two cells of a table's row, not one written ``\|`` inside a cell
 _CELL_BORDER = re.compile(r"(?<!\\)\|")
 _BREAKS = ("\n\n", "\n", "。", "！", "？", ". ", "; ", "；", "，", ", ", " ")
@@ -175,86 +178,69 @@ def _tables(text: str, blocks: list[tuple[int, int]]) -> list[_Table]:
     return tables
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
-    """A table's row written as a record: where its first item starts, where it ends, and
-    that item's line (its first column: what the row is about)."""
+def _long_rows_split(text: str, size: int, tables: list[_Table]) -> str:
+    r"""``text`` with each row of its ``tables`` too long to stand under its header in a
+    window of ``size`` split into rows of the same columns: each keeps the row's first
+    cell (what the row is about) and as many of its next cells as fit, the others left
+    empty. A window cut such a row, and its tail began the next one as cells of nothing
+    (RocketMQ's comparison with ActiveMQ and Kafka, 16 columns, rows of 500 characters
+    under a header of 375: "storage|Supported timestamp and offset two indicates|…"),
+    which the answer quoted and the embedder read so. A header too wide to repeat
+    (``HEADER_SHARE``) leaves each piece the whole window.
 
-    start: int
-    end: int
-    key: str
-
-
-def _wide_tables_as_records(
-    text: str, size: int, tables: list[_Table]
-) -> tuple[str, list[_Record]]:
-    r"""``text`` with each of its pipe ``tables`` one of whose rows cannot stand under its
-    header in a window of ``size`` written as records, and where they are: each row a list
-    of its cells, each after its column's header, a blank line between rows. Such a row was
-    cut inside a window, and its tail began the next one as cells of nothing (RocketMQ's
-    comparison with ActiveMQ and Kafka, 16 columns: "storage|Supported timestamp and
-    offset two indicates|…"), which the answer quoted and the embedder read so.
-
-    >>> table = "| Product | SDK |\n|---|---|\n| Kafka | Java |"
-    >>> text, records = _wide_tables_as_records(table, 20, _tables(table, []))
-    >>> print(text)
-    - Product: Kafka
-    - SDK: Java
-    >>> records
-    [_Record(start=0, end=28, key='- Product: Kafka')]
+    >>> table = "| Name | SDK | Filter |\n|---|---|---|\n| Kafka | Java, Scala, Go | Streams API |"
+    >>> print(_long_rows_split(table, 76, _tables(table, [])))
+    | Name | SDK | Filter |
+    |---|---|---|
+    | Kafka | Java, Scala, Go |  |
+    | Kafka |  | Streams API |
     """
-    written, at = "", 0
-    records: list[_Record] = []
+    pieces, at = [], 0
     for table in tables:
-        width = len(table.header(text))
+        header = len(table.header(text))
+        room = size - (header if header <= size * HEADER_SHARE else 0)
         rows = text[table.rows : table.end].split("\n")
-        if all(width + len(row) <= size for row in rows):
+        if all(len(row) <= room for row in rows):
             continue
-        head = text[table.start : table.rows].split("\n")[0]
-        indent = head[: len(head) - len(head.lstrip())]
-        names = _cells(head)
-        written += text[at : table.start]
-        for row in rows:
-            items = [
-                f"{indent}- {name}: {cell}" if name else f"{indent}- {cell}"
-                for name, cell in zip_longest(names, _cells(row), fillvalue="")
-                if cell
-            ]
-            if items:
-                written += "\n\n" if records and records[-1].end == len(written) else ""
-                record = "\n".join(items)
-                records.append(_Record(len(written), len(written) + len(record), items[0]))
-                written += record
+        split = [
+            line for row in rows for line in ([row] if len(row) <= room else _row_pieces(row, room))
+        ]
+        pieces += [text[at : table.rows], "\n".join(split)]
         at = table.end
-    return written + text[at:], records
+    return "".join([*pieces, text[at:]])
 
 
-def _item_start(
-    text: str, records: list[_Record], position: int, previous: int
-) -> tuple[int, str] | None:
-    """Where a window that would begin at ``position`` inside a record (past the window
-    before, begun at ``previous``) begins instead, and the line it repeats: the start of
-    the item there, under the record's first item (what the row is about), as a table's
-    rows are under its header."""
-    record = next((r for r in records if r.start < position < r.end), None)
-    if record is None:
-        return None
-    line = text.rfind("\n", 0, position) + 1
-    if line <= previous:  # an item longer than a window is cut as any line is
-        return None
-    return line, "" if line <= record.start else f"{record.key}\n"
+def _row_pieces(row: str, room: int) -> list[str]:
+    """``row`` as rows of its columns of at most ``room`` characters where its cells allow:
+    its first cell in each, the next cells in turn, the others empty."""
+    indent = row[: len(row) - len(row.lstrip())]
+    key, *rest = _cells(row)
+    pieces: list[list[int]] = [[]]
+    for column in range(len(rest)):
+        trial = [*pieces[-1], column]
+        if pieces[-1] and len(_row_line(indent, key, rest, trial)) > room:
+            pieces.append([column])
+        else:
+            pieces[-1] = trial
+    return [_row_line(indent, key, rest, shown) for shown in pieces]
+
+
+def _row_line(indent: str, key: str, cells: list[str], shown: list[int]) -> str:
+    """A table row of ``key`` and ``cells``, only the columns ``shown`` filled."""
+    kept = (cell if n in shown else "" for n, cell in enumerate(cells))
+    return f"{indent}| {' | '.join([key, *kept])} |"
 
 
 def _cells(row: str) -> list[str]:
-    r"""The cells of a pipe table's row, ``\|`` a pipe inside a cell.
+    r"""The cells of a pipe table's row as written (``\|``, a pipe inside a cell, kept).
 
     >>> _cells("| a | `x \\| y` |  |")
-    ['a', '`x | y`', '']
+    ['a', '`x \\| y`', '']
     """
     line = row.strip()
     line = line[1:] if line.startswith("|") else line
     line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
-    return [cell.strip().replace("\\|", "|") for cell in _CELL_BORDER.split(line)]
+    return [cell.strip() for cell in _CELL_BORDER.split(line)]
 
 
 def _row_start(
@@ -278,6 +264,17 @@ def _row_start(
     return (table.end, "") if window[1] >= table.end else None
 
 
+def _at_row_end(text: str, tables: list[_Table], start: int, end: int) -> int:
+    """``end``, or, where it falls inside a row of a table, the end of the last whole row
+    of the window from ``start``: a window holds a table's rows whole, so the next one
+    begins on the row after (a row longer than the window is cut as any line is)."""
+    table = next((t for t in tables if t.rows <= end < t.end), None)
+    if table is None or text[end - 1] == "\n":
+        return end
+    row = text.rfind("\n", max(start, table.rows - 1), end)
+    return row + 1 if row + 1 > start else end
+
+
 def _windows(text: str, size: int, overlap: int) -> list[str]:
     """``text`` cut into windows of about ``size`` characters; a window begun among a
     table's rows begins on a row and repeats the table's header (its rows alone read,
@@ -286,14 +283,14 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
         return [text]
     blocks = _code_blocks(text)
     tables = _tables(text, blocks)
-    text, records = _wide_tables_as_records(text, size, tables)
-    if records:  # the text changed where those tables were
-        blocks = _code_blocks(text)
+    split = _long_rows_split(text, size, tables)
+    if split != text:  # the text changed where those rows were
+        text, blocks = split, _code_blocks(split)
         tables = _tables(text, blocks)
     pieces: list[str] = []
     start, header = 0, ""
     while start < len(text):
-        end = _window_end(text, start, size - len(header), blocks)
+        end = _at_row_end(text, tables, start, _window_end(text, start, size - len(header), blocks))
         piece = f"{header}{text[start:end]}"
         pieces.append(piece.rstrip() if header else _trimmed(text, start, end))
         if end >= len(text):
@@ -303,11 +300,9 @@ def _windows(text: str, size: int, overlap: int) -> list[str]:
         if block and block[1] <= end:  # the overlap would open inside a block: skip it
             start = block[1]
             continue
-        row = _row_start(text, tables, start, (previous, end)) or _item_start(
-            text, records, start, previous
-        )
+        row = _row_start(text, tables, start, (previous, end))
         if row:  # a header too wide to repeat leaves the rows under none
-            start, header = row[0], row[1] if len(row[1]) <= size // 2 else ""
+            start, header = row[0], row[1] if len(row[1]) <= size * HEADER_SHARE else ""
             continue
         # begin the overlap on a word or sentence start when one is near
         for sep in (" ", "\n", "。", "，"):
