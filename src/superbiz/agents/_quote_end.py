@@ -37,11 +37,14 @@ def within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> 
     "…" when it alone is longer; a table too long, by its rows naming ``terms``:
     ``_table_rows``), then the opening of the next, cut, where at least half the room is
     left (the handbook's "a list of people to meet" had been quoted without the list), a
-    section's heading never last. When the last ends introducing the next ("Run the
-    following:") and the next does not fit, the next's opening follows it, up to
-    ``INTRODUCED_CHARS`` past the limit if need be: 74 quotes of the four sets ended on
-    such a line, the commands it announced left out.
+    section's heading never last, nor a thematic break outside code (``---``, which
+    separates what follows, and followed Docker's book's diagrams into their quotes). When
+    the last ends introducing the next ("Run the following:") and the next does not fit,
+    the next's opening follows it, up to ``INTRODUCED_CHARS`` past the limit if need be:
+    74 quotes of the four sets ended on such a line, the commands it announced left out.
 
+    >>> within(["Who reaches whom:\n\n```mermaid\nA --> B\n```\n---"], 200)
+    'Who reaches whom:\n\n```mermaid\nA --> B\n```'
     >>> block = "\n".join(["```sh", *(f"kubectl drain node-{n} --force" for n in range(9)), "```"])
     >>> print(within(["Drain each node:", block], 100))
     Drain each node:
@@ -81,9 +84,13 @@ def within(paragraphs: Sequence[str], limit: int, terms: Sequence[str] = ()) -> 
         if not following.startswith("› "):  # the next section's, not what this introduces
             passage += "\n\n" + cut(following, max(limit - size, INTRODUCED_CHARS))
     # a block cut by the window or by the limit is closed, so the answer after it is text
+    if closed(passage) == passage:  # a rule that ends it, outside code, separates nothing
+        passage = _LAST_RULE.sub("", passage)
     return closed(passage)
 
 
+#: a thematic break ending a quote (``---`` under Docker's book's diagrams)
+_LAST_RULE = re.compile(r"\n[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})\s*$")
 #: a line of a Markdown table
 _TABLE_LINE = re.compile(r"[ \t]*\|")
 
