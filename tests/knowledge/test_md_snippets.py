@@ -57,7 +57,7 @@ def test_a_runbook_holds_its_scripts_commands_and_shared_warnings(
     assert dict(report.skipped) == {
         "docs/includes/pipe.md": "not a regular file",
         "docs/includes/warning.md": (
-            "included by docs/runbooks/backup.md (MkDocs snippet `--8<--`): part of that page, "
+            "included by docs/runbooks/backup.md (MkDocs snippet or include): part of that page, "
             "not a document"
         ),
     }

@@ -23,7 +23,13 @@ import yaml
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
 from superbiz.knowledge.documents.site_titles import CONFIG_NAMES, SITE_FILES
-from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets, rst_includes
+from superbiz.knowledge.formats import (
+    ASCIIDOC_EXTENSIONS,
+    adoc_includes,
+    md_includes,
+    md_snippets,
+    rst_includes,
+)
 from superbiz.knowledge.formats.decode import decode
 
 #: pages that include other files when they are read
@@ -76,7 +82,7 @@ def with_fragments(
         expand = rst_includes.with_includes
     elif suffix in ASCIIDOC_EXTENSIONS:
         expand = adoc_includes.with_includes
-    elif suffix in md_snippets.PAGES and b"8<-" in data:
+    elif suffix in md_snippets.PAGES and (b"8<-" in data or b"{%" in data):
         bases = snippet_bases(page, base)
         expand = partial(_with_snippets, bases=bases)
     else:
@@ -114,7 +120,11 @@ def _with_snippets(
     *,
     bases: Sequence[str],
 ) -> str:
-    return md_snippets.with_snippets(text, bases, read, limit, (page,))
+    """A MkDocs page with its snippets (``--8<--``) and its ``include-markdown``
+    plugin's directives written in."""
+    if "8<-" in text:
+        text = md_snippets.with_snippets(text, bases, read, limit, (page,))
+    return md_includes.with_includes(text, page, read, limit) if "{%" in text else text
 
 
 def snippet_bases(page: PurePosixPath, base: Path) -> list[str]:

@@ -101,7 +101,7 @@ def with_snippets(
         indent = lines[start][: len(lines[start]) - len(lines[start].lstrip(" \t"))]
         for name in names:
             file, selection = _split(name)
-            fragment = _read_first(target(file, bases), read, _within)
+            fragment = read_first(target(file, bases), read, _within)
             if fragment is None or len(fragment[1]) > room or own_document(fragment[1]):
                 written = []
                 break  # one it cannot write in: the lines stay as written
@@ -160,13 +160,13 @@ def _split(name: str) -> tuple[str, str]:
     return match["file"], name[len(match["file"]) :]
 
 
-def _read_first(
+def read_first(
     paths: Sequence[PurePosixPath],
     read: Callable[[PurePosixPath], str | None],
     within: tuple[PurePosixPath, ...],
 ) -> tuple[PurePosixPath, str] | None:
-    """The first of ``paths`` there is text to read at, and its text; never one the
-    snippets being written in already are (a cycle)."""
+    """The first of ``paths`` there is text to read at, and its text; never one of those
+    being written in already, ``within`` (a cycle)."""
     for path in paths:
         if path not in within and (text := read(path)) is not None:
             return path, text

@@ -58,12 +58,29 @@ class Include:
 def own_document(text: str) -> bool:
     """Whether a fragment opens with frontmatter, and so stays a document of its own: its
     ``access`` list (or any setting) would be lost in the page that includes it, and a
-    fragment only a group may read would be read by everyone who may read the page.
+    fragment only a group may read would be read by everyone who may read the page. A
+    ``---`` that no ``---`` line closes and that no setting follows is a rule, not
+    frontmatter (Traefik's shared notice opens with one); one that a setting follows is
+    frontmatter still, however broken.
 
     >>> own_document("---\\naccess: [finance]\\n---\\nRates."), own_document("Rates.")
     (True, False)
+    >>> own_document("---\\n\\n!!! question"), own_document("---\\naccess: [hr]\\n")
+    (False, True)
     """
-    return text.lstrip("\ufeff").startswith(("---\n", "---\r\n"))
+    text = text.lstrip("\ufeff")
+    if not text.startswith(("---\n", "---\r\n")):
+        return False
+    rest = text.split("\n", 1)[1]
+    if _CLOSING.search(rest):
+        return True
+    first = next((line for line in rest.split("\n") if line.strip()), "")
+    return _SETTING.match(first) is not None
+
+
+#: the line that closes frontmatter, and a setting's first line (``key:``)
+_CLOSING = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+_SETTING = re.compile(r"^[\w-]+[ \t]*:")
 
 
 def includes(text: str) -> list[Include]:

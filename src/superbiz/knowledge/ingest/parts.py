@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from superbiz.knowledge.documents.domains import read_alike
 from superbiz.knowledge.documents.included import site_attributes, snippet_bases
-from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_snippets
+from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_includes, md_snippets
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.knowledge.ingest.discovery import Candidate, Found
 from superbiz.retrieval.passages import is_navigation
@@ -77,7 +77,7 @@ def include_fragments(
         if suffix != ".rst" and suffix not in ASCIIDOC_EXTENSIONS and not markdown:
             continue
         text = _head(item.file)
-        if text is None or (markdown and "8<-" not in text):
+        if text is None or (markdown and "8<-" not in text and "{%" not in text):
             continue  # unread: its own read reports it
         page = PurePosixPath(item.file.relative_to(item.root).as_posix())
         if suffix == ".rst":
@@ -86,8 +86,14 @@ def include_fragments(
         elif markdown:  # the first place a snippet is found, as it is read
             bases = snippet_bases(page, item.root)
             named = [
-                _first_file(md_snippets.target(n, bases), item.root)
-                for n in md_snippets.snippet_names(text)
+                *(
+                    _first_file(md_snippets.target(n, bases), item.root)
+                    for n in md_snippets.snippet_names(text)
+                ),
+                *(
+                    _first_file(md_includes.targets(n, page), item.root)
+                    for n in md_includes.include_names(text)
+                ),
             ]
             is_fragment = _no_frontmatter
         else:  # read as it is ingested: under its site's attributes (``{partialsdir}``)
@@ -121,14 +127,10 @@ def _head(file: Path, characters: int = _INCLUDE_SCAN) -> str | None:
         return None
 
 
-#: characters that tell whether a file opens with frontmatter (``own_document``)
-_FRONTMATTER_MARK = 8
-
-
 def _no_frontmatter(file: Path) -> bool:
     """Whether ``file`` opens without frontmatter (``rst_includes.own_document``): with
     it, no fragment but a document of its own with its own access list."""
-    head = _head(file, _FRONTMATTER_MARK)
+    head = _head(file)
     return head is None or not own_document(head)  # unread: its own read reports it
 
 
@@ -223,5 +225,5 @@ def _included_by(pages: Sequence[str]) -> str:
     """
     more = f" and {len(pages) - 1} more pages" if len(pages) > 1 else ""
     which = "those pages" if more else "that page"
-    how = _HOW.get(PurePosixPath(pages[0]).suffix.lower(), "MkDocs snippet `--8<--`")
+    how = _HOW.get(PurePosixPath(pages[0]).suffix.lower(), "MkDocs snippet or include")
     return f"included by {pages[0]}{more} ({how}): part of {which}, not a document"
