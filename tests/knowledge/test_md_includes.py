@@ -26,6 +26,8 @@ SITE = {
         "<!--steps-end-->\n\nFooter not included.\n"
     ),
     "content/includes/owned.md": "---\naccess: [sre]\n---\nThe admin token lives in Vault.\n",
+    # a name that is neither ./ nor ../ is read from the site's docs_dir, not the page's folder
+    "content/routing/providers/includes/notice.md": "# Provider notes\n\nA decoy.\n",
     "content/examples/proxy.yml": "entryPoints:\n  web:\n    address: ':80'\n",
     "content/routing/providers/docker.md": (
         "# Docker provider\n\nLabels route each container.\n\n"
@@ -55,6 +57,7 @@ def test_a_page_holds_what_it_includes_and_the_shared_file_is_part_of_it(
         "content/includes/owned.md",  # its own access list: a document, never written in
         "content/routing/providers/docker.md",
         "content/routing/providers/file.md",
+        "content/routing/providers/includes/notice.md",
     ]
     skipped = dict(report.skipped)
     assert skipped["content/includes/notice.md"].startswith(
@@ -68,7 +71,7 @@ def test_a_page_holds_what_it_includes_and_the_shared_file_is_part_of_it(
     assert "Footer not included" not in page and "<!--steps-start-->" not in page
     assert "```yaml\nentryPoints:\n  web:\n    address: ':80'\n```" in page
     assert 'include-markdown "includes/notice.md"' not in page
-    assert "Vault" not in page and "hunter2" not in page
+    assert "Vault" not in page and "hunter2" not in page and "decoy" not in page
     assert '{% include-markdown "includes/owned.md" %}' in page  # left as written
     ranked = kb.retriever.retrieve("support contract for the proxy in production").ranked
     assert ranked[0].doc_path in {

@@ -12,6 +12,7 @@ and are returned as they are.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -22,7 +23,12 @@ import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
-from superbiz.knowledge.documents.site_titles import CONFIG_NAMES, SITE_FILES
+from superbiz.knowledge.documents.site_titles import (
+    CONFIG_MAX_BYTES,
+    CONFIG_NAMES,
+    SITE_FILES,
+    nav_titles,
+)
 from superbiz.knowledge.formats import (
     ASCIIDOC_EXTENSIONS,
     adoc_includes,
@@ -31,6 +37,7 @@ from superbiz.knowledge.formats import (
     rst_includes,
 )
 from superbiz.knowledge.formats.decode import decode
+from superbiz.knowledge.formats.rst_includes import inside_folder
 
 #: pages that include other files when they are read
 _INCLUDING = (".rst", *ASCIIDOC_EXTENSIONS)
@@ -84,7 +91,8 @@ def with_fragments(
         expand = adoc_includes.with_includes
     elif suffix in md_snippets.PAGES and (b"8<-" in data or b"{%" in data):
         bases = snippet_bases(page, base)
-        expand = partial(_with_snippets, bases=bases)
+        docs_dir = site_docs_dir(page, base) if b"{%" in data else None
+        expand = partial(_with_snippets, bases=bases, docs_dir=docs_dir)
     else:
         return data
     try:
@@ -119,12 +127,15 @@ def _with_snippets(
     limit: int,
     *,
     bases: Sequence[str],
+    docs_dir: PurePosixPath | None,
 ) -> str:
     """A MkDocs page with its snippets (``--8<--``) and its ``include-markdown``
     plugin's directives written in."""
     if "8<-" in text:
         text = md_snippets.with_snippets(text, bases, read, limit, (page,))
-    return md_includes.with_includes(text, page, read, limit) if "{%" in text else text
+    if "{%" not in text:
+        return text
+    return md_includes.with_includes(text, page, read, limit, docs_dir)
 
 
 def snippet_bases(page: PurePosixPath, base: Path) -> list[str]:
@@ -145,6 +156,35 @@ def snippet_bases(page: PurePosixPath, base: Path) -> list[str]:
         and any((base / folder / name).is_file() for name in CONFIG_NAMES)
     ][:1]
     return [*bases, ""]
+
+
+def site_docs_dir(page: PurePosixPath, base: Path) -> PurePosixPath | None:
+    """The folder a MkDocs page's site keeps its pages in (``docs_dir``), relative to the
+    knowledge base's folder ``base``: that of the nearest ``mkdocs.yml`` above the page;
+    None without one, or with one that cannot be read (``site_titles`` says why).
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> (root / "proxy" / "content").mkdir(parents=True)
+    >>> _ = (root / "proxy" / "mkdocs.yml").write_text("docs_dir: content\\n")
+    >>> site_docs_dir(PurePosixPath("proxy/content/ops/run.md"), root)
+    PurePosixPath('proxy/content')
+    >>> _ = (root / "mkdocs.yml").write_text("site_name: Ops\\n")  # at the top: docs/
+    >>> site_docs_dir(PurePosixPath("docs/run.md"), root)
+    PurePosixPath('docs')
+    """
+    for folder in page.parents:  # the knowledge base's folder itself too
+        for name in CONFIG_NAMES:
+            config = base / folder / name
+            try:
+                if not config.is_file():
+                    continue
+                if config.stat().st_size > CONFIG_MAX_BYTES:
+                    return None
+                docs_dir, _ = nav_titles(config.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError):
+                return None
+            return inside_folder(posixpath.join(folder.as_posix(), docs_dir))
+    return None
 
 
 #: the largest component descriptor read (Debezium's is 4 KB)

@@ -12,8 +12,9 @@ file as part of its pages (``ingest.parts.include_fragments``), as MkDocs' snipp
 (``md_snippets``).
 
 A name is found as the plugin finds it: from the including page's folder when it begins
-``./`` or ``../``, else from the folder the site's pages are under (``docs_dir``), which
-here is the first folder above the page that holds it. A URL or an absolute path is never
+``./`` or ``../``, else from the folder the site's pages are under (``docs_dir``, read from
+the nearest ``mkdocs.yml`` above the page: ``documents.included``), or, without one, from
+each folder above the page. A URL or an absolute path is never
 read; a file that opens with frontmatter is a page with its own settings, left alone.
 """
 
@@ -52,13 +53,19 @@ def include_names(text: str) -> list[str]:
     return [match["name"].strip() for match in _DIRECTIVE.finditer(text)]
 
 
-def targets(name: str, page: PurePosixPath) -> list[PurePosixPath]:
+def targets(
+    name: str, page: PurePosixPath, docs_dir: PurePosixPath | None = None
+) -> list[PurePosixPath]:
     """Where ``name``, included by the page at ``page``, may lie, relative to the knowledge
-    base's folder, nearest first: from the page's folder for ``./`` and ``../``, else from
-    each folder above the page (the site's ``docs_dir`` is one); none out of the folder.
+    base's folder: from the page's folder for ``./`` and ``../``, else from the site's
+    ``docs_dir`` (the plugin's rule), or, where the site is not known, from each folder
+    above the page, nearest first; none out of the folder.
 
     >>> [p.as_posix() for p in targets("includes/x.md", PurePosixPath("docs/a/b.md"))]
     ['docs/a/includes/x.md', 'docs/includes/x.md', 'includes/x.md']
+    >>> [p.as_posix() for p in targets("includes/x.md", PurePosixPath("docs/a/b.md"),
+    ...                                PurePosixPath("docs"))]
+    ['docs/includes/x.md']
     >>> [p.as_posix() for p in targets("../x.md", PurePosixPath("docs/a/b.md"))]
     ['docs/x.md']
     >>> targets("https://example.com/x.md", PurePosixPath("a.md"))
@@ -66,7 +73,10 @@ def targets(name: str, page: PurePosixPath) -> list[PurePosixPath]:
     """
     if "://" in name or name.startswith("/"):
         return []
-    folders = [page.parent] if name.startswith(("./", "../")) else list(page.parents)
+    if name.startswith(("./", "../")):
+        folders = [page.parent]
+    else:
+        folders = [docs_dir] if docs_dir is not None else list(page.parents)
     found = [inside_folder(posixpath.join(folder.as_posix(), name)) for folder in folders]
     return [path for path in found if path is not None]
 
@@ -76,12 +86,14 @@ def with_includes(
     page: PurePosixPath,
     read: Callable[[PurePosixPath], str | None],
     limit: int,
+    docs_dir: PurePosixPath | None = None,
     _within: tuple[PurePosixPath, ...] = (),
 ) -> str:
-    """``text`` (the page at ``page``) with each directive written in; ``read`` gives a
-    file's text, or None when there is none to read (missing, outside the folder, too
-    large): the directive then stays as written. The text grows by at most ``limit``
-    characters, included files' own directives resolved as deep as ``MAX_DEPTH``.
+    """``text`` (the page at ``page``, of a site whose pages are under ``docs_dir``) with
+    each directive written in; ``read`` gives a file's text, or None when there is none to
+    read (missing, outside the folder, too large): the directive then stays as written.
+    The text grows by at most ``limit`` characters, included files' own directives
+    resolved as deep as ``MAX_DEPTH``.
 
     >>> files = {"docs/includes/note.md": "# Note\\n<!--s-->Restart it.\\n<!--e-->Footer"}
     >>> read, page = lambda path: files.get(str(path)), PurePosixPath("docs/ops/run.md")
@@ -97,13 +109,14 @@ def with_includes(
     written: list[str] = []
     at = 0
     for match in _DIRECTIVE.finditer(text):
-        found = read_first(targets(match["name"].strip(), page), read, (page, *_within))
+        names = targets(match["name"].strip(), page, docs_dir)
+        found = read_first(names, read, (page, *_within))
         if found is None or len(found[1]) > room or own_document(found[1]):
             continue  # one it cannot write in stays as written
         path, included = found
         if match["kind"] == "include-markdown":
             included = _between(included, match["args"])
-            included = with_includes(included, path, read, room, (page, *_within))
+            included = with_includes(included, path, read, room, docs_dir, (page, *_within))
         room -= len(included)
         indent = match["indent"] or ""
         lines = included.rstrip("\n").split("\n")

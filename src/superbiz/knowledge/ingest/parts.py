@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from superbiz.knowledge.documents.domains import read_alike
-from superbiz.knowledge.documents.included import site_attributes, snippet_bases
+from superbiz.knowledge.documents.included import site_attributes, site_docs_dir, snippet_bases
 from superbiz.knowledge.formats import ASCIIDOC_EXTENSIONS, adoc_includes, md_includes, md_snippets
 from superbiz.knowledge.formats.rst_includes import includes, own_document, target
 from superbiz.knowledge.ingest.discovery import Candidate, Found
@@ -85,13 +85,14 @@ def include_fragments(
             is_fragment = _no_frontmatter
         elif markdown:  # the first place a snippet is found, as it is read
             bases = snippet_bases(page, item.root)
+            docs_dir = site_docs_dir(page, item.root) if "{%" in text else None
             named = [
                 *(
                     _first_file(md_snippets.target(n, bases), item.root)
                     for n in md_snippets.snippet_names(text)
                 ),
                 *(
-                    _first_file(md_includes.targets(n, page), item.root)
+                    _first_file(md_includes.targets(n, page, docs_dir), item.root)
                     for n in md_includes.include_names(text)
                 ),
             ]
