@@ -305,6 +305,14 @@ def test_unclosed_frontmatter() -> None:
     assert reason == "malformed frontmatter: no closing '---' line"
 
 
+def test_a_rule_opening_a_page_is_no_frontmatter() -> None:
+    """Traefik's shared notice opens with ``---`` and a blank line, closed by nothing: it
+    was skipped as frontmatter left open. With no setting after it, it is a rule."""
+    doc = parse('---\n\n!!! question "In production?"\n\n    Ask the team.\n', "notice.md")
+    assert doc.title == "notice" and "Ask the team." in doc.body
+    assert reason_of("---\n") == "malformed frontmatter: no closing '---' line"
+
+
 def test_empty_file() -> None:
     assert reason_of(b"") == "empty file"
 

@@ -9,6 +9,7 @@ import yaml
 
 from superbiz._text import clip
 from superbiz.exceptions import DocumentError
+from superbiz.knowledge.formats.rst_includes import own_document
 
 #: frontmatter fields that are text, and that are lists of texts
 TEXT_KEYS = ("title", "category", "when_to_retrieve")
@@ -52,10 +53,14 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 
 def split_frontmatter(text: str, label: str = "<text>") -> tuple[dict[str, Any], str]:
-    """``(frontmatter, body)``; a document without frontmatter has ``{}``.
+    """``(frontmatter, body)``; a document without frontmatter has ``{}``. A ``---`` that
+    no ``---`` closes and no setting follows is a rule opening the body (Traefik's shared
+    notice: ``---``, a blank line, an admonition), not frontmatter left open.
 
     >>> split_frontmatter("---\\ntitle: A\\n---\\n# Body\\n")
     ({'title': 'A'}, '# Body\\n')
+    >>> split_frontmatter("---\\n\\n!!! note\\n    Ask first.\\n")
+    ({}, '---\\n\\n!!! note\\n    Ask first.\\n')
     """
     if not text.startswith("---\n") and text.strip() != "---":
         return {}, text
@@ -64,6 +69,8 @@ def split_frontmatter(text: str, label: str = "<text>") -> tuple[dict[str, Any],
         if lines[end].rstrip() in ("---", "..."):
             break
     else:
+        if text.strip() != "---" and not own_document(text):
+            return {}, text
         raise DocumentError(label, "malformed frontmatter: no closing '---' line")
     raw = "\n".join(lines[1:end])
     try:
