@@ -12,7 +12,6 @@ and are returned as they are.
 from __future__ import annotations
 
 import functools
-import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -23,12 +22,7 @@ import yaml
 
 from superbiz.exceptions import DocumentError
 from superbiz.knowledge.documents.domains import may_write_in
-from superbiz.knowledge.documents.site_titles import (
-    CONFIG_MAX_BYTES,
-    CONFIG_NAMES,
-    SITE_FILES,
-    nav_titles,
-)
+from superbiz.knowledge.documents.site_titles import CONFIG_NAMES, SITE_FILES, docs_dir_of
 from superbiz.knowledge.formats import (
     ASCIIDOC_EXTENSIONS,
     adoc_includes,
@@ -173,17 +167,9 @@ def site_docs_dir(page: PurePosixPath, base: Path) -> PurePosixPath | None:
     PurePosixPath('docs')
     """
     for folder in page.parents:  # the knowledge base's folder itself too
-        for name in CONFIG_NAMES:
-            config = base / folder / name
-            try:
-                if not config.is_file():
-                    continue
-                if config.stat().st_size > CONFIG_MAX_BYTES:
-                    return None
-                docs_dir, _ = nav_titles(config.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError):
-                return None
-            return inside_folder(posixpath.join(folder.as_posix(), docs_dir))
+        if any((base / folder / name).is_file() for name in CONFIG_NAMES):
+            docs_dir = docs_dir_of(base / folder)
+            return None if docs_dir is None else inside_folder(f"{folder}/{docs_dir}")
     return None
 
 

@@ -251,20 +251,48 @@ def _folders(file: Path, root: Path) -> Iterator[Path]:
     yield from list(root.parents)[:LEVELS_ABOVE_ROOT]
 
 
-def _read_site(folder: Path) -> Site | None:
-    """The site configured in ``folder``, if it holds an MkDocs configuration with titles
-    in its ``nav``; one that is there and cannot be read (too large, unreadable, not text
-    or not YAML, a ``docs_dir`` no path can be) raises ``_Unread``."""
+def docs_dir_of(folder: Path) -> str | None:
+    """The ``docs_dir`` of the MkDocs site configured in ``folder``, as written; None
+    without a configuration there, or with one that cannot be read.
+
+    >>> import tempfile; folder = Path(tempfile.mkdtemp())
+    >>> docs_dir_of(folder) is None
+    True
+    >>> _ = (folder / "mkdocs.yml").write_text("docs_dir: content\\n")
+    >>> docs_dir_of(folder)
+    'content'
+    """
+    try:
+        return next((docs_dir for _, docs_dir, _ in _configs(folder)), None)
+    except _Unread:
+        return None
+
+
+def _configs(folder: Path) -> Iterator[tuple[Path, str, dict[str, str]]]:
+    """Each MkDocs configuration in ``folder``, in MkDocs' order, with its ``docs_dir`` and
+    ``nav`` titles; one that is there and cannot be read (too large, unreadable, not text
+    or not YAML) raises ``_Unread``."""
     for name in CONFIG_NAMES:
         config = folder / name
         if (text := _text(config)) is None:
             continue
         try:
             docs_dir, titles = nav_titles(text)
+        except ValueError as exc:
+            raise _Unread(config, str(exc)) from exc
+        yield config, docs_dir, titles
+
+
+def _read_site(folder: Path) -> Site | None:
+    """The site configured in ``folder``, if it holds an MkDocs configuration with titles
+    in its ``nav``; one that is there and cannot be read (``_configs``, or a ``docs_dir``
+    no path can be) raises ``_Unread``."""
+    for config, docs_dir, titles in _configs(folder):
+        try:
             where = (folder / docs_dir).resolve()
         except OSError as exc:
             raise _Unread(config, exc.strerror or str(exc)) from exc
-        except (ValueError, RuntimeError) as exc:  # not YAML; a NUL in docs_dir, a loop
+        except (ValueError, RuntimeError) as exc:  # a NUL in docs_dir, a loop
             raise _Unread(config, str(exc)) from exc
         if titles:
             return Site({where.joinpath(page): title for page, title in titles.items()})
